@@ -1,0 +1,221 @@
+"""The graph IR: values, nodes with a first-class virtual device, and the graph.
+
+A :class:`Graph` owns its values and nodes. Nodes are kept in topological order; after
+a pass edits nodes it calls :meth:`Graph.rebuild`, which recomputes producers, consumers
+and the order, and refuses cycles. Analysis results go in ``meta`` dicts.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autopart.errors import ModelError
+from autopart.ir.target import UNPLANNED, VirtualDevice
+
+
+@dataclass(eq=False)
+class Value:
+    """A tensor: its name, static shape and dtype, producer and consumers.
+
+    ``producer`` is ``None`` for graph inputs and constants. ``const`` holds the data of a
+    constant (an initializer or a folded value) and is ``None`` otherwise.
+    """
+
+    name: str
+    shape: tuple[int, ...] | None = None
+    dtype: np.dtype | None = None
+    const: np.ndarray | None = None
+    producer: Node | None = field(default=None, repr=False)
+    consumers: list[Node] = field(default_factory=list, repr=False)
+
+    @property
+    def is_const(self) -> bool:
+        """Whether the value is a compile-time constant."""
+        return self.const is not None
+
+    @property
+    def nbytes(self) -> int:
+        """Size of the tensor in bytes (0 when the shape or dtype is unknown)."""
+        if self.shape is None or self.dtype is None:
+            return 0
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+@dataclass(eq=False)
+class Node:
+    """One operator application.
+
+    ``inputs`` and ``outputs`` are value names; ``""`` marks an absent optional input.
+    ``attrs`` are Python values spelled as in the ONNX spec (tensors as numpy arrays).
+    ``virtual_device`` is where the node runs; it is unset until planning, and passes that
+    rewrite a node carry it over to the node's replacement.
+    """
+
+    name: str
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    domain: str = ""
+    virtual_device: VirtualDevice = UNPLANNED
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def present_inputs(self) -> list[str]:
+        """Names of the inputs that are actually connected."""
+        return [name for name in self.inputs if name]
+
+
+class Graph:
+    """A dataflow graph with named inputs, outputs and constants, in topological order."""
+
+    def __init__(
+        self,
+        name: str,
+        nodes: Iterable[Node],
+        values: dict[str, Value],
+        inputs: list[str],
+        outputs: list[str],
+        opsets: dict[str, int],
+        meta: dict[str, Any] | None = None,
+    ) -> None:
+        self.name = name
+        self.nodes: list[Node] = list(nodes)
+        self.values = values
+        self.inputs = inputs
+        self.outputs = outputs
+        self.opsets = opsets
+        self.meta: dict[str, Any] = meta or {}
+        self.rebuild()
+
+    # -- structure -------------------------------------------------------------------------
+    def rebuild(self) -> None:
+        """Recompute producers, consumers and a stable topological order; refuse cycles."""
+        for value in self.values.values():
+            value.producer = None
+            value.consumers = []
+        for node in self.nodes:
+            for name in node.outputs:
+                if name:
+                    self.value(name).producer = node
+            for name in node.present_inputs:
+                self.value(name).consumers.append(node)
+        self.nodes = self._topological_order()
+
+    def _topological_order(self) -> list[Node]:
+        position = {id(node): i for i, node in enumerate(self.nodes)}
+        waiting = {
+            id(node): sum(1 for n in set(node.present_inputs) if self.values[n].producer)
+            for node in self.nodes
+        }
+        ready = [node for node in self.nodes if waiting[id(node)] == 0]
+        order: list[Node] = []
+        while ready:
+            ready.sort(key=lambda n: position[id(n)], reverse=True)
+            node = ready.pop()
+            order.append(node)
+            for name in node.outputs:
+                if not name:
+                    continue
+                for consumer in {id(c): c for c in self.values[name].consumers}.values():
+                    waiting[id(consumer)] -= 1
+                    if waiting[id(consumer)] == 0:
+                        ready.append(consumer)
+        if len(order) != len(self.nodes):
+            stuck = [n.name for n in self.nodes if waiting[id(n)] > 0][:5]
+            raise ModelError(f"graph {self.name!r} has a cycle through nodes {stuck}")
+        return order
+
+    def value(self, name: str) -> Value:
+        """The value called ``name``; raise :class:`ModelError` if it does not exist."""
+        try:
+            return self.values[name]
+        except KeyError:
+            raise ModelError(f"graph {self.name!r} refers to undefined value {name!r}") from None
+
+    def node(self, name: str) -> Node:
+        """The node called ``name``."""
+        for node in self.nodes:
+            if node.name == name:
+                return node
+        raise KeyError(name)
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes)
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def constants(self) -> dict[str, np.ndarray]:
+        """Every constant value's data, by name."""
+        return {name: v.const for name, v in self.values.items() if v.const is not None}
+
+    def opset_of(self, node: Node) -> int:
+        """The opset version in force for ``node``'s domain."""
+        domain = "" if node.domain in ("", "ai.onnx") else node.domain
+        return self.opsets.get(domain, self.opsets.get("", 1))
+
+    def last_uses(self) -> dict[str, int]:
+        """For every non-output value, the index in ``nodes`` of its last consumer."""
+        last: dict[str, int] = {}
+        for index, node in enumerate(self.nodes):
+            for name in node.present_inputs:
+                last[name] = index
+        for name in self.outputs:
+            last.pop(name, None)
+        return last
+
+    def copy(self) -> Graph:
+        """A structural copy that shares constant arrays (they are never mutated)."""
+        values = {name: Value(v.name, v.shape, v.dtype, v.const) for name, v in self.values.items()}
+        nodes = [
+            Node(
+                n.name,
+                n.op_type,
+                list(n.inputs),
+                list(n.outputs),
+                dict(n.attrs),
+                n.domain,
+                n.virtual_device,
+                copy.deepcopy(n.meta),
+            )
+            for n in self.nodes
+        ]
+        return Graph(
+            self.name,
+            nodes,
+            values,
+            list(self.inputs),
+            list(self.outputs),
+            dict(self.opsets),
+            copy.deepcopy(self.meta),
+        )
+
+    # -- virtual devices -------------------------------------------------------------------
+    def erase_virtual_devices(self) -> Graph:
+        """A copy with every node's virtual device unset."""
+        erased = self.copy()
+        for node in erased.nodes:
+            node.virtual_device = UNPLANNED
+        return erased
+
+    def assignment(self) -> dict[str, VirtualDevice]:
+        """Every node's virtual device, by node name."""
+        return {node.name: node.virtual_device for node in self.nodes}
+
+    # -- statistics ------------------------------------------------------------------------
+    def parameter_bytes(self) -> int:
+        """Total bytes of the constants that nodes consume (weights, biases, tables)."""
+        return sum(
+            v.const.nbytes for v in self.values.values() if v.const is not None and v.consumers
+        )
+
+    def __repr__(self) -> str:
+        nodes = len(self.nodes)
+        return f"Graph({self.name!r}, {nodes} nodes, inputs={self.inputs}, outputs={self.outputs})"

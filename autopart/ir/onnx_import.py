@@ -1,0 +1,269 @@
+"""ONNX import: read a model safely, give every value a static shape, and simplify.
+
+``load_graph(path_or_proto, input_shapes)`` is the single entry point. It refuses files that
+are not ONNX, external data that escapes the model's folder, and values whose shape cannot
+be made static, each with a one-line :class:`ModelError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import AttributeProto, external_data_helper, helper, numpy_helper
+
+from autopart.errors import ModelError
+from autopart.ir.graph import Graph, Node, Value
+from autopart.ir.onnx_export import to_onnx
+from autopart.ir.passes import simplify
+
+MIN_OPSET, MAX_OPSET = 1, 21
+_SHAPE_INFERENCE_CONST_BYTES = 4096
+
+
+def read_model(path: str | Path) -> onnx.ModelProto:
+    """Parse an ONNX file, loading external data only from inside the model's folder."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"model file not found: {path}")
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except (DecodeError, ValueError, RuntimeError, OSError) as error:
+        raise ModelError(f"{path} is not a valid ONNX model ({_first_line(error)})") from None
+    _load_external_data(model, path.parent)
+    return model
+
+
+def _load_external_data(model: onnx.ModelProto, folder: Path) -> None:
+    root = folder.resolve()
+    for tensor in external_data_helper._get_all_tensors(model):
+        if not external_data_helper.uses_external_data(tensor):
+            continue
+        entries = {entry.key: entry.value for entry in tensor.external_data}
+        location = entries.get("location", "")
+        target = (root / location).resolve()
+        if Path(location).is_absolute() or not target.is_relative_to(root):
+            raise ModelError(
+                f"external data {location!r} of tensor {tensor.name!r} "
+                f"escapes the model folder {root}"
+            )
+        if not target.is_file():
+            raise ModelError(
+                f"external data file {location!r} of tensor {tensor.name!r} is missing"
+            )
+    try:
+        external_data_helper.load_external_data_for_model(model, str(root))
+    except (OSError, ValueError) as error:
+        raise ModelError(f"cannot load external data: {_first_line(error)}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
+
+
+def load_graph(
+    model: str | Path | onnx.ModelProto,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    simplify_graph: bool = True,
+) -> Graph:
+    """Import an ONNX model as a simplified :class:`Graph` with static shapes everywhere.
+
+    ``input_shapes`` fixes the shape of named inputs; other symbolic dimensions become 1.
+    """
+    proto = model if isinstance(model, onnx.ModelProto) else read_model(model)
+    _check(proto)
+    graph = _graph_from_proto(proto, input_shapes or {})
+    infer_shapes(graph)
+    if simplify_graph:
+        while simplify(graph):
+            infer_shapes(graph)
+    _require_static_shapes(graph)
+    return graph
+
+
+def _check(proto: onnx.ModelProto) -> None:
+    if not proto.HasField("graph") or not (proto.graph.node or proto.graph.output):
+        raise ModelError("the file holds no ONNX graph")
+    try:
+        onnx.checker.check_model(_skeleton(proto))
+    except (onnx.checker.ValidationError, ValueError) as error:
+        raise ModelError(f"invalid ONNX model: {_first_line(error)}") from None
+    default = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if default is not None and not MIN_OPSET <= default <= MAX_OPSET:
+        raise ModelError(f"opset {default} is not supported (supported: {MIN_OPSET}-{MAX_OPSET})")
+
+
+def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with large initializers declared as typed inputs instead of embedded.
+
+    The checker serialises the model it is given; without the weights that stays cheap.
+    """
+    skeleton = onnx.ModelProto()
+    skeleton.CopyFrom(proto) if not proto.graph.initializer else _copy_structure(proto, skeleton)
+    return skeleton
+
+
+def _copy_structure(proto: onnx.ModelProto, skeleton: onnx.ModelProto) -> None:
+    graph = proto.graph
+    for field_name in ("ir_version", "producer_name", "domain", "model_version"):
+        setattr(skeleton, field_name, getattr(proto, field_name))
+    skeleton.opset_import.extend(proto.opset_import)
+    skeleton.functions.extend(proto.functions)
+    target = skeleton.graph
+    target.name = graph.name
+    target.node.extend(graph.node)
+    target.output.extend(graph.output)
+    target.value_info.extend(graph.value_info)
+    declared = {i.name for i in graph.input}
+    target.input.extend(graph.input)
+    for tensor in graph.initializer:
+        if len(tensor.raw_data) + 4 * len(tensor.float_data) <= _SHAPE_INFERENCE_CONST_BYTES:
+            target.initializer.append(tensor)
+        elif tensor.name not in declared:
+            target.input.append(
+                helper.make_tensor_value_info(tensor.name, tensor.data_type, tensor.dims)
+            )
+
+
+def attribute_value(attribute: AttributeProto) -> Any:
+    """An attribute as a Python value: str for strings, numpy arrays for tensors."""
+    value = helper.get_attribute_value(attribute)
+    if isinstance(value, bytes):
+        return value.decode()
+    if isinstance(value, onnx.TensorProto):
+        return numpy_helper.to_array(value)
+    if isinstance(value, list) and value and isinstance(value[0], bytes):
+        return [v.decode() for v in value]
+    if isinstance(value, list) and value and isinstance(value[0], onnx.TensorProto):
+        return [numpy_helper.to_array(v) for v in value]
+    return value
+
+
+def _type_of(info: onnx.ValueInfoProto) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
+    tensor = info.type.tensor_type
+    if not info.type.HasField("tensor_type") or tensor.elem_type == 0:
+        return None, None
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+    if not tensor.HasField("shape"):
+        return None, dtype
+    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+    return dims, dtype
+
+
+def _graph_from_proto(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> Graph:
+    g = proto.graph
+    values: dict[str, Value] = {}
+
+    def value(name: str) -> Value:
+        return values.setdefault(name, Value(name))
+
+    for tensor in g.initializer:
+        data = numpy_helper.to_array(tensor)
+        values[tensor.name] = Value(tensor.name, tuple(data.shape), data.dtype, data)
+    initializer_names = set(values)
+    inputs = [i.name for i in g.input if i.name not in initializer_names]
+    unknown = sorted(set(input_shapes) - set(inputs))
+    if unknown:
+        raise ModelError(f"input shape given for unknown input(s) {unknown}; inputs are {inputs}")
+    for info in [*g.input, *g.value_info, *g.output]:
+        if info.name in initializer_names:
+            continue
+        shape, dtype = _type_of(info)
+        v = value(info.name)
+        v.shape = tuple(shape) if shape is not None else v.shape  # type: ignore[arg-type]
+        v.dtype = dtype or v.dtype
+    for name in inputs:
+        _fix_input_shape(values[name], input_shapes.get(name))
+    nodes, seen = [], set(values) - set(initializer_names)
+    names: set[str] = set()
+    for index, proto_node in enumerate(g.node):
+        name = proto_node.name or f"{proto_node.op_type}_{index}"
+        if name in names:
+            name = f"{name}_{index}"
+        names.add(name)
+        for out in proto_node.output:
+            if out:
+                value(out)
+        for inp in proto_node.input:
+            if inp:
+                value(inp)
+        attrs = {a.name: attribute_value(a) for a in proto_node.attribute}
+        nodes.append(
+            Node(
+                name,
+                proto_node.op_type,
+                list(proto_node.input),
+                list(proto_node.output),
+                attrs,
+                proto_node.domain,
+            )
+        )
+    del seen
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
+    outputs = [o.name for o in g.output]
+    for name in outputs:
+        value(name)
+    graph = Graph(g.name or "model", nodes, values, inputs, outputs, opsets)
+    graph.meta["model_inputs"] = inputs
+    return graph
+
+
+def _fix_input_shape(value: Value, given: Sequence[int] | None) -> None:
+    if given is not None:
+        given = tuple(int(d) for d in given)
+        if value.shape is not None and len(value.shape) != len(given):
+            raise ModelError(
+                f"input {value.name!r} has rank {len(value.shape)}, "
+                f"but shape {list(given)} was given"
+            )
+        if value.shape is not None:
+            for have, want in zip(value.shape, given, strict=True):
+                if have is not None and have != want:
+                    raise ModelError(
+                        f"input {value.name!r} has fixed shape {list(value.shape)}; "
+                        f"cannot set it to {list(given)}"
+                    )
+        value.shape = given
+    elif value.shape is None:
+        raise ModelError(f"input {value.name!r} has no shape; give one with --input-shape")
+    else:
+        value.shape = tuple(1 if d is None else d for d in value.shape)
+
+
+def infer_shapes(graph: Graph) -> None:
+    """Run ONNX shape inference (with data propagation) and record static shapes."""
+    skeleton = to_onnx(graph, inputs=graph.inputs, embed_constants=_SHAPE_INFERENCE_CONST_BYTES)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(skeleton, strict_mode=False, data_prop=True)
+    except (onnx.shape_inference.InferenceError, RuntimeError) as error:
+        raise ModelError(f"shape inference failed: {_first_line(error)}") from None
+    for info in [*inferred.graph.value_info, *inferred.graph.output]:
+        shape, dtype = _type_of(info)
+        value = graph.values.get(info.name)
+        if value is None or value.is_const:
+            continue
+        if shape is not None and all(d is not None for d in shape):
+            value.shape = shape  # type: ignore[assignment]
+        if dtype is not None:
+            value.dtype = dtype
+
+
+def _require_static_shapes(graph: Graph) -> None:
+    missing = [
+        name
+        for node in graph.nodes
+        for name in node.outputs
+        if name
+        and (graph.value(name).consumers or name in graph.outputs)
+        and (graph.value(name).shape is None or graph.value(name).dtype is None)
+    ]
+    if missing:
+        shown = ", ".join(missing[:5]) + (
+            f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+        )
+        raise ModelError(f"could not infer a static shape for {shown}")

@@ -1,0 +1,180 @@
+"""Simplifying passes over the graph IR. Each is ``Graph -> bool`` (whether it changed).
+
+Passes edit nodes in place and end with :meth:`Graph.rebuild`. A node that replaces others
+keeps the virtual device of the node it stands for.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from autopart.errors import UnsupportedOpError
+from autopart.ir.graph import Graph, Node, Value
+from autopart.ops import as_outputs, has_kernel, lookup
+
+# Ops whose result is not a function of their inputs must never be folded.
+_NEVER_FOLD = frozenset(
+    {
+        "RandomNormal",
+        "RandomUniform",
+        "RandomNormalLike",
+        "RandomUniformLike",
+        "Multinomial",
+        "Bernoulli",
+    }
+)
+_PASSTHROUGH = frozenset({"Identity", "Dropout"})
+
+
+def simplify(graph: Graph) -> bool:
+    """Run every simplifying pass once; return whether anything changed."""
+    changed = fold_constants(graph)
+    changed |= remove_passthrough(graph)
+    changed |= fold_batchnorm_into_conv(graph)
+    changed |= eliminate_dead_code(graph)
+    return changed
+
+
+def _evaluate(graph: Graph, node: Node) -> tuple[np.ndarray, ...]:
+    kernel = lookup(node.op_type, node.domain, graph.opset_of(node))
+    args = [graph.value(name).const if name else None for name in node.inputs]
+    return as_outputs(kernel(*args, **node.attrs))
+
+
+def fold_constants(graph: Graph) -> bool:
+    """Evaluate nodes whose inputs are all constant, and Shape/Size of static shapes."""
+    removed: list[Node] = []
+    for node in graph.nodes:
+        if node.op_type in _NEVER_FOLD or not has_kernel(
+            node.op_type, node.domain, graph.opset_of(node)
+        ):
+            continue
+        inputs = [graph.value(name) for name in node.present_inputs]
+        if node.op_type in ("Shape", "Size") and inputs[0].shape is not None:
+            shape = np.array(inputs[0].shape, dtype=np.int64)
+            start, end = node.attrs.get("start", 0), node.attrs.get("end")
+            folded: tuple[np.ndarray, ...] = (
+                (shape[start:end],)
+                if node.op_type == "Shape"
+                else (np.array(np.prod(shape), dtype=np.int64),)
+            )
+        elif all(v.is_const for v in inputs):
+            try:
+                folded = _evaluate(graph, node)
+            except UnsupportedOpError:
+                continue
+        else:
+            continue
+        for name, data in zip(node.outputs, folded, strict=False):
+            if name:
+                _make_const(graph.value(name), data)
+        removed.append(node)
+    if removed:
+        gone = {id(n) for n in removed}
+        graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+        graph.rebuild()
+    return bool(removed)
+
+
+def _make_const(value: Value, data: np.ndarray) -> None:
+    value.const = data if data.flags.c_contiguous else data.copy()
+    value.shape = tuple(data.shape)
+    value.dtype = data.dtype
+
+
+def remove_passthrough(graph: Graph) -> bool:
+    """Remove Identity and (inference-time) Dropout by rewiring their consumers."""
+    changed = False
+    for node in list(graph.nodes):
+        if node.op_type not in _PASSTHROUGH or not node.present_inputs:
+            continue
+        source, result = node.inputs[0], node.outputs[0]
+        if any(
+            name
+            for name in node.outputs[1:]
+            if graph.value(name).consumers or name in graph.outputs
+        ):
+            continue  # a Dropout mask is used
+        if result in graph.outputs:
+            producer = graph.value(source).producer
+            if producer is None or source in graph.outputs:
+                continue
+            producer.outputs = [result if o == source else o for o in producer.outputs]
+            _rename_uses(graph, source, result)
+        else:
+            _rename_uses(graph, result, source)
+        graph.nodes.remove(node)
+        graph.rebuild()
+        changed = True
+    return changed
+
+
+def _rename_uses(graph: Graph, old: str, new: str) -> None:
+    for node in graph.nodes:
+        node.inputs = [new if name == old else name for name in node.inputs]
+
+
+def fold_batchnorm_into_conv(graph: Graph) -> bool:
+    """Fold an inference BatchNormalization into the Conv that alone feeds it.
+
+    Legal when the Conv's output has no other use and every weight is constant.
+    """
+    changed = False
+    for bn in list(graph.nodes):
+        if bn.op_type != "BatchNormalization" or len([o for o in bn.outputs if o]) != 1:
+            continue
+        conv = graph.value(bn.inputs[0]).producer
+        params = [graph.value(name) for name in bn.inputs[1:5]]
+        if (
+            conv is None
+            or conv.op_type != "Conv"
+            or len(graph.value(conv.outputs[0]).consumers) != 1
+            or conv.outputs[0] in graph.outputs
+            or not all(p.is_const for p in params)
+            or not graph.value(conv.inputs[1]).is_const
+            or (
+                len(conv.inputs) > 2 and conv.inputs[2] and not graph.value(conv.inputs[2]).is_const
+            )
+        ):
+            continue
+        scale, shift, mean, var = (p.const for p in params)  # type: ignore[misc]
+        weight = graph.value(conv.inputs[1]).const
+        assert weight is not None
+        epsilon = float(bn.attrs.get("epsilon", 1e-5))
+        factor = (scale / np.sqrt(var + epsilon)).astype(np.float64)
+        bias = graph.value(conv.inputs[2]).const if len(conv.inputs) > 2 and conv.inputs[2] else 0.0
+        new_weight = (weight * factor.reshape(-1, *([1] * (weight.ndim - 1)))).astype(weight.dtype)
+        new_bias = ((bias - mean) * factor + shift).astype(weight.dtype)
+        w_name, b_name = f"{conv.name}/folded_W", f"{conv.name}/folded_B"
+        graph.values[w_name] = Value(w_name, new_weight.shape, new_weight.dtype, new_weight)
+        graph.values[b_name] = Value(b_name, new_bias.shape, new_bias.dtype, new_bias)
+        conv.inputs = [conv.inputs[0], w_name, b_name]
+        conv.outputs = [bn.outputs[0]]
+        conv.meta.setdefault("fused", []).append(bn.name)
+        graph.nodes.remove(bn)
+        graph.rebuild()
+        changed = True
+    return changed
+
+
+def eliminate_dead_code(graph: Graph) -> bool:
+    """Drop nodes whose outputs nobody uses, and values nothing refers to."""
+    changed = False
+    while True:
+        dead = [
+            node
+            for node in graph.nodes
+            if not any(graph.value(o).consumers or o in graph.outputs for o in node.outputs if o)
+        ]
+        if not dead:
+            break
+        for node in dead:
+            graph.nodes.remove(node)
+        graph.rebuild()
+        changed = True
+    used = set(graph.inputs) | set(graph.outputs)
+    used.update(name for node in graph.nodes for name in [*node.inputs, *node.outputs] if name)
+    unused = [name for name in graph.values if name not in used]
+    for name in unused:
+        del graph.values[name]
+    return changed

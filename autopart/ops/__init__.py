@@ -1,0 +1,17 @@
+"""The reference operator library: numpy kernels looked up by (domain, op type, opset)."""
+
+from autopart.ops import elementwise, nn, reduce, tensor
+from autopart.ops.registry import OpKernel, as_outputs, has_kernel, lookup, register, supported_ops
+
+__all__ = [
+    "OpKernel",
+    "as_outputs",
+    "elementwise",
+    "has_kernel",
+    "lookup",
+    "nn",
+    "reduce",
+    "register",
+    "supported_ops",
+    "tensor",
+]

@@ -1,0 +1,19 @@
+"""Targets: devices, units and codegens, and the codegen registry."""
+
+from autopart.targets import numpy_codegen
+from autopart.targets.codegen import (
+    Codegen,
+    CompiledSubgraph,
+    codegen_names,
+    get_codegen,
+    register_codegen,
+)
+
+__all__ = [
+    "Codegen",
+    "CompiledSubgraph",
+    "codegen_names",
+    "get_codegen",
+    "numpy_codegen",
+    "register_codegen",
+]

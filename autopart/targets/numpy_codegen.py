@@ -1,0 +1,87 @@
+"""The ``numpy`` codegen: the reference kernels, run on the host, one call per node."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from autopart.ir.graph import Graph, Node
+from autopart.ops import as_outputs, has_kernel, lookup
+from autopart.targets.codegen import Codegen, CompiledSubgraph, Environment, register_codegen
+
+# Ops whose optional outputs the reference kernels do not produce.
+_SINGLE_OUTPUT_ONLY = frozenset({"MaxPool"})
+
+
+class NumpyStep:
+    """One node bound to its kernel and attributes, with the values it frees afterwards."""
+
+    __slots__ = ("free", "inputs", "kernel", "name", "outputs")
+
+    def __init__(self, name: str, kernel: Any, inputs: list[str], outputs: list[str]) -> None:
+        self.name = name
+        self.kernel = kernel
+        self.inputs = inputs
+        self.outputs = outputs
+        self.free: list[str] = []
+
+
+class NumpySubgraph(CompiledSubgraph):
+    """Nodes run in order; intermediates are dropped right after their last use."""
+
+    def __init__(
+        self, steps: list[NumpyStep], inputs: Sequence[str], outputs: Sequence[str]
+    ) -> None:
+        self.steps = steps
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+
+    def run(self, env: Environment) -> None:
+        """Run every step, reading and writing ``env``."""
+        for step in self.steps:
+            args = [env[name] if name else None for name in step.inputs]
+            results = as_outputs(step.kernel(*args))
+            for name, result in zip(step.outputs, results, strict=False):
+                if name:
+                    env[name] = result
+            for name in step.free:
+                env.pop(name, None)
+
+
+@register_codegen
+class NumpyCodegen(Codegen):
+    """Reference codegen on the host: every op that has a numpy kernel for its opset."""
+
+    name = "numpy"
+    device_kind = "cpu"
+
+    def supports(self, node: Node, graph: Graph) -> bool:
+        """Supported when a reference kernel exists for the node's op at the graph's opset."""
+        if node.op_type in _SINGLE_OUTPUT_ONLY and len([o for o in node.outputs if o]) > 1:
+            return False
+        return has_kernel(node.op_type, node.domain, graph.opset_of(node))
+
+    def compile(
+        self, graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str]
+    ) -> NumpySubgraph:
+        """Bind each node's kernel and attributes; precompute where buffers can be freed."""
+        self.check_supported(graph, nodes)
+        steps = []
+        for node in nodes:
+            kernel = lookup(node.op_type, node.domain, graph.opset_of(node))
+            bound = partial(kernel, **node.attrs) if node.attrs else kernel
+            steps.append(NumpyStep(node.name, bound, list(node.inputs), list(node.outputs)))
+        keep = set(outputs) | set(inputs)
+        last: dict[str, int] = {}
+        for index, step in enumerate(steps):
+            for name in step.inputs:
+                if name and not graph.value(name).is_const:
+                    last[name] = index
+            for name in step.outputs:
+                if name:
+                    last.setdefault(name, index)
+        for name, index in last.items():
+            if name not in keep:
+                steps[index].free.append(name)
+        return NumpySubgraph(steps, inputs, outputs)
