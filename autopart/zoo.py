@@ -19,7 +19,7 @@ from onnx import helper, numpy_helper
 
 from autopart.errors import ModelError
 from autopart.ir.onnx_import import attribute_value, read_model
-from autopart.ops import as_outputs, lookup
+from autopart.ops import bind
 
 _FILES = {
     "alexnet": "light_bvlc_alexnet.onnx",
@@ -146,10 +146,10 @@ def _normalise_layers(
         env[info.name] = rng.standard_normal(dims, dtype=np.float32)
     origin = {name: name for name in params}  # value -> the parameter it is a reshape of
     for node in nodes:
-        kernel = lookup(node.op_type, node.domain, opset)
         attrs = {a.name: attribute_value(a) for a in node.attribute}
+        kernel = bind(node.op_type, node.domain, opset, attrs, len(node.output))
         args = [env[name] if name else None for name in node.input]
-        outputs = as_outputs(kernel(*args, **attrs))
+        outputs = kernel(*args)
         if node.op_type in _RESHAPING and node.input[0] in origin:
             origin[node.output[0]] = origin[node.input[0]]
         if node.op_type in ("Conv", "Gemm") and node.input[1] in origin:
@@ -163,7 +163,7 @@ def _normalise_layers(
                         if name != source:
                             env[name] = env[name] / np.float32(std)
                 args = [env[name] if name else None for name in node.input]
-                outputs = as_outputs(kernel(*args, **attrs))
+                outputs = kernel(*args)
         for name, data in zip(node.output, outputs, strict=False):
             if name:
                 env[name] = data

@@ -16,7 +16,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, external_data_helper, helper, numpy_helper
 
-from autopart.errors import ModelError
+from autopart.errors import ModelError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import simplify
@@ -89,6 +89,7 @@ def load_graph(
 def _check(proto: onnx.ModelProto) -> None:
     if not proto.HasField("graph") or not (proto.graph.node or proto.graph.output):
         raise ModelError("the file holds no ONNX graph")
+    _check_ops_exist(proto)
     try:
         onnx.checker.check_model(_skeleton(proto))
     except (onnx.checker.ValidationError, ValueError) as error:
@@ -96,6 +97,23 @@ def _check(proto: onnx.ModelProto) -> None:
     default = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
     if default is not None and not MIN_OPSET <= default <= MAX_OPSET:
         raise ModelError(f"opset {default} is not supported (supported: {MIN_OPSET}-{MAX_OPSET})")
+
+
+def _check_ops_exist(proto: onnx.ModelProto) -> None:
+    """Refuse ops that no ONNX schema defines, naming every one with its nodes."""
+    functions = {(f.domain, f.name) for f in proto.functions}
+    unknown: dict[str, list[str]] = {}
+    for index, node in enumerate(proto.graph.node):
+        domain = "" if node.domain == "ai.onnx" else node.domain
+        if (domain, node.op_type) in functions or onnx.defs.has(node.op_type, domain):
+            continue
+        label = f"{domain}::{node.op_type}" if domain else node.op_type
+        unknown.setdefault(label, []).append(node.name or f"#{index}")
+    if unknown:
+        listed = "; ".join(
+            f"{op} (nodes {', '.join(names)})" for op, names in sorted(unknown.items())
+        )
+        raise UnsupportedOpError(f"unknown op(s): {listed}")
 
 
 def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:

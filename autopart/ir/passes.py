@@ -10,7 +10,7 @@ import numpy as np
 
 from autopart.errors import UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
-from autopart.ops import as_outputs, has_kernel, lookup
+from autopart.ops import bind, has_kernel
 
 # Ops whose result is not a function of their inputs must never be folded.
 _NEVER_FOLD = frozenset(
@@ -36,9 +36,8 @@ def simplify(graph: Graph) -> bool:
 
 
 def _evaluate(graph: Graph, node: Node) -> tuple[np.ndarray, ...]:
-    kernel = lookup(node.op_type, node.domain, graph.opset_of(node))
-    args = [graph.value(name).const if name else None for name in node.inputs]
-    return as_outputs(kernel(*args, **node.attrs))
+    kernel = bind(node.op_type, node.domain, graph.opset_of(node), node.attrs, len(node.outputs))
+    return kernel(*[graph.value(name).const if name else None for name in node.inputs])
 
 
 def fold_constants(graph: Graph) -> bool:

@@ -1,11 +1,20 @@
 """The reference operator library: numpy kernels looked up by (domain, op type, opset)."""
 
 from autopart.ops import elementwise, nn, reduce, tensor
-from autopart.ops.registry import OpKernel, as_outputs, has_kernel, lookup, register, supported_ops
+from autopart.ops.registry import (
+    OpKernel,
+    as_outputs,
+    bind,
+    has_kernel,
+    lookup,
+    register,
+    supported_ops,
+)
 
 __all__ = [
     "OpKernel",
     "as_outputs",
+    "bind",
     "elementwise",
     "has_kernel",
     "lookup",

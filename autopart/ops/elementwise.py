@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import reduce
 
 import numpy as np
@@ -11,7 +12,7 @@ from autopart.ops.registry import register
 
 
 def _unary(op_type: str, fn: np.ufunc | object) -> None:
-    def kernel(X: np.ndarray) -> np.ndarray:
+    def kernel(X: np.ndarray, consumed_inputs: Sequence[int] | None = None) -> np.ndarray:
         return np.asarray(fn(X), dtype=X.dtype)  # type: ignore[operator]
 
     kernel.__name__ = op_type.lower()
@@ -51,12 +52,31 @@ for _name, _fn in {
     _unary(_name, _fn)
 
 
+def _legacy_broadcast(A: np.ndarray, B: np.ndarray, broadcast: int, axis: int | None) -> np.ndarray:
+    """Align ``B`` for numpy broadcasting under the opset < 7 ``broadcast``/``axis`` rules.
+
+    Before opset 7, binary ops broadcast only ``B`` onto ``A`` and only with ``broadcast=1``;
+    ``axis`` names the dim of ``A`` where ``B``'s shape starts (suffix matching without it).
+    Trailing 1-dims turn the ``axis`` alignment into numpy's suffix alignment.
+    """
+    if broadcast and axis is not None and B.ndim:
+        start = axis % A.ndim if A.ndim else 0
+        return B.reshape(B.shape + (1,) * max(A.ndim - start - B.ndim, 0))
+    return B
+
+
 def _binary(op_type: str, fn: np.ufunc) -> None:
-    def kernel(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-        return fn(A, B)
+    def kernel(
+        A: np.ndarray,
+        B: np.ndarray,
+        broadcast: int = 0,
+        axis: int | None = None,
+        consumed_inputs: Sequence[int] | None = None,
+    ) -> np.ndarray:
+        return fn(A, _legacy_broadcast(A, B, broadcast, axis))
 
     kernel.__name__ = op_type.lower()
-    kernel.__doc__ = f"ONNX {op_type} with numpy broadcasting."
+    kernel.__doc__ = f"ONNX {op_type} with numpy (or, before opset 7, ``axis``) broadcasting."
     register(op_type)(kernel)
 
 
@@ -79,8 +99,15 @@ for _name, _fn in {
 
 
 @register("Div")
-def div(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+def div(
+    A: np.ndarray,
+    B: np.ndarray,
+    broadcast: int = 0,
+    axis: int | None = None,
+    consumed_inputs: Sequence[int] | None = None,
+) -> np.ndarray:
     """ONNX Div: true division for floats, truncating division for integers."""
+    B = _legacy_broadcast(A, B, broadcast, axis)
     if np.issubdtype(A.dtype, np.integer):
         return np.trunc(A / B).astype(A.dtype)
     return A / B
@@ -93,9 +120,9 @@ def mod(A: np.ndarray, B: np.ndarray, fmod: int = 0) -> np.ndarray:
 
 
 @register("Pow")
-def pow_(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+def pow_(X: np.ndarray, Y: np.ndarray, broadcast: int = 0, axis: int | None = None) -> np.ndarray:
     """ONNX Pow; the result has the dtype of the base."""
-    return np.power(X, Y).astype(X.dtype, copy=False)
+    return np.power(X, _legacy_broadcast(X, Y, broadcast, axis)).astype(X.dtype, copy=False)
 
 
 @register("Not")
@@ -105,7 +132,7 @@ def not_(X: np.ndarray) -> np.ndarray:
 
 
 def _variadic(op_type: str, fn: np.ufunc) -> None:
-    def kernel(*data: np.ndarray) -> np.ndarray:
+    def kernel(*data: np.ndarray, consumed_inputs: Sequence[int] | None = None) -> np.ndarray:
         return reduce(fn, data)
 
     kernel.__name__ = op_type.lower()
@@ -119,7 +146,7 @@ _variadic("Min", np.minimum)
 
 
 @register("Mean")
-def mean(*data: np.ndarray) -> np.ndarray:
+def mean(*data: np.ndarray, consumed_inputs: Sequence[int] | None = None) -> np.ndarray:
     """ONNX Mean over any number of broadcast inputs."""
     return (reduce(np.add, data) / len(data)).astype(data[0].dtype, copy=False)
 
@@ -148,9 +175,19 @@ def leaky_relu(X: np.ndarray, alpha: float = 0.01) -> np.ndarray:
     return np.where(X >= 0, X, X * alpha).astype(X.dtype, copy=False)
 
 
-@register("PRelu")
+@register("PRelu", since=1)
+def prelu_legacy(
+    X: np.ndarray, slope: np.ndarray, consumed_inputs: Sequence[int] | None = None
+) -> np.ndarray:
+    """ONNX PRelu before opset 7: a 1-D slope holds one value per channel (axis 1)."""
+    if slope.ndim == 1 and slope.size > 1 and X.ndim >= 2 and slope.size == X.shape[1]:
+        slope = slope.reshape(1, -1, *([1] * (X.ndim - 2)))
+    return prelu(X, slope)
+
+
+@register("PRelu", since=7)
 def prelu(X: np.ndarray, slope: np.ndarray) -> np.ndarray:
-    """ONNX PRelu with a broadcast slope."""
+    """ONNX PRelu with a slope broadcast onto ``X`` numpy-style."""
     return np.where(X >= 0, X, X * slope).astype(X.dtype, copy=False)
 
 

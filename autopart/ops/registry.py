@@ -73,6 +73,24 @@ def lookup(op_type: str, domain: str, opset: int) -> Kernel:
     raise UnsupportedOpError(f"op {_qualified(op_type, domain)} has no reference kernel")
 
 
+def bind(
+    op_type: str, domain: str, opset: int, attrs: dict[str, Any], num_outputs: int
+) -> Callable[..., tuple[np.ndarray, ...]]:
+    """The kernel of a node with its attributes bound: ``f(*inputs) -> tuple of outputs``.
+
+    Some ops take their output count from the node itself (an equal Split before opset 18
+    has only its outputs to say how many parts); ``num_outputs`` carries it.
+    """
+    kernel = lookup(op_type, domain, opset)
+    extra = {"_num_outputs": num_outputs} if op_type == "Split" else {}
+    bound_attrs = {**attrs, **extra}
+
+    def call(*inputs: np.ndarray | None) -> tuple[np.ndarray, ...]:
+        return as_outputs(kernel(*inputs, **bound_attrs))
+
+    return call
+
+
 def supported_ops() -> list[str]:
     """Names of every registered op, qualified by domain where it is not the default."""
     return sorted(_qualified(op, domain) for domain, op in _REGISTRY)

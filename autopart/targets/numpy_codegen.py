@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import partial
 from typing import Any
 
 from autopart.ir.graph import Graph, Node
-from autopart.ops import as_outputs, has_kernel, lookup
+from autopart.ops import bind, has_kernel
 from autopart.targets.codegen import Codegen, CompiledSubgraph, Environment, register_codegen
 
 # Ops whose optional outputs the reference kernels do not produce.
@@ -41,7 +40,7 @@ class NumpySubgraph(CompiledSubgraph):
         """Run every step, reading and writing ``env``."""
         for step in self.steps:
             args = [env[name] if name else None for name in step.inputs]
-            results = as_outputs(step.kernel(*args))
+            results = step.kernel(*args)
             for name, result in zip(step.outputs, results, strict=False):
                 if name:
                     env[name] = result
@@ -69,9 +68,9 @@ class NumpyCodegen(Codegen):
         self.check_supported(graph, nodes)
         steps = []
         for node in nodes:
-            kernel = lookup(node.op_type, node.domain, graph.opset_of(node))
-            bound = partial(kernel, **node.attrs) if node.attrs else kernel
-            steps.append(NumpyStep(node.name, bound, list(node.inputs), list(node.outputs)))
+            opset = graph.opset_of(node)
+            kernel = bind(node.op_type, node.domain, opset, node.attrs, len(node.outputs))
+            steps.append(NumpyStep(node.name, kernel, list(node.inputs), list(node.outputs)))
         keep = set(outputs) | set(inputs)
         last: dict[str, int] = {}
         for index, step in enumerate(steps):

@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def max_relative_error(expected: np.ndarray, actual: np.ndarray) -> float:
+    """max |a - e| / max |e|, the accuracy figure the issues quote."""
+    scale = float(np.abs(expected).max()) or 1.0
+    return float(np.abs(actual.astype(np.float64) - expected).max()) / scale
+
+
+def run_onnxruntime(
+    model: onnx.ModelProto | str | Path, feeds: dict[str, np.ndarray]
+) -> list[np.ndarray]:
+    ort = pytest.importorskip("onnxruntime")
+    source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else str(model)
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    return session.run(None, feeds)
+
+
+def make_model(graph: onnx.GraphProto, opset: int = 17) -> onnx.ModelProto:
+    """A model at ``opset`` with the oldest IR version that carries it (onnxruntime lags onnx)."""
+    opsets = [onnx.helper.make_opsetid("", opset)]
+    model = onnx.helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = onnx.helper.find_min_ir_version_for(opsets)
+    return model
+
+
+@pytest.fixture(scope="session")
+def transformer_path() -> Path:
+    return FIXTURES / "transformer_encoder.onnx"

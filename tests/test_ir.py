@@ -1,0 +1,178 @@
+"""Graph IR, virtual devices and simplifying passes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
+
+from autopart.errors import ModelError, TargetError
+from autopart.ir import Graph, Node, Value, VirtualDevice, load_graph
+from autopart.ir.passes import fold_batchnorm_into_conv, remove_passthrough
+from autopart.runtime import Executor, random_inputs
+
+
+@given(
+    device=st.sampled_from(["cpu", "opencl:0", "opencl:12", "cuda:1", None]),
+    unit=st.one_of(st.none(), st.integers(0, 64)),
+    codegen=st.sampled_from(["numpy", "opencl", "onnxruntime", "my-codegen", None]),
+)
+def test_virtual_device_text_round_trips(
+    device: str | None, unit: int | None, codegen: str | None
+) -> None:
+    target = VirtualDevice(device, unit, codegen)
+    if target.is_set:
+        assert VirtualDevice.parse(str(target)) == target
+
+
+@pytest.mark.parametrize("spec", ["", "cpu@", "@", "cpu/x@numpy", "cpu@numpy@onnx", "0cpu"])
+def test_malformed_targets_are_refused(spec: str) -> None:
+    with pytest.raises(TargetError, match="malformed target"):
+        VirtualDevice.parse(spec)
+
+
+def _chain_graph() -> Graph:
+    values = {name: Value(name, (2,), np.dtype(np.float32)) for name in "abcd"}
+    nodes = [
+        Node("third", "Relu", ["c"], ["d"]),
+        Node("first", "Relu", ["a"], ["b"]),
+        Node("second", "Relu", ["b"], ["c"]),
+    ]
+    return Graph("chain", nodes, values, ["a"], ["d"], {"": 17})
+
+
+def test_rebuild_orders_topologically_and_links_values() -> None:
+    graph = _chain_graph()
+    assert [n.name for n in graph.nodes] == ["first", "second", "third"]
+    assert graph.value("b").producer is graph.node("first")
+    assert graph.value("b").consumers == [graph.node("second")]
+    assert graph.last_uses() == {"a": 0, "b": 1, "c": 2}
+
+
+def test_cycles_are_refused() -> None:
+    graph = _chain_graph()
+    graph.node("first").inputs = ["d"]
+    with pytest.raises(ModelError, match="cycle"):
+        graph.rebuild()
+
+
+def test_erase_virtual_devices_copies() -> None:
+    graph = _chain_graph()
+    graph.node("second").virtual_device = VirtualDevice.parse("opencl:0/1@opencl")
+    erased = graph.erase_virtual_devices()
+    assert not any(n.virtual_device.is_set for n in erased.nodes)
+    assert str(graph.node("second").virtual_device) == "opencl:0/1@opencl"
+
+
+def _conv_bn_model(extra_use: bool) -> tuple[Graph, Graph]:
+    rng = np.random.default_rng(0)
+    inits = [
+        numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b"),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 4).astype(np.float32), "scale"),
+        numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "shift"),
+        numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "mean"),
+        numpy_helper.from_array(rng.uniform(0.5, 2, 4).astype(np.float32), "var"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "BatchNormalization", ["c", "scale", "shift", "mean", "var"], ["y"], name="bn"
+        ),
+        helper.make_node("Identity", ["y"], ["z"], name="id"),
+    ]
+    outputs = [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 5, 5])]
+    if extra_use:
+        nodes.append(helper.make_node("Relu", ["c"], ["r"], name="relu"))
+        outputs.append(helper.make_tensor_value_info("r", TensorProto.FLOAT, [1, 4, 5, 5]))
+    graph = helper.make_graph(
+        nodes,
+        "convbn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 5, 5])],
+        outputs,
+        initializer=inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    return load_graph(model, simplify_graph=False), load_graph(model)
+
+
+def _outputs(graph: Graph) -> dict[str, np.ndarray]:
+    return Executor(graph).run(random_inputs(graph, seed=5)).outputs
+
+
+def test_batchnorm_folds_into_conv_exactly() -> None:
+    raw, simplified = _conv_bn_model(extra_use=False)
+    assert [n.op_type for n in simplified.nodes] == ["Conv"]
+    assert simplified.outputs == ["z"]
+    np.testing.assert_allclose(_outputs(simplified)["z"], _outputs(raw)["z"], rtol=1e-5, atol=1e-5)
+
+
+def test_batchnorm_does_not_fold_when_conv_output_is_shared() -> None:
+    raw, simplified = _conv_bn_model(extra_use=True)
+    assert sorted(n.op_type for n in simplified.nodes) == ["BatchNormalization", "Conv", "Relu"]
+    for name, expected in _outputs(raw).items():
+        np.testing.assert_allclose(_outputs(simplified)[name], expected, rtol=1e-5, atol=1e-5)
+
+
+def test_passes_carry_the_virtual_device() -> None:
+    raw, _ = _conv_bn_model(extra_use=False)
+    target = VirtualDevice.parse("opencl:0/1@opencl")
+    raw.node("conv").virtual_device = target
+    assert fold_batchnorm_into_conv(raw)
+    assert remove_passthrough(raw)
+    (conv,) = raw.nodes
+    assert conv.virtual_device == target and conv.outputs == ["z"]
+
+
+UNARY = ["Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Identity", "Dropout", "Softsign"]
+BINARY = ["Add", "Mul", "Sub", "Max", "Min"]
+
+
+@st.composite
+def random_dag_models(draw: st.DrawFn) -> tuple:
+    """Random DAGs of elementwise ops mixing inputs, constants, Identity and Dropout."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    inits = [numpy_helper.from_array(rng.standard_normal((2, 3)).astype(np.float32), "k0")]
+    available = ["x", "k0"]
+    nodes = []
+    for index in range(draw(st.integers(1, 12))):
+        out = f"v{index}"
+        if draw(st.booleans()):
+            op = draw(st.sampled_from(UNARY))
+            nodes.append(helper.make_node(op, [draw(st.sampled_from(available))], [out], name=out))
+        else:
+            op = draw(st.sampled_from(BINARY))
+            a, b = draw(st.sampled_from(available)), draw(st.sampled_from(available))
+            nodes.append(helper.make_node(op, [a, b], [out], name=out))
+        available.append(out)
+    outputs = sorted({available[-1], draw(st.sampled_from(available[2:]))})
+    graph = helper.make_graph(
+        nodes,
+        "dag",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, [2, 3]) for o in outputs],
+        initializer=inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), outputs
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_dag_models())
+def test_simplification_preserves_results(case: tuple) -> None:
+    model, outputs = case
+    raw, simplified = load_graph(model, simplify_graph=False), load_graph(model)
+    assert simplified.outputs == outputs
+    for node in simplified.nodes:
+        if node.op_type in (
+            "Identity",
+            "Dropout",
+        ):  # kept only to give a value a second output name
+            source = simplified.value(node.inputs[0])
+            assert node.outputs[0] in outputs
+            assert source.producer is None or source.name in outputs
+    assert len(simplified.nodes) <= len(raw.nodes)
+    expected = _outputs(raw)
+    for name, got in _outputs(simplified).items():
+        np.testing.assert_allclose(got, expected[name], rtol=1e-6)
