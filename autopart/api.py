@@ -11,8 +11,13 @@ import onnx
 from autopart.ir.analysis import GraphSummary, summarise
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_import import load_graph
+from autopart.plan.assign import plan_from_rules
+from autopart.plan.schema import Plan
+from autopart.plan.validate import validate_plan
 from autopart.runtime.executor import Executor, RunResult
 from autopart.runtime.feeds import random_inputs
+from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
+from autopart.targets.devices import Machine, discover
 from autopart.zoo import resolve_model
 
 ModelLike = str | Path | onnx.ModelProto | Graph
@@ -46,3 +51,58 @@ def run(
     graph = load(model, input_shapes)
     feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed)
     return Executor(graph).run(feeds, repeat=repeat, warmup=warmup)
+
+
+def devices() -> Machine:
+    """Every device found here, with its units (``autopart devices``)."""
+    return discover()
+
+
+def make_plan(
+    model: ModelLike,
+    assign: Sequence[str] = (),
+    fallback: str = "cpu@numpy",
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+) -> tuple[Plan, Graph]:
+    """A plan from ``SELECTOR=TARGET`` rules; unassigned or unsupported nodes use ``fallback``."""
+    graph = load(model, input_shapes)
+    source = (
+        model if isinstance(model, str) else str(model) if isinstance(model, Path) else graph.name
+    )
+    return plan_from_rules(graph, assign, fallback, str(source)), graph
+
+
+def load_plan(path: str | Path) -> tuple[Plan, Graph]:
+    """Read a plan file and import the model it names (checked against the plan's hash)."""
+    plan = Plan.load(path)
+    graph = load(plan.model.source, plan.model.input_shapes or None)
+    validate_plan(plan, graph)
+    return plan, graph
+
+
+def run_plan(
+    plan: Plan,
+    graph: Graph,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    repeat: int = 1,
+    warmup: int = 1,
+    seed: int = 0,
+    concurrent: bool = True,
+) -> PlanRunResult:
+    """Run ``plan`` on the real targets (``autopart run PLAN.json``)."""
+    feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed)
+    with PlanExecutor(plan, graph) as executor:
+        return executor.run(feeds, repeat=repeat, warmup=warmup, concurrent=concurrent)
+
+
+def check_outputs(
+    graph: Graph, inputs: Mapping[str, np.ndarray], outputs: Mapping[str, np.ndarray]
+) -> dict[str, float]:
+    """Max relative error of each output against the numpy reference on the same inputs."""
+    reference = Executor(graph).run(inputs).outputs
+    errors = {}
+    for name, expected in reference.items():
+        got = np.asarray(outputs[name], dtype=np.float64)
+        scale = float(np.abs(expected).max()) or 1.0
+        errors[name] = float(np.abs(got - expected).max()) / scale if expected.size else 0.0
+    return errors

@@ -18,11 +18,14 @@ from rich.table import Table
 from autopart import api
 from autopart.errors import AutopartError
 from autopart.io import load_tensors, save_tensors
+from autopart.plan.schema import PartitionSpec, Plan
 from autopart.runtime.feeds import random_inputs
+from autopart.runtime.plan_executor import PlanRunResult
+from autopart.targets.resolve import available_targets
 from autopart.zoo import zoo_names
 
 console = Console(highlight=False)
-MODEL_HELP = "a zoo model name (see `autopart zoo`) or a path to an .onnx file"
+CHECK_TOLERANCE = 1e-3  # max relative error accepted by --check
 
 
 def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -105,7 +108,25 @@ def info(model: str, input_shapes: tuple[str, ...]) -> None:
 
 
 @main.command()
-@click.argument("model", metavar="MODEL")
+@_user_errors
+def devices() -> None:
+    """List devices, their units and codegens, and this machine's fingerprint."""
+    machine = api.devices()
+    targets = available_targets(machine)
+    table = Table("device", "kind", "units", "codegens", "description", title="devices")
+    for device in machine.devices.values():
+        codegens = sorted({str(t.codegen) for t in targets if t.device == device.name})
+        facts = device.describe()
+        description = str(facts.get("device") or facts.get("processor") or "")
+        units = ", ".join(f"{device.name}/{u.index}" for u in device.units) or "-"
+        table.add_row(device.name, device.kind, units, ", ".join(codegens), description)
+    console.print(table)
+    console.print("targets: " + " ".join(str(t) for t in targets))
+    console.print(f"machine fingerprint: {machine.fingerprint()}")
+
+
+@main.command()
+@click.argument("model", metavar="MODEL_OR_PLAN")
 @click.option(
     "--inputs",
     "inputs_path",
@@ -125,6 +146,27 @@ def info(model: str, input_shapes: tuple[str, ...]) -> None:
     "--warmup", default=1, show_default=True, type=click.IntRange(min=0), help="untimed runs first"
 )
 @click.option("--seed", default=0, show_default=True, help="seed of the random inputs")
+@click.option(
+    "--assign",
+    multiple=True,
+    metavar="SELECTOR=TARGET",
+    help="place nodes: Conv=opencl:0@opencl, Conv#1=..., name:NODE=..., re:REGEX=..., idx:A-B=...",
+)
+@click.option(
+    "--fallback",
+    default="cpu@numpy",
+    show_default=True,
+    help="target of unassigned and unsupported nodes",
+)
+@click.option(
+    "--save-plan",
+    type=click.Path(dir_okay=False),
+    help="write the plan built from --assign to this JSON file",
+)
+@click.option("--check", is_flag=True, help="compare the outputs with the numpy reference")
+@click.option(
+    "--sequential", is_flag=True, help="run steps one after another instead of concurrently"
+)
 @_input_shape_option
 @_user_errors
 def run(
@@ -134,16 +176,56 @@ def run(
     repeat: int,
     warmup: int,
     seed: int,
+    assign: tuple[str, ...],
+    fallback: str,
+    save_plan: str | None,
+    check: bool,
+    sequential: bool,
     input_shapes: tuple[str, ...],
 ) -> None:
-    """Run MODEL with every node on cpu@numpy; print outputs and the median latency."""
-    graph = api.load(model, _parse_input_shapes(input_shapes))
+    """Run a model (every node on --fallback unless --assign places it) or a saved plan.
+
+    MODEL_OR_PLAN is a zoo name, an .onnx file, or a plan .json written by --save-plan,
+    `autopart tune` or by hand.
+    """
+    if model.endswith(".json"):
+        if assign or input_shapes:
+            raise click.UsageError("--assign and --input-shape apply to models, not to plans")
+        plan, graph = api.load_plan(model)
+    else:
+        plan, graph = api.make_plan(model, assign, fallback, _parse_input_shapes(input_shapes))
+    if save_plan:
+        plan.save(save_plan)
     feeds = load_tensors(inputs_path) if inputs_path else random_inputs(graph, seed)
-    result = api.run(graph, feeds, repeat=repeat, warmup=warmup)
-    table = Table(
-        "output", "dtype", "shape", "min", "max", "mean", title=f"{graph.name} on cpu@numpy"
+    result = api.run_plan(
+        plan, graph, feeds, repeat=repeat, warmup=warmup, concurrent=not sequential
     )
-    for name, array in result.outputs.items():
+    for note in plan.notes:
+        console.print(f"note: {note}")
+    _print_outputs(graph.name, result.outputs)
+    _print_steps(plan, result)
+    console.print(
+        f"{len(graph.nodes)} nodes in {len(plan.partitions)} partition(s) with "
+        f"{len(plan.copies)} copies, {repeat} runs: median {result.median * 1e3:.2f} ms "
+        f"(min {min(result.latencies) * 1e3:.2f} ms, max {max(result.latencies) * 1e3:.2f} ms)"
+    )
+    if save_plan:
+        console.print(f"plan saved to {save_plan}")
+    if out_path:
+        save_tensors(out_path, result.outputs)
+        console.print(f"outputs saved to {out_path}")
+    if check:
+        errors = api.check_outputs(graph, feeds, result.outputs)
+        worst = max(errors.values(), default=0.0)
+        verdict = "ok" if worst <= CHECK_TOLERANCE else "MISMATCH"
+        console.print(f"check against numpy reference: max relative error {worst:.2e} ({verdict})")
+        if worst > CHECK_TOLERANCE:
+            sys.exit(1)
+
+
+def _print_outputs(title: str, outputs: dict[str, np.ndarray]) -> None:
+    table = Table("output", "dtype", "shape", "min", "max", "mean", title=title)
+    for name, array in outputs.items():
         stats = (
             [f"{array.min():.4g}", f"{array.max():.4g}", f"{array.mean():.4g}"]
             if array.size and np.issubdtype(array.dtype, np.number)
@@ -151,10 +233,29 @@ def run(
         )
         table.add_row(name, str(array.dtype), str(list(array.shape)), *stats)
     console.print(table)
-    console.print(
-        f"{len(graph.nodes)} nodes, {repeat} runs: median {result.median * 1e3:.2f} ms "
-        f"(min {min(result.latencies) * 1e3:.2f} ms, max {max(result.latencies) * 1e3:.2f} ms)"
-    )
-    if out_path:
-        save_tensors(out_path, result.outputs)
-        console.print(f"outputs saved to {out_path}")
+
+
+def _print_steps(plan: Plan, result: PlanRunResult) -> None:
+    """Per-step timings, or busy time per target when there are many steps."""
+    if len(result.steps) > 40:
+        busy: dict[str, float] = {}
+        for timing in result.steps:
+            step = plan.step(timing.step)
+            key = step.target if isinstance(step, PartitionSpec) else "copies"
+            busy[key] = busy.get(key, 0.0) + timing.end - timing.start
+        table = Table("target", "busy ms", title="time per target (last run)")
+        for key, seconds in sorted(busy.items()):
+            table.add_row(key, f"{seconds * 1e3:.2f}")
+    else:
+        table = Table("step", "target", "nodes", "start ms", "ms", title="steps (last run)")
+        for timing in result.steps:
+            step = plan.step(timing.step)
+            if isinstance(step, PartitionSpec):
+                target, count = step.target, str(len(step.nodes))
+            else:
+                target, count = f"copy {step.value} {step.src}->{step.dst}", "-"
+            duration = (timing.end - timing.start) * 1e3
+            table.add_row(
+                timing.step, target, count, f"{timing.start * 1e3:.2f}", f"{duration:.2f}"
+            )
+    console.print(table)

@@ -7,16 +7,31 @@ support fall back to an explicit fallback target chosen by the caller.
 
 from __future__ import annotations
 
+import importlib
+import importlib.metadata
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from typing import ClassVar
-
-import numpy as np
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from autopart.errors import TargetError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node
+from autopart.targets.devices import Device, HostDevice
 
-Environment = dict[str, np.ndarray]
+# Value name -> tensor resident on the device of the subgraph that reads or writes it:
+# numpy arrays on the host, the device's own tensor type elsewhere.
+Environment = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a compiled subgraph runs: a device and optionally one of its units."""
+
+    device: Device
+    unit: int | None = None
+
+
+HOST = Placement(HostDevice())
 
 
 class CompiledSubgraph(ABC):
@@ -39,11 +54,19 @@ class Codegen(ABC):
 
     ``supports`` must be cheap and side-effect free: it is asked about every node of a
     graph while planning. ``compile`` receives nodes in topological order, all of which
-    ``supports`` accepted, and the boundary values they read and must produce.
+    ``supports`` accepted, the boundary values they read and must produce, and the
+    placement to run on; the compiled subgraph reads and writes tensors native to that
+    placement's device. ``uses_units`` says whether the codegen can be pinned to one unit.
     """
 
     name: ClassVar[str]
     device_kind: ClassVar[str]
+    uses_units: ClassVar[bool] = False
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether this codegen's dependencies are installed (optional ones fail late)."""
+        return True
 
     @abstractmethod
     def supports(self, node: Node, graph: Graph) -> bool:
@@ -51,9 +74,14 @@ class Codegen(ABC):
 
     @abstractmethod
     def compile(
-        self, graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str]
+        self,
+        graph: Graph,
+        nodes: Sequence[Node],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        placement: Placement = HOST,
     ) -> CompiledSubgraph:
-        """Compile ``nodes`` of ``graph`` into one executable subgraph."""
+        """Compile ``nodes`` of ``graph`` into one subgraph that runs at ``placement``."""
 
     def check_supported(self, graph: Graph, nodes: Sequence[Node] | None = None) -> None:
         """Raise :class:`UnsupportedOpError` naming every unsupported op and its nodes."""
@@ -71,6 +99,46 @@ class Codegen(ABC):
 
 
 _CODEGENS: dict[str, Callable[[], Codegen]] = {}
+_BUILTIN_MODULES = (
+    "autopart.targets.numpy_codegen",
+    "autopart.targets.onnxruntime_codegen",
+    "autopart.targets.opencl.codegen",
+)
+ENTRY_POINT_GROUP = "autopart.codegens"
+_loaded = False
+
+
+def load_codegens() -> None:
+    """Import the built-in codegens and every plugin of the ``autopart.codegens`` group.
+
+    An entry point may name a Codegen class (it is registered) or a module whose import
+    registers codegens with :func:`register_codegen`. A built-in codegen whose optional
+    dependency is missing is simply absent; a broken plugin raises :class:`TargetError`.
+    """
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    for module in _BUILTIN_MODULES:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            if (
+                error.name
+                and error.name.startswith("autopart")
+                and not module.startswith(error.name)
+            ):
+                raise
+            # an optional dependency (pyopencl, onnxruntime) is absent
+    for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            loaded = entry_point.load()
+        except Exception as error:
+            raise TargetError(
+                f"codegen plugin {entry_point.name!r} ({entry_point.value}) failed to load: {error}"
+            ) from None
+        if isinstance(loaded, type) and issubclass(loaded, Codegen):
+            register_codegen(loaded)
 
 
 def register_codegen(factory: Callable[[], Codegen]) -> Callable[[], Codegen]:
@@ -84,6 +152,7 @@ def register_codegen(factory: Callable[[], Codegen]) -> Callable[[], Codegen]:
 
 def get_codegen(name: str) -> Codegen:
     """Instantiate the codegen called ``name``; the error lists the available ones."""
+    load_codegens()
     try:
         return _CODEGENS[name]()
     except KeyError:
@@ -93,4 +162,5 @@ def get_codegen(name: str) -> Codegen:
 
 def codegen_names() -> list[str]:
     """Names of every registered codegen."""
+    load_codegens()
     return sorted(_CODEGENS)

@@ -7,21 +7,35 @@ from typing import Any
 
 from autopart.ir.graph import Graph, Node
 from autopart.ops import bind, has_kernel
-from autopart.targets.codegen import Codegen, CompiledSubgraph, Environment, register_codegen
+from autopart.targets.codegen import (
+    HOST,
+    Codegen,
+    CompiledSubgraph,
+    Environment,
+    Placement,
+    register_codegen,
+)
 
 # Ops whose optional outputs the reference kernels do not produce.
 _SINGLE_OUTPUT_ONLY = frozenset({"MaxPool"})
 
 
 class NumpyStep:
-    """One node bound to its kernel and attributes, with the values it frees afterwards."""
+    """One node bound to its kernel, attributes and constants, and the values it frees after.
 
-    __slots__ = ("free", "inputs", "kernel", "name", "outputs")
+    ``args`` holds, per input slot, the constant array bound at compile time or ``None``
+    where the value is read from the environment (or is absent: its name is ``""``).
+    """
 
-    def __init__(self, name: str, kernel: Any, inputs: list[str], outputs: list[str]) -> None:
+    __slots__ = ("args", "free", "inputs", "kernel", "name", "outputs")
+
+    def __init__(
+        self, name: str, kernel: Any, inputs: list[str], args: list[Any], outputs: list[str]
+    ) -> None:
         self.name = name
         self.kernel = kernel
         self.inputs = inputs
+        self.args = args
         self.outputs = outputs
         self.free: list[str] = []
 
@@ -39,7 +53,10 @@ class NumpySubgraph(CompiledSubgraph):
     def run(self, env: Environment) -> None:
         """Run every step, reading and writing ``env``."""
         for step in self.steps:
-            args = [env[name] if name else None for name in step.inputs]
+            args = [
+                bound if bound is not None or not name else env[name]
+                for name, bound in zip(step.inputs, step.args, strict=True)
+            ]
             results = step.kernel(*args)
             for name, result in zip(step.outputs, results, strict=False):
                 if name:
@@ -62,7 +79,12 @@ class NumpyCodegen(Codegen):
         return has_kernel(node.op_type, node.domain, graph.opset_of(node))
 
     def compile(
-        self, graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str]
+        self,
+        graph: Graph,
+        nodes: Sequence[Node],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        placement: Placement = HOST,
     ) -> NumpySubgraph:
         """Bind each node's kernel and attributes; precompute where buffers can be freed."""
         self.check_supported(graph, nodes)
@@ -70,7 +92,8 @@ class NumpyCodegen(Codegen):
         for node in nodes:
             opset = graph.opset_of(node)
             kernel = bind(node.op_type, node.domain, opset, node.attrs, len(node.outputs))
-            steps.append(NumpyStep(node.name, kernel, list(node.inputs), list(node.outputs)))
+            bound = [graph.value(name).const if name else None for name in node.inputs]
+            steps.append(NumpyStep(node.name, kernel, list(node.inputs), bound, list(node.outputs)))
         keep = set(outputs) | set(inputs)
         last: dict[str, int] = {}
         for index, step in enumerate(steps):

@@ -1,0 +1,46 @@
+"""A content hash of an imported graph, so that plans and profiles name their model."""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from autopart.ir.graph import Graph
+
+
+def graph_hash(graph: Graph) -> str:
+    """SHA-256 over the graph's structure, static shapes, attributes and constant bytes.
+
+    Two imports of the same model with the same input shapes hash alike; any change to an
+    op, an attribute, a shape or a weight changes the hash. The result is cached in
+    ``graph.meta["hash"]``.
+    """
+    cached = graph.meta.get("hash")
+    if isinstance(cached, str):
+        return cached
+    digest = hashlib.sha256()
+
+    def feed(*parts: object) -> None:
+        for part in parts:
+            digest.update(repr(part).encode())
+            digest.update(b"\x00")
+
+    feed("inputs", graph.inputs, "outputs", graph.outputs, sorted(graph.opsets.items()))
+    for node in graph.nodes:
+        attrs = sorted((k, _attr_repr(v)) for k, v in node.attrs.items())
+        feed("node", node.name, node.op_type, node.domain, node.inputs, node.outputs, attrs)
+    for name in sorted(graph.values):
+        value = graph.values[name]
+        feed("value", name, value.shape, str(value.dtype))
+        if value.const is not None:
+            digest.update(np.ascontiguousarray(value.const).tobytes())
+    result = digest.hexdigest()
+    graph.meta["hash"] = result
+    return result
+
+
+def _attr_repr(value: object) -> object:
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, hashlib.sha256(value.tobytes()).hexdigest())
+    return value

@@ -1,0 +1,149 @@
+"""Building a plan from an assignment: partitions, copy nodes, schedule and storage."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from autopart.ir.graph import Graph
+from autopart.ir.hashing import graph_hash
+from autopart.ir.target import VirtualDevice
+from autopart.plan.memory import Lifetime, peak_bytes, plan_buffers
+from autopart.plan.partition import Partition, partition_graph
+from autopart.plan.schema import (
+    BufferSpec,
+    CopySpec,
+    DeviceStorage,
+    ModelRef,
+    PartitionSpec,
+    Plan,
+)
+
+HOST_DEVICE = "cpu"
+
+
+def model_ref(graph: Graph, source: str) -> ModelRef:
+    """The reference a plan keeps to its model: name, how to load it, and its hash."""
+    shapes = {name: list(graph.value(name).shape or ()) for name in graph.inputs}
+    return ModelRef(graph.name, source, graph_hash(graph), shapes)
+
+
+def build_plan(
+    graph: Graph,
+    assignment: Mapping[str, VirtualDevice],
+    fallback: VirtualDevice,
+    source: str,
+    notes: list[str] | None = None,
+) -> Plan:
+    """Partition ``graph`` by ``assignment`` (every node's full target) and add copy nodes.
+
+    Graph inputs live on the host and graph outputs are copied back to it. One copy is made
+    per (value, destination device) and shared by every consumer there.
+    """
+    partitions = partition_graph(graph, assignment)
+    home: dict[str, str] = {name: HOST_DEVICE for name in graph.inputs}
+    producer_step: dict[str, str] = {}
+    for partition in partitions:
+        for name in partition.outputs:
+            home[name] = str(partition.target.device)
+            producer_step[name] = f"p{partition.index}"
+
+    copies: dict[tuple[str, str], CopySpec] = {}
+    order: list[str] = []
+
+    def copy_to(value: str, device: str) -> str | None:
+        """The step that makes ``value`` available on ``device`` (None: a graph input)."""
+        if home[value] == device:
+            return producer_step.get(value)
+        key = (value, device)
+        if key not in copies:
+            after = [producer_step[value]] if value in producer_step else []
+            spec = CopySpec(
+                f"c{len(copies)}", value, home[value], device, graph.value(value).nbytes, after
+            )
+            copies[key] = spec
+            order.append(spec.id)
+        return copies[key].id
+
+    specs = []
+    for partition in partitions:
+        device = str(partition.target.device)
+        after = {step for name in partition.inputs if (step := copy_to(name, device))}
+        spec = PartitionSpec(
+            f"p{partition.index}",
+            str(partition.target),
+            [node.name for node in partition.nodes],
+            list(partition.inputs),
+            list(partition.outputs),
+            sorted(after, key=_step_key),
+        )
+        specs.append(spec)
+        order.append(spec.id)
+        for name in partition.outputs:
+            if name in graph.outputs:
+                copy_to(name, HOST_DEVICE)
+    storage = _storage(graph, partitions, specs, list(copies.values()), order, home)
+    return Plan(
+        model=model_ref(graph, source),
+        fallback=str(fallback),
+        assignment={node.name: str(assignment[node.name]) for node in graph.nodes},
+        partitions=specs,
+        copies=list(copies.values()),
+        order=order,
+        storage=storage,
+        notes=notes or [],
+    )
+
+
+def _step_key(step_id: str) -> tuple[str, int]:
+    return step_id[0], int(step_id[1:])
+
+
+def _storage(
+    graph: Graph,
+    partitions: list[Partition],
+    specs: list[PartitionSpec],
+    copies: list[CopySpec],
+    order: list[str],
+    home: dict[str, str],
+) -> dict[str, DeviceStorage]:
+    """Lifetimes of boundary tensors per device in ``order``, packed into reused buffers."""
+    position = {step: index for index, step in enumerate(order)}
+    first: dict[tuple[str, str], int] = {(name, "cpu"): -1 for name in graph.inputs}
+    last: dict[tuple[str, str], int] = {}
+    for spec in specs:
+        device = str(_target(spec).device)
+        for name in spec.outputs:
+            first[(name, device)] = position[spec.id]
+        for name in spec.inputs:
+            last[(name, device)] = max(last.get((name, device), -1), position[spec.id])
+    for copy in copies:
+        first[(copy.value, copy.dst)] = position[copy.id]
+        last[(copy.value, copy.src)] = max(last.get((copy.value, copy.src), -1), position[copy.id])
+    for name in graph.outputs:
+        if name in home:
+            last[(name, "cpu")] = len(order)
+    lifetimes = [
+        Lifetime(name, device, graph.value(name).nbytes, start, last.get((name, device), start))
+        for (name, device), start in first.items()
+    ]
+    weights: dict[str, int] = {}
+    for partition in partitions:
+        device = str(partition.target.device)
+        constants = {
+            n for node in partition.nodes for n in node.present_inputs if graph.value(n).is_const
+        }
+        weights[device] = weights.get(device, 0) + sum(graph.value(n).nbytes for n in constants)
+    buffers = plan_buffers(lifetimes)
+    devices = sorted(set(weights) | set(buffers) | {"cpu"})
+    return {
+        device: DeviceStorage(
+            weights.get(device, 0),
+            peak_bytes(lifetimes, device),
+            [BufferSpec(b.id, b.nbytes, b.values) for b in buffers.get(device, [])],
+        )
+        for device in devices
+    }
+
+
+def _target(spec: PartitionSpec) -> VirtualDevice:
+    return VirtualDevice.parse(spec.target)

@@ -1,0 +1,167 @@
+"""Checking a plan against its model and, optionally, the machine that will run it."""
+
+from __future__ import annotations
+
+from autopart.errors import AutopartError
+from autopart.ir.graph import Graph
+from autopart.ir.hashing import graph_hash
+from autopart.ir.target import VirtualDevice
+from autopart.plan.build import HOST_DEVICE
+from autopart.plan.partition import Partition, PartitionCycleError, check_acyclic
+from autopart.plan.schema import Plan, PlanError
+from autopart.targets.devices import Machine
+from autopart.targets.resolve import resolve
+
+
+def validate_plan(plan: Plan, graph: Graph, machine: Machine | None = None) -> None:
+    """Raise :class:`PlanError` unless ``plan`` is a consistent plan for ``graph``.
+
+    Checks the model hash; that every node is assigned exactly once and sits in exactly one
+    partition of its target; that partitions form no cycle; that every partition input is
+    resident on the partition's device or copied there; that the order respects every
+    dependency; and that no buffer is shared across devices. With ``machine``, every target
+    must exist there and its codegen must support each of its nodes.
+    """
+    if plan.model.hash != graph_hash(graph):
+        raise PlanError(
+            f"plan is for model {plan.model.name!r} (hash {plan.model.hash[:12]}), "
+            f"not this one ({graph.name!r}, hash {graph_hash(graph)[:12]})"
+        )
+    _check_assignment(plan, graph)
+    partitions = _check_partitions(plan, graph)
+    try:
+        check_acyclic(graph, partitions)
+    except PartitionCycleError as error:
+        raise PlanError(f"plan refused: {error}") from None
+    home = _check_copies(plan, graph)
+    _check_order(plan)
+    _check_storage(plan, home)
+    if machine is not None:
+        _check_machine(plan, graph, machine)
+
+
+def _check_assignment(plan: Plan, graph: Graph) -> None:
+    names = {node.name for node in graph.nodes}
+    missing = sorted(names - set(plan.assignment))
+    extra = sorted(set(plan.assignment) - names)
+    if missing or extra:
+        raise PlanError(
+            f"plan assignment does not match the model: missing {missing[:5]}, unknown {extra[:5]}"
+        )
+
+
+def _check_partitions(plan: Plan, graph: Graph) -> list[Partition]:
+    seen: dict[str, str] = {}
+    partitions = []
+    for index, spec in enumerate(plan.partitions):
+        target = _parse(spec.target)
+        partition = Partition(index, target)
+        for name in spec.nodes:
+            if name in seen:
+                raise PlanError(f"node {name!r} is in both {seen[name]} and {spec.id}")
+            seen[name] = spec.id
+            if plan.assignment.get(name) != spec.target:
+                raise PlanError(
+                    f"node {name!r} is assigned {plan.assignment.get(name)} but sits in {spec.id} "
+                    f"on {spec.target}"
+                )
+            try:
+                partition.nodes.append(graph.node(name))
+            except KeyError:
+                raise PlanError(f"partition {spec.id} names unknown node {name!r}") from None
+        partitions.append(partition)
+    unplaced = sorted({n.name for n in graph.nodes} - set(seen))
+    if unplaced:
+        raise PlanError(f"nodes in no partition: {unplaced[:5]}")
+    return partitions
+
+
+def _parse(spec: str) -> VirtualDevice:
+    try:
+        target = VirtualDevice.parse(spec)
+    except AutopartError as error:
+        raise PlanError(f"plan refused: {error}") from None
+    if target.device is None or target.codegen is None:
+        raise PlanError(f"plan refused: target {spec!r} must name a device and a codegen")
+    return target
+
+
+def _check_copies(plan: Plan, graph: Graph) -> dict[str, set[str]]:
+    """Where each value is resident (its home device plus copy destinations)."""
+    home: dict[str, str] = {name: HOST_DEVICE for name in graph.inputs}
+    for spec in plan.partitions:
+        for name in spec.outputs:
+            home[name] = str(_parse(spec.target).device)
+    resident = {name: {device} for name, device in home.items()}
+    for copy in plan.copies:
+        if copy.value not in home:
+            raise PlanError(f"copy {copy.id} moves {copy.value!r}, which no partition produces")
+        if home[copy.value] != copy.src:
+            raise PlanError(
+                f"copy {copy.id} reads {copy.value!r} on {copy.src}, "
+                f"but it lives on {home[copy.value]}"
+            )
+        resident[copy.value].add(copy.dst)
+    for spec in plan.partitions:
+        device = str(_parse(spec.target).device)
+        nodes = [graph.node(n) for n in spec.nodes]
+        produced = {o for node in nodes for o in node.outputs if o}
+        needed = {
+            i for node in nodes for i in node.present_inputs if not graph.value(i).is_const
+        } - produced
+        if needed != set(spec.inputs):
+            raise PlanError(
+                f"partition {spec.id} lists inputs {sorted(spec.inputs)[:4]} "
+                f"but reads {sorted(needed)[:4]}"
+            )
+        for name in spec.inputs:
+            if device not in resident.get(name, set()):
+                raise PlanError(
+                    f"partition {spec.id} on {device} reads {name!r}, which is never copied there"
+                )
+    for name in graph.outputs:
+        if HOST_DEVICE not in resident.get(
+            name, {HOST_DEVICE} if graph.value(name).is_const else set()
+        ):
+            raise PlanError(f"graph output {name!r} is never copied back to the host")
+    return resident
+
+
+def _check_order(plan: Plan) -> None:
+    steps = {item.id: item for item in [*plan.partitions, *plan.copies]}
+    if sorted(plan.order) != sorted(steps):
+        raise PlanError("plan order must list every partition and copy exactly once")
+    done: set[str] = set()
+    for step_id in plan.order:
+        missing = [dep for dep in steps[step_id].after if dep not in done]
+        if missing:
+            raise PlanError(f"step {step_id} runs before {missing[0]}, which it depends on")
+        done.add(step_id)
+
+
+def _check_storage(plan: Plan, resident: dict[str, set[str]]) -> None:
+    owners: dict[int, str] = {}
+    for device, storage in plan.storage.items():
+        for buffer in storage.buffers:
+            if buffer.id in owners:
+                raise PlanError(
+                    f"buffer {buffer.id} is shared by devices {owners[buffer.id]} and {device}"
+                )
+            owners[buffer.id] = device
+            strangers = [v for v in buffer.values if device not in resident.get(v, set())]
+            if strangers:
+                raise PlanError(
+                    f"buffer {buffer.id} on {device} holds {strangers[0]!r}, "
+                    "which never lives there"
+                )
+
+
+def _check_machine(plan: Plan, graph: Graph, machine: Machine) -> None:
+    for spec in plan.partitions:
+        try:
+            resolved = resolve(spec.target, machine)
+        except AutopartError as error:
+            raise PlanError(f"plan cannot run here: {error}") from None
+        refused = [n for n in spec.nodes if not resolved.codegen.supports(graph.node(n), graph)]
+        if refused:
+            raise PlanError(f"plan refused: {spec.target} does not support node(s) {refused[:5]}")

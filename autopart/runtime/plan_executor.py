@@ -1,0 +1,220 @@
+"""Running a plan on real targets: one worker per lane, dependency counting, copy nodes.
+
+The executor does what the plan says and decides nothing. Each partition runs on its
+target's lane (a unit, or the whole device); each copy on the lane of its device pair.
+Steps start when the steps they depend on have finished, so different units and devices
+run at the same time. Tensors live in one environment per device and are dropped as soon
+as their last reader on that device has finished.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from autopart.ir.graph import Graph
+from autopart.plan.schema import CopySpec, PartitionSpec, Plan
+from autopart.plan.validate import validate_plan
+from autopart.runtime.executor import collect_outputs
+from autopart.runtime.feeds import validate_feeds
+from autopart.targets.codegen import CompiledSubgraph
+from autopart.targets.devices import Device, Machine, discover
+from autopart.targets.resolve import resolve
+
+
+@dataclass
+class StepTiming:
+    """When a step ran, in seconds since the start of its run, and on which lane."""
+
+    step: str
+    lane: str
+    start: float
+    end: float
+
+
+@dataclass
+class PlanRunResult:
+    """Outputs of the last run, whole-plan latencies, and per-step timings of the last run."""
+
+    outputs: dict[str, np.ndarray]
+    latencies: list[float] = field(default_factory=list)
+    steps: list[StepTiming] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        """Median whole-plan latency in seconds."""
+        return float(np.median(self.latencies))
+
+
+@dataclass
+class _Step:
+    id: str
+    lane: str
+    after: list[str]
+    reads: list[tuple[str, str]]  # (device, value) pairs this step reads
+    spec: PartitionSpec | CopySpec
+    compiled: CompiledSubgraph | None = None
+    device: Device | None = None
+    source: Device | None = None
+    unit: int | None = None
+
+
+class PlanExecutor:
+    """Compiles every partition of ``plan`` once, then runs it as often as asked."""
+
+    def __init__(self, plan: Plan, graph: Graph, machine: Machine | None = None) -> None:
+        self.machine = machine or discover()
+        validate_plan(plan, graph, self.machine)
+        self.plan = plan
+        self.graph = graph
+        self.steps = {step.id: step for step in self._compile()}
+        self.users: dict[str, list[str]] = {step_id: [] for step_id in self.steps}
+        for step in self.steps.values():
+            for dependency in step.after:
+                self.users[dependency].append(step.id)
+        self.readers: dict[tuple[str, str], int] = {}
+        for step in self.steps.values():
+            for key in step.reads:
+                self.readers[key] = self.readers.get(key, 0) + 1
+        self.lanes = sorted({step.lane for step in self.steps.values()})
+        self._pools: dict[str, ThreadPoolExecutor] = {}
+
+    def _compile(self) -> list[_Step]:
+        steps = []
+        for spec in self.plan.partitions:
+            resolved = resolve(spec.target, self.machine)
+            nodes = [self.graph.node(name) for name in spec.nodes]
+            compiled = resolved.codegen.compile(
+                self.graph, nodes, spec.inputs, spec.outputs, resolved.placement
+            )
+            device = resolved.placement.device
+            unit = resolved.placement.unit
+            lane = f"{device.name}/{'*' if unit is None else unit}"
+            reads = [(device.name, name) for name in spec.inputs]
+            steps.append(
+                _Step(spec.id, lane, spec.after, reads, spec, compiled, device, None, unit)
+            )
+        for copy in self.plan.copies:
+            source, target = self.machine.device(copy.src), self.machine.device(copy.dst)
+            lane = f"copy:{copy.src}->{copy.dst}"
+            steps.append(
+                _Step(
+                    copy.id, lane, copy.after, [(copy.src, copy.value)], copy, None, target, source
+                )
+            )
+        return steps
+
+    # -- running -----------------------------------------------------------------------------
+    def run(
+        self,
+        feeds: Mapping[str, np.ndarray],
+        repeat: int = 1,
+        warmup: int = 0,
+        concurrent: bool = True,
+    ) -> PlanRunResult:
+        """Run the plan ``warmup`` untimed and ``repeat`` timed times on ``feeds``.
+
+        With ``concurrent=False`` the steps run one after another in the plan's order.
+        """
+        checked = validate_feeds(self.graph, feeds)
+        result = PlanRunResult({})
+        for index in range(warmup + max(repeat, 1)):
+            start = time.perf_counter()
+            if concurrent and len(self.lanes) > 1:
+                envs, timings = self._run_concurrent(checked, start)
+            else:
+                envs, timings = self._run_sequential(checked, start)
+            elapsed = time.perf_counter() - start
+            if index >= warmup:
+                result.latencies.append(elapsed)
+                result.steps = timings
+            result.outputs = collect_outputs(self.graph, envs.get("cpu", {}))
+        return result
+
+    def _fresh_envs(self, feeds: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+        envs: dict[str, dict[str, Any]] = {name: {} for name in self.machine.devices}
+        envs["cpu"].update(feeds)
+        return envs
+
+    def _execute(self, step: _Step, envs: dict[str, dict[str, Any]], origin: float) -> StepTiming:
+        begin = time.perf_counter()
+        if step.compiled is not None:
+            assert step.device is not None
+            step.compiled.run(envs[step.device.name])
+            step.device.synchronize()
+        else:
+            copy = step.spec
+            assert (
+                isinstance(copy, CopySpec) and step.source is not None and step.device is not None
+            )
+            host = step.source.to_host(envs[copy.src][copy.value])
+            envs[copy.dst][copy.value] = step.device.from_host(host)
+        end = time.perf_counter()
+        return StepTiming(step.id, step.lane, begin - origin, end - origin)
+
+    def _release(self, step: _Step, envs: dict[str, dict[str, Any]], remaining: dict) -> None:
+        for key in step.reads:
+            remaining[key] -= 1
+            device, value = key
+            if remaining[key] == 0 and not (device == "cpu" and value in self.graph.outputs):
+                envs[device].pop(value, None)
+
+    def _run_sequential(self, feeds: Mapping[str, np.ndarray], origin: float) -> tuple[dict, list]:
+        envs = self._fresh_envs(feeds)
+        remaining = dict(self.readers)
+        timings = []
+        for step_id in self.plan.order:
+            step = self.steps[step_id]
+            timings.append(self._execute(step, envs, origin))
+            self._release(step, envs, remaining)
+        return envs, timings
+
+    def _pool(self, lane: str) -> ThreadPoolExecutor:
+        if lane not in self._pools:
+            self._pools[lane] = ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix=f"autopart-{lane}"
+            )
+        return self._pools[lane]
+
+    def _run_concurrent(self, feeds: Mapping[str, np.ndarray], origin: float) -> tuple[dict, list]:
+        envs = self._fresh_envs(feeds)
+        remaining = dict(self.readers)
+        waiting = {step_id: len(step.after) for step_id, step in self.steps.items()}
+        running: dict[Future[StepTiming], str] = {}
+        timings = []
+
+        def launch(step_id: str) -> None:
+            step = self.steps[step_id]
+            running[self._pool(step.lane).submit(self._execute, step, envs, origin)] = step_id
+
+        for step_id in self.plan.order:
+            if waiting[step_id] == 0:
+                launch(step_id)
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                step_id = running.pop(future)
+                timings.append(future.result())
+                self._release(self.steps[step_id], envs, remaining)
+                for user in self.users[step_id]:
+                    waiting[user] -= 1
+                    if waiting[user] == 0:
+                        launch(user)
+        return envs, sorted(timings, key=lambda t: t.start)
+
+    def close(self) -> None:
+        """Stop the worker threads."""
+        for pool in self._pools.values():
+            pool.shutdown(wait=True)
+        self._pools.clear()
+
+    def __enter__(self) -> PlanExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,139 @@
+"""Devices and their units: discovery, host transfers, and the machine fingerprint.
+
+A :class:`Device` is one memory space with compute attached. Its units are lanes that run
+at the same time and share the device's memory. Each device kind lives in its own small
+class written against the same contract: ``to_host``, ``from_host``, ``synchronize``,
+``describe``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from autopart.errors import TargetError
+
+
+@dataclass(frozen=True)
+class Unit:
+    """An execution lane of a device: a CPU core group or an OpenCL sub-device."""
+
+    index: int
+    description: str
+    cores: tuple[int, ...] = ()
+
+
+class Device(ABC):
+    """One memory space with compute attached; a tensor lives on exactly one device."""
+
+    name: str
+    kind: str
+    units: list[Unit]
+
+    @abstractmethod
+    def to_host(self, tensor: Any) -> np.ndarray:
+        """Copy a tensor resident on this device to a host numpy array."""
+
+    @abstractmethod
+    def from_host(self, array: np.ndarray, unit: int | None = None) -> Any:
+        """Copy a host array onto this device (through ``unit``'s queue where it matters)."""
+
+    def synchronize(self) -> None:  # noqa: B027 - a no-op is right for synchronous devices
+        """Wait for all work queued on this device to finish."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """Hardware, driver and library facts that identify this device (for fingerprints)."""
+
+    def unit(self, index: int | None) -> Unit | None:
+        """The unit ``index`` (``None`` for the whole device); the error lists the units."""
+        if index is None:
+            return None
+        for unit in self.units:
+            if unit.index == index:
+                return unit
+        available = ", ".join(f"{self.name}/{u.index}" for u in self.units) or "none"
+        raise TargetError(f"device {self.name} has no unit {index}; units: {available}")
+
+
+class HostDevice(Device):
+    """The host CPU. Its units are single cores this process may run on."""
+
+    name = "cpu"
+    kind = "cpu"
+
+    def __init__(self) -> None:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self.units = [Unit(i, f"core {core}", (core,)) for i, core in enumerate(cores)]
+
+    def to_host(self, tensor: Any) -> np.ndarray:
+        """Host tensors are numpy arrays already."""
+        return tensor
+
+    def from_host(self, array: np.ndarray, unit: int | None = None) -> np.ndarray:
+        """Host tensors are numpy arrays already."""
+        return array
+
+    def describe(self) -> dict[str, Any]:
+        """CPU model, core count and numpy version."""
+        return {
+            "kind": "cpu",
+            "processor": _cpu_model(),
+            "machine": platform.machine(),
+            "cores": os.cpu_count(),
+            "numpy": np.__version__,
+        }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+@dataclass
+class Machine:
+    """Every device found on this machine, by name."""
+
+    devices: dict[str, Device] = field(default_factory=dict)
+
+    def device(self, name: str) -> Device:
+        """The device ``name``; the error lists the devices that exist."""
+        try:
+            return self.devices[name]
+        except KeyError:
+            available = ", ".join(self.devices) or "none"
+            raise TargetError(f"no device {name!r} on this machine; devices: {available}") from None
+
+    def fingerprint(self) -> str:
+        """A stable hash of the hardware, drivers and library versions of every device."""
+        facts = {name: device.describe() for name, device in sorted(self.devices.items())}
+        facts["python"] = platform.python_version()  # type: ignore[assignment]
+        blob = json.dumps(facts, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@cache
+def discover() -> Machine:
+    """Find the host and every OpenCL device (OpenCL is skipped when pyopencl is absent)."""
+    machine = Machine({"cpu": HostDevice()})
+    try:
+        from autopart.targets.opencl.device import discover_opencl_devices
+    except ImportError:
+        return machine
+    for device in discover_opencl_devices():
+        machine.devices[device.name] = device
+    return machine

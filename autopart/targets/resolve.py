@@ -1,0 +1,66 @@
+"""Resolving target specs (``device[/unit]@codegen``) against the machine's devices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopart.errors import TargetError
+from autopart.ir.target import VirtualDevice
+from autopart.targets.codegen import Codegen, Placement, codegen_names, get_codegen
+from autopart.targets.devices import Machine, discover
+
+
+@dataclass(frozen=True)
+class ResolvedTarget:
+    """A fully specified target bound to a real device, unit and codegen instance."""
+
+    target: VirtualDevice
+    placement: Placement
+    codegen: Codegen
+
+    def __str__(self) -> str:
+        return str(self.target)
+
+
+def available_targets(machine: Machine | None = None) -> list[VirtualDevice]:
+    """Every (device, unit, codegen) triple that can run here, whole devices first."""
+    machine = machine or discover()
+    targets = []
+    for device in machine.devices.values():
+        for name in codegen_names():
+            codegen = get_codegen(name)
+            if codegen.device_kind != device.kind or not codegen.available():
+                continue
+            targets.append(VirtualDevice(device.name, None, name))
+            if codegen.uses_units:
+                targets.extend(VirtualDevice(device.name, u.index, name) for u in device.units)
+    return targets
+
+
+def resolve(target: VirtualDevice | str, machine: Machine | None = None) -> ResolvedTarget:
+    """Bind ``target`` to this machine; errors name what is absent and list what exists."""
+    machine = machine or discover()
+    spec = VirtualDevice.parse(target) if isinstance(target, str) else target
+    if spec.device is None or spec.codegen is None:
+        raise TargetError(f"target {spec} must name a device and a codegen, e.g. cpu@numpy")
+    device = machine.device(spec.device)
+    device.unit(spec.unit)
+    if spec.codegen not in codegen_names():
+        raise TargetError(
+            f"unknown codegen {spec.codegen!r} in target {spec}; "
+            f"codegens: {', '.join(codegen_names())}"
+        )
+    codegen = get_codegen(spec.codegen)
+    usable = ", ".join(str(t) for t in available_targets(machine) if t.unit is None)
+    if codegen.device_kind != device.kind:
+        raise TargetError(
+            f"codegen {codegen.name} runs on {codegen.device_kind} devices, not on {device.name}; "
+            f"targets: {usable}"
+        )
+    if not codegen.available():
+        raise TargetError(f"codegen {codegen.name} is not installed here; targets: {usable}")
+    if spec.unit is not None and not codegen.uses_units:
+        raise TargetError(
+            f"codegen {codegen.name} cannot be pinned to a unit; use {device.name}@{codegen.name}"
+        )
+    return ResolvedTarget(spec, Placement(device, spec.unit), codegen)
