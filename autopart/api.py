@@ -12,7 +12,8 @@ from autopart.ir.analysis import GraphSummary, summarise
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_import import load_graph
 from autopart.plan.assign import plan_from_rules
-from autopart.plan.schema import Plan
+from autopart.errors import AutopartError
+from autopart.plan.schema import Plan, PlanError
 from autopart.plan.validate import validate_plan
 from autopart.runtime.executor import Executor, RunResult
 from autopart.runtime.feeds import random_inputs
@@ -27,7 +28,10 @@ def load(model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = No
     """Import a zoo name, an ``.onnx`` path, a ModelProto (or pass a Graph through)."""
     if isinstance(model, Graph):
         return model
-    return load_graph(resolve_model(model), input_shapes)
+    graph = load_graph(resolve_model(model), input_shapes)
+    if isinstance(model, str | Path):
+        graph.meta["source"] = str(model)
+    return graph
 
 
 def info(model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> GraphSummary:
@@ -66,16 +70,17 @@ def make_plan(
 ) -> tuple[Plan, Graph]:
     """A plan from ``SELECTOR=TARGET`` rules; unassigned or unsupported nodes use ``fallback``."""
     graph = load(model, input_shapes)
-    source = (
-        model if isinstance(model, str) else str(model) if isinstance(model, Path) else graph.name
-    )
-    return plan_from_rules(graph, assign, fallback, str(source)), graph
+    source = str(graph.meta.get("source", graph.name))
+    return plan_from_rules(graph, assign, fallback, source), graph
 
 
 def load_plan(path: str | Path) -> tuple[Plan, Graph]:
     """Read a plan file and import the model it names (checked against the plan's hash)."""
     plan = Plan.load(path)
-    graph = load(plan.model.source, plan.model.input_shapes or None)
+    try:
+        graph = load(plan.model.source, plan.model.input_shapes or None)
+    except AutopartError as error:
+        raise PlanError(f"the plan's model {plan.model.source!r} cannot be loaded: {error}") from None
     validate_plan(plan, graph)
     return plan, graph
 

@@ -1,0 +1,82 @@
+"""`autopart run` with assignments and plans, and `autopart devices`, end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tests.test_errors import assert_one_line_error, invoke
+
+
+def test_devices_lists_targets_and_fingerprint() -> None:
+    code, output = invoke("devices")
+    assert code == 0, output
+    assert "cpu@numpy" in output and "machine fingerprint:" in output
+    again = invoke("devices")[1]
+    assert output.splitlines()[-1] == again.splitlines()[-1]  # the fingerprint is stable
+
+
+def test_assign_save_plan_run_plan_and_check(tmp_path: Path) -> None:
+    plan_path, out = tmp_path / "plan.json", tmp_path / "out.npz"
+    code, output = invoke(
+        "run", "squeezenet", "--assign", "Conv#1-10=cpu/0@onnxruntime", "--assign",
+        "MaxPool=cpu/1@onnxruntime", "--save-plan", str(plan_path), "--repeat", "1", "--check",
+    )  # fmt: skip
+    assert code == 0, output
+    assert "(ok)" in output and plan_path.exists()
+    document = json.loads(plan_path.read_text())
+    assert {"cpu"} == set(document["tree"]) and {"*", "0", "1"} == set(document["tree"]["cpu"])
+    code, output = invoke("run", str(plan_path), "--repeat", "1", "--check", "--out", str(out))
+    assert code == 0, output
+    assert np.load(out)["softmaxout_1"].shape == (1, 1000, 1, 1)
+
+
+def test_absent_device_lists_what_exists() -> None:
+    assert_one_line_error(
+        *invoke("run", "squeezenet", "--assign", "Conv=gpu:3@opencl"),
+        "no device 'gpu:3'",
+        "devices: cpu",
+    )
+
+
+def test_absent_unit_and_codegen(tmp_path: Path) -> None:
+    assert_one_line_error(
+        *invoke("run", "squeezenet", "--assign", "Conv=cpu/9@onnxruntime"), "no unit 9", "cpu/0"
+    )
+    assert_one_line_error(
+        *invoke("run", "squeezenet", "--fallback", "cpu@tvm"), "unknown codegen 'tvm'", "numpy"
+    )
+
+
+def test_plan_for_another_model_is_refused(tmp_path: Path) -> None:
+    plan_path = tmp_path / "plan.json"
+    assert invoke("run", "squeezenet", "--save-plan", str(plan_path), "--repeat", "1")[0] == 0
+    document = json.loads(plan_path.read_text())
+    document["model"]["source"] = "inception_v1"
+    plan_path.write_text(json.dumps(document))
+    assert_one_line_error(*invoke("run", str(plan_path)), "not this one")
+
+
+def test_tampered_and_corrupt_plans_are_refused(tmp_path: Path) -> None:
+    plan_path = tmp_path / "plan.json"
+    assert (
+        invoke(
+            "run",
+            "squeezenet",
+            "--assign",
+            "Relu=cpu/0@onnxruntime",
+            "--save-plan",
+            str(plan_path),
+            "--repeat",
+            "1",
+        )[0]
+        == 0
+    )
+    document = json.loads(plan_path.read_text())
+    document["partitions"][0]["nodes"].append(document["partitions"][1]["nodes"][0])
+    plan_path.write_text(json.dumps(document))
+    assert_one_line_error(*invoke("run", str(plan_path)), "is in both")
+    plan_path.write_text(plan_path.read_text()[:100])
+    assert_one_line_error(*invoke("run", str(plan_path)), "not a readable plan")
