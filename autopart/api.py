@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from autopart.errors import AutopartError
 from autopart.ir.analysis import GraphSummary, summarise
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_import import load_graph
 from autopart.plan.assign import plan_from_rules
-from autopart.errors import AutopartError
 from autopart.plan.schema import Plan, PlanError
 from autopart.plan.validate import validate_plan
 from autopart.runtime.executor import Executor, RunResult
@@ -80,7 +80,7 @@ def load_plan(path: str | Path) -> tuple[Plan, Graph]:
     try:
         graph = load(plan.model.source, plan.model.input_shapes or None)
     except AutopartError as error:
-        raise PlanError(f"the plan's model {plan.model.source!r} cannot be loaded: {error}") from None
+        raise PlanError(f"the plan's model {plan.model.source!r} cannot load: {error}") from None
     validate_plan(plan, graph)
     return plan, graph
 
