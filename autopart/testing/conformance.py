@@ -1,0 +1,95 @@
+"""The codegen conformance suite, in the style of optuna's ``testing`` suites.
+
+A codegen author subclasses :class:`CodegenConformance` in a test module and names the
+target to test::
+
+    from autopart.testing.conformance import CodegenConformance
+
+    class TestMyCodegen(CodegenConformance):
+        target = "cpu@mycodegen"
+
+Every op case the codegen claims (``supports``) is compiled for the target, run on its
+device with inputs uploaded through the device, and compared with the numpy reference.
+Cases it does not claim are skipped by hypothesis (``assume``), so partial codegens pass
+on what they claim; a codegen must claim at least one case of the suite.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+from hypothesis import HealthCheck, assume, given, settings
+
+from autopart.ir.onnx_import import load_graph
+from autopart.runtime.executor import Executor
+from autopart.targets.resolve import ResolvedTarget, resolve
+from autopart.testing.cases import OpCase, any_case
+
+RTOL = ATOL = 1e-4
+
+
+def run_case(resolved: ResolvedTarget, case: OpCase) -> dict[str, np.ndarray] | None:
+    """Run ``case`` on ``resolved``; ``None`` when the codegen does not claim its node."""
+    graph = load_graph(case.model, simplify_graph=False)
+    node = graph.nodes[0]
+    if not resolved.codegen.supports(node, graph):
+        return None
+    device = resolved.placement.device
+    compiled = resolved.codegen.compile(
+        graph, graph.nodes, graph.inputs, graph.outputs, resolved.placement
+    )
+    env = {
+        name: device.from_host(array, resolved.placement.unit) for name, array in case.feeds.items()
+    }
+    compiled.run(env)
+    device.synchronize()
+    return {name: device.to_host(env[name]) for name in graph.outputs}
+
+
+def reference(case: OpCase) -> dict[str, np.ndarray]:
+    """The numpy reference outputs of ``case``."""
+    return Executor(load_graph(case.model, simplify_graph=False)).run(case.feeds).outputs
+
+
+class CodegenConformance:
+    """Base class of a codegen's conformance tests; set ``target`` in the subclass."""
+
+    target: ClassVar[str]
+
+    def resolved(self) -> ResolvedTarget:
+        """The target under test, bound to this machine."""
+        return resolve(self.target)
+
+    def test_claims_something(self) -> None:
+        """A codegen that claims no op at all is not a codegen."""
+        resolved = self.resolved()
+        from autopart.testing.cases import single_node_case
+
+        probe = single_node_case("Relu", {}, {"x": np.ones((2, 3), np.float32)})
+        add = single_node_case(
+            "Add", {}, {"a": np.ones((2, 3), np.float32), "b": np.ones((2, 3), np.float32)}
+        )
+        assert run_case(resolved, probe) is not None or run_case(resolved, add) is not None
+
+    @settings(
+        deadline=None,
+        max_examples=120,
+        # each subclass is its own executor; the cases they draw are independent of it
+        suppress_health_check=[
+            HealthCheck.too_slow,
+            HealthCheck.filter_too_much,
+            HealthCheck.differing_executors,
+        ],
+    )
+    @given(case=any_case())
+    def test_op_matches_reference(self, case: OpCase) -> None:
+        """Every claimed op agrees with the numpy reference."""
+        got = run_case(self.resolved(), case)
+        assume(got is not None)
+        assert got is not None
+        for name, expected in reference(case).items():
+            assert got[name].shape == expected.shape, (case.label, name)
+            np.testing.assert_allclose(
+                got[name], expected, rtol=RTOL, atol=ATOL, err_msg=case.label
+            )
