@@ -44,7 +44,7 @@ def reshape(data: np.ndarray, shape: np.ndarray | None = None, allowzero: int = 
 @register("Flatten")
 def flatten(input: np.ndarray, axis: int = 1) -> np.ndarray:
     """ONNX Flatten into 2-D at ``axis``."""
-    axis = axis % input.ndim if input.ndim else 0
+    axis = axis + input.ndim if axis < 0 else axis  # axis == rank is valid: (N, 1)
     outer = int(np.prod(input.shape[:axis], dtype=np.int64))
     return input.reshape(outer, -1)
 

@@ -66,11 +66,16 @@ class CodegenConformance:
         resolved = self.resolved()
         from autopart.testing.cases import single_node_case
 
-        probe = single_node_case("Relu", {}, {"x": np.ones((2, 3), np.float32)})
-        add = single_node_case(
-            "Add", {}, {"a": np.ones((2, 3), np.float32), "b": np.ones((2, 3), np.float32)}
-        )
-        assert run_case(resolved, probe) is not None or run_case(resolved, add) is not None
+        ones = np.ones((4, 4), np.float32)
+        probes = [
+            single_node_case("Relu", {}, {"x": ones}),
+            single_node_case("Add", {}, {"a": ones, "b": ones}),
+            single_node_case("MatMul", {}, {"a": ones, "b": ones}),
+            single_node_case(
+                "Conv", {}, {"x": ones.reshape(1, 1, 4, 4)}, {"w": ones[:3, :3].reshape(1, 1, 3, 3)}
+            ),
+        ]
+        assert any(run_case(resolved, probe) is not None for probe in probes)
 
     @settings(
         deadline=None,
