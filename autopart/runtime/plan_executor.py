@@ -186,25 +186,31 @@ class PlanExecutor:
         remaining = dict(self.readers)
         waiting = {step_id: len(step.after) for step_id, step in self.steps.items()}
         running: dict[Future[StepTiming], str] = {}
+        ready = [step_id for step_id in self.plan.order if waiting[step_id] == 0]
         timings = []
 
-        def launch(step_id: str) -> None:
-            step = self.steps[step_id]
-            running[self._pool(step.lane).submit(self._execute, step, envs, origin)] = step_id
+        def finish(step_id: str, timing: StepTiming) -> None:
+            timings.append(timing)
+            self._release(self.steps[step_id], envs, remaining)
+            for user in self.users[step_id]:
+                waiting[user] -= 1
+                if waiting[user] == 0:
+                    ready.append(user)
 
-        for step_id in self.plan.order:
-            if waiting[step_id] == 0:
-                launch(step_id)
-        while running:
+        while ready or running:
+            if len(ready) == 1 and not running:
+                # Nothing can overlap with it: run it here and skip a thread hand-off.
+                step_id = ready.pop()
+                finish(step_id, self._execute(self.steps[step_id], envs, origin))
+                continue
+            for step_id in ready:
+                step = self.steps[step_id]
+                running[self._pool(step.lane).submit(self._execute, step, envs, origin)] = step_id
+            ready.clear()
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 step_id = running.pop(future)
-                timings.append(future.result())
-                self._release(self.steps[step_id], envs, remaining)
-                for user in self.users[step_id]:
-                    waiting[user] -= 1
-                    if waiting[user] == 0:
-                        launch(user)
+                finish(step_id, future.result())
         return envs, sorted(timings, key=lambda t: t.start)
 
     def close(self) -> None:
