@@ -90,5 +90,5 @@ def to_onnx(
     opsets = [helper.make_opsetid(domain, version) for domain, version in graph.opsets.items()]
     model = helper.make_model(proto_graph, opset_imports=opsets, producer_name="autopart")
     # The oldest IR version that carries these opsets: newer ones may be unknown to peers.
-    model.ir_version = max(helper.find_min_ir_version_for(opsets), 4)
+    model.ir_version = max(helper.find_min_ir_version_for(opsets, ignore_unknown=True), 4)
     return model

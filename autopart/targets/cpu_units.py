@@ -1,0 +1,49 @@
+"""CPU units in practice: which cores this process may use, and pinning a thread to some.
+
+A host unit is a set of cores (:class:`~autopart.targets.devices.Unit`). A codegen that
+computes on the calling thread honours its unit by pinning that thread for the duration of
+a call with :func:`pinned_to`; on Linux ``os.sched_setaffinity(0, ...)`` changes the calling
+thread's mask only, so threads that run other units at the same time are unaffected.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from autopart.errors import TargetError
+
+
+def allowed_cores() -> list[int]:
+    """The cores the calling thread may run on, sorted (empty where the OS cannot say)."""
+    if not hasattr(os, "sched_getaffinity"):
+        return []
+    return sorted(os.sched_getaffinity(0))
+
+
+@contextmanager
+def pinned_to(cores: Sequence[int]) -> Iterator[None]:
+    """Pin the calling thread to ``cores`` for the block; restore its previous mask after.
+
+    An empty ``cores`` (or a platform without affinity control) leaves the thread alone.
+    The mask is restored even when the block raises. Raises :class:`TargetError` when the
+    cores are not available to this process.
+    """
+    if not cores or not hasattr(os, "sched_setaffinity"):
+        yield
+        return
+    previous = os.sched_getaffinity(0)
+    wanted = set(cores)
+    if previous == wanted:
+        yield
+        return
+    try:
+        os.sched_setaffinity(0, wanted)
+    except OSError as error:
+        message = f"cannot pin the calling thread to cores {sorted(wanted)}: {error}"
+        raise TargetError(message) from None
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, previous)

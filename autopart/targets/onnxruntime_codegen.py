@@ -1,0 +1,376 @@
+"""The ``onnxruntime`` codegen: a whole subgraph handed to one onnxruntime InferenceSession.
+
+This is the bring-your-own-codegen pattern. ``supports`` is a capability predicate learnt
+by probing: for every distinct node signature (domain, op, opset, input and output dtypes,
+attributes) it builds a one-node model and asks onnxruntime's CPU provider to create a
+session for it; the answer is memoised for the life of the process. ``compile`` exports the
+chosen nodes as a standalone model whose inputs and outputs are exactly the boundary values
+and creates a session that fuses inside the partition (optimisation level ENABLE_ALL).
+
+Units: on a unit, the session gets one intra-op thread per core of the unit. With one
+thread onnxruntime computes on the calling thread, so :meth:`OnnxRuntimeSubgraph.run` pins
+the calling thread to the unit's cores for the duration of the call and restores its
+previous mask afterwards; with more cores the pool's worker threads are pinned by the
+session itself (``session.intra_op_thread_affinities``).
+
+onnxruntime is optional: importing this module never fails. Without it the codegen reports
+itself unavailable, supports nothing, and ``compile`` raises a one-line
+:class:`~autopart.errors.TargetError`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import AttributeProto, helper
+
+from autopart.errors import TargetError
+from autopart.ir.graph import Graph, Node
+from autopart.ir.onnx_export import attribute_to_proto, to_onnx
+from autopart.targets.codegen import (
+    HOST,
+    Codegen,
+    CompiledSubgraph,
+    Environment,
+    Placement,
+    register_codegen,
+)
+from autopart.targets.cpu_units import allowed_cores, pinned_to
+
+try:
+    import onnxruntime as _ort
+except ImportError:  # optional dependency: fail late and clearly, in ``compile``
+    _ort = None
+
+# Module-level flag read at call time (tests monkeypatch it to simulate a missing package).
+HAVE_ONNXRUNTIME: bool = _ort is not None
+
+MISSING_MESSAGE = "codegen onnxruntime needs the onnxruntime package: pip install onnxruntime"
+PROVIDER = "CPUExecutionProvider"
+
+# Probe results by node signature: (supported, reason when not). Lives as long as the process.
+_PROBES: dict[tuple[Any, ...], tuple[bool, str]] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+# -- capability probing -----------------------------------------------------------------------
+def _has_subgraph(node: Node) -> bool:
+    """Whether any attribute of ``node`` holds a graph (If, Loop, Scan bodies)."""
+    for value in node.attrs.values():
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(item, onnx.GraphProto):
+                return True
+            if isinstance(item, AttributeProto) and item.type in (
+                AttributeProto.GRAPH,
+                AttributeProto.GRAPHS,
+            ):
+                return True
+    return False
+
+
+def _attribute_key(value: Any) -> Any:
+    """A hashable stand-in for an attribute value (tensors by dtype and shape only)."""
+    if isinstance(value, np.ndarray):
+        return ("tensor", value.dtype.str, value.shape)
+    if isinstance(value, list | tuple):
+        return tuple(_attribute_key(item) for item in value)
+    if isinstance(value, AttributeProto):
+        return ("proto", value.SerializeToString())
+    if isinstance(value, int | float | str | bytes | bool) or value is None:
+        return value
+    return ("repr", type(value).__name__, repr(value))
+
+
+def _domain(node: Node) -> str:
+    return "" if node.domain in ("", "ai.onnx") else node.domain
+
+
+def node_signature(node: Node, graph: Graph) -> tuple[Any, ...] | None:
+    """The memoisation key of ``node``'s probe; ``None`` when an input dtype is unknown.
+
+    It holds the domain, op type, opset in force, every input's dtype (``None`` for an
+    absent optional input), every output's dtype and presence, and the attributes (names
+    and values, tensors by dtype and shape). Shapes are deliberately left out: kernel
+    selection in onnxruntime depends on types and attributes, not on shapes.
+    """
+    inputs: list[str | None] = []
+    for name in node.inputs:
+        if not name:
+            inputs.append(None)
+            continue
+        dtype = graph.value(name).dtype
+        if dtype is None:
+            return None
+        inputs.append(np.dtype(dtype).str)
+    outputs: list[str | None] = []
+    for name in node.outputs:
+        dtype = graph.value(name).dtype if name else None
+        outputs.append(np.dtype(dtype).str if dtype is not None else ("?" if name else None))
+    attributes = tuple(sorted((k, _attribute_key(v)) for k, v in node.attrs.items()))
+    domain = _domain(node)
+    return (domain, node.op_type, graph.opset_of(node), tuple(inputs), tuple(outputs), attributes)
+
+
+def _probe_model(node: Node, graph: Graph) -> onnx.ModelProto:
+    """A one-node model: the node with its attributes, typed inputs and outputs, no shapes."""
+    inputs, input_names = [], []
+    for index, name in enumerate(node.inputs):
+        if not name:
+            input_names.append("")
+            continue
+        dtype = graph.value(name).dtype
+        assert dtype is not None  # node_signature refused unknown dtypes already
+        placeholder = f"in{index}"
+        input_names.append(placeholder)
+        inputs.append(
+            helper.make_tensor_value_info(placeholder, helper.np_dtype_to_tensor_dtype(dtype), None)
+        )
+    outputs, output_names = [], []
+    for index, name in enumerate(node.outputs):
+        if not name:
+            output_names.append("")
+            continue
+        placeholder = f"out{index}"
+        output_names.append(placeholder)
+        dtype = graph.value(name).dtype
+        outputs.append(
+            helper.make_empty_tensor_value_info(placeholder)
+            if dtype is None
+            else helper.make_tensor_value_info(
+                placeholder, helper.np_dtype_to_tensor_dtype(dtype), None
+            )
+        )
+    proto = helper.make_node(node.op_type, input_names, output_names, domain=_domain(node))
+    proto.attribute.extend(attribute_to_proto(k, v) for k, v in node.attrs.items())
+    opsets = {"": graph.opsets.get("", 1), _domain(node): graph.opset_of(node)}
+    opset_ids = [helper.make_opsetid(domain, version) for domain, version in opsets.items()]
+    model = helper.make_model(
+        helper.make_graph([proto], "probe", inputs, outputs), opset_imports=opset_ids
+    )
+    model.ir_version = max(helper.find_min_ir_version_for(opset_ids, ignore_unknown=True), 4)
+    return model
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _run_probe(node: Node, graph: Graph) -> tuple[bool, str]:
+    """Ask onnxruntime to create a session for ``node`` alone; any failure means no."""
+    assert _ort is not None
+    options = _ort.SessionOptions()
+    options.graph_optimization_level = _ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 4
+    try:
+        model = _probe_model(node, graph).SerializeToString()
+        _ort.InferenceSession(model, options, providers=[PROVIDER])
+    except Exception as error:  # onnxruntime raises several unrelated types; all mean "no"
+        return False, _first_line(error)
+    return True, ""
+
+
+def probe(node: Node, graph: Graph) -> tuple[bool, str]:
+    """Whether onnxruntime's CPU provider runs ``node``, and why not when it does not.
+
+    Refuses without probing: nodes with graph attributes (If, Loop, Scan), nodes with an
+    input of unknown dtype, and everything when onnxruntime is missing. Otherwise the
+    answer for the node's :func:`node_signature` is computed once (a session creation:
+    median 0.2 ms, at most ~1.5 ms, plus ~10-60 ms for onnxruntime's own first-use set-up)
+    and memoised in a module-level table; a cached answer costs a few microseconds.
+    """
+    if not HAVE_ONNXRUNTIME:
+        return False, MISSING_MESSAGE
+    if _has_subgraph(node):
+        return False, f"{node.op_type} has a graph attribute (control flow is not partitioned)"
+    key = node_signature(node, graph)
+    if key is None:
+        return False, f"{node.op_type} has an input of unknown dtype"
+    cached = _PROBES.get(key)
+    if cached is not None:
+        return cached
+    with _PROBE_LOCK:
+        cached = _PROBES.get(key)
+        if cached is None:
+            cached = _PROBES[key] = _run_probe(node, graph)
+    return cached
+
+
+def clear_probe_cache() -> None:
+    """Forget every memoised probe (for tests and after swapping onnxruntime builds)."""
+    _PROBES.clear()
+
+
+# -- execution ------------------------------------------------------------------------------
+class OnnxRuntimeSubgraph(CompiledSubgraph):
+    """A compiled partition: one InferenceSession over the exported subgraph.
+
+    ``feeds`` are the boundary inputs the session reads (constants are embedded as
+    initializers, so they are not fed) and ``produced`` the outputs it computes. Requested
+    outputs that no node produces are inputs (already in the environment) or constants
+    (``passthrough``, written when absent). ``cores`` is the unit's core set the calling
+    thread is pinned to during ``run`` (empty: no pinning). The session and the serialised
+    model (``model_bytes``) live on the object; nothing is pickled or written to disk.
+    ``run`` may be called from several threads at once.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        model_bytes: bytes,
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        feeds: Sequence[str],
+        produced: Sequence[str],
+        cores: Sequence[int],
+        passthrough: dict[str, np.ndarray],
+    ) -> None:
+        self.session = session
+        self.model_bytes = model_bytes
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.feeds = list(feeds)
+        self.produced = list(produced)
+        self.cores = tuple(cores)
+        self._passthrough = passthrough
+
+    @property
+    def intra_op_num_threads(self) -> int:
+        """The thread count the session was created with."""
+        return int(self.session.get_session_options().intra_op_num_threads)
+
+    def run(self, env: Environment) -> None:
+        """Feed the boundary inputs from ``env``, run the session, store every output."""
+        self.run_timed(env)
+
+    def run_timed(self, env: Environment) -> float:
+        """Like :meth:`run`; returns wall-clock seconds spent in ``session.run`` alone.
+
+        onnxruntime offers no device clock, so this excludes only the feed assembly and the
+        thread pinning around the call, not host-side dispatch inside onnxruntime.
+        """
+        feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
+        with pinned_to(self.cores):
+            start = time.perf_counter()
+            results = self.session.run(self.produced, feeds)
+            elapsed = time.perf_counter() - start
+        env.update(zip(self.produced, results, strict=True))
+        for name in self.outputs:
+            if name not in env:
+                env[name] = self._passthrough[name]
+        return elapsed
+
+
+@register_codegen
+class OnnxRuntimeCodegen(Codegen):
+    """Whole subgraphs run by onnxruntime's CPU provider, optionally pinned to one CPU unit.
+
+    Supports what a one-node probe session accepts (see :func:`probe`). Compiling needs the
+    onnxruntime package; without it ``available()`` is false and ``compile`` raises
+    :class:`TargetError`.
+    """
+
+    name = "onnxruntime"
+    device_kind = "cpu"
+    uses_units = True
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether the onnxruntime package could be imported."""
+        return HAVE_ONNXRUNTIME
+
+    def supports(self, node: Node, graph: Graph) -> bool:
+        """Whether onnxruntime's CPU provider implements ``node`` (memoised probe)."""
+        return probe(node, graph)[0]
+
+    def reason(self, node: Node, graph: Graph) -> str | None:
+        """Why ``node`` is not supported (onnxruntime's first error line), else ``None``."""
+        supported, why = probe(node, graph)
+        return None if supported else why
+
+    def compile(
+        self,
+        graph: Graph,
+        nodes: Sequence[Node],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        placement: Placement = HOST,
+    ) -> OnnxRuntimeSubgraph:
+        """Export ``nodes`` as one model and create its session for ``placement``.
+
+        Boundary ``inputs`` that are graph constants are embedded as initializers (so
+        onnxruntime can fold and pre-pack them) and not fed at run time; other inputs the
+        nodes do not read are ignored. Raises :class:`TargetError` when onnxruntime is
+        missing, the placement is not a CPU device, a value the nodes read is neither an
+        input nor a constant, or onnxruntime rejects the exported model.
+        """
+        if not self.available():
+            raise TargetError(MISSING_MESSAGE)
+        assert _ort is not None
+        if placement.device.kind != self.device_kind:
+            raise TargetError(
+                f"codegen onnxruntime runs on cpu devices, not {placement.device.name!r}"
+            )
+        self.check_supported(graph, nodes)
+        unit = placement.device.unit(placement.unit)
+        produced = {name for node in nodes for name in node.outputs if name}
+        read = {name for node in nodes for name in node.present_inputs} - produced
+        given = set(inputs)
+        constants = {name for name in read | set(outputs) if graph.value(name).is_const}
+        unfed = sorted(read - given - constants)
+        if unfed:
+            raise TargetError(
+                f"subgraph reads {', '.join(unfed[:4])} which are neither inputs nor constants"
+            )
+        feeds = [name for name in dict.fromkeys(inputs) if name in read and name not in constants]
+        results = [name for name in dict.fromkeys(outputs) if name in produced]
+        for name in outputs:
+            if name not in produced and name not in given and name not in constants:
+                raise TargetError(f"subgraph output {name!r} is produced by none of its nodes")
+        if not results:
+            raise TargetError("subgraph computes none of its outputs; nothing to compile")
+        model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
+        cores = tuple(unit.cores) if unit is not None else ()
+        session = _create_session(model_bytes, unit is not None, cores)
+        passthrough = {
+            name: graph.value(name).const
+            for name in outputs
+            if name not in produced and graph.value(name).const is not None
+        }
+        return OnnxRuntimeSubgraph(
+            session, model_bytes, inputs, outputs, feeds, results, cores, passthrough
+        )
+
+
+def _create_session(model_bytes: bytes, on_unit: bool, cores: tuple[int, ...]) -> Any:
+    """A CPU session: sequential, ENABLE_ALL, one thread per unit core (all cores off-unit)."""
+    assert _ort is not None
+    options = _ort.SessionOptions()
+    options.execution_mode = _ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = _ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    if on_unit:
+        threads = max(len(cores), 1)
+        options.intra_op_num_threads = threads
+        if threads > 1:
+            # onnxruntime pins its threads-1 pool threads (1-based processor ids); the
+            # calling thread is pinned by ``run``. Each pool thread may use any unit core.
+            ids = ",".join(str(core + 1) for core in cores)
+            options.add_session_config_entry(
+                "session.intra_op_thread_affinities", ";".join([ids] * (threads - 1))
+            )
+    else:
+        options.intra_op_num_threads = len(allowed_cores()) or os.cpu_count() or 1
+    try:
+        return _ort.InferenceSession(model_bytes, options, providers=[PROVIDER])
+    except Exception as error:  # onnxruntime's own exception types are not importable stably
+        raise TargetError(f"onnxruntime rejected the subgraph: {_first_line(error)}") from None

@@ -1,0 +1,310 @@
+"""The onnxruntime codegen: whole graphs and partitions match numpy; support; units; absence."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from scipy.special import erf
+
+import autopart
+from autopart.errors import TargetError, UnsupportedOpError
+from autopart.ir.graph import Graph, Node, Value
+from autopart.runtime import Executor, random_inputs
+from autopart.targets import onnxruntime_codegen as ortgen
+from autopart.targets.codegen import HOST, Placement, get_codegen
+from autopart.targets.devices import HostDevice, Unit
+from tests.conftest import max_relative_error
+
+pytest.importorskip("onnxruntime")
+
+CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+needs_two_cores = pytest.mark.skipif(len(CORES) < 2, reason="needs two usable cores")
+
+
+def compile_whole(graph: Graph, placement: Placement = HOST) -> ortgen.OnnxRuntimeSubgraph:
+    constants = [name for name, value in graph.values.items() if value.is_const]
+    return ortgen.OnnxRuntimeCodegen().compile(
+        graph, graph.nodes, [*graph.inputs, *constants], graph.outputs, placement
+    )
+
+
+def assert_matches_reference(graph: Graph, placement: Placement = HOST) -> None:
+    feeds = random_inputs(graph, seed=3)
+    reference = Executor(graph).run(feeds).outputs
+    env: dict[str, Any] = dict(feeds)
+    compile_whole(graph, placement).run(env)
+    for name in graph.outputs:
+        assert env[name].shape == reference[name].shape
+        assert max_relative_error(reference[name], env[name]) <= 1e-3, name
+
+
+def tiny_graph(
+    op: str,
+    dtype: Any = np.float32,
+    domain: str = "",
+    attrs: dict[str, Any] | None = None,
+    opsets: dict[str, int] | None = None,
+) -> Graph:
+    """y = op(x) on a 2x3 tensor of ``dtype``."""
+    values = {"x": Value("x", (2, 3), np.dtype(dtype)), "y": Value("y", (2, 3), np.dtype(dtype))}
+    node = Node("n0", op, ["x"], ["y"], attrs or {}, domain)
+    return Graph("tiny", [node], values, ["x"], ["y"], opsets or {"": 17})
+
+
+# -- correctness ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", autopart.zoo_names())
+def test_zoo_model_wholly_on_onnxruntime_matches_numpy(name: str) -> None:
+    assert_matches_reference(autopart.load(name))
+
+
+def test_transformer_wholly_on_onnxruntime_matches_numpy(transformer_path: Any) -> None:
+    assert_matches_reference(autopart.load(transformer_path))
+
+
+def test_partition_in_the_middle_of_resnet50_matches_numpy() -> None:
+    graph = autopart.load("resnet50")
+    feeds = random_inputs(graph, seed=3)
+    constants = [name for name, value in graph.values.items() if value.is_const]
+    # Keep every intermediate of the reference run: list them all as outputs.
+    every = [name for node in graph.nodes for name in node.outputs if name]
+    numpy_all = get_codegen("numpy").compile(graph, graph.nodes, [*graph.inputs, *constants], every)
+    reference: dict[str, Any] = {**graph.constants, **feeds}
+    numpy_all.run(reference)
+
+    part = graph.nodes[10:41]
+    inside = {id(node) for node in part}
+    produced = {name for node in part for name in node.outputs if name}
+    inputs = list(
+        dict.fromkeys(
+            name
+            for node in part
+            for name in node.present_inputs
+            if name not in produced and not graph.value(name).is_const
+        )
+    )
+    outputs = [
+        name
+        for name in produced
+        if name in graph.outputs or any(id(c) not in inside for c in graph.value(name).consumers)
+    ]
+    assert inputs and outputs
+    compiled = ortgen.OnnxRuntimeCodegen().compile(graph, part, [*inputs, *constants], outputs)
+    assert compiled.feeds == inputs  # constants are embedded, not fed
+    model = onnx.load_from_string(compiled.model_bytes)
+    assert [i.name for i in model.graph.input] == inputs
+    assert sorted(o.name for o in model.graph.output) == sorted(outputs)
+
+    env = {name: reference[name] for name in inputs}
+    seconds = compiled.run_timed(env)
+    assert seconds > 0
+    for name in outputs:
+        assert max_relative_error(reference[name], env[name]) <= 1e-3, name
+    assert set(env) == set(inputs) | set(outputs)
+
+
+# -- support predicate ------------------------------------------------------------------------
+def test_supports_accepts_what_onnxruntime_implements() -> None:
+    codegen = ortgen.OnnxRuntimeCodegen()
+    assert codegen.supports(tiny_graph("Erf").nodes[0], tiny_graph("Erf"))
+    gelu = tiny_graph("Gelu", domain="com.microsoft", opsets={"": 17, "com.microsoft": 1})
+    assert codegen.supports(gelu.nodes[0], gelu)  # a non-default domain, probed OK
+
+
+def test_supports_refuses_an_op_dtype_onnxruntime_lacks() -> None:
+    # Erf on float64 is valid ONNX, but onnxruntime's CPU provider has only a float kernel.
+    graph = tiny_graph("Erf", np.float64)
+    codegen = ortgen.OnnxRuntimeCodegen()
+    assert not codegen.supports(graph.nodes[0], graph)
+    assert "NOT_IMPLEMENTED" in (codegen.reason(graph.nodes[0], graph) or "")
+    with pytest.raises(UnsupportedOpError, match="Erf"):
+        codegen.compile(graph, graph.nodes, ["x"], ["y"])
+
+
+def test_supports_refuses_a_custom_domain_op() -> None:
+    graph = tiny_graph("Frobnicate", domain="com.example", opsets={"": 17, "com.example": 1})
+    assert not ortgen.OnnxRuntimeCodegen().supports(graph.nodes[0], graph)
+
+
+def test_supports_refuses_graph_attributes_without_probing(monkeypatch: Any) -> None:
+    body = onnx.helper.make_graph([], "body", [], [])
+    graph = tiny_graph("If", attrs={"then_branch": body, "else_branch": body})
+    monkeypatch.setattr(ortgen, "_run_probe", lambda node, graph: pytest.fail("probed"))
+    assert not ortgen.OnnxRuntimeCodegen().supports(graph.nodes[0], graph)
+
+
+def test_probes_are_memoised_per_signature(monkeypatch: Any) -> None:
+    ortgen.clear_probe_cache()
+    calls = []
+    real = ortgen._run_probe
+
+    def counting(node: Node, graph: Graph) -> tuple[bool, str]:
+        calls.append(node.op_type)
+        return real(node, graph)
+
+    monkeypatch.setattr(ortgen, "_run_probe", counting)
+    codegen = ortgen.OnnxRuntimeCodegen()
+    graph = autopart.load("squeezenet")
+    assert all(codegen.supports(node, graph) for node in graph.nodes)
+    first = len(calls)
+    assert 0 < first < len(graph.nodes)
+    assert all(codegen.supports(node, graph) for node in graph.nodes)
+    assert len(calls) == first
+
+
+# -- units and threads ------------------------------------------------------------------------
+class _RecordingSession:
+    """Wraps a session; records the calling thread's affinity inside ``run``."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.seen: list[set[int]] = []
+
+    def run(self, *args: Any) -> Any:
+        self.seen.append(os.sched_getaffinity(0))
+        return self.session.run(*args)
+
+
+@pytest.mark.skipif(not CORES, reason="no CPU affinity control on this platform")
+def test_unit_pins_the_calling_thread_and_restores_its_mask() -> None:
+    graph = autopart.load("squeezenet")
+    compiled = compile_whole(graph, Placement(HostDevice(), unit=0))
+    assert compiled.intra_op_num_threads == 1
+    assert compiled.cores == (CORES[0],)
+    recorder = _RecordingSession(compiled.session)
+    compiled.session = recorder
+    feeds = random_inputs(graph, seed=3)
+    expected = Executor(graph).run(feeds).outputs
+
+    def check() -> None:
+        before = os.sched_getaffinity(0)
+        env: dict[str, Any] = dict(feeds)
+        compiled.run(env)
+        assert os.sched_getaffinity(0) == before
+        for name in graph.outputs:
+            assert max_relative_error(expected[name], env[name]) <= 1e-3
+
+    check()
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            check()
+        except BaseException as error:
+            errors.append(error)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    assert not errors, errors
+    assert recorder.seen == [{CORES[0]}, {CORES[0]}]
+
+
+@needs_two_cores
+def test_multi_core_unit_gets_a_pinned_thread_pool() -> None:
+    class TwoCoreHost(HostDevice):
+        def __init__(self) -> None:
+            super().__init__()
+            self.units = [Unit(0, "two cores", tuple(CORES[:2]))]
+
+    graph = autopart.load("squeezenet")
+    compiled = compile_whole(graph, Placement(TwoCoreHost(), unit=0))
+    assert compiled.intra_op_num_threads == 2
+    options = compiled.session.get_session_options()
+    ids = ",".join(str(core + 1) for core in CORES[:2])
+    assert options.get_session_config_entry("session.intra_op_thread_affinities") == ids
+    before = os.sched_getaffinity(0)
+    env: dict[str, Any] = dict(random_inputs(graph, seed=3))
+    compiled.run(env)
+    assert os.sched_getaffinity(0) == before
+
+
+def test_without_unit_uses_every_core_unpinned() -> None:
+    graph = tiny_graph("Relu")
+    compiled = compile_whole(graph)
+    assert compiled.cores == ()
+    assert compiled.intra_op_num_threads == max(len(CORES), 1)
+
+
+def test_unknown_unit_is_a_target_error() -> None:
+    graph = tiny_graph("Relu")
+    with pytest.raises(TargetError, match="no unit 999"):
+        compile_whole(graph, Placement(HostDevice(), unit=999))
+
+
+# -- contract details -------------------------------------------------------------------------
+def test_registered_and_described() -> None:
+    codegen = get_codegen("onnxruntime")
+    assert isinstance(codegen, ortgen.OnnxRuntimeCodegen)
+    assert codegen.device_kind == "cpu" and codegen.uses_units and codegen.available()
+
+
+def test_passthrough_outputs_and_reading_undeclared_values() -> None:
+    graph = tiny_graph("Relu")
+    compiled = ortgen.OnnxRuntimeCodegen().compile(graph, graph.nodes, ["x"], ["y", "x"])
+    env: dict[str, Any] = {"x": np.array([[-1, 2, -3], [4, -5, 6]], np.float32)}
+    compiled.run(env)
+    np.testing.assert_array_equal(env["y"], np.maximum(env["x"], 0))
+    with pytest.raises(TargetError, match="neither inputs nor constants"):
+        ortgen.OnnxRuntimeCodegen().compile(graph, graph.nodes, [], ["y"])
+
+
+def test_missing_onnxruntime_fails_late_and_clearly(monkeypatch: Any) -> None:
+    monkeypatch.setattr(ortgen, "HAVE_ONNXRUNTIME", False)
+    codegen = ortgen.OnnxRuntimeCodegen()
+    graph = tiny_graph("Relu")
+    assert not ortgen.OnnxRuntimeCodegen.available()
+    assert not codegen.supports(graph.nodes[0], graph)
+    with pytest.raises(TargetError) as raised:
+        codegen.compile(graph, graph.nodes, ["x"], ["y"])
+    assert str(raised.value) == (
+        "codegen onnxruntime needs the onnxruntime package: pip install onnxruntime"
+    )
+
+
+def test_non_default_domain_subgraph_compiles_and_runs() -> None:
+    # to_onnx cannot pick an IR version for com.microsoft; the codegen exports around it.
+    graph = tiny_graph("Gelu", domain="com.microsoft", opsets={"": 17, "com.microsoft": 1})
+    compiled = ortgen.OnnxRuntimeCodegen().compile(graph, graph.nodes, ["x"], ["y"])
+    x = np.linspace(-3, 3, 6, dtype=np.float32).reshape(2, 3)
+    env: dict[str, Any] = {"x": x}
+    compiled.run(env)
+    np.testing.assert_allclose(env["y"], 0.5 * x * (1 + erf(x / np.sqrt(2))), rtol=1e-5, atol=1e-6)
+
+
+def test_module_imports_without_onnxruntime() -> None:
+    script = (
+        "import sys; sys.modules['onnxruntime'] = None\n"
+        "from autopart.errors import TargetError\n"
+        "from autopart.targets import onnxruntime_codegen as m\n"
+        "assert not m.HAVE_ONNXRUNTIME and not m.OnnxRuntimeCodegen.available()\n"
+        "try:\n"
+        "    m.OnnxRuntimeCodegen().compile(None, [], [], [])\n"
+        "except TargetError as e:\n"
+        "    print(e)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == ortgen.MISSING_MESSAGE
+
+
+def test_scalar_boundary_input_keeps_its_rank() -> None:
+    values = {
+        "x": Value("x", (2, 3), np.dtype(np.float32)),
+        "s": Value("s", (), np.dtype(np.float32)),
+        "y": Value("y", (2, 3), np.dtype(np.float32)),
+    }
+    graph = Graph(
+        "scalar", [Node("n0", "Mul", ["x", "s"], ["y"])], values, ["x", "s"], ["y"], {"": 17}
+    )
+    compiled = ortgen.OnnxRuntimeCodegen().compile(graph, graph.nodes, ["x", "s"], ["y"])
+    env: dict[str, Any] = {"x": np.ones((2, 3), np.float32), "s": np.array(2.5, np.float32)}
+    compiled.run(env)
+    np.testing.assert_array_equal(env["y"], np.full((2, 3), 2.5, np.float32))
