@@ -146,7 +146,7 @@ class PlanExecutor:
         if step.compiled is not None:
             assert step.device is not None
             step.compiled.run(envs[step.device.name])
-            step.device.synchronize()
+            step.device.synchronize(step.unit)
         else:
             copy = step.spec
             assert (

@@ -39,7 +39,11 @@ class CompiledSubgraph(ABC):
     """An executable subgraph: reads its inputs from an environment, writes its outputs.
 
     ``run`` must not keep references to the environment between calls, and must write every
-    name in ``outputs``.
+    name in ``outputs``. On an asynchronous device it may return with work still queued:
+    its outputs must then carry what completes them, so that ``device.to_host``, later
+    subgraphs on other queues and ``device.synchronize(unit)`` wait for it. Tensors that
+    leave a subgraph must not be recycled by it while a reader may still be queued. The
+    executor never runs one compiled subgraph from two threads at once.
     """
 
     inputs: Sequence[str]

@@ -46,8 +46,8 @@ class Device(ABC):
     def from_host(self, array: np.ndarray, unit: int | None = None) -> Any:
         """Copy a host array onto this device (through ``unit``'s queue where it matters)."""
 
-    def synchronize(self) -> None:  # noqa: B027 - a no-op is right for synchronous devices
-        """Wait for all work queued on this device to finish."""
+    def synchronize(self, unit: int | None = None) -> None:  # noqa: B027 - no-op when synchronous
+        """Wait for the work queued on ``unit`` (or on the whole device) to finish."""
 
     @abstractmethod
     def describe(self) -> dict[str, Any]:

@@ -1,0 +1,192 @@
+"""OpenCL devices: discovery, units by device fission, queues, memory pools and transfers.
+
+Every OpenCL device found (platforms in order, devices in order within each) becomes one
+:class:`OpenCLDevice` named ``opencl:<i>``. Its units are the sub-devices of an
+``EQUALLY, 1`` fission (one compute unit each) where the device supports it, none otherwise.
+One context holds the root device and its sub-devices, so a buffer written through one
+unit's queue is readable through any other; each unit has its own in-order,
+profiling-enabled command queue and the whole device has one more.
+
+Discovery only enumerates devices and reads their properties (``autopart devices`` calls
+it); the context, sub-devices and queues are created on first use. Tensors on these devices
+are :class:`pyopencl.array.Array` objects.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from autopart.errors import TargetError
+from autopart.targets.devices import Device, Unit
+
+try:
+    import pyopencl as cl
+    import pyopencl.array as cla
+    import pyopencl.tools as cltools
+except ImportError:  # optional dependency: discovery finds nothing without it
+    cl = None  # type: ignore[assignment]
+    cla = None  # type: ignore[assignment]
+    cltools = None  # type: ignore[assignment]
+
+
+def have_pyopencl() -> bool:
+    """Whether pyopencl is importable."""
+    return cl is not None
+
+
+def discover_opencl_devices() -> list[OpenCLDevice]:
+    """Every OpenCL device on this machine, named ``opencl:0``, ``opencl:1``, ... in order.
+
+    Returns an empty list when pyopencl is missing, when no ICD platform is installed, or
+    when the OpenCL runtime fails to answer; it never raises for lack of OpenCL.
+    """
+    if cl is None:
+        return []
+    try:
+        platforms = cl.get_platforms()
+    except (cl.Error, RuntimeError, OSError):
+        return []
+    devices: list[OpenCLDevice] = []
+    for platform in platforms:
+        try:
+            found = platform.get_devices()
+        except (cl.Error, RuntimeError):
+            continue
+        for device in found:
+            devices.append(OpenCLDevice(f"opencl:{len(devices)}", platform, device))
+    return devices
+
+
+def _supports_fission(device: Any) -> bool:
+    """Whether ``device`` can be split into single-compute-unit sub-devices."""
+    try:
+        properties = list(device.partition_properties)
+        return (
+            cl.device_partition_property.EQUALLY in properties
+            and device.max_compute_units > 1
+            and device.partition_max_sub_devices > 1
+        )
+    except (cl.Error, AttributeError):
+        return False
+
+
+class OpenCLDevice(Device):
+    """One OpenCL device with its units (fission sub-devices), context, queues and pools.
+
+    ``queue(unit)`` returns the in-order, profiling-enabled queue of ``unit`` (``None`` for
+    the whole device). ``pool(unit)`` is the memory pool whose buffers are only ever used by
+    that queue, so a buffer returned to it can be reused without synchronisation.
+    """
+
+    kind = "opencl"
+
+    def __init__(self, name: str, platform: Any, device: Any) -> None:
+        self.name = name
+        self.platform = platform
+        self.cl_device = device
+        count = device.max_compute_units if _supports_fission(device) else 0
+        count = min(count, device.partition_max_sub_devices) if count else 0
+        self.units = [Unit(i, f"{device.name.strip()} compute unit {i}") for i in range(count)]
+        self._lock = threading.Lock()
+        self._context: Any = None
+        self._queues: dict[int | None, Any] = {}
+        self._pools: dict[int | None, Any] = {}
+        self.programs: dict[tuple[str, str], Any] = {}  # (source, options) -> built Program
+
+    # -- lazily created OpenCL objects ------------------------------------------------------
+    def _ensure_context(self) -> None:
+        with self._lock:
+            if self._context is not None:
+                return
+            sub_devices: list[Any] = []
+            if self.units:
+                try:
+                    sub_devices = self.cl_device.create_sub_devices(
+                        [cl.device_partition_property.EQUALLY, 1]
+                    )[: len(self.units)]
+                except cl.Error as error:
+                    raise TargetError(
+                        f"device fission failed on {self.name}: {str(error).splitlines()[0]}"
+                    ) from None
+            context = cl.Context([self.cl_device, *sub_devices])
+            profiling = cl.command_queue_properties.PROFILING_ENABLE
+            queues: dict[int | None, Any] = {
+                None: cl.CommandQueue(context, self.cl_device, profiling)
+            }
+            for unit, sub in zip(self.units, sub_devices, strict=False):
+                queues[unit.index] = cl.CommandQueue(context, sub, profiling)
+            self._queues = queues
+            self._pools = {
+                key: cltools.MemoryPool(cltools.ImmediateAllocator(queue))
+                for key, queue in queues.items()
+            }
+            self._context = context
+
+    @property
+    def context(self) -> Any:
+        """The ``pyopencl.Context`` holding the device and all its sub-devices."""
+        self._ensure_context()
+        return self._context
+
+    def queue(self, unit: int | None = None) -> Any:
+        """The command queue of ``unit`` (``None``: the whole device)."""
+        self.unit(unit)  # raises TargetError naming the units for an unknown index
+        self._ensure_context()
+        return self._queues[unit]
+
+    def pool(self, unit: int | None = None) -> Any:
+        """The memory pool reserved for the queue of ``unit``."""
+        self.unit(unit)
+        self._ensure_context()
+        return self._pools[unit]
+
+    # -- the Device contract ----------------------------------------------------------------
+    def to_host(self, tensor: Any) -> np.ndarray:
+        """Copy a ``pyopencl.array.Array`` of this device to a numpy array (blocking)."""
+        if not isinstance(tensor, cla.Array):
+            raise TargetError(
+                f"{self.name} holds pyopencl arrays, not {type(tensor).__name__} tensors"
+            )
+        if tensor.context != self.context:
+            raise TargetError(f"tensor does not live on {self.name}")
+        return tensor.get()
+
+    def from_host(self, array: np.ndarray, unit: int | None = None) -> Any:
+        """Copy a host array onto this device through ``unit``'s queue (blocking).
+
+        The buffer is allocated outside the memory pools, so it may be read and released
+        through any queue of the device.
+        """
+        data = np.ascontiguousarray(array)
+        return cla.to_device(self.queue(unit), data)
+
+    def synchronize(self, unit: int | None = None) -> None:
+        """Wait for the commands queued on ``unit``, or on the device and all its units."""
+        if self._context is None:
+            return
+        if unit is not None:
+            self.queue(unit).finish()
+            return
+        for queue in self._queues.values():
+            queue.finish()
+
+    def describe(self) -> dict[str, Any]:
+        """Platform, device, driver and pyopencl facts that identify this device."""
+        device = self.cl_device
+        return {
+            "kind": self.kind,
+            "platform": self.platform.name.strip(),
+            "platform_version": self.platform.version.strip(),
+            "device": device.name.strip(),
+            "driver_version": device.driver_version.strip(),
+            "compute_units": int(device.max_compute_units),
+            "global_memory": int(device.global_mem_size),
+            "units": len(self.units),
+            "pyopencl": cl.VERSION_TEXT,
+        }
+
+    def __repr__(self) -> str:
+        return f"OpenCLDevice({self.name!r}, {self.cl_device.name.strip()!r})"
