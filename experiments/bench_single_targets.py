@@ -5,7 +5,9 @@ to cpu@numpy, and the count is recorded) plus onnxruntime alone as the speed pee
 in one process on the same inputs, alternating run by run. Outputs are checked against
 the numpy reference. Writes experiments/results/single_targets.csv and prints a table.
 
-Targets (issue 3): resnet50 on PoCL OpenCL no slower than 3x onnxruntime.
+Targets (issue 3): resnet50 on PoCL OpenCL no slower than 3x onnxruntime. onnxruntime
+(the peer and the codegen) runs with thread spinning off, so that no run inherits busy
+cores from the one before it.
 
     python experiments/bench_single_targets.py [--repeat 10] [MODEL ...]
 """
@@ -34,7 +36,13 @@ def bench_model(name: str, repeat: int) -> list[dict]:
     graph = autopart.load(model)
     graph.meta["source"] = name
     feeds = random_inputs(graph)
-    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    # Without this, the peer's spinning threads hold both cores after each of its runs and
+    # slow down whatever runs next; alone, resnet50 takes the same time either way.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(
+        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
     targets = [str(t) for t in available_targets() if t.unit is None]
     executors = {}
     for target in targets:

@@ -358,6 +358,9 @@ def _create_session(model_bytes: bytes, on_unit: bool, cores: tuple[int, ...]) -
     options.graph_optimization_level = _ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.inter_op_num_threads = 1
     options.log_severity_level = 3
+    # Spinning pool threads would keep cores busy after each call and slow whatever runs
+    # next on another lane; partitions hand over to each other constantly.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     if on_unit:
         threads = max(len(cores), 1)
         options.intra_op_num_threads = threads
