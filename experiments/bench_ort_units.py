@@ -36,6 +36,7 @@ from onnx import helper, numpy_helper
 
 import autopart
 from autopart.ir.graph import Graph, Node
+from autopart.plan.partition import boundary
 from autopart.runtime import random_inputs
 from autopart.targets.codegen import Placement, get_codegen
 from autopart.targets.devices import HostDevice
@@ -73,28 +74,6 @@ def matmul_chains(depth: int = 8, rows: int = 256, width: int = 1024) -> onnx.Mo
     model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = helper.find_min_ir_version_for(opsets)
     return model
-
-
-def boundary(graph: Graph, part: Sequence[Node]) -> tuple[list[str], list[str]]:
-    """Non-constant values ``part`` reads from outside, and values it produces for outside."""
-    inside = {id(node) for node in part}
-    produced = {name for node in part for name in node.outputs if name}
-    inputs = list(
-        dict.fromkeys(
-            name
-            for node in part
-            for name in node.present_inputs
-            if name not in produced and not graph.value(name).is_const
-        )
-    )
-    outputs = [
-        name
-        for node in part
-        for name in node.outputs
-        if name
-        and (name in graph.outputs or any(id(c) not in inside for c in graph.value(name).consumers))
-    ]
-    return inputs, outputs
 
 
 Job = tuple[Graph, list[Node]]

@@ -16,6 +16,7 @@ from scipy.special import erf
 import autopart
 from autopart.errors import TargetError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
+from autopart.plan.partition import boundary
 from autopart.runtime import Executor, random_inputs
 from autopart.targets import onnxruntime_codegen as ortgen
 from autopart.targets.codegen import HOST, Placement, get_codegen
@@ -79,21 +80,7 @@ def test_partition_in_the_middle_of_resnet50_matches_numpy() -> None:
     numpy_all.run(reference)
 
     part = graph.nodes[10:41]
-    inside = {id(node) for node in part}
-    produced = {name for node in part for name in node.outputs if name}
-    inputs = list(
-        dict.fromkeys(
-            name
-            for node in part
-            for name in node.present_inputs
-            if name not in produced and not graph.value(name).is_const
-        )
-    )
-    outputs = [
-        name
-        for name in produced
-        if name in graph.outputs or any(id(c) not in inside for c in graph.value(name).consumers)
-    ]
+    inputs, outputs = boundary(graph, part)
     assert inputs and outputs
     compiled = ortgen.OnnxRuntimeCodegen().compile(graph, part, [*inputs, *constants], outputs)
     assert compiled.feeds == inputs  # constants are embedded, not fed

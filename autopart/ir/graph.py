@@ -106,6 +106,7 @@ class Graph:
             for name in node.present_inputs:
                 self.value(name).consumers.append(node)
         self.nodes = self._topological_order()
+        self._by_name = {node.name: node for node in self.nodes}
 
     def _topological_order(self) -> list[Node]:
         position = {id(node): i for i, node in enumerate(self.nodes)}
@@ -139,11 +140,8 @@ class Graph:
             raise ModelError(f"graph {self.name!r} refers to undefined value {name!r}") from None
 
     def node(self, name: str) -> Node:
-        """The node called ``name``."""
-        for node in self.nodes:
-            if node.name == name:
-                return node
-        raise KeyError(name)
+        """The node called ``name`` (as of the last :meth:`rebuild`); ``KeyError`` if none."""
+        return self._by_name[name]
 
     def __iter__(self) -> Iterator[Node]:
         return iter(self.nodes)

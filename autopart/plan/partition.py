@@ -8,7 +8,7 @@ through another partition. The result is checked again at the end.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autopart.errors import AutopartError
@@ -109,23 +109,33 @@ def _order(depends: list[set[int]]) -> list[int]:
     return order
 
 
+def boundary(graph: Graph, nodes: Sequence[Node]) -> tuple[list[str], list[str]]:
+    """Boundary values of ``nodes``: (inputs, outputs), each in first-use order.
+
+    Inputs are the non-constant values read from outside; outputs are the values produced
+    for other nodes or for the graph's outputs.
+    """
+    inside = {node.name for node in nodes}
+    produced = [o for node in nodes for o in node.outputs if o]
+    made_here = set(produced)
+    consumed = [i for node in nodes for i in node.present_inputs]
+    inputs = [
+        name
+        for name in dict.fromkeys(consumed)
+        if not graph.value(name).is_const and name not in made_here
+    ]
+    outputs = [
+        name
+        for name in produced
+        if name in graph.outputs or any(c.name not in inside for c in graph.value(name).consumers)
+    ]
+    return inputs, outputs
+
+
 def _attach_boundaries(graph: Graph, partitions: list[Partition]) -> None:
     """Record each partition's non-constant inputs and the outputs others (or the graph) use."""
     for partition in partitions:
-        inside = {node.name for node in partition.nodes}
-        produced = [o for node in partition.nodes for o in node.outputs if o]
-        consumed = [i for node in partition.nodes for i in node.present_inputs]
-        partition.inputs = [
-            name
-            for name in dict.fromkeys(consumed)
-            if not graph.value(name).is_const and name not in produced
-        ]
-        partition.outputs = [
-            name
-            for name in produced
-            if name in graph.outputs
-            or any(c.name not in inside for c in graph.value(name).consumers)
-        ]
+        partition.inputs, partition.outputs = boundary(graph, partition.nodes)
 
 
 def check_acyclic(graph: Graph, partitions: list[Partition]) -> None:

@@ -7,7 +7,7 @@ from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
 from autopart.ir.target import VirtualDevice
 from autopart.plan.build import HOST_DEVICE
-from autopart.plan.partition import Partition, PartitionCycleError, check_acyclic
+from autopart.plan.partition import Partition, PartitionCycleError, boundary, check_acyclic
 from autopart.plan.schema import Plan, PlanError
 from autopart.targets.devices import Machine
 from autopart.targets.resolve import resolve
@@ -105,10 +105,7 @@ def _check_copies(plan: Plan, graph: Graph) -> dict[str, set[str]]:
     for spec in plan.partitions:
         device = str(_parse(spec.target).device)
         nodes = [graph.node(n) for n in spec.nodes]
-        produced = {o for node in nodes for o in node.outputs if o}
-        needed = {
-            i for node in nodes for i in node.present_inputs if not graph.value(i).is_const
-        } - produced
+        needed = set(boundary(graph, nodes)[0])
         if needed != set(spec.inputs):
             raise PlanError(
                 f"partition {spec.id} lists inputs {sorted(spec.inputs)[:4]} "
