@@ -197,7 +197,7 @@ def _graph_from_proto(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequenc
         v.dtype = dtype or v.dtype
     for name in inputs:
         _fix_input_shape(values[name], input_shapes.get(name))
-    nodes, seen = [], set(values) - set(initializer_names)
+    nodes = []
     names: set[str] = set()
     for index, proto_node in enumerate(g.node):
         name = proto_node.name or f"{proto_node.op_type}_{index}"
@@ -221,7 +221,6 @@ def _graph_from_proto(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequenc
                 proto_node.domain,
             )
         )
-    del seen
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
     outputs = [o.name for o in g.output]
     for name in outputs:
