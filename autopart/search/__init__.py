@@ -1,0 +1,1 @@
+"""Search: cost model, simulator, exact ILP, optuna tuner and peer baselines."""

@@ -1,0 +1,78 @@
+"""The numbers a search works from: per-node cost on each target, launches and transfers.
+
+:class:`Costs` is the only thing the cost model, the ILP, the tuner and the baselines read.
+It is built from a measured profile (:func:`autopart.profile.costs_from_profile`) or by
+hand in tests and synthetic experiments. All times are seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from autopart.ir.graph import Graph, Node
+from autopart.ir.target import VirtualDevice
+
+HOST_DEVICE = "cpu"
+
+
+@dataclass(frozen=True)
+class TransferModel:
+    """Copy time between two devices: ``latency_s + nbytes / bandwidth_bps``."""
+
+    latency_s: float
+    bandwidth_bps: float
+
+    def cost(self, nbytes: int) -> float:
+        """Predicted seconds to copy ``nbytes``."""
+        return self.latency_s + nbytes / self.bandwidth_bps
+
+
+@dataclass
+class Costs:
+    """Costs of running ``graph`` on ``targets``.
+
+    ``node_cost[node][target]`` is the time of ``node`` on ``target``; a target missing from
+    a node's entry cannot run it. ``launch[target]`` is the fixed cost of entering one
+    partition on it. ``transfers[(src, dst)]`` prices copies between devices; a pair
+    without a model falls back to going through the host (src->cpu, then cpu->dst).
+    Graph inputs start on the host and graph outputs must end on it.
+    """
+
+    graph: Graph
+    targets: list[VirtualDevice]
+    node_cost: dict[str, dict[VirtualDevice, float]]
+    launch: dict[VirtualDevice, float] = field(default_factory=dict)
+    transfers: dict[tuple[str, str], TransferModel] = field(default_factory=dict)
+
+    def supported(self, node: Node | str) -> list[VirtualDevice]:
+        """Targets that can run ``node``, in the order of :attr:`targets`."""
+        name = node if isinstance(node, str) else node.name
+        entry = self.node_cost.get(name, {})
+        return [target for target in self.targets if target in entry]
+
+    def cost(self, node: Node | str, target: VirtualDevice) -> float:
+        """Seconds ``node`` takes on ``target`` (KeyError when the target cannot run it)."""
+        name = node if isinstance(node, str) else node.name
+        return self.node_cost[name][target]
+
+    def launch_cost(self, target: VirtualDevice) -> float:
+        """The fixed cost of one partition on ``target`` (0 when unmeasured)."""
+        return self.launch.get(target, 0.0)
+
+    def transfer(self, src: str, dst: str, nbytes: int) -> float:
+        """Seconds to copy ``nbytes`` from device ``src`` to device ``dst`` (0 when equal)."""
+        if src == dst:
+            return 0.0
+        model = self.transfers.get((src, dst))
+        if model is not None:
+            return model.cost(nbytes)
+        if HOST_DEVICE not in (src, dst):
+            return self.transfer(src, HOST_DEVICE, nbytes) + self.transfer(
+                HOST_DEVICE, dst, nbytes
+            )
+        return 0.0
+
+    def devices(self) -> list[str]:
+        """Every device named by a target, host first."""
+        names = {str(target.device) for target in self.targets} | {HOST_DEVICE}
+        return sorted(names, key=lambda name: (name != HOST_DEVICE, name))
