@@ -15,10 +15,21 @@ from autopart.ir.onnx_import import load_graph
 from autopart.plan.assign import plan_from_rules
 from autopart.plan.schema import Plan, PlanError
 from autopart.plan.validate import validate_plan
+from autopart.profile import (
+    Profile,
+    Profiler,
+    ProfileReport,
+    TimingSettings,
+    default_profiles_dir,
+    machine_profile_path,
+    open_for_measuring,
+)
+from autopart.profile.profiler import Progress
 from autopart.runtime.executor import Executor, RunResult
 from autopart.runtime.feeds import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
 from autopart.targets.devices import Machine, discover
+from autopart.targets.resolve import available_targets
 from autopart.zoo import resolve_model
 
 ModelLike = str | Path | onnx.ModelProto | Graph
@@ -111,3 +122,29 @@ def check_outputs(
         scale = float(np.abs(expected).max()) or 1.0
         errors[name] = float(np.abs(got - expected).max()) / scale if expected.size else 0.0
     return errors
+
+
+def profile(
+    model: ModelLike,
+    targets: Sequence[str] | None = None,
+    profiles: str | Path | None = None,
+    budget_s: float | None = None,
+    progress: Progress | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    settings: TimingSettings | None = None,
+    checkpoint_s: float = 3.0,
+) -> tuple[ProfileReport, Profile, Path]:
+    """Measure what this machine's saved profile lacks for ``model`` (``autopart profile``).
+
+    ``targets`` are target specs (default: every target found). Measurements go to
+    ``<profiles>/<fingerprint>.csv`` (default directory: :func:`default_profiles_dir`),
+    checkpointed every ``checkpoint_s`` seconds. Returns the report, the profile and its path.
+    """
+    graph = load(model, input_shapes)
+    machine = discover()
+    chosen = list(targets) if targets else [str(t) for t in available_targets(machine)]
+    path = machine_profile_path(profiles or default_profiles_dir(), machine)
+    saved = open_for_measuring(path, machine)
+    profiler = Profiler(saved, machine, path, settings, checkpoint_s)
+    report = profiler.profile_graph(graph, chosen, budget_s, progress)
+    return report, saved, path

@@ -17,14 +17,25 @@ HOST_DEVICE = "cpu"
 
 @dataclass(frozen=True)
 class TransferModel:
-    """Copy time between two devices: ``latency_s + nbytes / bandwidth_bps``."""
+    """Copy time between two devices: ``latency_s + nbytes / bandwidth_bps``.
+
+    ``regimes`` optionally refines this for larger copies, which leave the caches or start
+    paying page faults: ``(from_bytes, latency_s, bandwidth_bps)`` triples in increasing
+    ``from_bytes``; a copy uses the last regime whose ``from_bytes`` it reaches.
+    """
 
     latency_s: float
     bandwidth_bps: float
+    regimes: tuple[tuple[int, float, float], ...] = ()
 
     def cost(self, nbytes: int) -> float:
         """Predicted seconds to copy ``nbytes``."""
-        return self.latency_s + nbytes / self.bandwidth_bps
+        latency, bandwidth = self.latency_s, self.bandwidth_bps
+        for start, regime_latency, regime_bandwidth in self.regimes:
+            if nbytes < start:
+                break
+            latency, bandwidth = regime_latency, regime_bandwidth
+        return latency + nbytes / bandwidth
 
 
 @dataclass
@@ -67,9 +78,7 @@ class Costs:
         if model is not None:
             return model.cost(nbytes)
         if HOST_DEVICE not in (src, dst):
-            return self.transfer(src, HOST_DEVICE, nbytes) + self.transfer(
-                HOST_DEVICE, dst, nbytes
-            )
+            return self.transfer(src, HOST_DEVICE, nbytes) + self.transfer(HOST_DEVICE, dst, nbytes)
         return 0.0
 
     def devices(self) -> list[str]:

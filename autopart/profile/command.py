@@ -1,0 +1,98 @@
+"""``autopart profile MODEL``: measure what this machine's saved profile lacks for MODEL."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from autopart import api
+from autopart.cli import _input_shape_option, _parse_input_shapes, _user_errors, console
+from autopart.profile.costs import transfer_fits
+from autopart.profile.store import Profile
+
+
+@click.command("profile")
+@click.argument("model", metavar="MODEL")
+@click.option(
+    "--targets",
+    "targets",
+    multiple=True,
+    metavar="TARGET",
+    help="target spec to measure, e.g. opencl:0/1@opencl (repeatable; default: all found)",
+)
+@click.option(
+    "--profiles",
+    "profiles",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="profile directory (default: $AUTOPART_PROFILES or ./profiles)",
+)
+@click.option("--budget", type=float, default=None, metavar="SECONDS", help="stop measuring after")
+@_input_shape_option
+@_user_errors
+def profile_command(
+    model: str,
+    targets: tuple[str, ...],
+    profiles: str | None,
+    budget: float | None,
+    input_shapes: tuple[str, ...],
+) -> None:
+    """Measure op, launch and copy costs of MODEL on every target; reuse what is saved."""
+    targets = tuple(t for spec in targets for t in spec.split(",") if t.strip())
+    columns = (
+        TextColumn("{task.description:<40}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("preparing", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label[:40])
+
+        report, saved, path = api.profile(
+            model, targets or None, profiles, budget, progress, _parse_input_shapes(input_shapes)
+        )
+    console.print(
+        f"[bold]{model}[/bold] on {len(report.targets)} targets: {report.new} new "
+        f"measurements, {report.reused} reused, {report.unsupported} unsupported op "
+        f"signatures, {report.elapsed_s:.1f} s"
+    )
+    if report.missing:
+        console.print(
+            f"[yellow]budget spent: {report.missing} measurements still missing; "
+            "run again to resume[/yellow]"
+        )
+    _print_profile_summary(saved)
+    console.print(f"profile: {path}")
+
+
+def _print_profile_summary(profile: Profile) -> None:
+    launches = Table("target", "launch", "ops measured", title="targets")
+    for target in sorted(set(profile.rows("launch")["target"])):
+        wall = profile.measurement("launch", target, "wall")
+        count = len(profile.rows("op", target))
+        launches.add_row(target, f"{wall.median_s * 1e6:.1f} µs" if wall else "-", str(count))
+    console.print(launches)
+    fits = transfer_fits(profile)
+    if fits:
+        table = Table("copy", "latency", "bandwidth", "max error", title="transfer fits")
+        for (src, dst), fit in sorted(fits.items()):
+            table.add_row(
+                f"{src} -> {dst}",
+                f"{fit.model.latency_s * 1e6:.1f} µs",
+                f"{fit.model.bandwidth_bps / 1e9:.2f} GB/s",
+                f"{fit.max_relative_error:.1%}",
+            )
+        console.print(table)

@@ -1,0 +1,88 @@
+"""From a profile to the :class:`~autopart.search.costs.Costs` a search reads.
+
+A node's cost on a target is its signature's median time there. Codegens without a device
+clock time ops by wall clock around a whole ``run``, which includes entering the subgraph;
+the launch probe's own ``run_timed`` time is taken off those, since the partition's launch is
+charged once, separately (the launch probe's wall time around ``run`` plus synchronisation).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
+from autopart.profile.signature import op_signature
+from autopart.profile.store import Profile, ProfileError
+from autopart.profile.transfer import TransferFit, fit_transfer, split_pair
+from autopart.search.costs import Costs
+
+
+def profile_targets(profile: Profile) -> list[VirtualDevice]:
+    """Targets the profile has launch measurements for, in a stable order."""
+    names = sorted(set(profile.rows("launch")["target"]))
+    return [VirtualDevice.parse(name) for name in names]
+
+
+def transfer_fits(profile: Profile) -> dict[tuple[str, str], TransferFit]:
+    """The fitted transfer model of every device pair the profile measured."""
+    fits = {}
+    rows = profile.rows("transfer")
+    for pair, group in rows.groupby("target"):
+        fits[split_pair(str(pair))] = fit_transfer(
+            group["nbytes"].to_numpy(), group["median_s"].to_numpy()
+        )
+    return fits
+
+
+def costs_from_profile(
+    graph: Graph, profile: Profile, targets: Sequence[VirtualDevice | str] | None = None
+) -> Costs:
+    """Costs of ``graph`` on ``targets`` (default: every target in ``profile``).
+
+    A node is runnable on a target when the profile holds its signature's timing there.
+    Raises :class:`ProfileError` naming what is missing when the profile does not cover
+    ``graph`` on a target (neither a timing nor an ``unsupported`` mark for a signature).
+    """
+    chosen = [
+        VirtualDevice.parse(t) if isinstance(t, str) else t
+        for t in (targets if targets is not None else profile_targets(profile))
+    ]
+    node_cost: dict[str, dict[VirtualDevice, float]] = {node.name: {} for node in graph.nodes}
+    launch: dict[VirtualDevice, float] = {}
+    signatures = {node.name: op_signature(node, graph) for node in graph.nodes}
+    for target in chosen:
+        name = str(target)
+        wall = profile.measurement("launch", name, "wall")
+        timed = profile.measurement("launch", name, "timed")
+        if wall is None or timed is None:
+            raise ProfileError(
+                f"the profile has no launch measurement for {name}; run `autopart profile`"
+            )
+        launch[target] = wall.median_s
+        missing = []
+        for node in graph.nodes:
+            measured = profile.measurement("op", name, signatures[node.name])
+            if measured is None:
+                if not profile.has("unsupported", name, signatures[node.name]):
+                    missing.append(node)
+                continue
+            base = timed.median_s if measured.timer == "wall" else 0.0
+            node_cost[node.name][target] = max(measured.median_s - base, 0.0)
+        if missing:
+            ops = sorted({node.op_type for node in missing})
+            raise ProfileError(
+                f"the profile lacks {len(missing)} op timing(s) of {graph.name} on {name} "
+                f"({', '.join(ops)}); run `autopart profile {graph.name}`"
+            )
+    transfers = {pair: fit.model for pair, fit in transfer_fits(profile).items()}
+    devices = {str(t.device) for t in chosen} - {"cpu"}
+    lacking = [
+        d for d in sorted(devices) if ("cpu", d) not in transfers or (d, "cpu") not in transfers
+    ]
+    if lacking:
+        raise ProfileError(
+            f"the profile has no transfer measurements for {', '.join(lacking)}; "
+            "run `autopart profile`"
+        )
+    return Costs(graph, chosen, node_cost, launch, transfers)

@@ -1,0 +1,234 @@
+"""The profiler and saved profiles: signatures, store, resume, errors, transfer fits, CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from autopart import api
+from autopart.profile import (
+    Measurement,
+    Profile,
+    ProfileError,
+    TimingSettings,
+    costs_from_profile,
+    machine_profile_path,
+    new_profile,
+    open_for_measuring,
+)
+from autopart.profile.signature import op_signature
+from autopart.profile.transfer import fit_transfer
+from autopart.targets.devices import discover
+from tests.conftest import make_model
+from tests.test_errors import assert_one_line_error, invoke
+
+FAST = TimingSettings(warmup=1, min_runs=3, max_runs=6, batch=3, max_seconds=0.2)
+TARGETS = ["cpu@numpy", "cpu/0@onnxruntime", "opencl:0/0@opencl"]
+
+
+def tiny_cnn() -> onnx.ModelProto:
+    """Two convolutions of equal signature (different weights), a Relu and a residual Add."""
+    rng = np.random.default_rng(0)
+    weights = [
+        numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), name)
+        for name in ("w1", "w2")
+    ]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["r1", "c2"], ["y"], name="add"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "tiny_cnn",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 8, 8])],
+        weights,
+    )
+    return make_model(graph, 13)
+
+
+@pytest.fixture()
+def tiny_path(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny_cnn.onnx"
+    onnx.save(tiny_cnn(), str(path))
+    return path
+
+
+def test_equal_ops_share_a_signature_and_others_do_not() -> None:
+    graph = api.load(tiny_cnn())
+    conv1, relu, conv2, add = graph.nodes
+    assert op_signature(conv1, graph) == op_signature(conv2, graph)
+    assert op_signature(conv1, graph).startswith('Conv:13 {"pads":[1,1,1,1]} (float32[1x4x8x8],')
+    assert "float32[4x4x3x3]c" in op_signature(conv1, graph)  # the weight is a constant
+    assert len({op_signature(n, graph) for n in (conv1, relu, add)}) == 3
+    resnet = api.load("resnet50")
+    assert len({op_signature(n, resnet) for n in resnet.nodes if n.op_type == "Conv"}) < 30
+
+
+def _measurement(median: float) -> Measurement:
+    return Measurement(median, median * 0.9, median * 1.1, median * 0.8, median * 1.5, 9, "wall")
+
+
+def test_store_round_trip_and_merge_keeps_the_newer_row(tmp_path: Path) -> None:
+    machine = discover()
+    first = new_profile(machine)
+    first.record("op", "cpu@numpy", 'Conv:13 {"a":[1,2]} (x) -> (y)', _measurement(1e-3), "Conv")
+    first.record("launch", "cpu@numpy", "wall", _measurement(5e-6))
+    path = tmp_path / "p.csv"
+    first.save(path)
+    text = path.read_text()
+    assert text.startswith("# autopart.profile 1\n") and "kind,target,key" in text
+    loaded = Profile.load(path)
+    assert loaded.measurement("op", "cpu@numpy", 'Conv:13 {"a":[1,2]} (x) -> (y)') == _measurement(
+        1e-3
+    )
+    assert loaded.meta["fingerprint"] == machine.fingerprint()
+    assert "numpy" in loaded.meta["versions"]
+    time.sleep(1.1)  # measurement times have one-second resolution
+    second = Profile.load(path)
+    second.record("launch", "cpu@numpy", "wall", _measurement(7e-6))
+    merged = loaded.merge(second)
+    assert merged.measurement("launch", "cpu@numpy", "wall").median_s == 7e-6  # newer wins
+    assert len(merged.rows("op")) == 1
+    other = Profile({"fingerprint": "elsewhere"})
+    with pytest.raises(ProfileError, match="different machines"):
+        loaded.merge(other)
+
+
+@pytest.mark.parametrize(
+    ("content", "fragment"),
+    [
+        ("hello\n", "not an autopart profile"),
+        ("# autopart.profile 9\n# {}\nkind\n", "schema version '9'"),
+        ("# autopart.profile 1\n# {not json\nkind\n", "corrupt"),
+        ("# autopart.profile 1\n# {}\nkind\n", "no machine fingerprint"),
+        ('# autopart.profile 1\n# {"fingerprint": "x"}\nkind,target\nop,a\n', "columns"),
+    ],
+)
+def test_corrupt_profiles_are_named_and_never_overwritten(
+    tmp_path: Path, tiny_path: Path, content: str, fragment: str
+) -> None:
+    path = machine_profile_path(tmp_path / "profiles", discover())
+    path.parent.mkdir()
+    path.write_text(content)
+    with pytest.raises(ProfileError, match=fragment):
+        Profile.load(path)
+    code, output = invoke(
+        "profile", str(tiny_path), "--targets", "cpu@numpy", "--profiles", str(path.parent)
+    )
+    assert_one_line_error(code, output, str(path))
+    assert path.read_text() == content
+
+
+def test_a_profile_of_another_machine_is_refused_for_measuring(
+    tmp_path: Path, tiny_path: Path
+) -> None:
+    path = machine_profile_path(tmp_path, discover())
+    foreign = Profile({"fingerprint": "0123456789abcdef"})
+    foreign.record("launch", "gpu:0@cuda", "wall", _measurement(1e-5))
+    foreign.save(path)
+    before = path.read_text()
+    with pytest.raises(ProfileError, match="not on this one"):
+        open_for_measuring(path, discover())
+    code, output = invoke(
+        "profile", str(tiny_path), "--targets", "cpu@numpy", "--profiles", str(tmp_path)
+    )
+    assert_one_line_error(code, output, "0123456789abcdef", "--profile")
+    assert path.read_text() == before
+
+
+def test_profiling_twice_reuses_every_measurement(tmp_path: Path) -> None:
+    report, _, path = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
+    # 3 distinct op signatures (the two convs share one) per target, 3 launches, 16 copies
+    assert report.new == 3 * 3 + 3 + 16 and report.reused == 0, report
+    assert path.exists() and not report.missing
+    again, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
+    assert again.new == 0 and again.reused == report.new
+    costs = costs_from_profile(api.load(tiny_cnn()), Profile.load(path))
+    assert {str(t) for t in costs.targets} == set(TARGETS)
+    conv1, conv2 = costs.node_cost["conv1"], costs.node_cost["conv2"]
+    assert conv1 == conv2 and all(cost > 0 for cost in conv1.values())
+    assert costs.transfer("cpu", "opencl:0", 1 << 20) > costs.transfer("cpu", "opencl:0", 4096)
+
+
+def test_a_spent_budget_leaves_measurements_missing_and_a_rerun_completes(
+    tmp_path: Path,
+) -> None:
+    report, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, budget_s=0.0, settings=FAST)
+    assert report.new == 0 and report.missing == 28
+    graph = api.load(tiny_cnn())
+    with pytest.raises(ProfileError, match="run `autopart profile"):
+        costs_from_profile(graph, Profile(new_profile(discover()).meta), TARGETS)
+    report, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
+    assert report.new == 28 and report.missing == 0
+
+
+_KILLED_RUN = """
+import sys
+from autopart import api
+from autopart.profile import TimingSettings
+settings = TimingSettings(warmup=1, min_runs=40, max_runs=40, batch=40, max_seconds=0.4)
+api.profile("squeezenet", ["cpu@numpy", "cpu/0@onnxruntime"], sys.argv[1], settings=settings,
+            checkpoint_s=0.0)
+"""
+
+
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
+def test_a_killed_run_leaves_a_readable_profile_and_the_rerun_resumes(
+    tmp_path: Path, how: signal.Signals
+) -> None:
+    script = tmp_path / "run.py"
+    script.write_text(textwrap.dedent(_KILLED_RUN))
+    process = subprocess.Popen([sys.executable, str(script), str(tmp_path)])
+    path = machine_profile_path(tmp_path, discover())
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and (
+        not path.exists() or len(Profile.load(path).rows("op")) < 5
+    ):
+        time.sleep(0.05)
+    os.kill(process.pid, how)
+    process.wait(timeout=60)
+    done = Profile.load(path)  # readable whatever the moment of the kill
+    measured = len(done.rows("op"))
+    assert measured >= 5
+    report, _, _ = api.profile(
+        "squeezenet", ["cpu@numpy", "cpu/0@onnxruntime"], tmp_path, budget_s=0.0, settings=FAST
+    )
+    assert report.reused >= measured and report.missing > 0  # only the rest is left to do
+
+
+def test_transfer_fit_recovers_latency_and_bandwidth_and_finds_regimes() -> None:
+    sizes = np.array([4096 * 4**k for k in range(8)], dtype=float)
+    times = 20e-6 + sizes / 10e9
+    fit = fit_transfer(sizes, times)
+    assert fit.model.latency_s == pytest.approx(20e-6, rel=1e-3)
+    assert fit.model.bandwidth_bps == pytest.approx(10e9, rel=1e-3)
+    assert fit.max_relative_error < 1e-6 and not fit.model.regimes
+    two = np.where(sizes < 4e6, 20e-6 + sizes / 30e9, sizes / 5e9)  # caches, then DRAM
+    fit = fit_transfer(sizes, two)
+    assert fit.max_relative_error < 0.01 and len(fit.model.regimes) == 1
+    assert fit.model.cost(64 << 20) == pytest.approx((64 << 20) / 5e9, rel=0.01)
+
+
+def test_cli_profile_reports_new_and_reused(tmp_path: Path, tiny_path: Path) -> None:
+    args = ["profile", str(tiny_path), "--targets", "cpu@numpy,cpu/1@onnxruntime"]
+    code, output = invoke(*args, "--profiles", str(tmp_path))
+    assert code == 0, output
+    text = " ".join(output.split())
+    assert "8 new measurements, 0 reused" in text and "launch" in text  # 3 ops x 2 + 2 launches
+    code, output = invoke(*args, "--profiles", str(tmp_path))
+    assert code == 0 and "0 new measurements, 8 reused" in " ".join(output.split()), output
+    code, output = invoke("profile", str(tiny_path), "--targets", "opencl:7@opencl")
+    assert_one_line_error(code, output, "opencl:7", "devices:")
