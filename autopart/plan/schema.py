@@ -93,6 +93,7 @@ class Plan:
     storage: dict[str, DeviceStorage]
     predicted: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    measured: dict[str, Any] | None = None  # a measured run's timings, see autopart.report
 
     def tree(self) -> dict[str, dict[str, dict[str, list[str]]]]:
         """Partitions nested device -> unit ('*' for the whole device) -> codegen -> ids."""
@@ -154,6 +155,7 @@ class Plan:
                 storage=storage,
                 predicted=document.get("predicted"),
                 notes=list(document.get("notes", [])),
+                measured=document.get("measured"),
             )
         except (KeyError, TypeError, AttributeError) as error:
             raise PlanError(f"plan document is malformed: {type(error).__name__} {error}") from None

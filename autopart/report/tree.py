@@ -1,0 +1,351 @@
+"""The text explanation of a plan: rows of numbers, and a rich tree drawn from them.
+
+:func:`explain` turns a plan (and its graph) into plain rows: each partition with its nodes,
+each node with its cost on its target and the saving against its next-best target, each
+copy with its bytes and time, and the predicted and measured totals. :func:`render_tree`
+draws those rows as device -> unit -> codegen -> partition -> nodes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.markup import escape
+from rich.tree import Tree
+
+from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
+from autopart.plan.schema import Plan
+
+WHOLE_DEVICE = "*"
+
+
+@dataclass(frozen=True)
+class ScheduleEntry:
+    """One step of a schedule: when it ran (or is predicted to run) and on which lane."""
+
+    step: str
+    lane: str
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds the step took."""
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """A node, its cost on its own target and its cheapest other target.
+
+    ``cost_s`` is ``None`` when the prediction has no cost for the node on its target;
+    ``next_best`` is ``None`` when no other target can run it (or no costs are known).
+    """
+
+    name: str
+    op_type: str
+    target: str
+    cost_s: float | None
+    next_best: str | None
+    next_best_s: float | None
+
+    @property
+    def saving_s(self) -> float | None:
+        """Next-best cost minus own cost (negative when the plan chose a slower target)."""
+        if self.cost_s is None or self.next_best_s is None:
+            return None
+        return self.next_best_s - self.cost_s
+
+
+@dataclass(frozen=True)
+class PartitionRow:
+    """A partition: its target split into parts, its nodes and its times.
+
+    ``nodes_s`` is the sum of its nodes' costs (``None`` unless every one is known);
+    ``predicted_s`` and ``measured_s`` are its durations in the two schedules.
+    """
+
+    id: str
+    target: str
+    device: str
+    unit: str
+    codegen: str
+    nodes: list[NodeRow]
+    nodes_s: float | None
+    predicted_s: float | None
+    measured_s: float | None
+
+
+@dataclass(frozen=True)
+class CopyRow:
+    """A copy node: the value it moves, between which devices, its bytes and its times."""
+
+    id: str
+    value: str
+    src: str
+    dst: str
+    nbytes: int
+    predicted_s: float | None
+    measured_s: float | None
+
+
+@dataclass
+class Explanation:
+    """Everything the tree and the page show about one plan; absent facts are ``None``.
+
+    ``missing`` says, one sentence each, what the plan does not record.
+    """
+
+    model: str
+    source: str
+    fallback: str
+    node_count: int
+    partitions: list[PartitionRow]
+    copies: list[CopyRow]
+    objective: str | None = None
+    sequential_s: float | None = None
+    makespan_s: float | None = None
+    profile: str | None = None
+    predicted_schedule: list[ScheduleEntry] = field(default_factory=list)
+    measured_median_s: float | None = None
+    measured_runs: int | None = None
+    measured_schedule: list[ScheduleEntry] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def partition(self, step: str) -> PartitionRow | None:
+        """The partition row called ``step``, if any."""
+        return next((row for row in self.partitions if row.id == step), None)
+
+
+def explain(plan: Plan, graph: Graph) -> Explanation:
+    """The rows of ``plan`` for ``graph``; tolerant of absent, partial or malformed timings."""
+    predicted = plan.predicted if isinstance(plan.predicted, dict) else None
+    measured = plan.measured if isinstance(plan.measured, dict) else None
+    missing: list[str] = []
+    node_costs = _node_costs(predicted.get("node_costs") if predicted else None)
+    predicted_schedule, bad_predicted = _schedule(predicted.get("schedule") if predicted else None)
+    measured_schedule, bad_measured = _schedule(measured.get("schedule") if measured else None)
+    predicted_time = {entry.step: entry.duration_s for entry in predicted_schedule}
+    measured_time = {entry.step: entry.duration_s for entry in measured_schedule}
+
+    partitions = []
+    for spec in plan.partitions:
+        target = VirtualDevice.parse(spec.target)
+        rows = [_node_row(graph, name, spec.target, node_costs) for name in spec.nodes]
+        costs = [row.cost_s for row in rows]
+        partitions.append(
+            PartitionRow(
+                id=spec.id,
+                target=spec.target,
+                device=str(target.device),
+                unit=WHOLE_DEVICE if target.unit is None else str(target.unit),
+                codegen=str(target.codegen),
+                nodes=rows,
+                nodes_s=None if None in costs else math.fsum(c for c in costs if c is not None),
+                predicted_s=predicted_time.get(spec.id),
+                measured_s=measured_time.get(spec.id),
+            )
+        )
+    copies = [
+        CopyRow(
+            c.id, c.value, c.src, c.dst, c.nbytes, predicted_time.get(c.id), measured_time.get(c.id)
+        )
+        for c in plan.copies
+    ]
+
+    if predicted is None:
+        missing.append(
+            "no prediction: the plan was made by hand or by `autopart run --save-plan` "
+            "(no node costs, no predicted schedule)"
+        )
+    else:
+        absent = [key for key in _PREDICTED_KEYS if not predicted.get(key)]
+        if absent:
+            missing.append("the prediction lacks " + ", ".join(absent))
+        if bad_predicted:
+            missing.append(f"{bad_predicted} malformed predicted schedule entries were ignored")
+    if measured is None:
+        missing.append("no measurement recorded in the plan")
+    else:
+        absent = [key for key in _MEASURED_KEYS if not measured.get(key)]
+        if absent:
+            missing.append("the measurement lacks " + ", ".join(absent))
+        if bad_measured:
+            missing.append(f"{bad_measured} malformed measured schedule entries were ignored")
+
+    runs = _number(measured.get("runs")) if measured else None
+    objective = predicted.get("objective") if predicted else None
+    profile = predicted.get("profile") if predicted else None
+    return Explanation(
+        model=plan.model.name,
+        source=plan.model.source,
+        fallback=plan.fallback,
+        node_count=len(graph.nodes),
+        partitions=partitions,
+        copies=copies,
+        objective=objective if isinstance(objective, str) else None,
+        sequential_s=_number(predicted.get("sequential_s")) if predicted else None,
+        makespan_s=_number(predicted.get("makespan_s")) if predicted else None,
+        profile=profile if isinstance(profile, str) else None,
+        predicted_schedule=predicted_schedule,
+        measured_median_s=_number(measured.get("median_s")) if measured else None,
+        measured_runs=int(runs) if runs is not None else None,
+        measured_schedule=measured_schedule,
+        missing=missing,
+    )
+
+
+_PREDICTED_KEYS = ("objective", "sequential_s", "makespan_s", "schedule", "node_costs", "profile")
+_MEASURED_KEYS = ("median_s", "runs", "schedule")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _node_costs(section: Any) -> dict[str, dict[str, float]]:
+    if not isinstance(section, dict):
+        return {}
+    costs: dict[str, dict[str, float]] = {}
+    for node, entry in section.items():
+        if isinstance(entry, dict):
+            known = {str(t): s for t, c in entry.items() if (s := _number(c)) is not None}
+            costs[str(node)] = known
+    return costs
+
+
+def _schedule(section: Any) -> tuple[list[ScheduleEntry], int]:
+    """The well-formed entries of a schedule, and how many others there were."""
+    if not isinstance(section, list):
+        return [], 0
+    entries, bad = [], 0
+    for item in section:
+        if not isinstance(item, dict):
+            bad += 1
+            continue
+        start, end = _number(item.get("start_s")), _number(item.get("end_s"))
+        step, lane = item.get("step"), item.get("lane")
+        if start is None or end is None or end < start or not isinstance(step, str):
+            bad += 1
+            continue
+        entries.append(ScheduleEntry(step, str(lane), start, end))
+    return entries, bad
+
+
+def _node_row(graph: Graph, name: str, target: str, costs: dict[str, dict[str, float]]) -> NodeRow:
+    entry = costs.get(name, {})
+    others = sorted((seconds, other) for other, seconds in entry.items() if other != target)
+    next_best_s, next_best = others[0] if others else (None, None)
+    return NodeRow(
+        name, graph.node(name).op_type, target, entry.get(target), next_best, next_best_s
+    )
+
+
+# -- text ----------------------------------------------------------------------------------
+def format_seconds(seconds: float | None) -> str:
+    """``seconds`` as µs, ms or s with three significant digits; ``-`` when unknown."""
+    if seconds is None:
+        return "-"
+    size = abs(seconds)
+    if size < 1e-3:
+        return f"{seconds * 1e6:.3g} µs"
+    if size < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds:.3g} s"
+
+
+def format_bytes(count: float) -> str:
+    """``count`` bytes in B, KiB, MiB or GiB."""
+    for unit in ("B", "KiB", "MiB"):
+        if count < 1024:
+            return f"{int(count)} B" if unit == "B" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} GiB"
+
+
+def describe_saving(row: NodeRow) -> str:
+    """How the node's target compares with its next-best target, in words."""
+    if row.next_best is None:
+        return "only target" if row.cost_s is not None else "no cost known"
+    if row.cost_s is None:
+        return f"no cost on its target; {row.next_best} {format_seconds(row.next_best_s)}"
+    saving = row.saving_s or 0.0
+    if saving >= 0:
+        return f"saves {format_seconds(saving)} vs {row.next_best}"
+    return f"{format_seconds(-saving)} slower than {row.next_best}"
+
+
+def totals(explanation: Explanation) -> list[str]:
+    """Lines for the predicted totals and the measured median, for those the plan records."""
+    lines = []
+    if explanation.sequential_s is not None or explanation.makespan_s is not None:
+        objective = f" · objective {explanation.objective}" if explanation.objective else ""
+        lines.append(
+            f"predicted sequential {format_seconds(explanation.sequential_s)} · "
+            f"makespan {format_seconds(explanation.makespan_s)}{objective}"
+        )
+    if explanation.measured_median_s is not None:
+        runs = f" over {explanation.measured_runs} runs" if explanation.measured_runs else ""
+        lines.append(f"measured median {format_seconds(explanation.measured_median_s)}{runs}")
+    return lines
+
+
+def render_tree(explanation: Explanation) -> Tree:
+    """Device -> unit -> codegen -> partition -> nodes, then copies, then what is missing."""
+    root = Tree(
+        f"[bold]{escape(explanation.model)}[/bold]: {explanation.node_count} nodes in "
+        f"{len(explanation.partitions)} partition(s), {len(explanation.copies)} copies"
+    )
+    branches: dict[tuple[str, ...], Tree] = {}
+
+    def branch(key: tuple[str, ...], parent: Tree, label: str) -> Tree:
+        if key not in branches:
+            branches[key] = parent.add(label)
+        return branches[key]
+
+    for row in sorted(explanation.partitions, key=lambda r: (r.device != "cpu", r.device)):
+        device = branch((row.device,), root, f"[bold cyan]{escape(row.device)}[/bold cyan]")
+        unit_label = "* (whole device)" if row.unit == WHOLE_DEVICE else f"unit {row.unit}"
+        unit = branch((row.device, row.unit), device, escape(unit_label))
+        codegen = branch(
+            (row.device, row.unit, row.codegen), unit, f"[magenta]@{escape(row.codegen)}[/magenta]"
+        )
+        times = [f"{len(row.nodes)} node(s)"]
+        if row.predicted_s is not None:
+            times.append(f"predicted {format_seconds(row.predicted_s)}")
+        elif row.nodes_s is not None:
+            times.append(f"nodes {format_seconds(row.nodes_s)}")
+        if row.measured_s is not None:
+            times.append(f"measured {format_seconds(row.measured_s)}")
+        part = codegen.add(f"[bold]{row.id}[/bold] · " + " · ".join(times))
+        for node in row.nodes:
+            cost = "" if node.cost_s is None else f" {format_seconds(node.cost_s)}"
+            part.add(
+                f"{escape(node.name)} [dim]{escape(node.op_type)}[/dim]{cost} · "
+                f"{escape(describe_saving(node))}"
+            )
+    if explanation.copies:
+        total = sum(c.nbytes for c in explanation.copies)
+        copies = root.add(
+            f"[bold yellow]copies[/bold yellow] ({len(explanation.copies)}, {format_bytes(total)})"
+        )
+        for copy in explanation.copies:
+            times = f" · predicted {format_seconds(copy.predicted_s)}"
+            if copy.measured_s is not None:
+                times += f", measured {format_seconds(copy.measured_s)}"
+            copies.add(
+                f"[bold]{copy.id}[/bold] {escape(copy.value)} {escape(copy.src)}->"
+                f"{escape(copy.dst)} · {format_bytes(copy.nbytes)}{times}"
+            )
+    for line in totals(explanation):
+        root.add(f"[bold green]{escape(line)}[/bold green]")
+    if explanation.missing:
+        missing = root.add("[yellow]missing[/yellow]")
+        for sentence in explanation.missing:
+            missing.add(escape(sentence))
+    return root
