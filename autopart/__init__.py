@@ -1,5 +1,12 @@
 """autopart: cost-model-driven partitioning of ONNX models across heterogeneous compute."""
 
+import os
+
+# OpenBLAS threads spin for ~2^28 cycles after each call; on a machine whose cores other
+# lanes use (onnxruntime, OpenCL), that spin slowed the next lane's run by up to 1.7x.
+# Effective only when numpy was not imported before autopart; the user's setting wins.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
 from autopart.api import info, load, run
 from autopart.errors import AutopartError
 from autopart.ir import Graph, Node, Value, VirtualDevice

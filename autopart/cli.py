@@ -259,3 +259,17 @@ def _print_steps(plan: Plan, result: PlanRunResult) -> None:
                 timing.step, target, count, f"{timing.start * 1e3:.2f}", f"{duration:.2f}"
             )
     console.print(table)
+
+
+from autopart.profile.command import profile_command  # noqa: E402 - needs the helpers above
+
+main.add_command(profile_command)
+
+from autopart.tuning.command import bench_command, tune_command  # noqa: E402
+
+main.add_command(tune_command)
+main.add_command(bench_command)
+
+from autopart.report.cli_show import show_command  # noqa: E402
+
+main.add_command(show_command)

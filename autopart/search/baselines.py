@@ -1,0 +1,331 @@
+"""Peer baselines: the assignments other systems would make from the same :class:`Costs`.
+
+Every function returns an assignment (node name -> target) that covers every node of
+``costs.graph`` and only ever picks a target in ``costs.supported(node)``, so constraints
+applied by restricting ``Costs`` hold for the baselines too. A node no allowed target can
+run raises :class:`BaselineError` naming it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import heapq
+from collections.abc import Iterable, Sequence
+from statistics import fmean
+
+from autopart.errors import AutopartError
+from autopart.ir.graph import Graph, Node
+from autopart.ir.target import VirtualDevice
+from autopart.search.costs import HOST_DEVICE, Costs
+
+Assignment = dict[str, VirtualDevice]
+Lane = tuple[str, int | None]
+
+
+class BaselineError(AutopartError):
+    """A baseline cannot place some nodes on any target it is allowed to use."""
+
+
+def single_target(costs: Costs, target: VirtualDevice, fallback: VirtualDevice) -> Assignment:
+    """Every node on ``target``; nodes it cannot run go to ``fallback``.
+
+    Raises :class:`BaselineError` naming the nodes neither can run.
+    """
+    assignment: Assignment = {}
+    stuck: list[str] = []
+    for node in costs.graph.nodes:
+        supported = costs.supported(node)
+        if target in supported:
+            assignment[node.name] = target
+        elif fallback in supported:
+            assignment[node.name] = fallback
+        else:
+            stuck.append(node.name)
+    if stuck:
+        raise BaselineError(
+            f"neither {target} nor the fallback {fallback} can run nodes {_names(stuck)}"
+        )
+    return assignment
+
+
+def default_priority(costs: Costs) -> list[VirtualDevice]:
+    """ONNX Runtime's usual provider order: whole non-host devices, then ``cpu@onnxruntime``."""
+    whole = [target for target in costs.targets if target.unit is None]
+    accelerators = [target for target in whole if target.device != HOST_DEVICE]
+    cpu_ort = [
+        target for target in whole if target == VirtualDevice(HOST_DEVICE, None, "onnxruntime")
+    ]
+    return accelerators + cpu_ort
+
+
+def default_fallback(costs: Costs) -> VirtualDevice:
+    """The host whole-device target that runs the most nodes (first in ``targets`` on ties).
+
+    Raises :class:`BaselineError` when ``costs`` has no whole-device host target.
+    """
+    hosts = [t for t in costs.targets if t.device == HOST_DEVICE and t.unit is None]
+    if not hosts:
+        raise BaselineError("no whole-device host target (e.g. cpu@numpy) to fall back on")
+    runs = {t: sum(t in costs.node_cost.get(n.name, {}) for n in costs.graph.nodes) for t in hosts}
+    return max(hosts, key=lambda t: (runs[t], -hosts.index(t)))
+
+
+def onnxruntime_ep_rule(
+    costs: Costs,
+    priority: Sequence[VirtualDevice] | None = None,
+    fallback: VirtualDevice | None = None,
+) -> Assignment:
+    """ONNX Runtime's execution-provider rule.
+
+    Providers in ``priority`` order (default :func:`default_priority`) each take every node
+    they support that no earlier provider took, whatever it costs; ``fallback`` (default
+    :func:`default_fallback`) gets the rest. Raises :class:`BaselineError` naming nodes that
+    no provider and not the fallback can run.
+    """
+    order = list(default_priority(costs) if priority is None else priority)
+    last = default_fallback(costs) if fallback is None else fallback
+    assignment: Assignment = {}
+    stuck: list[str] = []
+    for node in costs.graph.nodes:
+        supported = costs.supported(node)
+        chosen = next((provider for provider in [*order, last] if provider in supported), None)
+        if chosen is None:
+            stuck.append(node.name)
+        else:
+            assignment[node.name] = chosen
+    if stuck:
+        raise BaselineError(f"no execution provider and not {last} can run nodes {_names(stuck)}")
+    return assignment
+
+
+def per_op_best(costs: Costs) -> Assignment:
+    """Each node on its cheapest supported target (first in ``targets`` on ties).
+
+    Transfers and launches are ignored: this is the greedy per-operator choice.
+    """
+    assignment: Assignment = {}
+    for node in costs.graph.nodes:
+        supported = _supported_or_raise(costs, node)
+        entry = costs.node_cost[node.name]
+        assignment[node.name] = min(supported, key=lambda target: entry[target])
+    return assignment
+
+
+def heft(costs: Costs) -> Assignment:
+    """HEFT (Topcuoglu et al. 2002) over the node graph, with insertion into idle gaps.
+
+    The upward rank of a node is its mean cost over its supported targets plus the largest
+    (mean transfer cost of the edge + rank) over its successors; the mean transfer of an
+    edge averages :meth:`Costs.transfer` over every pair of the two nodes' supported targets.
+    Ready nodes are placed in decreasing rank order, each on the target giving the earliest
+    finish: lanes are units (a whole-device target occupies every unit of its device), a
+    value copied to a device once serves every later consumer there, graph inputs start on
+    the host, and a target's launch cost is paid when no predecessor already runs there.
+    Graph outputs away from the host add their copy back to the finish when comparing.
+    """
+    graph = costs.graph
+    for node in graph.nodes:
+        _supported_or_raise(costs, node)
+    edges = _edges(graph)
+    successors: dict[str, list[tuple[str, int]]] = {node.name: [] for node in graph.nodes}
+    for (src, dst), nbytes in edges.items():
+        successors[src].append((dst, nbytes))
+    rank = _upward_rank(costs, successors)
+
+    lanes = _device_lanes(costs)
+    busy: dict[Lane, list[tuple[float, float]]] = {
+        lane: [] for lanes_ in lanes.values() for lane in lanes_
+    }
+    finish: dict[str, float] = {}
+    placed: Assignment = {}
+    arrival: dict[tuple[str, str], float] = {}  # (value, device) -> time it is there
+    index = {node.name: i for i, node in enumerate(graph.nodes)}
+    waiting = {node.name: 0 for node in graph.nodes}
+    for _, dst in edges:
+        waiting[dst] += 1
+    ready = [(-rank[n.name], index[n.name], n.name) for n in graph.nodes if waiting[n.name] == 0]
+    heapq.heapify(ready)
+    while ready:
+        _, _, name = heapq.heappop(ready)
+        node = graph.node(name)
+        best: tuple[float, int, VirtualDevice, float, float, dict[tuple[str, str], float]] | None
+        best = None
+        for order, target in enumerate(costs.supported(node)):
+            device = str(target.device)
+            copies = _input_arrivals(costs, graph, node, device, placed, finish, arrival)
+            data_ready = max(copies.values(), default=0.0)
+            for value in node.present_inputs:
+                data_ready = max(data_ready, arrival.get((value, device), 0.0))
+            launch = 0.0
+            if not any(placed[p] == target for p in _predecessors(graph, node)):
+                launch = costs.launch_cost(target)
+            duration = costs.cost(node, target) + launch
+            target_lanes = _lanes_of(target, lanes)
+            start = _earliest_start(busy, target_lanes, data_ready, duration)
+            end = start + duration
+            back = sum(
+                costs.transfer(device, HOST_DEVICE, graph.value(out).nbytes)
+                for out in node.outputs
+                if out in graph.outputs
+            )
+            score = end + back
+            if best is None or (score, order) < (best[0], best[1]):
+                best = (score, order, target, start, end, copies)
+        assert best is not None
+        _, _, target, start, end, copies = best
+        placed[name] = target
+        finish[name] = end
+        arrival.update(copies)
+        for value in node.outputs:
+            if value:
+                arrival[(value, str(target.device))] = end
+        for lane in _lanes_of(target, lanes):
+            if end > start:
+                bisect.insort(busy[lane], (start, end))
+        for succ, _ in successors[name]:
+            waiting[succ] -= 1
+            if waiting[succ] == 0:
+                heapq.heappush(ready, (-rank[succ], index[succ], succ))
+    return {node.name: placed[node.name] for node in graph.nodes}
+
+
+def all_baselines(costs: Costs, fallback: VirtualDevice | None = None) -> dict[str, Assignment]:
+    """Every baseline by name.
+
+    Names are ``single:<target>`` for each target (whole-device and unit), ``ort-ep-rule``,
+    ``per-op-best`` and ``heft``.
+
+    ``fallback`` (default :func:`default_fallback`) takes what a single target or the
+    provider rule cannot run; a baseline that still leaves a node unplaceable is left out.
+    """
+    last = default_fallback(costs) if fallback is None else fallback
+    baselines: dict[str, Assignment] = {}
+    for target in costs.targets:
+        try:
+            baselines[f"single:{target}"] = single_target(costs, target, last)
+        except BaselineError:
+            continue
+    with contextlib.suppress(BaselineError):
+        baselines["ort-ep-rule"] = onnxruntime_ep_rule(costs, None, last)
+    baselines["per-op-best"] = per_op_best(costs)
+    baselines["heft"] = heft(costs)
+    return baselines
+
+
+# -- helpers ---------------------------------------------------------------------------------
+def _names(names: Sequence[str], limit: int = 8) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def _supported_or_raise(costs: Costs, node: Node) -> list[VirtualDevice]:
+    supported = costs.supported(node)
+    if not supported:
+        raise BaselineError(f"no allowed target can run node {node.name!r} ({node.op_type})")
+    return supported
+
+
+def _predecessors(graph: Graph, node: Node) -> Iterable[str]:
+    for value in node.present_inputs:
+        producer = graph.value(value).producer
+        if producer is not None:
+            yield producer.name
+
+
+def _edges(graph: Graph) -> dict[tuple[str, str], int]:
+    """Node-to-node edges and the bytes that flow along each (each value counted once)."""
+    edges: dict[tuple[str, str], int] = {}
+    for node in graph.nodes:
+        for value in dict.fromkeys(node.present_inputs):
+            producer = graph.value(value).producer
+            if producer is not None:
+                key = (producer.name, node.name)
+                edges[key] = edges.get(key, 0) + graph.value(value).nbytes
+    return edges
+
+
+def _upward_rank(costs: Costs, successors: dict[str, list[tuple[str, int]]]) -> dict[str, float]:
+    rank: dict[str, float] = {}
+    for node in reversed(costs.graph.nodes):
+        supported = costs.supported(node)
+        mean_cost = fmean(costs.cost(node, target) for target in supported)
+        tail = 0.0
+        for succ, nbytes in successors[node.name]:
+            pairs = [
+                costs.transfer(str(a.device), str(b.device), nbytes)
+                for a in supported
+                for b in costs.supported(succ)
+            ]
+            tail = max(tail, fmean(pairs) + rank[succ])
+        rank[node.name] = mean_cost + tail
+    return rank
+
+
+def _device_lanes(costs: Costs) -> dict[str, list[Lane]]:
+    """Each device's lanes: its units named by targets, or one whole-device lane."""
+    units: dict[str, set[int]] = {}
+    for target in costs.targets:
+        entry = units.setdefault(str(target.device), set())
+        if target.unit is not None:
+            entry.add(target.unit)
+    return {
+        device: [(device, unit) for unit in sorted(found)] if found else [(device, None)]
+        for device, found in units.items()
+    }
+
+
+def _lanes_of(target: VirtualDevice, lanes: dict[str, list[Lane]]) -> list[Lane]:
+    if target.unit is None:
+        return lanes[str(target.device)]
+    return [(str(target.device), target.unit)]
+
+
+def _input_arrivals(
+    costs: Costs,
+    graph: Graph,
+    node: Node,
+    device: str,
+    placed: Assignment,
+    finish: dict[str, float],
+    arrival: dict[tuple[str, str], float],
+) -> dict[tuple[str, str], float]:
+    """The copies ``node`` would add on ``device``: (value, device) -> arrival time."""
+    copies: dict[tuple[str, str], float] = {}
+    for value in dict.fromkeys(node.present_inputs):
+        meta = graph.value(value)
+        if meta.is_const or (value, device) in arrival:
+            continue
+        if meta.producer is None:
+            copies[(value, device)] = costs.transfer(HOST_DEVICE, device, meta.nbytes)
+        else:
+            src = str(placed[meta.producer.name].device)
+            ready = finish[meta.producer.name]
+            copies[(value, device)] = ready + costs.transfer(src, device, meta.nbytes)
+    return copies
+
+
+def _earliest_start(
+    busy: dict[Lane, list[tuple[float, float]]],
+    lanes: list[Lane],
+    ready: float,
+    duration: float,
+) -> float:
+    """The earliest time >= ``ready`` at which every lane in ``lanes`` is idle for ``duration``."""
+    if duration <= 0:
+        return ready
+    candidates = {ready}
+    for lane in lanes:
+        intervals = busy[lane]  # disjoint and sorted, so their ends are sorted too
+        after = bisect.bisect_right(intervals, ready, key=lambda interval: interval[1])
+        candidates.update(end for _, end in intervals[after:])
+    for start in sorted(candidates):
+        if all(_idle(busy[lane], start, start + duration) for lane in lanes):
+            return start
+    raise AssertionError("the latest end is always free")  # pragma: no cover
+
+
+def _idle(intervals: list[tuple[float, float]], start: float, end: float) -> bool:
+    """Whether no interval of the sorted, disjoint ``intervals`` overlaps [start, end)."""
+    position = bisect.bisect_left(intervals, (end, float("-inf")))
+    return position == 0 or intervals[position - 1][1] <= start

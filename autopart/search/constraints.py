@@ -1,0 +1,203 @@
+"""User constraints on a search: pins, forbids, a fallback target and per-device memory caps.
+
+Constraints act on :class:`Costs`: :func:`apply` returns a copy whose ``node_cost`` keeps only
+the targets the constraints allow, so every search that picks from ``costs.supported`` obeys
+them by construction. Memory caps cannot be expressed that way; the ILP takes them as
+``solve_ilp(costs, memory=constraints.memory)`` and :func:`apply` only refuses caps that the
+weights of forced nodes alone exceed.
+
+Target patterns of forbids: a device (``opencl:0``) forbids every target on it; a device and
+codegen (``opencl:0@opencl``) that codegen on the device and all its units; a full target
+(``cpu/1@onnxruntime``) exactly that one. A part left out matches anything.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from autopart.errors import AutopartError
+from autopart.ir.target import VirtualDevice
+from autopart.plan.assign import parse_rule
+from autopart.plan.selectors import Selector
+from autopart.search.costs import Costs
+
+_BYTES = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>(?:[KMGT]i?)?B?)\s*$", re.IGNORECASE)
+_SCALE = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
+
+
+class ConstraintError(AutopartError):
+    """Constraints are malformed or cannot all hold; the message names the conflict."""
+
+
+@dataclass
+class Constraints:
+    """What a search must respect.
+
+    ``pins`` are (selector, target) pairs: the selected nodes run exactly on that target.
+    ``forbids`` are (selector, target pattern) pairs: the selected nodes never run on a
+    matching target. ``fallback`` is the plan's fallback target (None: the search chooses).
+    ``memory`` maps a device to its capacity in bytes.
+    """
+
+    pins: list[tuple[str, str]] = field(default_factory=list)
+    forbids: list[tuple[str, str]] = field(default_factory=list)
+    fallback: str | None = None
+    memory: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_cli(
+        cls,
+        pins: Iterable[str] = (),
+        forbids: Iterable[str] = (),
+        memory: Iterable[str] = (),
+        fallback: str | None = None,
+    ) -> Constraints:
+        """Constraints from CLI strings: ``SELECTOR=TARGET`` pins and forbids, ``DEVICE=SIZE``."""
+        return cls(
+            pins=[parse_selector_rule(text) for text in pins],
+            forbids=[parse_selector_rule(text) for text in forbids],
+            fallback=fallback,
+            memory=dict(parse_memory(text) for text in memory),
+        )
+
+
+def parse_selector_rule(text: str) -> tuple[str, str]:
+    """Split ``SELECTOR=TARGET`` into (selector text, target text); both must be well formed."""
+    selector, target = parse_rule(text)
+    return selector.text, str(target)
+
+
+def parse_bytes(text: str) -> int:
+    """Bytes in a size such as ``512MB``, ``1.5GiB``, ``64K`` or ``1000``.
+
+    K, M, G and T are powers of 1000; Ki, Mi, Gi and Ti powers of 1024.
+    """
+    match = _BYTES.match(text)
+    if not match:
+        raise ConstraintError(f"malformed size {text!r}: expected e.g. 512MB, 2GiB or 1000000")
+    unit = match["unit"].upper().removesuffix("B")
+    scale = 1024 ** " KMGT".index(unit[0]) if unit.endswith("I") else _SCALE[unit]
+    return round(float(match["number"]) * scale)
+
+
+def parse_memory(text: str) -> tuple[str, int]:
+    """Split ``DEVICE=SIZE`` (e.g. ``opencl:0=512MB``) into (device, bytes)."""
+    device, sep, size = text.rpartition("=")
+    if not sep or not device.strip():
+        raise ConstraintError(f"malformed memory cap {text!r}: expected DEVICE=SIZE, e.g. cpu=2GB")
+    parsed = _target(device.strip(), f"memory cap {text!r}")
+    if parsed.unit is not None or parsed.codegen is not None or parsed.device is None:
+        raise ConstraintError(f"memory cap {text!r} must name a device, e.g. opencl:0=512MB")
+    return parsed.device, parse_bytes(size)
+
+
+def matches(pattern: VirtualDevice, target: VirtualDevice) -> bool:
+    """Whether ``target`` matches ``pattern`` (the parts ``pattern`` leaves out match anything)."""
+    return (
+        (pattern.device is None or pattern.device == target.device)
+        and (pattern.unit is None or pattern.unit == target.unit)
+        and (pattern.codegen is None or pattern.codegen == target.codegen)
+    )
+
+
+def apply(costs: Costs, constraints: Constraints) -> Costs:
+    """A copy of ``costs`` in which each node keeps only the targets ``constraints`` allow.
+
+    Raises :class:`ConstraintError` naming the conflict when a pin names an unknown target or
+    one that cannot run a selected node, two pins disagree on a node, a pin and a forbid hit
+    the same node and target, a node is left with no target, the fallback or a capped
+    device is unknown, or the weights of nodes forced onto a device exceed its memory cap.
+    Selectors matching no node raise :class:`autopart.plan.selectors.SelectorError`.
+    """
+    graph = costs.graph
+    known = ", ".join(str(t) for t in costs.targets)
+    allowed = {node.name: costs.supported(node) for node in graph.nodes}
+    pinned: dict[str, tuple[VirtualDevice, str]] = {}
+    for selector_text, target_text in constraints.pins:
+        rule = f"{selector_text}={target_text}"
+        target = _target(target_text, f"pin {rule}")
+        if target not in costs.targets:
+            raise ConstraintError(f"pin {rule}: unknown target {target}; targets here: {known}")
+        for node in Selector(selector_text).select(graph):
+            earlier = pinned.get(node.name)
+            if earlier is not None and earlier[0] != target:
+                raise ConstraintError(
+                    f"node {node.name!r} has two pins: {earlier[1]} and {rule} disagree"
+                )
+            if target not in allowed[node.name]:
+                raise ConstraintError(
+                    f"pin {rule}: {target} cannot run {node.op_type} node {node.name!r}"
+                )
+            pinned[node.name] = (target, rule)
+    for name, (target, _) in pinned.items():
+        allowed[name] = [target]
+    for selector_text, pattern_text in constraints.forbids:
+        rule = f"{selector_text}={pattern_text}"
+        pattern = _target(pattern_text, f"forbid {rule}")
+        if not any(matches(pattern, target) for target in costs.targets):
+            raise ConstraintError(f"forbid {rule}: {pattern} matches no target; targets: {known}")
+        for node in Selector(selector_text).select(graph):
+            if node.name in pinned and matches(pattern, pinned[node.name][0]):
+                raise ConstraintError(
+                    f"node {node.name!r} is pinned by {pinned[node.name][1]} "
+                    f"and forbidden there by {rule}"
+                )
+            allowed[node.name] = [t for t in allowed[node.name] if not matches(pattern, t)]
+    for node in graph.nodes:
+        if not allowed[node.name]:
+            raise ConstraintError(
+                f"{node.op_type} node {node.name!r} is left with no target "
+                f"(supported: {', '.join(map(str, costs.supported(node))) or 'none'})"
+            )
+    if constraints.fallback is not None:
+        fallback = _target(constraints.fallback, f"fallback {constraints.fallback!r}")
+        if fallback not in costs.targets:
+            raise ConstraintError(f"fallback {fallback} is not a known target; targets: {known}")
+    restricted = Costs(
+        graph=graph,
+        targets=list(costs.targets),
+        node_cost={
+            name: {t: entry[t] for t in allowed.get(name, entry)}
+            for name, entry in costs.node_cost.items()
+        },
+        launch=dict(costs.launch),
+        transfers=dict(costs.transfers),
+    )
+    _check_memory(restricted, constraints.memory)
+    return restricted
+
+
+def forced_weight_bytes(costs: Costs) -> dict[str, int]:
+    """Per device, bytes of the constants read by nodes whose every allowed target is there."""
+    graph = costs.graph
+    forced: dict[str, set[str]] = {}
+    for node in graph.nodes:
+        devices = {str(t.device) for t in costs.supported(node)}
+        if len(devices) == 1:
+            constants = {n for n in node.present_inputs if graph.value(n).is_const}
+            forced.setdefault(devices.pop(), set()).update(constants)
+    return {d: sum(graph.value(n).nbytes for n in names) for d, names in forced.items()}
+
+
+def _check_memory(costs: Costs, memory: dict[str, int]) -> None:
+    devices = costs.devices()
+    forced = forced_weight_bytes(costs)
+    for device, capacity in memory.items():
+        if device not in devices:
+            raise ConstraintError(
+                f"memory cap on unknown device {device!r}; devices: {', '.join(devices)}"
+            )
+        if forced.get(device, 0) > capacity:
+            raise ConstraintError(
+                f"memory cap {device}={capacity} B is below the {forced[device]} B of weights "
+                f"of the nodes that can only run there"
+            )
+
+
+def _target(text: str, what: str) -> VirtualDevice:
+    try:
+        return VirtualDevice.parse(text)
+    except AutopartError as error:
+        raise ConstraintError(f"{what}: {error}") from None

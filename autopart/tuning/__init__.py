@@ -1,0 +1,1 @@
+"""`autopart tune` and `autopart bench`: profile, search, verify by running, report, save."""

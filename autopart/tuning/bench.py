@@ -1,0 +1,125 @@
+"""`autopart bench MODEL...`: every way of running a model, timed side by side in one run.
+
+onnxruntime alone, every single target, the peer baselines and the tuned plan run in
+interleaved rounds on the same inputs; the result is a CSV and a table of ratios.
+
+The tuned plan is the one `autopart tune` saved for the model and target set when there is
+one (and it still matches the model), else the search's pick made now from the profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pandas as pd
+
+from autopart.errors import AutopartError
+from autopart.io import atomic_write_bytes
+from autopart.plan.schema import Plan
+from autopart.plan.validate import validate_plan
+from autopart.runtime.feeds import random_inputs
+from autopart.tuning.verify import measure_plans
+from autopart.tuning.workflow import Progress, prepare
+from autopart.zoo import resolve_model
+
+PEER = "onnxruntime alone"
+TUNED = "autopart (tuned)"
+BASELINES = ("ort-ep-rule", "heft", "per-op-best")
+
+
+def onnxruntime_alone(model: str) -> object:
+    """A runner for the model in a plain onnxruntime CPU session (spinning off, as ours)."""
+    options = ort.SessionOptions()
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    proto = resolve_model(model)
+    session = ort.InferenceSession(
+        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    names = [output.name for output in session.get_outputs()]
+
+    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(names, session.run(names, dict(feeds)), strict=True))
+
+    return run
+
+
+def bench_models(
+    models: Sequence[str],
+    targets: Sequence[str] | None = None,
+    rounds: int = 15,
+    search_dir: str | Path = "search",
+    profiles_dir: str | Path | None = None,
+    progress: Progress | None = None,
+) -> pd.DataFrame:
+    """One row per (model, plan): measured median, ratios to onnxruntime and best single."""
+    rows = []
+    for model in models:
+        prepared = prepare(
+            model, targets, profiles_dir=profiles_dir, search_dir=search_dir, progress=progress
+        )
+        graph, outcome = prepared.graph, prepared.outcome
+        plans: dict[str, Plan] = {
+            name: c.plan
+            for name, c in outcome.candidates.items()
+            if name.startswith("single:") and c.fits_memory
+        }
+        plans.update(
+            {
+                name: outcome.candidates[name].plan
+                for name in BASELINES
+                if name in outcome.candidates
+            }
+        )
+        plans[TUNED] = _saved_plan(prepared.directory / "plan.json", graph) or outcome.chosen.plan
+        predicted = {name: c.simulation.makespan_s for name, c in outcome.candidates.items()}
+        saved = plans[TUNED].predicted or {}
+        predicted[TUNED] = float(saved.get("makespan_s", outcome.chosen.simulation.makespan_s))
+        measured = measure_plans(
+            graph,
+            plans,
+            random_inputs(graph, 0),
+            rounds,
+            progress=None if progress is None else lambda d, t, s: progress("bench", d, t, s),
+            peers={PEER: onnxruntime_alone(model)},
+        )
+        if PEER not in measured:
+            raise AutopartError("the benchmark was interrupted before onnxruntime ran")
+        peer = measured[PEER].median_s
+        singles = [m.median_s for n, m in measured.items() if n.startswith("single:")]
+        best_single = min(singles) if singles else float("nan")
+        for name, result in measured.items():
+            plan = plans.get(name)
+            rows.append(
+                {
+                    "model": model,
+                    "plan": name,
+                    "median_ms": result.median_s * 1e3,
+                    "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
+                    "vs_onnxruntime": result.median_s / peer,
+                    "vs_best_single": result.median_s / best_single,
+                    "partitions": len(plan.partitions) if plan else 1,
+                    "copies": len(plan.copies) if plan else 0,
+                    "max_rel_error": result.max_error,
+                    "runs": len(result.latencies),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _saved_plan(path: Path, graph: object) -> Plan | None:
+    if not path.exists():
+        return None
+    try:
+        plan = Plan.load(path)
+        validate_plan(plan, graph)  # type: ignore[arg-type]
+    except AutopartError:
+        return None
+    return plan
+
+
+def write_csv(table: pd.DataFrame, path: str | Path) -> None:
+    """Write the benchmark table atomically."""
+    atomic_write_bytes(path, table.to_csv(index=False, float_format="%.4g").encode())

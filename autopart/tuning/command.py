@@ -1,0 +1,202 @@
+"""``autopart tune MODEL``: the whole journey from a model to a verified, saved plan."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from autopart.cli import (
+    _format_bytes,
+    _input_shape_option,
+    _parse_input_shapes,
+    _user_errors,
+    console,
+)
+from autopart.search.constraints import Constraints
+from autopart.tuning.workflow import TuneReport, tune_model
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+@click.command("tune")
+@click.argument("model", metavar="MODEL")
+@click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
+@click.option(
+    "--objective",
+    type=click.Choice(["latency", "makespan", "pareto"]),
+    default="latency",
+    show_default=True,
+    help="sequential latency, makespan with unit concurrency, or latency against memory",
+)
+@click.option(
+    "--search",
+    "method",
+    type=click.Choice(["auto", "ilp", "optuna"]),
+    default="auto",
+    show_default=True,
+)
+@click.option("--budget", type=float, default=None, metavar="SECONDS", help="search time budget")
+@click.option("--pin", "pins", multiple=True, metavar="SELECTOR=TARGET", help="force nodes")
+@click.option("--forbid", "forbids", multiple=True, metavar="SELECTOR=TARGET", help="keep off")
+@click.option("--memory", multiple=True, metavar="DEVICE=SIZE", help="cap, e.g. opencl:0=512MB")
+@click.option("--fallback", default=None, metavar="TARGET", help="target for what nothing runs")
+@click.option(
+    "--profile",
+    "profile_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="plan from this profile (another machine's: planning only, nothing runs)",
+)
+@click.option("--profiles", type=click.Path(file_okay=False), default=None, help="profile dir")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="plan file")
+@click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
+@click.option("--rounds", type=int, default=10, show_default=True, help="timed runs per plan")
+@click.option("--storage", default=None, metavar="URL", help="optuna RDB URL shared by workers")
+@click.option("--seed", type=int, default=0, show_default=True)
+@_input_shape_option
+@_user_errors
+def tune_command(
+    model: str,
+    targets: tuple[str, ...],
+    objective: str,
+    method: str,
+    budget: float | None,
+    pins: tuple[str, ...],
+    forbids: tuple[str, ...],
+    memory: tuple[str, ...],
+    fallback: str | None,
+    profile_file: str | None,
+    profiles: str | None,
+    output: str | None,
+    search_dir: str,
+    rounds: int,
+    storage: str | None,
+    seed: int,
+    input_shapes: tuple[str, ...],
+) -> None:
+    """Profile what is missing, search the best plan, verify it by running, and save it."""
+    constraints = Constraints.from_cli(pins, forbids, memory, fallback)
+    columns = (
+        TextColumn("{task.fields[stage]:<8} {task.description:<36}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=console, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def progress(stage: str, done: int, total: int, label: str) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(label[:36], total=total or None, stage=stage)
+            bar.update(tasks[stage], completed=done, total=total or None, description=label[:36])
+
+        report = tune_model(
+            model,
+            _split(targets) or None,
+            objective,  # type: ignore[arg-type]
+            method,  # type: ignore[arg-type]
+            budget,
+            constraints,
+            profile_file,
+            profiles,
+            output,
+            search_dir,
+            rounds,
+            seed,
+            storage,
+            _parse_input_shapes(input_shapes),
+            progress,
+        )
+    print_report(report)
+
+
+def print_report(report: TuneReport) -> None:
+    """The per-plan table, the notes, and where everything was saved."""
+    if report.profiled is not None:
+        p = report.profiled
+        console.print(f"profile: {p.new} new measurements, {p.reused} reused ({p.elapsed_s:.1f} s)")
+    outcome = report.outcome
+    if outcome.ilp is not None:
+        ilp = outcome.ilp
+        console.print(
+            f"ILP: {ilp.variables} variables, solved in {ilp.solve_s:.2f} s, "
+            f"gap {ilp.gap:.2%} ({ilp.status})"
+        )
+    if outcome.tuned is not None:
+        console.print(
+            f"optuna: {outcome.tuned.new_trials} new trials ({outcome.tuned.trials} in the study)"
+        )
+    table = Table(title=f"{report.model}: plans (speedup over the best single target)")
+    table.add_column("plan", no_wrap=True, min_width=max(len(r.name) + 2 for r in report.rows))
+    for column in ("predicted", "measured", "speedup", "partitions", "copies", "peak memory"):
+        table.add_column(column)
+    for row in report.rows:
+        marker = " *" if row.name == report.chosen else ""
+        table.add_row(
+            row.name + marker,
+            f"{row.predicted_s * 1e3:.2f} ms",
+            "-" if row.measured_s is None else f"{row.measured_s * 1e3:.2f} ms",
+            "-" if row.speedup is None else f"{row.speedup:.2f}x",
+            str(row.partitions),
+            str(row.copies),
+            ", ".join(f"{d} {_format_bytes(b)}" for d, b in row.memory_bytes.items()),
+        )
+    console.print(table)
+    for note in report.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    console.print(f"chosen: {report.chosen} (search pick: {report.search_pick})")
+    console.print(f"plan: {report.plan_path}")
+    console.print(f"saved: {report.directory}")
+
+
+@click.command("bench")
+@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+@click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
+@click.option("--rounds", type=int, default=15, show_default=True, help="timed runs per plan")
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default="bench.csv",
+              show_default=True)  # fmt: skip
+@click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
+@click.option("--profiles", type=click.Path(file_okay=False), default=None, help="profile dir")
+@_user_errors
+def bench_command(
+    models: tuple[str, ...],
+    targets: tuple[str, ...],
+    rounds: int,
+    csv_path: str,
+    search_dir: str,
+    profiles: str | None,
+) -> None:
+    """Time onnxruntime alone, every single target, the baselines and the tuned plan."""
+    from autopart.tuning.bench import bench_models, write_csv
+
+    with Progress(TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:  # fmt: skip
+        task = bar.add_task("preparing", total=None)
+
+        def progress(stage: str, done: int, total: int, label: str) -> None:
+            bar.update(
+                task, completed=done, total=total or None, description=f"{stage} {label}"[:44]
+            )
+
+        table = bench_models(
+            models, _split(targets) or None, rounds, search_dir, profiles, progress
+        )
+    write_csv(table, csv_path)
+    for model, rows in table.groupby("model", sort=False):
+        view = Table(title=f"{model} (medians of {int(rows['runs'].max())} interleaved runs)")
+        view.add_column("plan", no_wrap=True, min_width=int(rows["plan"].str.len().max()))
+        for column in ("median", "predicted", "vs onnxruntime", "vs best single", "partitions"):
+            view.add_column(column)
+        view.add_column("copies")
+        for row in rows.sort_values("median_ms").itertuples():
+            view.add_row(
+                str(row.plan), f"{row.median_ms:.2f} ms",
+                "-" if row.predicted_ms != row.predicted_ms else f"{row.predicted_ms:.2f} ms",
+                f"{row.vs_onnxruntime:.2f}x", f"{row.vs_best_single:.2f}x",
+                str(row.partitions), str(row.copies),
+            )  # fmt: skip
+        console.print(view)
+    console.print(f"wrote {csv_path}")

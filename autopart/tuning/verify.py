@@ -1,0 +1,99 @@
+"""Running candidate plans side by side on the real targets, with their outputs checked.
+
+Plans are compiled once, then run in interleaved rounds (one run of each plan per round),
+so that the machine's drift spreads over every plan alike; medians are reported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autopart.api import check_outputs
+from autopart.ir.graph import Graph
+from autopart.plan.schema import Plan
+from autopart.runtime.executor import Executor
+from autopart.runtime.plan_executor import PlanExecutor, StepTiming
+
+CHECK_TOLERANCE = 1e-3
+
+
+@dataclass
+class Measured:
+    """Measured latencies of one plan, its last run's step timings and its output error."""
+
+    latencies: list[float] = field(default_factory=list)
+    steps: list[StepTiming] = field(default_factory=list)
+    max_error: float = 0.0
+
+    @property
+    def median_s(self) -> float:
+        """Median latency in seconds."""
+        return statistics.median(self.latencies)
+
+    @property
+    def correct(self) -> bool:
+        """Whether every output matched the numpy reference within the tolerance."""
+        return self.max_error <= CHECK_TOLERANCE
+
+
+def measure_plans(
+    graph: Graph,
+    plans: Mapping[str, Plan],
+    feeds: Mapping[str, np.ndarray],
+    rounds: int = 10,
+    warmup: int = 2,
+    progress: Callable[[int, int, str], None] | None = None,
+    peers: Mapping[str, Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]] | None = None,
+) -> dict[str, Measured]:
+    """Run every plan ``warmup`` + ``rounds`` times, interleaved; check outputs once.
+
+    ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in the same
+    rounds: each takes the feeds and returns the outputs by name.
+
+    A KeyboardInterrupt stops early and returns what was measured (plans with no timed run
+    are left out).
+    """
+    peers = dict(peers or {})
+    results = {name: Measured() for name in [*plans, *peers]}
+    reference = Executor(graph).run(feeds).outputs
+    total = len(plans) + len(results) * (warmup + rounds)
+    done = 0
+    with contextlib.ExitStack() as stack:
+        executors: dict[str, PlanExecutor] = {}
+        try:
+            for name, plan in plans.items():
+                if progress is not None:
+                    progress(done, total, f"compiling {name}")
+                executors[name] = stack.enter_context(PlanExecutor(plan, graph))
+                done += 1
+            for round_index in range(warmup + rounds):
+                for name, executor in executors.items():
+                    if progress is not None:
+                        progress(done, total, f"running {name}")
+                    run = executor.run(feeds)
+                    done += 1
+                    if round_index == 0:
+                        errors = check_outputs(graph, feeds, run.outputs, reference)
+                        results[name].max_error = max(errors.values(), default=0.0)
+                    if round_index >= warmup:
+                        results[name].latencies.extend(run.latencies)
+                        results[name].steps = run.steps
+                for name, peer in peers.items():
+                    start = time.perf_counter()
+                    outputs = peer(feeds)
+                    elapsed = time.perf_counter() - start
+                    done += 1
+                    if round_index == 0:
+                        errors = check_outputs(graph, feeds, outputs, reference)
+                        results[name].max_error = max(errors.values(), default=0.0)
+                    if round_index >= warmup:
+                        results[name].latencies.append(elapsed)
+        except KeyboardInterrupt:
+            pass
+    return {name: result for name, result in results.items() if result.latencies}

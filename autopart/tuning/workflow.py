@@ -1,0 +1,341 @@
+"""`autopart tune MODEL`: profile what is missing, search, verify by running, save, report.
+
+The saved results of one model and target set live in ``search/<model>-<targets hash>/``:
+``plan.json`` (the chosen plan, with its prediction and measurement), ``study.db`` (the
+optuna study, resumable), ``report.json`` and ``report.csv`` (every candidate plan's
+predicted and measured latency). With ``--profile FILE`` of another machine, nothing runs:
+the plan is made for that machine and left unverified.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from autopart import api
+from autopart.io import atomic_write_bytes
+from autopart.ir.graph import Graph
+from autopart.ir.hashing import graph_hash
+from autopart.plan.schema import Plan
+from autopart.profile import Profile, ProfileReport, costs_from_profile, profile_targets
+from autopart.runtime.feeds import random_inputs
+from autopart.search.constraints import Constraints
+from autopart.search.costs import Costs
+from autopart.search.planner import Candidate, Method, Objective, SearchOutcome, annotate, search
+from autopart.search.tuner import TuneProgress
+from autopart.targets.devices import discover
+from autopart.targets.resolve import available_targets
+from autopart.tuning.verify import Measured, measure_plans
+
+Progress = Callable[[str, int, int, str], None]  # stage, done, total, label
+NOISE_MARGIN = 0.02  # a measured win smaller than this is noise, not a reason to switch
+
+
+@dataclass
+class PlanRow:
+    """One candidate plan as the report shows it."""
+
+    name: str
+    predicted_s: float
+    measured_s: float | None
+    speedup: float | None
+    partitions: int
+    copies: int
+    memory_bytes: dict[str, int]
+    max_error: float | None
+
+
+@dataclass
+class Prepared:
+    """A model with its costs and search outcome, before anything is run."""
+
+    graph: Graph
+    profile: Profile
+    profiled: ProfileReport | None
+    costs: Costs
+    targets: list[str]
+    directory: Path
+    planned_only: bool
+    outcome: SearchOutcome
+
+
+@dataclass
+class TuneReport:
+    """What ``tune`` did and where it saved it."""
+
+    model: str
+    directory: Path
+    plan_path: Path
+    plan: Plan
+    chosen: str
+    search_pick: str
+    outcome: SearchOutcome
+    rows: list[PlanRow]
+    profiled: ProfileReport | None
+    planned_only: bool
+    notes: list[str] = field(default_factory=list)
+
+
+def targets_key(targets: Sequence[str]) -> str:
+    """A short stable hash naming a target set."""
+    return hashlib.sha256(",".join(sorted(targets)).encode()).hexdigest()[:8]
+
+
+def tune_model(
+    model: api.ModelLike,
+    targets: Sequence[str] | None = None,
+    objective: Objective = "latency",
+    method: Method = "auto",
+    budget_s: float | None = None,
+    constraints: Constraints | None = None,
+    profile_file: str | Path | None = None,
+    profiles_dir: str | Path | None = None,
+    output: str | Path | None = None,
+    search_dir: str | Path = "search",
+    rounds: int = 10,
+    seed: int = 0,
+    storage: str | None = None,
+    input_shapes: dict[str, list[int]] | None = None,
+    progress: Progress | None = None,
+) -> TuneReport:
+    """Take ``model`` to a verified, saved plan (see the module docstring)."""
+    prepared = prepare(
+        model, targets, objective, method, budget_s, constraints, profile_file, profiles_dir,
+        search_dir, seed, storage, input_shapes, progress,
+    )  # fmt: skip
+    graph, profile, costs = prepared.graph, prepared.profile, prepared.costs
+    directory, outcome, planned_only = prepared.directory, prepared.outcome, prepared.planned_only
+    chosen_targets, profiled = prepared.targets, prepared.profiled
+    candidates, twins = _runnable(outcome)
+    measured: dict[str, Measured] = {}
+    notes: list[str] = []
+    if planned_only:
+        notes.append(
+            f"planned for machine {profile.fingerprint} from {profile_file}; nothing was run"
+        )
+    else:
+        feeds = random_inputs(graph, seed)
+        measured = measure_plans(
+            graph,
+            {name: c.plan for name, c in candidates.items() if twins[name] == name},
+            feeds,
+            rounds,
+            progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
+        )
+        measured.update({n: measured[t] for n, t in twins.items() if t in measured})
+        wrong = sorted(name for name, m in measured.items() if not m.correct)
+        if wrong:
+            notes.append(f"outputs differ from the reference for: {', '.join(wrong)}")
+    pick = outcome.chosen.name
+    final = _final_choice(outcome, candidates, measured, notes)
+    chosen = candidates[final]
+    plan = chosen.plan
+    annotate(
+        plan,
+        chosen.simulation,
+        costs,
+        objective,
+        profile=profile.fingerprint,
+        method=outcome.method,
+        candidate=final,
+        ilp=None if outcome.ilp is None else _ilp_summary(outcome),
+    )
+    if final in measured:
+        m = measured[final]
+        plan.measured = {
+            "median_s": m.median_s,
+            "runs": len(m.latencies),
+            "max_error": m.max_error,
+            "schedule": [
+                {"step": s.step, "lane": s.lane, "start_s": s.start, "end_s": s.end}
+                for s in m.steps
+            ],
+        }
+    plan.notes.extend(notes)
+    rows = _rows(candidates, measured, objective)
+    plan_path = directory / "plan.json"
+    plan.save(plan_path)
+    if output is not None:
+        plan.save(output)
+    _save_report(directory, rows, final, pick, chosen_targets, profile.fingerprint, notes)
+    return TuneReport(
+        graph.name, directory, Path(output) if output else plan_path, plan, final, pick,
+        outcome, rows, profiled, planned_only, notes,
+    )  # fmt: skip
+
+
+def prepare(
+    model: api.ModelLike,
+    targets: Sequence[str] | None = None,
+    objective: Objective = "latency",
+    method: Method = "auto",
+    budget_s: float | None = None,
+    constraints: Constraints | None = None,
+    profile_file: str | Path | None = None,
+    profiles_dir: str | Path | None = None,
+    search_dir: str | Path = "search",
+    seed: int = 0,
+    storage: str | None = None,
+    input_shapes: dict[str, list[int]] | None = None,
+    progress: Progress | None = None,
+) -> Prepared:
+    """Load ``model``, profile what is missing (unless ``profile_file``), and search."""
+    graph = api.load(model, input_shapes)
+    machine = discover()
+    profiled: ProfileReport | None = None
+    if profile_file is not None:
+        profile = Profile.load(profile_file)
+        planned_only = profile.fingerprint != machine.fingerprint()
+        chosen_targets = list(targets) if targets else [str(t) for t in profile_targets(profile)]
+    else:
+        planned_only = False
+        chosen_targets = list(targets) if targets else [str(t) for t in available_targets(machine)]
+        profiled, profile, _ = api.profile(
+            graph,
+            chosen_targets,
+            profiles_dir,
+            progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
+        )
+    costs = costs_from_profile(graph, profile, chosen_targets)
+    name = Path(str(graph.meta.get("source", graph.name))).name.removesuffix(".onnx")
+    directory = Path(search_dir) / f"{name}-{targets_key(chosen_targets)}"
+    directory.mkdir(parents=True, exist_ok=True)
+
+    def tuner_progress(update: TuneProgress) -> None:
+        if progress is not None:
+            progress("search", update.new_trials, 0, f"trial {update.trial}: {update.best_s:.6f}s")
+
+    outcome = search(
+        costs,
+        constraints,
+        objective,
+        method,
+        budget_s,
+        seed,
+        storage or f"sqlite:///{directory / 'study.db'}",
+        f"{objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
+        str(graph.meta.get("source", graph.name)),
+        tuner_progress,
+    )
+    return Prepared(
+        graph, profile, profiled, costs, chosen_targets, directory, planned_only, outcome
+    )
+
+
+def _runnable(outcome: SearchOutcome) -> tuple[dict[str, Candidate], dict[str, str]]:
+    """Candidates that fit memory, the pick first; and each duplicate's twin that runs.
+
+    Candidates with equal assignments have equal plans: only the first of them is run.
+    """
+    ordered = [outcome.chosen, *outcome.candidates.values()]
+    seen: dict[tuple[str, ...], str] = {}
+    candidates: dict[str, Candidate] = {}
+    twins: dict[str, str] = {}
+    for candidate in ordered:
+        if not candidate.fits_memory or candidate.name in candidates:
+            continue
+        candidates[candidate.name] = candidate
+        key = tuple(str(candidate.assignment[n]) for n in sorted(candidate.assignment))
+        twins[candidate.name] = seen.setdefault(key, candidate.name)
+    return candidates, twins
+
+
+def _final_choice(
+    outcome: SearchOutcome,
+    candidates: dict[str, Candidate],
+    measured: dict[str, Measured],
+    notes: list[str],
+) -> str:
+    """The search's pick, unless running showed another correct plan clearly faster."""
+    pick = outcome.chosen.name
+    correct = {name: m for name, m in measured.items() if m.correct}
+    if not correct:
+        return pick
+    best = min(correct, key=lambda name: correct[name].median_s)
+    if pick not in correct:
+        notes.append(f"the search's pick {pick} failed its check; chose {best} as measured")
+        return best
+    if correct[best].median_s < correct[pick].median_s * (1 - NOISE_MARGIN):
+        notes.append(
+            f"measured, {best} ({correct[best].median_s * 1e3:.2f} ms) beat the search's "
+            f"pick {pick} ({correct[pick].median_s * 1e3:.2f} ms); the cost model misjudged it"
+        )
+        return best
+    return pick
+
+
+def _ilp_summary(outcome: SearchOutcome) -> dict[str, object]:
+    assert outcome.ilp is not None
+    ilp = outcome.ilp
+    return {
+        "objective_s": ilp.objective_s,
+        "bound_s": ilp.bound_s,
+        "gap": ilp.gap,
+        "optimal": ilp.optimal,
+        "solve_s": ilp.solve_s,
+    }
+
+
+def _rows(
+    candidates: dict[str, Candidate], measured: dict[str, Measured], objective: Objective
+) -> list[PlanRow]:
+    singles = [name for name in candidates if name.startswith("single:")]
+    measured_singles = [measured[n].median_s for n in singles if n in measured]
+    predicted_singles = [candidates[n].simulation.makespan_s for n in singles]
+    rows = []
+    for name, candidate in candidates.items():
+        predicted = candidate.simulation.makespan_s
+        result = measured.get(name)
+        if result is not None and measured_singles:
+            speedup = min(measured_singles) / result.median_s
+        elif result is None and predicted_singles:
+            speedup = min(predicted_singles) / predicted if predicted else None
+        else:
+            speedup = None
+        rows.append(
+            PlanRow(
+                name,
+                predicted,
+                None if result is None else result.median_s,
+                speedup,
+                len(candidate.plan.partitions),
+                len(candidate.plan.copies),
+                {
+                    device: s.weights_bytes + s.activation_peak_bytes
+                    for device, s in candidate.plan.storage.items()
+                },
+                None if result is None else result.max_error,
+            )
+        )
+    key = (lambda r: r.measured_s) if measured else (lambda r: r.predicted_s)
+    return sorted(rows, key=lambda r: (key(r) is None, key(r) or 0.0))
+
+
+def _save_report(
+    directory: Path,
+    rows: list[PlanRow],
+    chosen: str,
+    pick: str,
+    targets: list[str],
+    fingerprint: str,
+    notes: list[str],
+) -> None:
+    document = {
+        "chosen": chosen,
+        "search_pick": pick,
+        "targets": targets,
+        "profile": fingerprint,
+        "notes": notes,
+        "plans": [asdict(row) for row in rows],
+    }
+    atomic_write_bytes(directory / "report.json", (json.dumps(document, indent=1) + "\n").encode())
+    table = pd.DataFrame([asdict(row) for row in rows])
+    table["memory_bytes"] = table["memory_bytes"].map(
+        lambda m: ";".join(f"{k}={v}" for k, v in m.items())
+    )
+    atomic_write_bytes(directory / "report.csv", table.to_csv(index=False).encode())

@@ -1,0 +1,141 @@
+"""`autopart tune`, `autopart bench` and planning for another machine, end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from autopart.plan.schema import Plan
+from autopart.profile import Profile, machine_profile_path
+from autopart.targets.devices import discover
+from autopart.tuning.workflow import tune_model
+from tests.test_errors import assert_one_line_error, invoke
+from tests.test_profile import FAST, tiny_cnn, tiny_path  # noqa: F401 - fixture
+
+TARGETS = "cpu@onnxruntime,cpu/0@onnxruntime,cpu/1@onnxruntime,opencl:0/0@opencl"
+
+
+@pytest.fixture()
+def profiled(tmp_path: Path, tiny_path: Path) -> tuple[Path, Path]:  # noqa: F811
+    """A profile of the tiny model on TARGETS (fast settings), and the model path."""
+    from autopart import api
+
+    api.profile(str(tiny_path), TARGETS.split(","), tmp_path / "profiles", settings=FAST)
+    return tmp_path / "profiles", tiny_path
+
+
+def test_tune_saves_a_verified_plan_with_prediction_and_report(
+    tmp_path: Path, profiled: tuple[Path, Path]
+) -> None:
+    profiles, model = profiled
+    out = tmp_path / "plan.json"
+    code, output = invoke(
+        "tune", str(model), "--targets", TARGETS, "--profiles", str(profiles),
+        "--search-dir", str(tmp_path / "search"), "--rounds", "2", "-o", str(out),
+    )  # fmt: skip
+    assert code == 0, output
+    text = " ".join(output.split())
+    assert "0 new measurements" in text and "single:cpu@onnxruntime" in text and "ilp" in text
+    plan = Plan.load(out)
+    assert plan.predicted is not None and plan.measured is not None
+    assert plan.predicted["makespan_s"] > 0 and plan.measured["max_error"] < 1e-3
+    assert set(plan.predicted["node_costs"]) == set(plan.assignment)
+    directory = next((tmp_path / "search").iterdir())
+    assert {"plan.json", "report.json", "report.csv"} <= {
+        p.name for p in directory.iterdir()
+    }
+    report = pd.read_csv(directory / "report.csv")
+    assert {"single:cpu@onnxruntime", "ilp", "heft"} <= set(report["name"])
+    assert report["measured_s"].notna().all()
+    code, output = invoke("run", str(out), "--repeat", "1", "--check")
+    assert code == 0 and "(ok)" in output, output
+
+
+def test_makespan_objective_runs_the_tuner_seeded_by_every_baseline(
+    tmp_path: Path, profiled: tuple[Path, Path]
+) -> None:
+    profiles, model = profiled
+    report = tune_model(
+        str(model), TARGETS.split(","), objective="makespan", budget_s=3.0,
+        profiles_dir=profiles, search_dir=tmp_path / "search", rounds=1,
+    )  # fmt: skip
+    tuned = report.outcome.tuned
+    assert tuned is not None and tuned.trials >= len(report.outcome.candidates) - 1
+    best_baseline = min(
+        c.simulation.makespan_s for n, c in report.outcome.candidates.items() if n != "tuned"
+    )
+    assert report.outcome.candidates["tuned"].simulation.makespan_s <= best_baseline + 1e-12
+    assert (report.directory / "study.db").exists()  # resumable
+
+
+def _foreign_copy(profile_path: Path, destination: Path) -> Path:
+    """This machine's profile, relabelled as another machine whose device is opencl:5."""
+    text = profile_path.read_text().replace("opencl:0", "opencl:5")
+    foreign = Profile.from_text(text)
+    foreign.meta["fingerprint"] = "feedfacecafebeef"
+    destination.write_text(foreign.to_text())
+    return destination
+
+
+def test_profile_of_another_machine_plans_without_running(
+    tmp_path: Path, profiled: tuple[Path, Path]
+) -> None:
+    profiles, model = profiled
+    foreign = _foreign_copy(machine_profile_path(profiles, discover()), tmp_path / "other.csv")
+    before = foreign.read_text()
+    out = tmp_path / "plan.json"
+    code, output = invoke(
+        "tune", str(model), "--profile", str(foreign), "--search-dir", str(tmp_path / "s"),
+        "-o", str(out), "--pin", "Conv#1=opencl:5/0@opencl",
+    )  # fmt: skip
+    assert code == 0, output
+    assert "nothing was run" in " ".join(output.split())
+    plan = Plan.load(out)
+    assert plan.measured is None and plan.predicted["profile"] == "feedfacecafebeef"
+    assert plan.assignment["conv1"] == "opencl:5/0@opencl"
+    assert foreign.read_text() == before
+    code, output = invoke("run", str(out), "--repeat", "1")
+    assert_one_line_error(code, output, "opencl:5")
+
+
+def test_bad_tune_input_is_one_line_and_keeps_saved_state(
+    tmp_path: Path, profiled: tuple[Path, Path]
+) -> None:
+    profiles, model = profiled
+    saved = {p: p.read_text() for p in profiles.iterdir()}
+    common = ["--targets", TARGETS, "--profiles", str(profiles), "--search-dir", str(tmp_path)]
+    code, output = invoke("tune", str(model), *common, "--pin", "Conv=gpu:0@cuda")
+    assert_one_line_error(code, output, "gpu:0@cuda")
+    code, output = invoke("tune", str(model), *common, "--pin", "Relu#9=cpu@onnxruntime")
+    assert_one_line_error(code, output, "Relu#9")
+    code, output = invoke(
+        "tune", str(model), *common, "--pin", "name:conv1=cpu/0@onnxruntime",
+        "--forbid", "name:conv1=cpu",
+    )  # fmt: skip
+    assert_one_line_error(code, output, "conv1")
+    code, output = invoke("tune", str(model), *common, "--profile", str(tmp_path / "none.csv"))
+    assert_one_line_error(code, output, "none.csv")
+    assert saved == {p: p.read_text() for p in profiles.iterdir()}
+
+
+def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
+    tmp_path: Path, profiled: tuple[Path, Path]
+) -> None:
+    profiles, model = profiled
+    csv = tmp_path / "bench.csv"
+    code, output = invoke(
+        "bench", str(model), "--targets", TARGETS, "--profiles", str(profiles), "--rounds", "2",
+        "--csv", str(csv), "--search-dir", str(tmp_path / "s"),
+    )  # fmt: skip
+    assert code == 0, output
+    table = pd.read_csv(csv)
+    plans = set(table["plan"])
+    assert {"onnxruntime alone", "autopart (tuned)", "ort-ep-rule", "heft", "per-op-best"} <= plans
+    assert {f"single:{t}" for t in TARGETS.split(",")} <= plans
+    peer = table[table["plan"] == "onnxruntime alone"].iloc[0]
+    assert peer["vs_onnxruntime"] == pytest.approx(1.0)
+    assert (table["max_rel_error"] < 1e-3).all()
+    assert json.loads(json.dumps(table.to_dict()))  # plain data only
