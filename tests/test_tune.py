@@ -44,9 +44,7 @@ def test_tune_saves_a_verified_plan_with_prediction_and_report(
     assert plan.predicted["makespan_s"] > 0 and plan.measured["max_error"] < 1e-3
     assert set(plan.predicted["node_costs"]) == set(plan.assignment)
     directory = next((tmp_path / "search").iterdir())
-    assert {"plan.json", "report.json", "report.csv"} <= {
-        p.name for p in directory.iterdir()
-    }
+    assert {"plan.json", "report.json", "report.csv"} <= {p.name for p in directory.iterdir()}
     report = pd.read_csv(directory / "report.csv")
     assert {"single:cpu@onnxruntime", "ilp", "heft"} <= set(report["name"])
     assert report["measured_s"].notna().all()
