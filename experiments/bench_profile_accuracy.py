@@ -68,11 +68,13 @@ def model_accuracy(model: str, store: Path, rounds: int) -> list[dict]:
         plan = plan_for(assignment, costs, model, target)
         predicted[str(target)] = simulate(plan, costs).makespan_s
         executors[str(target)] = PlanExecutor(plan, graph)
-        executors[str(target)].run(feeds, warmup=2)
-    times: dict[str, list[float]] = {name: [] for name in executors}
-    for _ in range(rounds):
-        for name, executor in executors.items():
-            times[name].append(executor.run(feeds).latencies[0])
+    # Each plan runs in its own block: interleaving targets lets one target's lingering
+    # worker threads (PoCL sub-devices) slow the next, which is not what a single-target
+    # prediction is about.
+    times: dict[str, list[float]] = {
+        name: executor.run(feeds, repeat=rounds, warmup=3).latencies
+        for name, executor in executors.items()
+    }
     rows = []
     for name, executor in executors.items():
         measured = statistics.median(times[name])
