@@ -22,7 +22,6 @@ from typing import Any
 
 import numpy as np
 
-from autopart.errors import TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
 from autopart.plan.partition import boundary
@@ -232,10 +231,7 @@ def _op_sampler(
     """Compile ``nodes`` for ``resolved`` and return a function timing one run of them."""
     inputs, outputs = boundary(graph, nodes)
     device, unit = resolved.placement.device, resolved.placement.unit
-    try:
-        compiled = resolved.codegen.compile(graph, nodes, inputs, outputs, resolved.placement)
-    except TargetError:
-        raise
+    compiled = resolved.codegen.compile(graph, nodes, inputs, outputs, resolved.placement)
     env: dict[str, Any] = {name: device.from_host(values[name], unit) for name in inputs}
     device.synchronize(unit)
     return lambda: compiled.run_timed(env)

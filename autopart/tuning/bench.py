@@ -9,7 +9,7 @@ one (and it still matches the model), else the search's pick made now from the p
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +30,10 @@ TUNED = "autopart (tuned)"
 BASELINES = ("ort-ep-rule", "heft", "per-op-best")
 
 
-def onnxruntime_alone(model: str) -> object:
+Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+
+
+def onnxruntime_alone(model: str) -> Runner:
     """A runner for the model in a plain onnxruntime CPU session (spinning off, as ours)."""
     options = ort.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
