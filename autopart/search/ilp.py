@@ -12,15 +12,19 @@ when ``n`` joins no producer ``p``'s partition. A join ``e[p,n,t]`` is ``x[p,t]`
 cut needs its own variable (``e <= x[p,t]``); it is 0 when a node between ``p`` and ``n``
 (on a path ``p -> ... -> n``) cannot run on ``t``.
 
-Launch counting is exact through cuts. :func:`partition_graph` makes convex partitions (a
-path leaving one never comes back, or the partitions would form a cycle), so a chain ``P``
-of joins linking ``a`` to ``b`` with ``u`` on a path ``a -> u -> b`` obeys the valid cut
-``sum_P e <= |P| - 1 + x[u,t]``. Joins of at most ``_EAGER_BETWEEN`` in-between nodes get
-theirs up front; the rest are found in each solution's joined components. A leftover
-difference from the true count (the partitioner is greedy) gets a no-good cut excluding that
-assignment, whose true cost is already known. The model stays a lower bound of the truth on
-every assignment it has not excluded, so ``min(incumbent, dual bound)`` is a proven bound;
-the loop stops when it meets the incumbent or time runs out.
+Launch counting is made exact by cuts, valid because the partitions of
+:func:`partition_graph` never depend on each other in a cycle. Convexity: a chain ``P`` of
+joins linking ``a`` to ``b`` with ``u`` on a path ``a -> u -> b`` obeys
+``sum_P e <= |P| - 1 + x[u,t]``. Cycles: joined pieces linked in a cycle by graph edges
+cannot all hold together, ``sum e <= |J| - 1``, unless they are one partition (one target
+``t``, every link of the cycle joined: one row per link, relaxed by its ``e``). Joins with at
+most ``_EAGER_BETWEEN`` nodes in between get their convexity cuts up front; the others are
+separated from each solution's joined components. The partitioner is also greedy (a node
+joins the first partition it can and partitions never merge), so the true count can still
+exceed the model's; that assignment then gets a no-good cut, its true cost being known. The
+model stays a lower bound of the truth on every assignment not excluded, so
+``min(incumbent, dual bound)`` is a proven bound; the loop stops when it meets the
+incumbent or time runs out.
 
 Memory caps (an estimate): per device ``d``, the weights (constants read by nodes on ``d``,
 each counted once) plus, at each position ``k`` of the topological node order, the bytes of
@@ -55,7 +59,7 @@ Edge = tuple[int, int, VirtualDevice]  # (producer, consumer, target) of a possi
 Columns = dict[tuple[int, VirtualDevice], int]
 _EAGER_BETWEEN = 16
 _CUT_BLOCKERS = 64  # in-between nodes a cut names at most (each gives one row)
-_CUTS_PER_COMPONENT = 64  # convexity cuts learnt from one component per solve
+_CUTS_PER_COMPONENT = 64  # cuts learnt from one component (or cycle group) per solve
 _HEURISTIC_NODES = 2000  # beyond this, building each start assignment's plan costs too much
 
 
@@ -264,7 +268,6 @@ class _Formulation:
         for n, preds in enumerate(self.preds):
             for p in preds:
                 users[p].append(n)
-        self.users = users
         self.desc, self.anc = [0] * count, [0] * count
         for n in reversed(range(count)):
             for user in users[n]:
@@ -299,8 +302,9 @@ class _Formulation:
         if key in self.cuts:
             return False
         self.cuts[key] = None
+        integral = len(edges) + len(escapes) > 1
         for edge in (*edges, *escapes):
-            self.edge_vars[edge] = self.edge_vars.get(edge, False) or len(edges) > 1
+            self.edge_vars[edge] = self.edge_vars.get(edge, False) or integral
         return True
 
     # -- the model ------------------------------------------------------------------------
@@ -387,7 +391,8 @@ class _Formulation:
         """Cut off the launches the model missed in ``solution``; returns the cuts added.
 
         ``starters`` are the nodes that truly start a partition. Non-convex joined
-        components get convexity cuts; a difference they cannot explain gets a no-good.
+        components get convexity cuts, cycles among them cycle cuts; a difference neither
+        explains gets a no-good.
         """
         joins = self.joins(assignment, solution, e)
         joined = {n for _, n, _ in joins}

@@ -18,7 +18,7 @@ from autopart.plan.schema import Plan
 from autopart.search.baselines import all_baselines, default_fallback
 from autopart.search.constraints import ConstraintError, Constraints, apply
 from autopart.search.costs import Costs
-from autopart.search.ilp import IlpResult, solve_ilp
+from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
 from autopart.search.simulator import Simulation, plan_for, simulate
 from autopart.search.tuner import TuneProgress, TuneResult, tune
 
@@ -94,7 +94,7 @@ def search(
         plan = plan_for(assignment, restricted, source, fallback)
         return Candidate(
             name, dict(assignment), plan, simulate(plan, restricted),
-            _fits(plan, constraints.memory),
+            _fits(restricted, assignment, constraints.memory),
         )  # fmt: skip
 
     candidates = {
@@ -132,12 +132,12 @@ def search(
     return SearchOutcome(objective, used, ranked[0], candidates, ilp, tuned, pareto)
 
 
-def _fits(plan: Plan, memory: dict[str, int]) -> bool:
-    return all(
-        plan.storage[device].weights_bytes + plan.storage[device].activation_peak_bytes <= cap
-        for device, cap in memory.items()
-        if device in plan.storage
-    )
+def _fits(costs: Costs, assignment: Assignment, memory: dict[str, int]) -> bool:
+    """Whether ``assignment`` fits the caps, by the same estimate the ILP's caps use."""
+    if not memory:
+        return True
+    used = memory_estimate(costs, assignment)
+    return all(used.get(device, 0) <= cap for device, cap in memory.items())
 
 
 def annotate(
