@@ -184,7 +184,7 @@ class Profiler:
         if job.kind == "op":
             assert job.node is not None
             resolved = targets[job.target]
-            timer = "event" if resolved.target.device != HOST and _has_events(resolved) else "wall"
+            timer = resolved.codegen.clock
             sample = _op_sampler(resolved, graph, [job.node], values)
             result = measure(sample, self.settings, timer)
             self.profile.record("op", job.target, job.key, result, op_type=job.node.op_type)
@@ -214,15 +214,11 @@ class Profiler:
             device.synchronize(unit)
             return time.perf_counter() - start
 
-        timed_kind = "event" if _has_events(resolved) else "wall"
+        timed_kind = resolved.codegen.clock
         return (
             measure(wall, self.settings, "wall"),
             measure(lambda: compiled.run_timed(env), self.settings, timed_kind),
         )
-
-
-def _has_events(resolved: ResolvedTarget) -> bool:
-    return resolved.codegen.name == "opencl"
 
 
 def _op_sampler(

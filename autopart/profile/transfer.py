@@ -9,6 +9,7 @@ copies matter as much as big ones) with non-negative coefficients.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -45,8 +46,6 @@ def split_pair(name: str) -> tuple[str, str]:
 
 def copy_sampler(src: Device, dst: Device, nbytes: int) -> Callable[[], float]:
     """A function that copies a ``nbytes`` tensor from ``src`` to ``dst`` and returns seconds."""
-    import time
-
     host = np.random.default_rng(0).standard_normal(nbytes // 4).astype(np.float32)
     tensor = src.from_host(host)
     src.synchronize()

@@ -67,12 +67,14 @@ class Codegen(ABC):
     graph while planning. ``compile`` receives nodes in topological order, all of which
     ``supports`` accepted, the boundary values they read and must produce, and the
     placement to run on; the compiled subgraph reads and writes tensors native to that
-    placement's device. ``uses_units`` says whether the codegen can be pinned to one unit.
+    placement's device. ``uses_units`` says whether the codegen can be pinned to one unit;
+    ``clock`` whether ``run_timed`` reports wall time or device time from events.
     """
 
     name: ClassVar[str]
     device_kind: ClassVar[str]
     uses_units: ClassVar[bool] = False
+    clock: ClassVar[str] = "wall"  # what run_timed measures: "wall" or device "event" time
 
     @classmethod
     def available(cls) -> bool:

@@ -36,6 +36,7 @@ class OpenCLCodegen(Codegen):
     name = "opencl"
     device_kind = "opencl"
     uses_units = True
+    clock = "event"
 
     @classmethod
     def available(cls) -> bool:
