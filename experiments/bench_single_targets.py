@@ -19,7 +19,6 @@ import statistics
 import time
 from pathlib import Path
 
-import onnxruntime as ort
 import pandas as pd
 
 import autopart
@@ -27,6 +26,7 @@ import autopart.api
 from autopart.runtime import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.resolve import available_targets
+from autopart.tuning.bench import onnxruntime_alone
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -36,13 +36,9 @@ def bench_model(name: str, repeat: int) -> list[dict]:
     graph = autopart.load(model)
     graph.meta["source"] = name
     feeds = random_inputs(graph)
-    options = ort.SessionOptions()
-    # Without this, the peer's spinning threads hold both cores after each of its runs and
-    # slow down whatever runs next; alone, resnet50 takes the same time either way.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(
-        model.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
+    # Spinning off: the peer's spinning threads would hold both cores after each of its
+    # runs and slow down whatever runs next; alone, resnet50 takes the same time either way.
+    run_peer = onnxruntime_alone(name)
     targets = [str(t) for t in available_targets() if t.unit is None]
     executors = {}
     for target in targets:
@@ -55,12 +51,12 @@ def bench_model(name: str, repeat: int) -> list[dict]:
     for target, (executor, _) in executors.items():
         result = executor.run(feeds, warmup=1)
         errors[target] = max(autopart.api.check_outputs(graph, feeds, result.outputs).values())
-    session.run(None, feeds)
+    run_peer(feeds)
     for _ in range(repeat):
         for target, (executor, _) in executors.items():
             times[target].append(executor.run(feeds).latencies[0])
         start = time.perf_counter()
-        session.run(None, feeds)
+        run_peer(feeds)
         times["onnxruntime (peer)"].append(time.perf_counter() - start)
     peer = statistics.median(times["onnxruntime (peer)"])
     rows = []
