@@ -10,7 +10,10 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 from autopart.api import info, load, run
 from autopart.errors import AutopartError
 from autopart.ir import Graph, Node, Value, VirtualDevice
+from autopart.runtime.host_memory import retain_freed_memory
 from autopart.zoo import load_zoo_model, zoo_names
+
+retain_freed_memory()
 
 __version__ = "0.1.0"
 

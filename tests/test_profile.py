@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from autopart import api
@@ -25,6 +27,13 @@ from autopart.profile import (
     machine_profile_path,
     new_profile,
     open_for_measuring,
+)
+from autopart.profile.calibration import (
+    calibrate,
+    calibration_windows,
+    model_tag,
+    op_sum,
+    window_key,
 )
 from autopart.profile.signature import op_signature
 from autopart.profile.transfer import fit_transfer
@@ -232,3 +241,114 @@ def test_cli_profile_reports_new_and_reused(tmp_path: Path, tiny_path: Path) -> 
     assert code == 0 and "0 new measurements, 8 reused" in " ".join(output.split()), output
     code, output = invoke("profile", str(tiny_path), "--targets", "opencl:7@opencl")
     assert_one_line_error(code, output, "opencl:7", "devices:")
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 120), st.integers(0, 2**32 - 1), st.floats(0.0, 0.5))
+def test_calibration_windows_are_disjoint_supported_and_sized(
+    count: int, seed: int, unsupported: float
+) -> None:
+    graph = api.load(_relu_chain(count))
+    rng = np.random.default_rng(seed)
+    runnable = {node.name: bool(rng.random() >= unsupported) for node in graph.nodes}
+    windows = calibration_windows(graph, lambda node: runnable[node.name])
+    if count < 12:
+        assert windows == []
+        return
+    width = min(max(count // 8, 2), 40)
+    assert len(windows) <= 3 and windows == sorted(windows)
+    for (start, end), following in zip(windows, [*windows[1:], (count, count)], strict=False):
+        assert end - start == width and start >= 0 and end <= following[0]
+        assert all(runnable[node.name] for node in graph.nodes[start:end])
+    if unsupported == 0.0:
+        assert len(windows) == 3
+
+
+def _relu_chain(count: int) -> onnx.ModelProto:
+    names = ["x"] + [f"v{i}" for i in range(count)]
+    nodes = [
+        helper.make_node("Relu" if i % 2 else "Sigmoid", [names[i]], [names[i + 1]], name=f"n{i}")
+        for i in range(count)
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [helper.make_tensor_value_info(names[-1], TensorProto.FLOAT, [1, 64])],
+    )
+    return make_model(graph, 13)
+
+
+def test_calibration_rows_scale_the_op_costs_of_their_target() -> None:
+    graph = api.load(_relu_chain(24))
+    profile = Profile({"fingerprint": "test"})
+    op = Measurement(30e-6, 29e-6, 31e-6, 28e-6, 40e-6, 9, "wall")
+    for node in graph.nodes:
+        profile.record("op", "cpu@numpy", op_signature(node, graph), op)
+    profile.record("launch", "cpu@numpy", "wall", _measurement(12e-6))
+    profile.record("launch", "cpu@numpy", "timed", Measurement(10e-6, 0, 0, 0, 0, 9, "wall"))
+    plain = costs_from_profile(graph, profile, calibrated=False)
+    assert plain.node_cost["n0"][plain.targets[0]] == pytest.approx(20e-6)  # 30 µs less entry
+    assert calibrate(profile, graph, "cpu@numpy").source == "none"
+    window = graph.nodes[4:7]
+    reference = op_sum(profile, graph, window, "cpu@numpy")
+    assert reference == pytest.approx(10e-6 + 3 * 20e-6)
+    # the window ran in 10 µs entry + 45 µs, where the ops sum to 60 µs: factor 0.75
+    measured = Measurement(55e-6, 0, 0, 0, 0, 9, "wall")
+    other = api.load(tiny_cnn())
+    profile.record("calibration", "cpu@numpy", window_key(other, 0, 3), measured, "", 0, reference)
+    found = calibrate(profile, graph, "cpu@numpy")
+    assert found.source == "other models" and found.factor == pytest.approx(0.75)
+    assert found.op_sum_error == pytest.approx(60 / 45 - 1)
+    # the planned model's own windows take precedence over other models'
+    slower = Measurement(10e-6 + 90e-6, 0, 0, 0, 0, 9, "wall")
+    profile.record("calibration", "cpu@numpy", window_key(graph, 4, 7), slower, "", 0, reference)
+    own = calibrate(profile, graph, "cpu@numpy")
+    assert own.source == "model" and own.windows == 1 and own.factor == pytest.approx(1.5)
+    scaled = costs_from_profile(graph, profile)
+    for node in graph.nodes:
+        target = scaled.targets[0]
+        assert scaled.node_cost[node.name][target] == pytest.approx(
+            1.5 * plain.node_cost[node.name][target]
+        )
+    assert scaled.launch == plain.launch
+
+
+def test_profiling_times_calibration_windows_and_reuses_them(tmp_path: Path) -> None:
+    target = "cpu/0@onnxruntime"
+    report, profile, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
+    graph = api.load("squeezenet")
+    rows = profile.rows("calibration", target)
+    assert len(rows) == 3 and all(rows["key"].str.startswith(model_tag(graph) + "["))
+    for row in rows.itertuples():
+        start, end = (int(part) for part in row.key.rsplit("[", 1)[1].rstrip("]").split(":"))
+        assert end - start == len(graph.nodes) // 8
+        expected = op_sum(profile, graph, graph.nodes[start:end], target)
+        assert row.reference_s == pytest.approx(expected) and row.median_s > 0
+    (calibration,) = report.calibrations
+    assert calibration.source == "model" and calibration.windows == 3
+    assert 0.2 <= calibration.factor <= 5.0
+    again, _, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
+    assert again.new == 0 and again.reused == report.new
+
+
+def test_ops_a_target_cannot_run_are_marked_and_left_out_of_its_costs(tmp_path: Path) -> None:
+    rng = np.random.default_rng(1)
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Where", ["mask", "r", "x"], ["y"], name="where"),
+    ]
+    mask = numpy_helper.from_array(rng.random((1, 16)) > 0.5, "mask")
+    graph = helper.make_graph(
+        nodes,
+        "masked",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])],
+        [mask],
+    )
+    targets = ["cpu@numpy", "opencl:0/0@opencl"]
+    report, profile, path = api.profile(make_model(graph, 13), targets, tmp_path, settings=FAST)
+    assert report.unsupported == 1 and len(profile.rows("unsupported")) == 1
+    costs = costs_from_profile(api.load(make_model(graph, 13)), Profile.load(path))
+    assert {str(t) for t in costs.node_cost["where"]} == {"cpu@numpy"}
+    assert {str(t) for t in costs.node_cost["relu"]} == set(targets)

@@ -15,6 +15,7 @@ from rich.table import Table
 
 from autopart import api
 from autopart.cli import _input_shape_option, _parse_input_shapes, _user_errors, console
+from autopart.profile.calibration import Calibration
 from autopart.profile.costs import transfer_fits
 from autopart.profile.store import Profile
 
@@ -75,7 +76,21 @@ def profile_command(
             "run again to resume[/yellow]"
         )
     _print_profile_summary(saved)
+    _print_calibrations(report.calibrations)
     console.print(f"profile: {path}")
+
+
+def _print_calibrations(calibrations: list[Calibration]) -> None:
+    table = Table("target", "windows", "op sum vs measured", "factor", title="subgraph calibration")
+    for calibration in calibrations:
+        windows = f"{calibration.windows} ({calibration.source})" if calibration.windows else "-"
+        table.add_row(
+            calibration.target,
+            windows,
+            f"{calibration.op_sum_error:+.1%}" if calibration.windows else "-",
+            f"{calibration.factor:.3f}",
+        )
+    console.print(table)
 
 
 def _print_profile_summary(profile: Profile) -> None:

@@ -4,6 +4,8 @@ A node's cost on a target is its signature's median time there. Codegens without
 clock time ops by wall clock around a whole ``run``, which includes entering the subgraph;
 the launch probe's own ``run_timed`` time is taken off those, since the partition's launch is
 charged once, separately (the launch probe's wall time around ``run`` plus synchronisation).
+Op costs are then scaled by the target's subgraph calibration factor
+(:mod:`autopart.profile.calibration`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Sequence
 
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
+from autopart.profile.calibration import calibrate, node_time
 from autopart.profile.signature import op_signature
 from autopart.profile.store import Profile, ProfileError
 from autopart.profile.transfer import TransferFit, fit_transfer, split_pair
@@ -36,11 +39,16 @@ def transfer_fits(profile: Profile) -> dict[tuple[str, str], TransferFit]:
 
 
 def costs_from_profile(
-    graph: Graph, profile: Profile, targets: Sequence[VirtualDevice | str] | None = None
+    graph: Graph,
+    profile: Profile,
+    targets: Sequence[VirtualDevice | str] | None = None,
+    calibrated: bool = True,
 ) -> Costs:
     """Costs of ``graph`` on ``targets`` (default: every target in ``profile``).
 
     A node is runnable on a target when the profile holds its signature's timing there.
+    With ``calibrated`` (the default) op costs are scaled by each target's subgraph
+    calibration factor; without it they are the plain op sums.
     Raises :class:`ProfileError` naming what is missing when the profile does not cover
     ``graph`` on a target (neither a timing nor an ``unsupported`` mark for a signature).
     """
@@ -60,6 +68,7 @@ def costs_from_profile(
                 f"the profile has no launch measurement for {name}; run `autopart profile`"
             )
         launch[target] = wall.median_s
+        factor = calibrate(profile, graph, name).factor if calibrated else 1.0
         missing = []
         for node in graph.nodes:
             measured = profile.measurement("op", name, signatures[node.name])
@@ -67,8 +76,7 @@ def costs_from_profile(
                 if not profile.has("unsupported", name, signatures[node.name]):
                     missing.append(node)
                 continue
-            base = timed.median_s if measured.timer == "wall" else 0.0
-            node_cost[node.name][target] = max(measured.median_s - base, 0.0)
+            node_cost[node.name][target] = node_time(measured, timed.median_s) * factor
         if missing:
             ops = sorted({node.op_type for node in missing})
             raise ProfileError(

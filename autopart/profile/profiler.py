@@ -3,20 +3,26 @@
 Ops are timed through the codegens' own ``compile`` and ``CompiledSubgraph.run_timed``, the
 code the plan executor runs: a one-node subgraph per distinct signature and target, fed with
 the real intermediate values of the model (computed once by the numpy reference), placed on
-the target's device first. OpenCL reports device time from profiling events; codegens with
-no device clock report wall time, from which the launch probe's own time is later taken off
-(see :mod:`autopart.profile.costs`).
+the target's device first. A few windows of the model are timed whole, the same way, to
+calibrate op sums against fusion and cache effects (:mod:`autopart.profile.calibration`).
+OpenCL reports device time from profiling events; codegens with no device clock report wall
+time, from which the launch probe's own time is later taken off (see
+:mod:`autopart.profile.costs`).
 
-Everything measured is checkpointed to the profile file every few seconds, atomically, so
-an interrupted run (Ctrl-C or a kill) loses at most the last few seconds and a rerun
-measures only what is missing.
+Every job is measured in ``TimingSettings.passes`` passes through the whole job list, its
+samples pooled, so that a few seconds of host speed-up or slow-down (common on shared
+machines) cannot skew one op's timing. Everything measured is checkpointed to the profile
+file every few seconds, atomically, so an interrupted run (Ctrl-C or a kill) loses at most
+the last few seconds, and a rerun measures only what is missing.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +31,18 @@ import numpy as np
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
 from autopart.plan.partition import boundary
+from autopart.profile.calibration import (
+    Calibration,
+    calibrate,
+    calibration_windows,
+    op_sum,
+    window_key,
+)
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.signature import op_signature
 from autopart.profile.store import Measurement, Profile
-from autopart.profile.timing import TimingSettings, measure
-from autopart.profile.transfer import SIZES, copy_sampler, pair_name
+from autopart.profile.timing import TimingSettings, collect, summarise
+from autopart.profile.transfer import SIZES, copy_sampler, pair_name, split_pair
 from autopart.runtime.feeds import random_inputs
 from autopart.targets.codegen import get_codegen
 from autopart.targets.devices import Machine
@@ -49,11 +62,15 @@ class Job:
     label: str
     node: Node | None = None
     nbytes: int = 0
+    window: list[Node] = field(default_factory=list)
 
 
 @dataclass
 class ProfileReport:
-    """What a profiling run did: measurements made and reused, and what is still missing."""
+    """What a profiling run did: new, reused and missing measurements, and calibrations.
+
+    ``calibrations`` holds each target's subgraph calibration for the profiled graph.
+    """
 
     new: int = 0
     reused: int = 0
@@ -62,6 +79,7 @@ class ProfileReport:
     elapsed_s: float = 0.0
     interrupted: bool = False
     targets: list[str] = field(default_factory=list)
+    calibrations: list[Calibration] = field(default_factory=list)
 
 
 def plan_jobs(
@@ -71,7 +89,7 @@ def plan_jobs(
 
     Returns the jobs plus the counts of reused measurements and of (signature, target)
     pairs that the target cannot run (recorded as ``unsupported`` rows). Ops come first in
-    the order of the graph, then launches, then copies.
+    the order of the graph, then launches, then calibration windows, then copies.
     """
     jobs: list[Job] = []
     reused = unsupported = 0
@@ -100,6 +118,17 @@ def plan_jobs(
             reused += 1
         else:
             jobs.append(Job("launch", target, "", f"launch on {target}"))
+    for resolved in targets:
+        target = str(resolved.target)
+        supported = partial(resolved.codegen.supports, graph=graph)
+        for start, end in calibration_windows(graph, supported):
+            key = window_key(graph, start, end)
+            if profile.has("calibration", target, key):
+                reused += 1
+            else:
+                window = graph.nodes[start:end]
+                label = f"{len(window)} ops on {target}"
+                jobs.append(Job("calibration", target, key, label, window=window))
     devices = sorted({str(r.target.device) for r in targets} - {HOST})
     for device in devices:
         for src, dst in ((HOST, device), (device, HOST)):
@@ -148,23 +177,31 @@ class Profiler:
         jobs, reused, unsupported = plan_jobs(graph, resolved, self.profile)
         report = ProfileReport(reused=reused, unsupported=unsupported)
         report.targets = [str(r.target) for r in resolved]
-        values = _reference_values(graph) if any(j.kind == "op" for j in jobs) else {}
+        needs_values = any(j.kind in ("op", "calibration") for j in jobs)
+        values = _reference_values(graph) if needs_values else {}
         by_target = {str(r.target): r for r in resolved}
         last_save = time.perf_counter()
+        passes = max(self.settings.passes, 1)
+        settings = self.settings.per_pass()
+        pooled: dict[tuple[str, str, str], list[float]] = {}
+        steps = [(p, i, job) for p in range(passes) for i, job in enumerate(jobs)]
         try:
-            for index, job in enumerate(jobs):
+            for step, (pass_index, index, job) in enumerate(steps):
                 if budget_s is not None and time.perf_counter() - started > budget_s:
-                    report.missing = len(jobs) - index
+                    report.missing = len(jobs) - index if pass_index == 0 else 0
                     break
                 if progress is not None:
-                    progress(index, len(jobs), job.label)
-                self._run(job, graph, values, by_target)
-                report.new += 1
+                    suffix = f" ({pass_index + 1}/{passes})" if passes > 1 else ""
+                    progress(step, len(steps), job.label + suffix)
+                self._run(job, graph, values, by_target, settings, pooled)
+                if pass_index == 0:
+                    report.new += 1
                 if self.path is not None and time.perf_counter() - last_save > self.checkpoint_s:
                     self.profile.save(self.path)
                     last_save = time.perf_counter()
             if progress is not None:
-                progress(len(jobs), len(jobs), "done")
+                progress(len(steps), len(steps), "done")
+            report.calibrations = [calibrate(self.profile, graph, t) for t in report.targets]
         except KeyboardInterrupt:
             report.interrupted = True
             raise
@@ -180,26 +217,42 @@ class Profiler:
         graph: Graph,
         values: dict[str, np.ndarray],
         targets: dict[str, ResolvedTarget],
+        settings: TimingSettings,
+        pooled: dict[tuple[str, str, str], list[float]],
     ) -> None:
-        if job.kind == "op":
-            assert job.node is not None
-            resolved = targets[job.target]
-            timer = resolved.codegen.clock
-            sample = _op_sampler(resolved, graph, [job.node], values)
-            result = measure(sample, self.settings, timer)
-            self.profile.record("op", job.target, job.key, result, op_type=job.node.op_type)
-        elif job.kind == "launch":
-            wall, timed = self._launch(targets[job.target])
-            self.profile.record("launch", job.target, "wall", wall, op_type="Relu")
-            self.profile.record("launch", job.target, "timed", timed, op_type="Relu")
-        else:
-            src, _, dst = job.target.partition("->")
-            sample = copy_sampler(self.machine.device(src), self.machine.device(dst), job.nbytes)
-            result = measure(sample, self.settings, "wall")
-            self.profile.record("transfer", job.target, job.key, result, nbytes=job.nbytes)
+        """Take one pass's samples for ``job``, pool them with earlier passes', record."""
 
-    def _launch(self, resolved: ResolvedTarget) -> tuple[Measurement, Measurement]:
-        """Wall time of entering a trivial partition, and what ``run_timed`` says of it."""
+        def record(key: str, samples: list[float], timer: str, **extra: Any) -> None:
+            bucket = pooled.setdefault((job.kind, job.target, key), [])
+            bucket.extend(samples)
+            self.profile.record(job.kind, job.target, key, summarise(bucket, timer), **extra)
+
+        if job.kind in ("op", "calibration"):
+            resolved = targets[job.target]
+            nodes = [job.node] if job.node is not None else job.window
+            samples = collect(_op_sampler(resolved, graph, nodes, values), settings)
+            if job.kind == "op":
+                record(job.key, samples, resolved.codegen.clock, op_type=nodes[0].op_type)
+            else:
+                reference = op_sum(self.profile, graph, nodes, job.target)
+                record(
+                    job.key, samples, resolved.codegen.clock, op_type=f"{len(nodes)} ops",
+                    reference_s=math.nan if reference is None else reference,
+                )  # fmt: skip
+        elif job.kind == "launch":
+            resolved = targets[job.target]
+            wall, timed = self._launch(resolved, settings)
+            record("wall", wall, "wall", op_type="Relu")
+            record("timed", timed, resolved.codegen.clock, op_type="Relu")
+        else:
+            src, dst = split_pair(job.target)
+            sample = copy_sampler(self.machine.device(src), self.machine.device(dst), job.nbytes)
+            record(job.key, collect(sample, settings), "wall", nbytes=job.nbytes)
+
+    def _launch(
+        self, resolved: ResolvedTarget, settings: TimingSettings
+    ) -> tuple[list[float], list[float]]:
+        """Wall times of entering a trivial partition, and what ``run_timed`` says of it."""
         probe = launch_probe_graph()
         node = probe.nodes[0]
         values = {"x": np.ones((1, 1), np.float32)}
@@ -214,11 +267,7 @@ class Profiler:
             device.synchronize(unit)
             return time.perf_counter() - start
 
-        timed_kind = resolved.codegen.clock
-        return (
-            measure(wall, self.settings, "wall"),
-            measure(lambda: compiled.run_timed(env), self.settings, timed_kind),
-        )
+        return collect(wall, settings), collect(lambda: compiled.run_timed(env), settings)
 
 
 def _op_sampler(

@@ -52,7 +52,7 @@ COLUMNS = [
     "measured_at",
 ]
 KEY = ["kind", "target", "key"]
-KINDS = ("op", "launch", "transfer", "calibration")
+KINDS = ("op", "unsupported", "launch", "transfer", "calibration")
 
 
 class ProfileError(AutopartError):

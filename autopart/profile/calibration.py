@@ -1,0 +1,145 @@
+"""Subgraph calibration: correcting op sums by what whole windows of the model really cost.
+
+Graph codegens such as onnxruntime fuse inside a partition (a Conv absorbs its Relu), and
+every codegen runs a chain of ops with warmer caches than one op alone; so the sum of one-op
+timings can be wrong for a partition. The profiler therefore times a few contiguous windows
+of the topological order on every target (never the whole model, so that whole-model
+predictions stay an honest check) and stores each as a ``calibration`` row: ``median_s`` is
+the window's measured ``run_timed`` time and ``reference_s`` what the op sum predicted for it.
+
+A target's factor is the median over its windows of ``(measured - base) / (predicted - base)``,
+where ``base`` is the launch probe's own timed entry (wall-clock codegens) or 0 (device
+clocks); the median keeps one window timed while the machine was busy from skewing it.
+Windows of the model being planned are used when the profile has them; otherwise the
+windows of every other model measured on that target; otherwise the factor is 1.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from autopart.ir.graph import Graph, Node
+from autopart.ir.hashing import graph_hash
+from autopart.profile.signature import op_signature
+from autopart.profile.store import Measurement, Profile
+
+WINDOWS = 3
+MIN_NODES = 12
+MAX_WINDOW = 40
+CENTRES = (1 / 6, 1 / 2, 5 / 6)
+FACTOR_RANGE = (0.2, 5.0)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A target's fitted factor, the windows behind it and how wrong the op sum was on them.
+
+    ``source`` is ``"model"`` (windows of the planned model), ``"other models"`` or
+    ``"none"`` (no windows: factor 1). ``op_sum_error`` is the median over the windows of
+    ``predicted / measured - 1`` (0 without windows).
+    """
+
+    target: str
+    factor: float
+    windows: int
+    source: str
+    op_sum_error: float
+
+
+def model_tag(graph: Graph) -> str:
+    """The part of a window key naming the model: its name and a prefix of its hash."""
+    return f"{graph.name}@{graph_hash(graph)[:12]}"
+
+
+def window_key(graph: Graph, start: int, end: int) -> str:
+    """The calibration row key of the window ``graph.nodes[start:end]``."""
+    return f"{model_tag(graph)}[{start}:{end}]"
+
+
+def calibration_windows(graph: Graph, supported: Callable[[Node], bool]) -> list[tuple[int, int]]:
+    """Up to three disjoint windows ``(start, end)`` of the topological order to time.
+
+    Each window holds about an eighth of the nodes (2 to 40), sits as near as it can to a
+    sixth, a half and five sixths of the order, and holds only ``supported`` nodes. Graphs
+    under 12 nodes get no windows.
+    """
+    nodes = graph.nodes
+    count = len(nodes)
+    if count < MIN_NODES:
+        return []
+    width = min(max(count // 8, 2), MAX_WINDOW)
+    ok = [supported(node) for node in nodes]
+    windows: list[tuple[int, int]] = []
+    for centre in CENTRES:
+        wanted = round(centre * count - width / 2)
+        starts = sorted(range(count - width + 1), key=lambda s: (abs(s - wanted), s))
+        for start in starts:
+            end = start + width
+            clear = all(end <= s or start >= e for s, e in windows)
+            if clear and all(ok[start:end]):
+                windows.append((start, end))
+                break
+    return sorted(windows)
+
+
+def entry_base(profile: Profile, target: str, timer: str) -> float | None:
+    """What ``run_timed`` reports for entering a partition on ``target``.
+
+    The launch probe's own timed median for wall-clock codegens, 0 for device clocks, and
+    ``None`` when the profile has no launch measurement for ``target``.
+    """
+    timed = profile.measurement("launch", target, "timed")
+    if timed is None:
+        return None
+    return timed.median_s if timer == "wall" else 0.0
+
+
+def node_time(measured: Measurement, base: float) -> float:
+    """The cost of one op from its one-node measurement: its time less the entry base."""
+    return max(measured.median_s - (base if measured.timer == "wall" else 0.0), 0.0)
+
+
+def op_sum(profile: Profile, graph: Graph, nodes: Sequence[Node], target: str) -> float | None:
+    """What the op sum predicts ``run_timed`` reports for ``nodes`` run as one subgraph.
+
+    ``None`` when an op or the launch probe is not in the profile.
+    """
+    timed = profile.measurement("launch", target, "timed")
+    if timed is None:
+        return None
+    total = 0.0
+    timer = "event"
+    for node in nodes:
+        measured = profile.measurement("op", target, op_signature(node, graph))
+        if measured is None:
+            return None
+        timer = measured.timer
+        total += node_time(measured, timed.median_s)
+    return total + (timed.median_s if timer == "wall" else 0.0)
+
+
+def calibrate(profile: Profile, graph: Graph, target: str) -> Calibration:
+    """The factor by which op costs of ``graph`` on ``target`` are scaled, and its basis."""
+    rows = profile.rows("calibration", target)
+    rows = rows[rows["reference_s"].notna()]
+    source = "none"
+    if len(rows):
+        own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]
+        rows, source = (own, "model") if len(own) else (rows, "other models")
+    ratios, errors = [], []
+    for row in rows.itertuples(index=False):
+        base = entry_base(profile, target, str(row.timer))
+        if base is None:
+            continue
+        measured = float(row.median_s) - base
+        predicted = float(row.reference_s) - base
+        if measured > 0.0 and predicted > 0.0:
+            ratios.append(measured / predicted)
+            errors.append(predicted / measured - 1)
+    if not ratios:
+        return Calibration(target, 1.0, 0, "none", 0.0)
+    low, high = FACTOR_RANGE
+    factor = min(max(statistics.median(ratios), low), high)
+    return Calibration(target, factor, len(ratios), source, statistics.median(errors))
