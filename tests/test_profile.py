@@ -293,18 +293,23 @@ def test_calibration_rows_scale_the_op_costs_of_their_target() -> None:
     window = graph.nodes[4:7]
     reference = op_sum(profile, graph, window, "cpu@numpy")
     assert reference == pytest.approx(10e-6 + 3 * 20e-6)
-    # the window ran in 10 µs entry + 45 µs, where the ops sum to 60 µs: factor 0.75
-    measured = Measurement(55e-6, 0, 0, 0, 0, 9, "wall")
+    # windows ran in 10 µs entry + 45 µs (and 48 µs), where the ops sum to 60 µs
     other = api.load(tiny_cnn())
-    profile.record("calibration", "cpu@numpy", window_key(other, 0, 3), measured, "", 0, reference)
+    for end, body in ((3, 45e-6), (4, 48e-6)):
+        measured = Measurement(10e-6 + body, 0, 0, 0, 0, 9, "wall")
+        profile.record("calibration", "cpu@numpy", window_key(other, 0, end), measured,
+                       "", 0, reference)  # fmt: skip
     found = calibrate(profile, graph, "cpu@numpy")
-    assert found.source == "other models" and found.factor == pytest.approx(0.75)
-    assert found.op_sum_error == pytest.approx(60 / 45 - 1)
+    assert found.source == "other models" and found.applied
+    assert found.factor == pytest.approx((0.75 + 0.8) / 2)
+    assert found.op_sum_error == pytest.approx((60 / 45 + 60 / 48) / 2 - 1)
     # the planned model's own windows take precedence over other models'
-    slower = Measurement(10e-6 + 90e-6, 0, 0, 0, 0, 9, "wall")
-    profile.record("calibration", "cpu@numpy", window_key(graph, 4, 7), slower, "", 0, reference)
+    for start, body in ((4, 90e-6), (8, 93e-6), (12, 84e-6)):
+        measured = Measurement(10e-6 + body, 0, 0, 0, 0, 9, "wall")
+        profile.record("calibration", "cpu@numpy", window_key(graph, start, start + 3),
+                       measured, "", 0, reference)  # fmt: skip
     own = calibrate(profile, graph, "cpu@numpy")
-    assert own.source == "model" and own.windows == 1 and own.factor == pytest.approx(1.5)
+    assert own.source == "model" and own.windows == 3 and own.factor == pytest.approx(1.5)
     scaled = costs_from_profile(graph, profile)
     for node in graph.nodes:
         target = scaled.targets[0]
@@ -312,6 +317,12 @@ def test_calibration_rows_scale_the_op_costs_of_their_target() -> None:
             1.5 * plain.node_cost[node.name][target]
         )
     assert scaled.launch == plain.launch
+    # windows that disagree (one on each side of 1, or far apart) correct nothing
+    slow = Measurement(10e-6 + 30e-6, 0, 0, 0, 0, 9, "wall")
+    profile.record("calibration", "cpu@numpy", window_key(graph, 16, 19), slow, "", 0, reference)
+    mixed = calibrate(profile, graph, "cpu@numpy")
+    assert mixed.windows == 4 and not mixed.applied and mixed.factor == 1.0
+    assert costs_from_profile(graph, profile).node_cost == plain.node_cost
 
 
 def test_profiling_times_calibration_windows_and_reuses_them(tmp_path: Path) -> None:

@@ -9,7 +9,10 @@ the window's measured ``run_timed`` time and ``reference_s`` what the op sum pre
 
 A target's factor is the median over its windows of ``(measured - base) / (predicted - base)``,
 where ``base`` is the launch probe's own timed entry (wall-clock codegens) or 0 (device
-clocks); the median keeps one window timed while the machine was busy from skewing it.
+clocks). It is applied only when the windows agree: at least two, all on one side of 1, the
+largest ratio within 1.5x of the smallest. On a shared machine a window timed during a few
+seconds of host slow-down says nothing about fusion or caches, and one-op timings are then
+the better guide (see ``experiments/bench_profile_accuracy.py``).
 Windows of the model being planned are used when the profile has them; otherwise the
 windows of every other model measured on that target; otherwise the factor is 1.
 """
@@ -30,6 +33,7 @@ MIN_NODES = 12
 MAX_WINDOW = 40
 CENTRES = (1 / 6, 1 / 2, 5 / 6)
 FACTOR_RANGE = (0.2, 5.0)
+AGREEMENT = 1.5
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,8 @@ class Calibration:
 
     ``source`` is ``"model"`` (windows of the planned model), ``"other models"`` or
     ``"none"`` (no windows: factor 1). ``op_sum_error`` is the median over the windows of
-    ``predicted / measured - 1`` (0 without windows).
+    ``predicted / measured - 1`` (0 without windows). ``applied`` says whether the windows
+    agreed, so that ``factor`` is their median ratio rather than 1.
     """
 
     target: str
@@ -46,6 +51,7 @@ class Calibration:
     windows: int
     source: str
     op_sum_error: float
+    applied: bool = False
 
 
 def model_tag(graph: Graph) -> str:
@@ -141,5 +147,10 @@ def calibrate(profile: Profile, graph: Graph, target: str) -> Calibration:
     if not ratios:
         return Calibration(target, 1.0, 0, "none", 0.0)
     low, high = FACTOR_RANGE
-    factor = min(max(statistics.median(ratios), low), high)
-    return Calibration(target, factor, len(ratios), source, statistics.median(errors))
+    agree = (
+        len(ratios) >= 2
+        and max(ratios) <= AGREEMENT * min(ratios)
+        and (min(ratios) >= 1.0 or max(ratios) <= 1.0)
+    )
+    factor = min(max(statistics.median(ratios), low), high) if agree else 1.0
+    return Calibration(target, factor, len(ratios), source, statistics.median(errors), agree)

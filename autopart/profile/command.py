@@ -88,7 +88,9 @@ def _print_calibrations(calibrations: list[Calibration]) -> None:
             calibration.target,
             windows,
             f"{calibration.op_sum_error:+.1%}" if calibration.windows else "-",
-            f"{calibration.factor:.3f}",
+            f"{calibration.factor:.3f}"
+            if calibration.applied or not calibration.windows
+            else "1 (windows disagree)",
         )
     console.print(table)
 
