@@ -35,6 +35,7 @@ from autopart.profile.calibration import (
     op_sum,
     window_key,
 )
+from autopart.profile.fusion import fusion_pairs, pairs_to_measure
 from autopart.profile.signature import op_signature
 from autopart.profile.transfer import fit_transfer
 from autopart.targets.devices import discover
@@ -160,8 +161,10 @@ def test_a_profile_of_another_machine_is_refused_for_measuring(
 
 def test_profiling_twice_reuses_every_measurement(tmp_path: Path) -> None:
     report, _, path = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
-    # 3 distinct op signatures (the two convs share one) per target, 3 launches, 16 copies
-    assert report.new == 3 * 3 + 3 + 16 and report.reused == 0, report
+    # 3 distinct op signatures (the two convs share one) per target, 2 fusion pairs
+    # (conv1+relu1, conv2+add) on each of the 2 fusing codegens, 3 launches, 16 copies
+    assert report.new == 3 * 3 + 2 * 2 + 3 + 16 and report.reused == 0, report
+    assert len(Profile.load(path).rows("fused")) == 4
     assert path.exists() and not report.missing
     again, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
     assert again.new == 0 and again.reused == report.new
@@ -176,12 +179,12 @@ def test_a_spent_budget_leaves_measurements_missing_and_a_rerun_completes(
     tmp_path: Path,
 ) -> None:
     report, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, budget_s=0.0, settings=FAST)
-    assert report.new == 0 and report.missing == 28
+    assert report.new == 0 and report.missing == 32
     graph = api.load(tiny_cnn())
     with pytest.raises(ProfileError, match="run `autopart profile"):
         costs_from_profile(graph, Profile(new_profile(discover()).meta), TARGETS)
     report, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
-    assert report.new == 28 and report.missing == 0
+    assert report.new == 32 and report.missing == 0
 
 
 _KILLED_RUN = """
@@ -236,9 +239,10 @@ def test_cli_profile_reports_new_and_reused(tmp_path: Path, tiny_path: Path) -> 
     code, output = invoke(*args, "--profiles", str(tmp_path))
     assert code == 0, output
     text = " ".join(output.split())
-    assert "8 new measurements, 0 reused" in text and "launch" in text  # 3 ops x 2 + 2 launches
+    # 3 ops x 2 targets, 2 fusion pairs on onnxruntime, 2 launches
+    assert "10 new measurements, 0 reused" in text and "launch" in text
     code, output = invoke(*args, "--profiles", str(tmp_path))
-    assert code == 0 and "0 new measurements, 8 reused" in " ".join(output.split()), output
+    assert code == 0 and "0 new measurements, 10 reused" in " ".join(output.split()), output
     code, output = invoke("profile", str(tiny_path), "--targets", "opencl:7@opencl")
     assert_one_line_error(code, output, "opencl:7", "devices:")
 
@@ -363,3 +367,65 @@ def test_ops_a_target_cannot_run_are_marked_and_left_out_of_its_costs(tmp_path: 
     costs = costs_from_profile(api.load(make_model(graph, 13)), Profile.load(path))
     assert {str(t) for t in costs.node_cost["where"]} == {"cpu@numpy"}
     assert {str(t) for t in costs.node_cost["relu"]} == set(targets)
+
+
+def test_fusion_pairs_are_light_sole_readers_of_their_producer() -> None:
+    graph = api.load(tiny_cnn())
+    pairs = fusion_pairs(graph)
+    assert {name: (p.producer.name, p.index) for name, p in pairs.items()} == {
+        "relu1": ("conv1", 0),
+        "add": ("conv2", 1),  # r1, its other input, has two readers
+    }
+    resnet = api.load("resnet50")
+    for pair in fusion_pairs(resnet).values():
+        value = resnet.value(pair.consumer.inputs[pair.index])
+        assert value.producer is pair.producer and value.consumers == [pair.consumer]
+        assert pair.consumer.op_type not in ("Conv", "Gemm", "MatMul")
+    assert len(pairs_to_measure(resnet)) < len(fusion_pairs(resnet)) / 3
+
+
+def test_fused_consumers_cost_what_the_pair_adds_and_their_class_follows() -> None:
+    graph = api.load(_conv_relu_stack(3))
+    target = "cpu@onnxruntime"
+    profile = Profile({"fingerprint": "test"})
+    timed = Measurement(10e-6, 0, 0, 0, 0, 9, "wall")
+    profile.record("launch", target, "wall", _measurement(12e-6))
+    profile.record("launch", target, "timed", timed)
+    for node in graph.nodes:
+        median = 110e-6 if node.op_type == "Conv" else 40e-6
+        profile.record("op", target, op_signature(node, graph), _measurement(median))
+    pairs = fusion_pairs(graph)
+    measured = pairs_to_measure(graph, per_class=1)
+    assert len(pairs) == 3 and len(measured) == 1  # three equal-class pairs, one timed
+    # Conv alone 110 µs, Conv+Relu 115 µs: the Relu adds 5 µs of its 30 µs alone
+    profile.record("fused", target, measured[0].key(graph), _measurement(115e-6))
+    costs = costs_from_profile(graph, profile, calibrated=False).node_cost
+    (vd,) = costs["conv0"]
+    assert costs["conv0"][vd] == pytest.approx(100e-6)
+    timed_relu = measured[0].consumer.name
+    assert costs[timed_relu][vd] == pytest.approx(5e-6)
+    for name in pairs:  # the other Relus differ in shape, so by class ratio: 30 µs x 1/6
+        if name != timed_relu:
+            assert costs[name][vd] == pytest.approx(5e-6)
+
+
+def _conv_relu_stack(count: int) -> onnx.ModelProto:
+    rng = np.random.default_rng(0)
+    nodes, weights, previous = [], [], "x"
+    for i in range(count):
+        weights.append(numpy_helper.from_array(
+            rng.standard_normal((4 + i, 3 + i if i else 3, 1, 1)).astype(np.float32), f"w{i}"
+        ))  # fmt: skip
+        nodes += [
+            helper.make_node("Conv", [previous, f"w{i}"], [f"c{i}"], name=f"conv{i}"),
+            helper.make_node("Relu", [f"c{i}"], [f"r{i}"], name=f"relu{i}"),
+        ]
+        previous = f"r{i}"
+    graph = helper.make_graph(
+        nodes,
+        "stack",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info(previous, TensorProto.FLOAT, [1, 3 + count, 8, 8])],
+        weights,
+    )
+    return make_model(graph, 13)

@@ -25,8 +25,9 @@ from dataclasses import dataclass
 
 from autopart.ir.graph import Graph, Node
 from autopart.ir.hashing import graph_hash
+from autopart.profile.op_costs import op_costs
 from autopart.profile.signature import op_signature
-from autopart.profile.store import Measurement, Profile
+from autopart.profile.store import Profile
 
 WINDOWS = 3
 MIN_NODES = 12
@@ -102,28 +103,22 @@ def entry_base(profile: Profile, target: str, timer: str) -> float | None:
     return timed.median_s if timer == "wall" else 0.0
 
 
-def node_time(measured: Measurement, base: float) -> float:
-    """The cost of one op from its one-node measurement: its time less the entry base."""
-    return max(measured.median_s - (base if measured.timer == "wall" else 0.0), 0.0)
-
-
 def op_sum(profile: Profile, graph: Graph, nodes: Sequence[Node], target: str) -> float | None:
-    """What the op sum predicts ``run_timed`` reports for ``nodes`` run as one subgraph.
+    """What the op costs predict ``run_timed`` reports for ``nodes`` run as one subgraph.
 
     ``None`` when an op or the launch probe is not in the profile.
     """
     timed = profile.measurement("launch", target, "timed")
     if timed is None:
         return None
-    total = 0.0
-    timer = "event"
-    for node in nodes:
-        measured = profile.measurement("op", target, op_signature(node, graph))
-        if measured is None:
-            return None
-        timer = measured.timer
-        total += node_time(measured, timed.median_s)
-    return total + (timed.median_s if timer == "wall" else 0.0)
+    costs = op_costs(profile, graph, target, timed.median_s)
+    names = {node.name for node in nodes}
+    if any(node.name in names for node in costs.missing):
+        return None
+    measured = [profile.measurement("op", target, op_signature(n, graph)) for n in nodes]
+    wall = any(m is not None and m.timer == "wall" for m in measured)
+    total = sum(costs.seconds.get(name, 0.0) for name in names)
+    return total + (timed.median_s if wall else 0.0)
 
 
 def calibrate(profile: Profile, graph: Graph, target: str) -> Calibration:
@@ -139,8 +134,12 @@ def calibrate(profile: Profile, graph: Graph, target: str) -> Calibration:
         base = entry_base(profile, target, str(row.timer))
         if base is None:
             continue
+        reference = float(row.reference_s)
+        if source == "model":  # the op costs may have changed since: predict afresh
+            start, end = _window_bounds(str(row.key))
+            reference = op_sum(profile, graph, graph.nodes[start:end], target) or reference
         measured = float(row.median_s) - base
-        predicted = float(row.reference_s) - base
+        predicted = reference - base
         if measured > 0.0 and predicted > 0.0:
             ratios.append(measured / predicted)
             errors.append(predicted / measured - 1)
@@ -154,3 +153,8 @@ def calibrate(profile: Profile, graph: Graph, target: str) -> Calibration:
     )
     factor = min(max(statistics.median(ratios), low), high) if agree else 1.0
     return Calibration(target, factor, len(ratios), source, statistics.median(errors), agree)
+
+
+def _window_bounds(key: str) -> tuple[int, int]:
+    start, end = key.rsplit("[", 1)[1].rstrip("]").split(":")
+    return int(start), int(end)

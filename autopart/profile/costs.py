@@ -4,8 +4,9 @@ A node's cost on a target is its signature's median time there. Codegens without
 clock time ops by wall clock around a whole ``run``, which includes entering the subgraph;
 the launch probe's own ``run_timed`` time is taken off those, since the partition's launch is
 charged once, separately (the launch probe's wall time around ``run`` plus synchronisation).
-Op costs are then scaled by the target's subgraph calibration factor
-(:mod:`autopart.profile.calibration`).
+Consumers that a fusing codegen folds into their producer cost what the pair takes beyond
+the producer (:mod:`autopart.profile.op_costs`). Op costs are then scaled by the target's
+subgraph calibration factor (:mod:`autopart.profile.calibration`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Sequence
 
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
-from autopart.profile.calibration import calibrate, node_time
-from autopart.profile.signature import op_signature
+from autopart.profile.calibration import calibrate
+from autopart.profile.op_costs import op_costs
 from autopart.profile.store import Profile, ProfileError
 from autopart.profile.transfer import TransferFit, fit_transfer, split_pair
 from autopart.search.costs import Costs
@@ -58,7 +59,6 @@ def costs_from_profile(
     ]
     node_cost: dict[str, dict[VirtualDevice, float]] = {node.name: {} for node in graph.nodes}
     launch: dict[VirtualDevice, float] = {}
-    signatures = {node.name: op_signature(node, graph) for node in graph.nodes}
     for target in chosen:
         name = str(target)
         wall = profile.measurement("launch", name, "wall")
@@ -69,14 +69,10 @@ def costs_from_profile(
             )
         launch[target] = wall.median_s
         factor = calibrate(profile, graph, name).factor if calibrated else 1.0
-        missing = []
-        for node in graph.nodes:
-            measured = profile.measurement("op", name, signatures[node.name])
-            if measured is None:
-                if not profile.has("unsupported", name, signatures[node.name]):
-                    missing.append(node)
-                continue
-            node_cost[node.name][target] = node_time(measured, timed.median_s) * factor
+        costs = op_costs(profile, graph, name, timed.median_s)
+        missing = costs.missing
+        for node_name, seconds in costs.seconds.items():
+            node_cost[node_name][target] = seconds * factor
         if missing:
             ops = sorted({node.op_type for node in missing})
             raise ProfileError(

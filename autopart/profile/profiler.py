@@ -38,6 +38,7 @@ from autopart.profile.calibration import (
     op_sum,
     window_key,
 )
+from autopart.profile.fusion import pairs_to_measure
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.signature import op_signature
 from autopart.profile.store import Measurement, Profile
@@ -89,7 +90,8 @@ def plan_jobs(
 
     Returns the jobs plus the counts of reused measurements and of (signature, target)
     pairs that the target cannot run (recorded as ``unsupported`` rows). Ops come first in
-    the order of the graph, then launches, then calibration windows, then copies.
+    the order of the graph, then fusion pairs (fusing codegens only), launches, calibration
+    windows, and copies.
     """
     jobs: list[Job] = []
     reused = unsupported = 0
@@ -112,6 +114,22 @@ def plan_jobs(
                 unsupported += 1
             else:
                 jobs.append(Job("op", target, signature, f"{node.op_type} on {target}", node))
+    fusing = [r for r in targets if r.codegen.fuses]
+    pairs = pairs_to_measure(graph) if fusing else []
+    for resolved in fusing:
+        target = str(resolved.target)
+        for pair in pairs:
+            key = pair.key(graph)
+            if not (
+                resolved.codegen.supports(pair.producer, graph)
+                and resolved.codegen.supports(pair.consumer, graph)
+            ):
+                continue
+            if profile.has("fused", target, key):
+                reused += 1
+            else:
+                label = f"{pair.producer.op_type}+{pair.consumer.op_type} on {target}"
+                jobs.append(Job("fused", target, key, label, window=[pair.producer, pair.consumer]))
     for resolved in targets:
         target = str(resolved.target)
         if profile.has("launch", target, "wall") and profile.has("launch", target, "timed"):
@@ -177,7 +195,7 @@ class Profiler:
         jobs, reused, unsupported = plan_jobs(graph, resolved, self.profile)
         report = ProfileReport(reused=reused, unsupported=unsupported)
         report.targets = [str(r.target) for r in resolved]
-        needs_values = any(j.kind in ("op", "calibration") for j in jobs)
+        needs_values = any(j.kind in ("op", "fused", "calibration") for j in jobs)
         values = _reference_values(graph) if needs_values else {}
         by_target = {str(r.target): r for r in resolved}
         last_save = time.perf_counter()
@@ -227,12 +245,15 @@ class Profiler:
             bucket.extend(samples)
             self.profile.record(job.kind, job.target, key, summarise(bucket, timer), **extra)
 
-        if job.kind in ("op", "calibration"):
+        if job.kind in ("op", "fused", "calibration"):
             resolved = targets[job.target]
             nodes = [job.node] if job.node is not None else job.window
             samples = collect(_op_sampler(resolved, graph, nodes, values), settings)
             if job.kind == "op":
                 record(job.key, samples, resolved.codegen.clock, op_type=nodes[0].op_type)
+            elif job.kind == "fused":
+                op_type = "+".join(node.op_type for node in nodes)
+                record(job.key, samples, resolved.codegen.clock, op_type=op_type)
             else:
                 reference = op_sum(self.profile, graph, nodes, job.target)
                 record(

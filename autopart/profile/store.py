@@ -7,7 +7,9 @@ A profile file looks like::
     kind,target,key,op_type,median_s,q1_s,q3_s,min_s,max_s,runs,timer,nbytes,reference_s,measured_at
     op,cpu@onnxruntime,"Conv:11 {…} (float32[1x64x56x56],…) -> (…)",Conv,0.00021,…
 
-Row kinds: ``op`` (``key`` is the op signature), ``launch`` (entering one partition),
+Row kinds: ``op`` (``key`` is the op signature), ``unsupported`` (a signature the target
+cannot run), ``fused`` (a producer and its consumer timed together; ``key`` joins both
+signatures), ``launch`` (entering one partition),
 ``transfer`` (``target`` is ``src->dst``, ``key`` the size in bytes) and ``calibration``
 (a measured subgraph; ``reference_s`` is the op-sum prediction it is compared with).
 Rows are unique by (kind, target, key); when two profiles of one machine merge, the newer
@@ -52,7 +54,7 @@ COLUMNS = [
     "measured_at",
 ]
 KEY = ["kind", "target", "key"]
-KINDS = ("op", "unsupported", "launch", "transfer", "calibration")
+KINDS = ("op", "unsupported", "fused", "launch", "transfer", "calibration")
 
 
 class ProfileError(AutopartError):
@@ -161,15 +163,15 @@ class Profile:
             "target": target,
             "key": key,
             "op_type": op_type,
-            "median_s": measurement.median_s,
-            "q1_s": measurement.q1_s,
-            "q3_s": measurement.q3_s,
-            "min_s": measurement.min_s,
-            "max_s": measurement.max_s,
-            "runs": measurement.runs,
+            "median_s": float(measurement.median_s),
+            "q1_s": float(measurement.q1_s),
+            "q3_s": float(measurement.q3_s),
+            "min_s": float(measurement.min_s),
+            "max_s": float(measurement.max_s),
+            "runs": int(measurement.runs),
             "timer": measurement.timer,
-            "nbytes": nbytes,
-            "reference_s": reference_s,
+            "nbytes": int(nbytes),
+            "reference_s": float(reference_s),
             "measured_at": now(),
         }
         position = self._lookup().get((kind, target, key))
@@ -279,6 +281,8 @@ _DTYPES = {
     "op_type": str,
     "timer": str,
     "measured_at": str,
+    **dict.fromkeys(("median_s", "q1_s", "q3_s", "min_s", "max_s", "reference_s"), "float64"),
+    **dict.fromkeys(("runs", "nbytes"), "int64"),
 }
 
 

@@ -68,13 +68,16 @@ class Codegen(ABC):
     ``supports`` accepted, the boundary values they read and must produce, and the
     placement to run on; the compiled subgraph reads and writes tensors native to that
     placement's device. ``uses_units`` says whether the codegen can be pinned to one unit;
-    ``clock`` whether ``run_timed`` reports wall time or device time from events.
+    ``clock`` whether ``run_timed`` reports wall time or device time from events;
+    ``fuses`` whether it fuses ops inside a subgraph (the profiler then also times pairs of
+    ops together).
     """
 
     name: ClassVar[str]
     device_kind: ClassVar[str]
     uses_units: ClassVar[bool] = False
     clock: ClassVar[str] = "wall"  # what run_timed measures: "wall" or device "event" time
+    fuses: ClassVar[bool] = False
 
     @classmethod
     def available(cls) -> bool:

@@ -281,6 +281,7 @@ class OnnxRuntimeCodegen(Codegen):
     name = "onnxruntime"
     device_kind = "cpu"
     uses_units = True
+    fuses = True
 
     @classmethod
     def available(cls) -> bool:

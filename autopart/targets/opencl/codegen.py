@@ -37,6 +37,7 @@ class OpenCLCodegen(Codegen):
     device_kind = "opencl"
     uses_units = True
     clock = "event"
+    fuses = True
 
     @classmethod
     def available(cls) -> bool:

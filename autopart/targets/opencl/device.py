@@ -145,6 +145,15 @@ class OpenCLDevice(Device):
         self._ensure_context()
         return self._pools[unit]
 
+    def shared_pool(self) -> Any:
+        """The pool of buffers that any queue of the device may read: copies and outputs.
+
+        A buffer released to it is reused by the next allocation, so release a tensor only
+        after the kernels reading it have finished.
+        """
+        self._ensure_context()
+        return self._transfer_pool
+
     # -- the Device contract ----------------------------------------------------------------
     def to_host(self, tensor: Any) -> np.ndarray:
         """Copy a ``pyopencl.array.Array`` of this device to a numpy array (blocking)."""

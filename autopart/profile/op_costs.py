@@ -1,0 +1,73 @@
+"""Each node's cost on one target, from a profile.
+
+A node costs its one-op time less the entry; a consumer that a fusing codegen folds into its
+producer costs what the pair takes beyond the producer (:mod:`autopart.profile.fusion`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+
+from autopart.ir.graph import Graph, Node
+from autopart.profile.fusion import fusion_pairs
+from autopart.profile.signature import op_signature
+from autopart.profile.store import Measurement, Profile
+
+
+@dataclass
+class OpCosts:
+    """Seconds per node name on one target; ``missing`` nodes have no timing at all.
+
+    ``fused`` counts the nodes charged at a fused cost (measured pair or class ratio).
+    """
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    missing: list[Node] = field(default_factory=list)
+    fused: int = 0
+
+
+def node_time(measured: Measurement, base: float) -> float:
+    """The cost of one op from its one-node measurement: its time less the entry base."""
+    return max(measured.median_s - (base if measured.timer == "wall" else 0.0), 0.0)
+
+
+def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCosts:
+    """The cost of every node of ``graph`` on ``target``.
+
+    ``base`` is the launch probe's own timed entry on ``target``, taken off wall-clock
+    timings. Nodes marked unsupported are left out; nodes with no row at all are
+    ``missing``.
+    """
+    result = OpCosts()
+    raw: dict[str, Measurement] = {}
+    for node in graph.nodes:
+        signature = op_signature(node, graph)
+        measured = profile.measurement("op", target, signature)
+        if measured is None:
+            if not profile.has("unsupported", target, signature):
+                result.missing.append(node)
+            continue
+        raw[node.name] = measured
+        result.seconds[node.name] = node_time(measured, base)
+    marginal: dict[str, float] = {}
+    ratios: dict[tuple[str, str], list[float]] = {}
+    pairs = {name: pair for name, pair in fusion_pairs(graph).items() if name in result.seconds}
+    for name, pair in pairs.items():
+        together = profile.measurement("fused", target, pair.key(graph))
+        producer = raw.get(pair.producer.name)
+        if together is None or producer is None:
+            continue
+        alone = result.seconds[name]
+        marginal[name] = min(max(together.median_s - producer.median_s, 0.0), alone)
+        if alone > 0.0:
+            ratios.setdefault(pair.kind, []).append(marginal[name] / alone)
+    for name, pair in pairs.items():
+        if name in marginal:
+            result.seconds[name] = marginal[name]
+        elif pair.kind in ratios:
+            result.seconds[name] *= statistics.median(ratios[pair.kind])
+        else:
+            continue
+        result.fused += 1
+    return result
