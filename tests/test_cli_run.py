@@ -80,3 +80,25 @@ def test_tampered_and_corrupt_plans_are_refused(tmp_path: Path) -> None:
     assert_one_line_error(*invoke("run", str(plan_path)), "node '")
     plan_path.write_text(plan_path.read_text()[:100])
     assert_one_line_error(*invoke("run", str(plan_path)), "not a readable plan")
+
+
+def test_the_fingerprint_ignores_facts_that_drift_while_the_machine_runs() -> None:
+    from autopart.targets.devices import VOLATILE_FACTS, Machine, discover
+
+    machine = discover()
+    before = machine.fingerprint()
+
+    class Drifting:
+        def __init__(self, device: object, memory: int) -> None:
+            self.device, self.memory = device, memory
+
+        def describe(self) -> dict[str, object]:
+            return {**self.device.describe(), "global_memory": self.memory}  # type: ignore[attr-defined]
+
+    for memory in (8 << 30, 14 << 30):  # PoCL's global memory follows the free memory
+        drifting = {n: Drifting(d, memory) for n, d in machine.devices.items()}
+        assert Machine(drifting).fingerprint() == before  # type: ignore[arg-type]
+    assert "global_memory" in VOLATILE_FACTS
+    renamed = {n: Drifting(d, 0) for n, d in machine.devices.items()}
+    renamed["extra"] = renamed["cpu"]
+    assert Machine(renamed).fingerprint() != before  # type: ignore[arg-type]

@@ -137,3 +137,43 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     assert peer["vs_onnxruntime"] == pytest.approx(1.0)
     assert (table["max_rel_error"] < 1e-3).all()
     assert json.loads(json.dumps(table.to_dict()))  # plain data only
+    # a plan equal to another (the tuned plan is often a single target) is timed once
+    twins = table[table["same_plan_as"].fillna("") != ""]
+    for row in twins.itertuples():
+        original = table[table["plan"] == row.same_plan_as].iloc[0]
+        assert row.median_ms == original["median_ms"] and row.partitions == original["partitions"]
+    assert "ort-ep-rule" in set(twins["plan"]) or "ort-ep-rule" in set(twins["same_plan_as"])
+
+
+def _fakes(partitions: dict[str, int], medians: dict[str, float], pick: str) -> tuple:
+    from types import SimpleNamespace
+
+    from autopart.tuning.verify import Measured
+
+    candidates = {
+        name: SimpleNamespace(plan=SimpleNamespace(partitions=[None] * count))
+        for name, count in partitions.items()
+    }
+    measured = {name: Measured(latencies=[median]) for name, median in medians.items()}
+    return SimpleNamespace(chosen=SimpleNamespace(name=pick)), candidates, measured
+
+
+@pytest.mark.parametrize(
+    ("medians", "expected"),
+    [
+        ({"ilp": 10.0, "single:a": 10.1, "single:b": 12.0}, "single:a"),  # within 2%: simpler
+        ({"ilp": 10.0, "single:a": 10.5, "single:b": 12.0}, "ilp"),  # a real win stays
+        ({"ilp": 11.0, "single:a": 10.5, "single:b": 12.0}, "single:a"),  # beaten: switch
+        ({"ilp": 12.0, "heft": 10.0, "single:a": 10.15}, "single:a"),  # switch, then simplest
+    ],
+)
+def test_the_final_choice_is_the_simplest_plan_within_the_noise_of_the_fastest(
+    medians: dict[str, float], expected: str
+) -> None:
+    from autopart.tuning.workflow import _final_choice
+
+    partitions = {"ilp": 9, "heft": 20, "single:a": 1, "single:b": 1}
+    outcome, candidates, measured = _fakes(partitions, medians, "ilp")
+    notes: list[str] = []
+    assert _final_choice(outcome, candidates, measured, notes) == expected  # type: ignore[arg-type]
+    assert bool(notes) == (expected != "ilp")

@@ -104,6 +104,9 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+VOLATILE_FACTS = frozenset({"global_memory"})
+
+
 @dataclass
 class Machine:
     """Every device found on this machine, by name."""
@@ -119,8 +122,16 @@ class Machine:
             raise TargetError(f"no device {name!r} on this machine; devices: {available}") from None
 
     def fingerprint(self) -> str:
-        """A stable hash of the hardware, drivers and library versions of every device."""
-        facts = {name: device.describe() for name, device in sorted(self.devices.items())}
+        """A stable hash of the hardware, drivers and library versions of every device.
+
+        Facts that drift while the machine runs (``VOLATILE_FACTS``: PoCL reports a share of
+        the memory free at start-up as its global memory) are left out, so that one
+        machine keeps one fingerprint, and one saved profile.
+        """
+        facts = {
+            name: {k: v for k, v in device.describe().items() if k not in VOLATILE_FACTS}
+            for name, device in sorted(self.devices.items())
+        }
         facts["python"] = platform.python_version()  # type: ignore[assignment]
         blob = json.dumps(facts, sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:16]

@@ -80,14 +80,16 @@ def bench_models(
         predicted = {name: c.simulation.makespan_s for name, c in outcome.candidates.items()}
         saved = plans[TUNED].predicted or {}
         predicted[TUNED] = float(saved.get("makespan_s", outcome.chosen.simulation.makespan_s))
+        twins = _twins(plans)
         measured = measure_plans(
             graph,
-            plans,
+            {name: plan for name, plan in plans.items() if twins[name] == name},
             random_inputs(graph, 0),
             rounds,
             progress=None if progress is None else lambda d, t, s: progress("bench", d, t, s),
             peers={PEER: onnxruntime_alone(model)},
         )
+        measured.update({n: measured[t] for n, t in twins.items() if t in measured})
         if PEER not in measured:
             raise AutopartError("the benchmark was interrupted before onnxruntime ran")
         peer = measured[PEER].median_s
@@ -107,9 +109,24 @@ def bench_models(
                     "copies": len(plan.copies) if plan else 0,
                     "max_rel_error": result.max_error,
                     "runs": len(result.latencies),
+                    "same_plan_as": "" if twins.get(name, name) == name else twins[name],
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _twins(plans: Mapping[str, Plan]) -> dict[str, str]:
+    """Each plan's twin to run: the first plan with the same partitions (itself if none).
+
+    The tuned plan is often one of the single-target plans; timing it twice would only
+    report the noise between two runs of one plan as a difference.
+    """
+    seen: dict[tuple[tuple[str, tuple[str, ...]], ...], str] = {}
+    twins = {}
+    for name, plan in plans.items():
+        key = tuple(sorted((str(p.target), tuple(p.nodes)) for p in plan.partitions))
+        twins[name] = seen.setdefault(key, name)
+    return twins
 
 
 def _saved_plan(path: Path, graph: object) -> Plan | None:

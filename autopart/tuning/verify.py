@@ -1,7 +1,8 @@
 """Running candidate plans side by side on the real targets, with their outputs checked.
 
-Plans are compiled once, then run in interleaved rounds (one run of each plan per round),
-so that the machine's drift spreads over every plan alike; medians are reported.
+Plans are compiled once, then run in interleaved rounds (one run of each plan per round, in
+an order that rotates from round to round), so that the machine's drift and each lane's
+after-effects spread over every plan alike; medians are reported.
 """
 
 from __future__ import annotations
@@ -72,28 +73,28 @@ def measure_plans(
                     progress(done, total, f"compiling {name}")
                 executors[name] = stack.enter_context(PlanExecutor(plan, graph))
                 done += 1
+            runners = [*executors, *peers]
             for round_index in range(warmup + rounds):
-                for name, executor in executors.items():
+                # the order rotates, so that no runner always follows the same one (a lane's
+                # lingering threads slow whatever runs next)
+                shift = round_index % max(len(runners), 1)
+                for name in runners[shift:] + runners[:shift]:
                     if progress is not None:
                         progress(done, total, f"running {name}")
-                    run = executor.run(feeds)
-                    done += 1
-                    if round_index == 0:
-                        errors = check_outputs(graph, feeds, run.outputs, reference)
-                        results[name].max_error = max(errors.values(), default=0.0)
-                    if round_index >= warmup:
-                        results[name].latencies.extend(run.latencies)
+                    if name in executors:
+                        run = executors[name].run(feeds)
+                        outputs, latencies = run.outputs, run.latencies
                         results[name].steps = run.steps
-                for name, peer in peers.items():
-                    start = time.perf_counter()
-                    outputs = peer(feeds)
-                    elapsed = time.perf_counter() - start
+                    else:
+                        start = time.perf_counter()
+                        outputs = peers[name](feeds)
+                        latencies = [time.perf_counter() - start]
                     done += 1
                     if round_index == 0:
                         errors = check_outputs(graph, feeds, outputs, reference)
                         results[name].max_error = max(errors.values(), default=0.0)
                     if round_index >= warmup:
-                        results[name].latencies.append(elapsed)
+                        results[name].latencies.extend(latencies)
         except KeyboardInterrupt:
             pass
     return {name: result for name, result in results.items() if result.latencies}

@@ -251,22 +251,47 @@ def _final_choice(
     measured: dict[str, Measured],
     notes: list[str],
 ) -> str:
-    """The search's pick, unless running showed another correct plan clearly faster."""
+    """The search's pick, unless running showed another correct plan clearly faster.
+
+    Then, among the correct plans that measured within the noise margin of that choice,
+    the one with the fewest partitions: a split plan that is not measurably faster only
+    adds copies, launches and interference between lanes.
+    """
     pick = outcome.chosen.name
     correct = {name: m for name, m in measured.items() if m.correct}
     if not correct:
         return pick
     best = min(correct, key=lambda name: correct[name].median_s)
+    chosen = pick
     if pick not in correct:
         notes.append(f"the search's pick {pick} failed its check; chose {best} as measured")
-        return best
-    if correct[best].median_s < correct[pick].median_s * (1 - NOISE_MARGIN):
+        chosen = best
+    elif correct[best].median_s < correct[pick].median_s * (1 - NOISE_MARGIN):
         notes.append(
             f"measured, {best} ({correct[best].median_s * 1e3:.2f} ms) beat the search's "
             f"pick {pick} ({correct[pick].median_s * 1e3:.2f} ms); the cost model misjudged it"
         )
-        return best
-    return pick
+        chosen = best
+
+    def partitions(name: str) -> int:
+        return len(candidates[name].plan.partitions) if name in candidates else 1
+
+    close = [
+        name
+        for name in correct
+        if name in candidates
+        and correct[name].median_s <= correct[chosen].median_s * (1 + NOISE_MARGIN)
+    ]
+    simplest = min(close, key=lambda name: (partitions(name), correct[name].median_s))
+    if partitions(simplest) < partitions(chosen):
+        notes.append(
+            f"{simplest} ({partitions(simplest)} partition(s), "
+            f"{correct[simplest].median_s * 1e3:.2f} ms) measured within "
+            f"{NOISE_MARGIN:.0%} of {chosen} ({partitions(chosen)} partitions, "
+            f"{correct[chosen].median_s * 1e3:.2f} ms); kept the simpler plan"
+        )
+        return simplest
+    return chosen
 
 
 def _ilp_summary(outcome: SearchOutcome) -> dict[str, object]:
