@@ -1,0 +1,169 @@
+"""Helpers shared by the research experiments (``experiments/exp_*.py``).
+
+Costs come from this machine's profile store (measuring only what it lacks), plans are
+measured with :func:`autopart.tuning.verify.measure_plans` (interleaved rounds, outputs
+checked against the numpy reference), and every experiment writes a CSV (pandas) and a PNG
+(matplotlib's Agg canvas, no display needed) under ``experiments/results/``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from autopart import api
+from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
+from autopart.plan.schema import Plan
+from autopart.profile import costs_from_profile
+from autopart.runtime.feeds import random_inputs
+from autopart.search.baselines import default_fallback
+from autopart.search.costs import Costs
+from autopart.targets.resolve import available_targets
+from autopart.tuning.verify import Measured, measure_plans
+
+RESULTS = Path(__file__).parent / "results"
+console = Console(width=200)
+TARGET_COLOURS = {  # darker = whole device
+    "cpu@numpy": "0.15",
+    "cpu@onnxruntime": "0.4",
+    "cpu/0@onnxruntime": "0.6",
+    "cpu/1@onnxruntime": "0.8",
+    "opencl:0@opencl": "#8c510a",
+    "opencl:0/0@opencl": "#bf812d",
+    "opencl:0/1@opencl": "#dfc27d",
+}
+
+
+def model_costs(model: str, profiles: str | Path | None = None) -> tuple[Graph, Costs]:
+    """``model``'s graph and its costs on every target here, from the profile store.
+
+    ``profiles`` is the store directory (default: the machine's saved profiles,
+    ``$AUTOPART_PROFILES`` or ``profiles/``); whatever it lacks is measured first.
+    """
+    targets = [str(t) for t in available_targets()]
+    graph = api.load(model)
+    report, profile, _ = api.profile(graph, targets, profiles)
+    console.print(
+        f"[dim]{model}: profile {report.new} new, {report.reused} reused measurements[/dim]"
+    )
+    return graph, costs_from_profile(graph, profile, targets)
+
+
+def random_assignment(
+    costs: Costs, rng: np.random.Generator, max_chunks: int = 8
+) -> dict[str, VirtualDevice]:
+    """A random but sensible assignment: contiguous chunks of the topological order.
+
+    The node order is cut into 2 to ``max_chunks`` chunks at random places; each chunk goes
+    to a random target, and a node that target cannot run goes to the default fallback (or,
+    failing that, its first supported target).
+    """
+    nodes = costs.graph.nodes
+    fallback = default_fallback(costs)
+    count = int(rng.integers(2, max_chunks + 1))
+    cuts = sorted(int(c) for c in rng.choice(np.arange(1, len(nodes)), count - 1, replace=False))
+    assignment: dict[str, VirtualDevice] = {}
+    for chunk in np.split(np.arange(len(nodes)), cuts):
+        target = costs.targets[int(rng.integers(len(costs.targets)))]
+        for index in chunk:
+            node = nodes[int(index)]
+            supported = costs.supported(node)
+            if target in supported:
+                assignment[node.name] = target
+            else:
+                assignment[node.name] = fallback if fallback in supported else supported[0]
+    return assignment
+
+
+def distinct_plans(plans: Mapping[str, Plan]) -> tuple[dict[str, Plan], dict[str, str]]:
+    """The plans with distinct assignments, and each name's twin among them (itself if kept)."""
+    kept: dict[str, Plan] = {}
+    seen: dict[tuple[tuple[str, str], ...], str] = {}
+    twins: dict[str, str] = {}
+    for name, plan in plans.items():
+        key = tuple(sorted(plan.assignment.items()))
+        twins[name] = seen.setdefault(key, name)
+        if twins[name] == name:
+            kept[name] = plan
+    return kept, twins
+
+
+def measure(
+    graph: Graph, plans: Mapping[str, Plan], rounds: int, warmup: int = 2
+) -> dict[str, Measured]:
+    """Measure every distinct plan in interleaved rounds; twins share their twin's result.
+
+    Inputs are seeded random (seed 0); every plan's outputs are checked against the numpy
+    reference on its first run.
+    """
+    kept, twins = distinct_plans(plans)
+    with Progress(
+        TextColumn("{task.description:<40}"), BarColumn(), TimeElapsedColumn(), console=console
+    ) as bar:
+        task = bar.add_task(f"measuring {len(kept)} plans", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            """Advance the progress bar to ``done`` of ``total``."""
+            bar.update(task, completed=done, total=total, description=label[:40])
+
+        measured = measure_plans(
+            graph, kept, random_inputs(graph, 0), rounds, warmup, progress=progress
+        )
+    return {name: measured[twin] for name, twin in twins.items() if twin in measured}
+
+
+def show(title: str, frame: pd.DataFrame, digits: int = 3) -> None:
+    """Print ``frame`` as a rich table, floats rounded to ``digits`` decimals."""
+    table = Table(*(str(c) for c in frame.columns), title=title)
+    for row in frame.itertuples(index=False):
+        table.add_row(*(f"{v:.{digits}f}" if isinstance(v, float) else str(v) for v in row))
+    console.print(table)
+
+
+def write_csv(frame: pd.DataFrame, name: str) -> Path:
+    """Write ``frame`` to ``experiments/results/<name>`` and return the path."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / name
+    frame.to_csv(path, index=False)
+    return path
+
+
+def new_figure(width: float = 10.0, height: float = 5.0) -> Figure:
+    """A matplotlib figure drawn by the Agg canvas (no display or pyplot state)."""
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def plain_log(axes: Axes, *which: str) -> None:
+    """Label log-scaled ``which`` axes ("x", "y") with plain numbers: decades, 2s and 5s."""
+    major = FuncFormatter(lambda value, _: f"{value:g}")
+    minor = FuncFormatter(lambda value, _: f"{value:g}" if f"{value:e}"[0] in "25" else "")
+    for name in which:
+        axis = axes.xaxis if name == "x" else axes.yaxis
+        axis.set_major_formatter(major)
+        axis.set_minor_formatter(minor)
+
+
+def target_colour(target: str) -> str:
+    """The plots' colour of a single target: greys on the host, browns on OpenCL."""
+    return TARGET_COLOURS.get(target.removeprefix("single:"), "0.5")
+
+
+def save_figure(figure: Figure, name: str) -> Path:
+    """Save ``figure`` as ``experiments/results/<name>`` (150 dpi) and return the path."""
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / name
+    figure.savefig(path, dpi=150)
+    return path
