@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 from autopart.ir.graph import Graph, Node
 from autopart.ir.hashing import graph_hash
-from autopart.profile.op_costs import op_costs
-from autopart.profile.signature import op_signature
+from autopart.profile.op_costs import OpCosts, op_costs
 from autopart.profile.store import Profile
 
 WINDOWS = 3
@@ -91,53 +90,56 @@ def calibration_windows(graph: Graph, supported: Callable[[Node], bool]) -> list
     return sorted(windows)
 
 
-def entry_base(profile: Profile, target: str, timer: str) -> float | None:
-    """What ``run_timed`` reports for entering a partition on ``target``.
-
-    The launch probe's own timed median for wall-clock codegens, 0 for device clocks, and
-    ``None`` when the profile has no launch measurement for ``target``.
-    """
-    timed = profile.measurement("launch", target, "timed")
-    if timed is None:
-        return None
-    return timed.median_s if timer == "wall" else 0.0
-
-
-def op_sum(profile: Profile, graph: Graph, nodes: Sequence[Node], target: str) -> float | None:
+def op_sum(
+    profile: Profile,
+    graph: Graph,
+    nodes: Sequence[Node],
+    target: str,
+    costs: OpCosts | None = None,
+) -> float | None:
     """What the op costs predict ``run_timed`` reports for ``nodes`` run as one subgraph.
 
-    ``None`` when an op or the launch probe is not in the profile.
+    ``costs`` are the graph's op costs on ``target`` when already known. ``None`` when an
+    op or the launch probe is not in the profile.
     """
     timed = profile.measurement("launch", target, "timed")
     if timed is None:
         return None
-    costs = op_costs(profile, graph, target, timed.median_s)
+    if costs is None:
+        costs = op_costs(profile, graph, target, timed.median_s)
     names = {node.name for node in nodes}
     if any(node.name in names for node in costs.missing):
         return None
-    measured = [profile.measurement("op", target, op_signature(n, graph)) for n in nodes]
-    wall = any(m is not None and m.timer == "wall" for m in measured)
     total = sum(costs.seconds.get(name, 0.0) for name in names)
-    return total + (timed.median_s if wall else 0.0)
+    return total + (timed.median_s if timed.timer == "wall" else 0.0)
 
 
-def calibrate(profile: Profile, graph: Graph, target: str) -> Calibration:
-    """The factor by which op costs of ``graph`` on ``target`` are scaled, and its basis."""
+def calibrate(
+    profile: Profile, graph: Graph, target: str, costs: OpCosts | None = None
+) -> Calibration:
+    """The factor by which op costs of ``graph`` on ``target`` are scaled, and its basis.
+
+    ``costs`` are the graph's op costs on ``target`` when the caller already has them.
+    """
     rows = profile.rows("calibration", target)
     rows = rows[rows["reference_s"].notna()]
     source = "none"
     if len(rows):
         own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]
         rows, source = (own, "model") if len(own) else (rows, "other models")
+    timed = profile.measurement("launch", target, "timed")
     ratios, errors = [], []
     for row in rows.itertuples(index=False):
-        base = entry_base(profile, target, str(row.timer))
-        if base is None:
-            continue
+        if timed is None:
+            break
+        base = timed.median_s if str(row.timer) == "wall" else 0.0
         reference = float(row.reference_s)
         if source == "model":  # the op costs may have changed since: predict afresh
+            if costs is None:
+                costs = op_costs(profile, graph, target, timed.median_s)
             start, end = _window_bounds(str(row.key))
-            reference = op_sum(profile, graph, graph.nodes[start:end], target) or reference
+            window = graph.nodes[start:end]
+            reference = op_sum(profile, graph, window, target, costs) or reference
         measured = float(row.median_s) - base
         predicted = reference - base
         if measured > 0.0 and predicted > 0.0:

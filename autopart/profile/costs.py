@@ -68,8 +68,8 @@ def costs_from_profile(
                 f"the profile has no launch measurement for {name}; run `autopart profile`"
             )
         launch[target] = wall.median_s
-        factor = calibrate(profile, graph, name).factor if calibrated else 1.0
         costs = op_costs(profile, graph, name, timed.median_s)
+        factor = calibrate(profile, graph, name, costs).factor if calibrated else 1.0
         missing = costs.missing
         for node_name, seconds in costs.seconds.items():
             node_cost[node_name][target] = seconds * factor
