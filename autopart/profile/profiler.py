@@ -55,7 +55,10 @@ Progress = Callable[[int, int, str], None]
 
 @dataclass
 class Job:
-    """One thing to measure: an op signature, a launch, or a copy size on a device pair."""
+    """One thing to measure: an op, a fusion pair, a window, a launch, or a copy size.
+
+    Pairs and calibration windows list their ``nodes``; copies name a device pair.
+    """
 
     kind: str
     target: str
@@ -63,7 +66,7 @@ class Job:
     label: str
     node: Node | None = None
     nbytes: int = 0
-    window: list[Node] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
 
 
 @dataclass
@@ -129,7 +132,7 @@ def plan_jobs(
                 reused += 1
             else:
                 label = f"{pair.producer.op_type}+{pair.consumer.op_type} on {target}"
-                jobs.append(Job("fused", target, key, label, window=[pair.producer, pair.consumer]))
+                jobs.append(Job("fused", target, key, label, nodes=[pair.producer, pair.consumer]))
     for resolved in targets:
         target = str(resolved.target)
         if profile.has("launch", target, "wall") and profile.has("launch", target, "timed"):
@@ -146,7 +149,7 @@ def plan_jobs(
             else:
                 window = graph.nodes[start:end]
                 label = f"{len(window)} ops on {target}"
-                jobs.append(Job("calibration", target, key, label, window=window))
+                jobs.append(Job("calibration", target, key, label, nodes=window))
     devices = sorted({str(r.target.device) for r in targets} - {HOST})
     for device in devices:
         for src, dst in ((HOST, device), (device, HOST)):
@@ -247,7 +250,7 @@ class Profiler:
 
         if job.kind in ("op", "fused", "calibration"):
             resolved = targets[job.target]
-            nodes = [job.node] if job.node is not None else job.window
+            nodes = [job.node] if job.node is not None else job.nodes
             samples = collect(_op_sampler(resolved, graph, nodes, values), settings)
             if job.kind == "op":
                 record(job.key, samples, resolved.codegen.clock, op_type=nodes[0].op_type)
