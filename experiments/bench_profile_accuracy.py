@@ -61,8 +61,8 @@ def model_accuracy(model: str, store: Path, rounds: int) -> list[dict]:
     graph = api.load(model)
     profile = Profile.load(next(store.glob("*.csv")))
     targets = [str(t) for t in available_targets()]
-    costs = costs_from_profile(graph, profile, targets)
-    op_sums = costs_from_profile(graph, profile, targets, calibrated=False)
+    costs = costs_from_profile(graph, profile, targets, calibrated=True)
+    op_sums = costs_from_profile(graph, profile, targets)
     feeds = random_inputs(graph, 0)
     executors, predicted, uncalibrated = {}, {}, {}
     for target in costs.targets:

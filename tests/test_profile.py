@@ -314,19 +314,20 @@ def test_calibration_rows_scale_the_op_costs_of_their_target() -> None:
                        measured, "", 0, reference)  # fmt: skip
     own = calibrate(profile, graph, "cpu@numpy")
     assert own.source == "model" and own.windows == 3 and own.factor == pytest.approx(1.5)
-    scaled = costs_from_profile(graph, profile)
+    scaled = costs_from_profile(graph, profile, calibrated=True)
     for node in graph.nodes:
         target = scaled.targets[0]
         assert scaled.node_cost[node.name][target] == pytest.approx(
             1.5 * plain.node_cost[node.name][target]
         )
     assert scaled.launch == plain.launch
+    assert costs_from_profile(graph, profile).node_cost == plain.node_cost  # off by default
     # windows that disagree (one on each side of 1, or far apart) correct nothing
     slow = Measurement(10e-6 + 30e-6, 0, 0, 0, 0, 9, "wall")
     profile.record("calibration", "cpu@numpy", window_key(graph, 16, 19), slow, "", 0, reference)
     mixed = calibrate(profile, graph, "cpu@numpy")
     assert mixed.windows == 4 and not mixed.applied and mixed.factor == 1.0
-    assert costs_from_profile(graph, profile).node_cost == plain.node_cost
+    assert costs_from_profile(graph, profile, calibrated=True).node_cost == plain.node_cost
 
 
 def test_profiling_times_calibration_windows_and_reuses_them(tmp_path: Path) -> None:

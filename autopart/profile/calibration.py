@@ -137,7 +137,7 @@ def calibrate(
         if source == "model":  # the op costs may have changed since: predict afresh
             if costs is None:
                 costs = op_costs(profile, graph, target, timed.median_s)
-            start, end = _window_bounds(str(row.key))
+            start, end = window_bounds(str(row.key))
             window = graph.nodes[start:end]
             reference = op_sum(profile, graph, window, target, costs) or reference
         measured = float(row.median_s) - base
@@ -157,6 +157,7 @@ def calibrate(
     return Calibration(target, factor, len(ratios), source, statistics.median(errors), agree)
 
 
-def _window_bounds(key: str) -> tuple[int, int]:
+def window_bounds(key: str) -> tuple[int, int]:
+    """The node range ``(start, end)`` a calibration window key names."""
     start, end = key.rsplit("[", 1)[1].rstrip("]").split(":")
     return int(start), int(end)

@@ -5,8 +5,8 @@ clock time ops by wall clock around a whole ``run``, which includes entering the
 the launch probe's own ``run_timed`` time is taken off those, since the partition's launch is
 charged once, separately (the launch probe's wall time around ``run`` plus synchronisation).
 Consumers that a fusing codegen folds into their producer cost what the pair takes beyond
-the producer (:mod:`autopart.profile.op_costs`). Op costs are then scaled by the target's
-subgraph calibration factor (:mod:`autopart.profile.calibration`).
+the producer (:mod:`autopart.profile.op_costs`). On request, op costs are then scaled by
+the target's subgraph calibration factor (:mod:`autopart.profile.calibration`).
 """
 
 from __future__ import annotations
@@ -43,13 +43,14 @@ def costs_from_profile(
     graph: Graph,
     profile: Profile,
     targets: Sequence[VirtualDevice | str] | None = None,
-    calibrated: bool = True,
+    calibrated: bool = False,
 ) -> Costs:
     """Costs of ``graph`` on ``targets`` (default: every target in ``profile``).
 
     A node is runnable on a target when the profile holds its signature's timing there.
-    With ``calibrated`` (the default) op costs are scaled by each target's subgraph
-    calibration factor; without it they are the plain op sums.
+    With ``calibrated`` op costs are scaled by each target's subgraph calibration factor;
+    by default they are the plain op sums, which predicted this project's machine better
+    (``experiments/exp_calibration_variants.py``).
     Raises :class:`ProfileError` naming what is missing when the profile does not cover
     ``graph`` on a target (neither a timing nor an ``unsupported`` mark for a signature).
     """
