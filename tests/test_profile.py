@@ -36,6 +36,7 @@ from autopart.profile.calibration import (
     window_key,
 )
 from autopart.profile.fusion import fusion_pairs, pairs_to_measure
+from autopart.profile.op_costs import op_costs
 from autopart.profile.signature import op_signature
 from autopart.profile.transfer import fit_transfer
 from autopart.targets.devices import discover
@@ -430,3 +431,16 @@ def _conv_relu_stack(count: int) -> onnx.ModelProto:
         weights,
     )
     return make_model(graph, 13)
+
+
+def test_the_entry_taken_off_never_exceeds_the_cheapest_op() -> None:
+    graph = api.load(_relu_chain(2))  # a Sigmoid, then a Relu
+    profile = Profile({"fingerprint": "test"})
+    sigmoid, relu = graph.nodes
+    profile.record("op", "cpu@onnxruntime", op_signature(sigmoid, graph), _measurement(15e-6))
+    profile.record("op", "cpu@onnxruntime", op_signature(relu, graph), _measurement(30e-6))
+    costs = op_costs(profile, graph, "cpu@onnxruntime", base=20e-6)  # a probe timed high
+    assert costs.seconds == {sigmoid.name: 0.0, relu.name: pytest.approx(15e-6)}
+    assert op_costs(profile, graph, "cpu@onnxruntime", base=5e-6).seconds[relu.name] == (
+        pytest.approx(25e-6)
+    )

@@ -36,8 +36,9 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
     """The cost of every node of ``graph`` on ``target``.
 
     ``base`` is the launch probe's own timed entry on ``target``, taken off wall-clock
-    timings. Nodes marked unsupported are left out; nodes with no row at all are
-    ``missing``.
+    timings, but never more than the cheapest op's own wall time (a noisy probe above it
+    would make every small op free). Nodes marked unsupported are left out; nodes with no
+    row at all are ``missing``.
     """
     result = OpCosts()
     raw: dict[str, Measurement] = {}
@@ -49,7 +50,10 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
                 result.missing.append(node)
             continue
         raw[node.name] = measured
-        result.seconds[node.name] = node_time(measured, base)
+    # entering a subgraph cannot cost more than the cheapest one-op subgraph took whole
+    base = min([base, *(m.median_s for m in raw.values() if m.timer == "wall")])
+    for name, measured in raw.items():
+        result.seconds[name] = node_time(measured, base)
     marginal: dict[str, float] = {}
     ratios: dict[tuple[str, str], list[float]] = {}
     pairs = {name: pair for name, pair in fusion_pairs(graph).items() if name in result.seconds}
