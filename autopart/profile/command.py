@@ -81,7 +81,10 @@ def profile_command(
 
 
 def _print_calibrations(calibrations: list[Calibration]) -> None:
-    table = Table("target", "windows", "op sum vs measured", "factor", title="subgraph calibration")
+    table = Table(
+        "target", "windows", "op sum vs measured", "factor (when enabled)",
+        title="subgraph calibration",
+    )  # fmt: skip
     for calibration in calibrations:
         windows = f"{calibration.windows} ({calibration.source})" if calibration.windows else "-"
         table.add_row(
@@ -109,7 +112,12 @@ def _print_profile_summary(profile: Profile) -> None:
             table.add_row(
                 f"{src} -> {dst}",
                 f"{fit.model.latency_s * 1e6:.1f} µs",
-                f"{fit.model.bandwidth_bps / 1e9:.2f} GB/s",
+                _bandwidth(fit.model.bandwidth_bps),
                 f"{fit.max_relative_error:.1%}",
             )
         console.print(table)
+
+
+def _bandwidth(bytes_per_second: float) -> str:
+    """GB/s, or "latency only" where the fit found no per-byte cost for small copies."""
+    return "latency only" if bytes_per_second >= 1e14 else f"{bytes_per_second / 1e9:.2f} GB/s"
