@@ -28,7 +28,6 @@ from autopart.ir.hashing import graph_hash
 from autopart.profile.op_costs import OpCosts, op_costs
 from autopart.profile.store import Profile
 
-WINDOWS = 3
 MIN_NODES = 12
 MAX_WINDOW = 40
 CENTRES = (1 / 6, 1 / 2, 5 / 6)
