@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import subprocess
 import sys
 import threading
@@ -295,3 +296,58 @@ def test_scalar_boundary_input_keeps_its_rank() -> None:
     env: dict[str, Any] = {"x": np.ones((2, 3), np.float32), "s": np.array(2.5, np.float32)}
     compiled.run(env)
     np.testing.assert_array_equal(env["y"], np.full((2, 3), 2.5, np.float32))
+
+
+# -- layout conversions -----------------------------------------------------------------------
+def conv_graph(channels: int = 16, size: int = 28) -> Graph:
+    """One 3x3 Conv over a [1, channels, size, size] input (onnxruntime runs it blocked)."""
+    weight = np.random.default_rng(0).standard_normal((channels, channels, 3, 3))
+    node = onnx.helper.make_node("Conv", ["x", "w"], ["y"], pads=[1, 1, 1, 1])
+    shape = [1, channels, size, size]
+    graph = onnx.helper.make_graph(
+        [node],
+        "conv",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, shape)],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, shape)],
+        [onnx.numpy_helper.from_array(weight.astype(np.float32), "w")],
+    )
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    return autopart.load(model)
+
+
+@pytest.mark.skipif(
+    platform.machine() not in ("x86_64", "AMD64"), reason="onnxruntime blocks layouts on x86 only"
+)
+def test_layout_samples_time_the_reorders_of_a_blocked_conv_and_none_of_a_relu() -> None:
+    graph = conv_graph()
+    compiled = compile_whole(graph)
+    env: dict[str, Any] = dict(random_inputs(graph, seed=0))
+    samples = compiled.layout_samples(env, 4)
+    wall = float(np.median([compiled.run_timed(env) for _ in range(9)]))
+    assert len(samples) == 4 and all(sample > 0.0 for sample in samples)
+    assert float(np.median(samples)) < wall  # a part of the run, not all of it
+    relu = compile_whole(tiny_graph("Relu"))
+    assert relu.layout_samples({"x": np.ones((2, 3), np.float32)}, 3) == [0.0, 0.0, 0.0]
+
+
+def test_codegens_without_layouts_report_zero_layout_time() -> None:
+    graph = tiny_graph("Relu")
+    compiled = get_codegen("numpy").compile(graph, graph.nodes, ["x"], ["y"])
+    assert compiled.layout_samples({"x": np.ones((2, 3), np.float32)}, 2) == [0.0, 0.0]
+    assert not get_codegen("numpy").converts_layouts and ortgen.OnnxRuntimeCodegen.converts_layouts
+
+
+def test_layout_seconds_are_summed_per_run() -> None:
+    def kernel(ts: int, dur: int, op: str) -> dict[str, Any]:
+        return {"cat": "Node", "name": f"n_{ts}_kernel_time", "ts": ts, "dur": dur,
+                "args": {"op_name": op}}  # fmt: skip
+
+    events = [
+        {"cat": "Session", "name": "model_run", "ts": 0, "dur": 100},
+        kernel(5, 10, "ReorderInput"), kernel(20, 50, "Conv"), kernel(80, 4, "ReorderOutput"),
+        {"cat": "Session", "name": "model_run", "ts": 200, "dur": 100},
+        kernel(210, 60, "Conv"),
+        {"cat": "Node", "name": "n_fence_before", "ts": 220, "dur": 30,
+         "args": {"op_name": "ReorderInput"}},
+    ]  # fmt: skip
+    assert ortgen.layout_seconds_per_run(events) == [pytest.approx(14e-6), 0.0]

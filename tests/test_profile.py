@@ -162,10 +162,12 @@ def test_a_profile_of_another_machine_is_refused_for_measuring(
 
 def test_profiling_twice_reuses_every_measurement(tmp_path: Path) -> None:
     report, _, path = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
-    # 3 distinct op signatures (the two convs share one) per target, 2 fusion pairs
-    # (conv1+relu1, conv2+add) on each of the 2 fusing codegens, 3 launches, 16 copies
-    assert report.new == 3 * 3 + 2 * 2 + 3 + 16 and report.reused == 0, report
+    # 3 distinct op signatures (the two convs share one) per target and their layout
+    # conversions on onnxruntime, 2 fusion pairs (conv1+relu1, conv2+add) on each of the 2
+    # fusing codegens, 3 launches, 16 copies
+    assert report.new == 3 * 3 + 3 + 2 * 2 + 3 + 16 and report.reused == 0, report
     assert len(Profile.load(path).rows("fused")) == 4
+    assert len(Profile.load(path).rows("layout")) == 3
     assert path.exists() and not report.missing
     again, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
     assert again.new == 0 and again.reused == report.new
@@ -180,12 +182,12 @@ def test_a_spent_budget_leaves_measurements_missing_and_a_rerun_completes(
     tmp_path: Path,
 ) -> None:
     report, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, budget_s=0.0, settings=FAST)
-    assert report.new == 0 and report.missing == 32
+    assert report.new == 0 and report.missing == 35
     graph = api.load(tiny_cnn())
     with pytest.raises(ProfileError, match="run `autopart profile"):
         costs_from_profile(graph, Profile(new_profile(discover()).meta), TARGETS)
     report, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
-    assert report.new == 32 and report.missing == 0
+    assert report.new == 35 and report.missing == 0
 
 
 _KILLED_RUN = """
@@ -240,10 +242,11 @@ def test_cli_profile_reports_new_and_reused(tmp_path: Path, tiny_path: Path) -> 
     code, output = invoke(*args, "--profiles", str(tmp_path))
     assert code == 0, output
     text = " ".join(output.split())
-    # 3 ops x 2 targets, 2 fusion pairs on onnxruntime, 2 launches
-    assert "10 new measurements, 0 reused" in text and "launch" in text
+    # 3 ops x 2 targets, their 3 layout conversions and 2 fusion pairs on onnxruntime,
+    # 2 launches
+    assert "13 new measurements, 0 reused" in text and "launch" in text
     code, output = invoke(*args, "--profiles", str(tmp_path))
-    assert code == 0 and "0 new measurements, 10 reused" in " ".join(output.split()), output
+    assert code == 0 and "0 new measurements, 13 reused" in " ".join(output.split()), output
     code, output = invoke("profile", str(tiny_path), "--targets", "opencl:7@opencl")
     assert_one_line_error(code, output, "opencl:7", "devices:")
 
@@ -444,3 +447,18 @@ def test_the_entry_taken_off_never_exceeds_the_cheapest_op() -> None:
     assert op_costs(profile, graph, "cpu@onnxruntime", base=5e-6).seconds[relu.name] == (
         pytest.approx(25e-6)
     )
+
+
+def test_layout_conversions_of_one_op_subgraphs_are_taken_off_wall_timings() -> None:
+    graph = api.load(_relu_chain(2))
+    profile = Profile({"fingerprint": "test"})
+    sigmoid, relu = graph.nodes
+    for node, seconds in ((sigmoid, 40e-6), (relu, 30e-6)):
+        profile.record("op", "cpu@onnxruntime", op_signature(node, graph), _measurement(seconds))
+    layout = Measurement(12e-6, 11e-6, 13e-6, 10e-6, 14e-6, 9, "event")
+    profile.record("layout", "cpu@onnxruntime", op_signature(sigmoid, graph), layout)
+    costs = op_costs(profile, graph, "cpu@onnxruntime", base=5e-6)
+    assert costs.seconds == {
+        sigmoid.name: pytest.approx(40e-6 - 5e-6 - 12e-6),
+        relu.name: pytest.approx(30e-6 - 5e-6),  # no layout row: nothing more taken off
+    }

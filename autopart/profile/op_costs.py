@@ -1,6 +1,7 @@
 """Each node's cost on one target, from a profile.
 
-A node costs its one-op time less the entry; a consumer that a fusing codegen folds into its
+A node costs its one-op time less the entry and less the layout conversions its one-node
+subgraph made at its edges; a consumer that a fusing codegen folds into its
 producer costs what the pair takes beyond the producer (:mod:`autopart.profile.fusion`).
 """
 
@@ -27,9 +28,15 @@ class OpCosts:
     fused: int = 0
 
 
-def node_time(measured: Measurement, base: float) -> float:
-    """The cost of one op from its one-node measurement: its time less the entry base."""
-    return max(measured.median_s - (base if measured.timer == "wall" else 0.0), 0.0)
+def node_time(measured: Measurement, base: float, layout: float = 0.0) -> float:
+    """The cost of one op from its one-node measurement.
+
+    Wall-clock timings lose the entry ``base`` and the ``layout`` conversions the one-node
+    subgraph made at its own edges (a partition makes those once, at its edges).
+    """
+    if measured.timer != "wall":
+        return measured.median_s
+    return max(measured.median_s - base - layout, 0.0)
 
 
 def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCosts:
@@ -37,11 +44,13 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
 
     ``base`` is the launch probe's own timed entry on ``target``, taken off wall-clock
     timings, but never more than the cheapest op's own wall time (a noisy probe above it
-    would make every small op free). Nodes marked unsupported are left out; nodes with no
-    row at all are ``missing``.
+    would make every small op free). So is each op's ``layout`` row, where the profile has
+    one: the layout conversions its one-node subgraph made at its edges. Nodes marked
+    unsupported are left out; nodes with no row at all are ``missing``.
     """
     result = OpCosts()
     raw: dict[str, Measurement] = {}
+    layouts: dict[str, float] = {}
     for node in graph.nodes:
         signature = op_signature(node, graph)
         measured = profile.measurement("op", target, signature)
@@ -50,10 +59,12 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
                 result.missing.append(node)
             continue
         raw[node.name] = measured
+        layout = profile.measurement("layout", target, signature)
+        layouts[node.name] = layout.median_s if layout is not None else 0.0
     # entering a subgraph cannot cost more than the cheapest one-op subgraph took whole
     base = min([base, *(m.median_s for m in raw.values() if m.timer == "wall")])
     for name, measured in raw.items():
-        result.seconds[name] = node_time(measured, base)
+        result.seconds[name] = node_time(measured, base, layouts[name])
     marginal: dict[str, float] = {}
     ratios: dict[tuple[str, str], list[float]] = {}
     pairs = {name: pair for name, pair in fusion_pairs(graph).items() if name in result.seconds}

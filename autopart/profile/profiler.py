@@ -45,7 +45,7 @@ from autopart.profile.store import Measurement, Profile
 from autopart.profile.timing import TimingSettings, collect, summarise
 from autopart.profile.transfer import SIZES, copy_sampler, pair_name, split_pair
 from autopart.runtime.feeds import random_inputs
-from autopart.targets.codegen import get_codegen
+from autopart.targets.codegen import CompiledSubgraph, get_codegen
 from autopart.targets.devices import Machine
 from autopart.targets.resolve import ResolvedTarget, resolve
 
@@ -93,8 +93,9 @@ def plan_jobs(
 
     Returns the jobs plus the counts of reused measurements and of (signature, target)
     pairs that the target cannot run (recorded as ``unsupported`` rows). Ops come first in
-    the order of the graph, then fusion pairs (fusing codegens only), launches, calibration
-    windows, and copies.
+    the order of the graph, then the layout conversions of each op's one-node subgraph
+    (codegens that convert layouts only), fusion pairs (fusing codegens only), launches,
+    calibration windows, and copies.
     """
     jobs: list[Job] = []
     reused = unsupported = 0
@@ -117,6 +118,17 @@ def plan_jobs(
                 unsupported += 1
             else:
                 jobs.append(Job("op", target, signature, f"{node.op_type} on {target}", node))
+    distinct = {op_signature(node, graph): node for node in reversed(graph.nodes)}
+    for resolved in (r for r in targets if r.codegen.converts_layouts):
+        target = str(resolved.target)
+        for signature, node in reversed(distinct.items()):
+            if profile.has("unsupported", target, signature):
+                continue
+            if profile.has("layout", target, signature):
+                reused += 1
+            elif resolved.codegen.supports(node, graph):
+                label = f"layouts of {node.op_type} on {target}"
+                jobs.append(Job("layout", target, signature, label, node))
     fusing = [r for r in targets if r.codegen.fuses]
     pairs = pairs_to_measure(graph) if fusing else []
     for resolved in fusing:
@@ -198,7 +210,7 @@ class Profiler:
         jobs, reused, unsupported = plan_jobs(graph, resolved, self.profile)
         report = ProfileReport(reused=reused, unsupported=unsupported)
         report.targets = [str(r.target) for r in resolved]
-        needs_values = any(j.kind in ("op", "fused", "calibration") for j in jobs)
+        needs_values = any(j.kind in ("op", "layout", "fused", "calibration") for j in jobs)
         values = _reference_values(graph) if needs_values else {}
         by_target = {str(r.target): r for r in resolved}
         last_save = time.perf_counter()
@@ -263,6 +275,11 @@ class Profiler:
                     job.key, samples, resolved.codegen.clock, op_type=f"{len(nodes)} ops",
                     reference_s=math.nan if reference is None else reference,
                 )  # fmt: skip
+        elif job.kind == "layout":
+            assert job.node is not None
+            compiled, env = _compiled(targets[job.target], graph, [job.node], values)
+            samples = compiled.layout_samples(env, settings.min_runs)
+            record(job.key, samples, "event", op_type=job.node.op_type)
         elif job.kind == "launch":
             resolved = targets[job.target]
             wall, timed = self._launch(resolved, settings)
@@ -294,15 +311,23 @@ class Profiler:
         return collect(wall, settings), collect(lambda: compiled.run_timed(env), settings)
 
 
-def _op_sampler(
+def _compiled(
     resolved: ResolvedTarget, graph: Graph, nodes: list[Node], values: dict[str, np.ndarray]
-) -> Callable[[], float]:
-    """Compile ``nodes`` for ``resolved`` and return a function timing one run of them."""
+) -> tuple[CompiledSubgraph, dict[str, Any]]:
+    """``nodes`` compiled for ``resolved``, and an environment holding their inputs there."""
     inputs, outputs = boundary(graph, nodes)
     device, unit = resolved.placement.device, resolved.placement.unit
     compiled = resolved.codegen.compile(graph, nodes, inputs, outputs, resolved.placement)
     env: dict[str, Any] = {name: device.from_host(values[name], unit) for name in inputs}
     device.synchronize(unit)
+    return compiled, env
+
+
+def _op_sampler(
+    resolved: ResolvedTarget, graph: Graph, nodes: list[Node], values: dict[str, np.ndarray]
+) -> Callable[[], float]:
+    """Compile ``nodes`` for ``resolved`` and return a function timing one run of them."""
+    compiled, env = _compiled(resolved, graph, nodes, values)
     return lambda: compiled.run_timed(env)
 
 

@@ -54,7 +54,7 @@ COLUMNS = [
     "measured_at",
 ]
 KEY = ["kind", "target", "key"]
-KINDS = ("op", "unsupported", "fused", "launch", "transfer", "calibration")
+KINDS = ("op", "unsupported", "layout", "fused", "launch", "transfer", "calibration")
 
 
 class ProfileError(AutopartError):

@@ -59,6 +59,16 @@ class CompiledSubgraph(ABC):
         self.run(env)
         return time.perf_counter() - start
 
+    def layout_samples(self, env: Environment, runs: int) -> list[float]:
+        """Seconds that each of ``runs`` runs spent converting layouts at this boundary.
+
+        A codegen that converts tensors into a blocked layout where a subgraph starts and
+        back where it ends pays that at partition edges only, not per op; one-op timings
+        include it, and the profiler takes it off them. Codegens that do no such thing
+        (``converts_layouts`` false) keep this default: zeros.
+        """
+        return [0.0] * runs
+
 
 class Codegen(ABC):
     """What every codegen provides: a name, its device kind, support predicates, a compiler.
@@ -70,7 +80,8 @@ class Codegen(ABC):
     placement's device. ``uses_units`` says whether the codegen can be pinned to one unit;
     ``clock`` whether ``run_timed`` reports wall time or device time from events;
     ``fuses`` whether it fuses ops inside a subgraph (the profiler then also times pairs of
-    ops together).
+    ops together); ``converts_layouts`` whether its compiled subgraphs convert data layouts
+    at their edges (the profiler then measures that with ``layout_samples``).
     """
 
     name: ClassVar[str]
@@ -78,6 +89,7 @@ class Codegen(ABC):
     uses_units: ClassVar[bool] = False
     clock: ClassVar[str] = "wall"  # what run_timed measures: "wall" or device "event" time
     fuses: ClassVar[bool] = False
+    converts_layouts: ClassVar[bool] = False
 
     @classmethod
     def available(cls) -> bool:

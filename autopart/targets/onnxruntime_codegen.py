@@ -6,6 +6,9 @@ attributes) it builds a one-node model and asks onnxruntime's CPU provider to cr
 session for it; the answer is memoised for the life of the process. ``compile`` exports the
 chosen nodes as a standalone model whose inputs and outputs are exactly the boundary values
 and creates a session that fuses inside the partition (optimisation level ENABLE_ALL).
+On x86 that includes the NCHWc transformer, which converts activations into a blocked
+layout where the partition starts and back where it ends; ``layout_samples`` times those
+conversions with onnxruntime's own profiler, so that one-op timings can be cleared of them.
 
 Units: on a unit, the session gets one intra-op thread per core of the unit. With one
 thread onnxruntime computes on the calling thread, so :meth:`OnnxRuntimeSubgraph.run` pins
@@ -20,10 +23,13 @@ itself unavailable, supports nothing, and ``compile`` raises a one-line
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -53,6 +59,8 @@ HAVE_ONNXRUNTIME: bool = _ort is not None
 
 MISSING_MESSAGE = "codegen onnxruntime needs the onnxruntime package: pip install onnxruntime"
 PROVIDER = "CPUExecutionProvider"
+# The kernels onnxruntime's NCHWc transformer puts where blocked-layout ops meet the rest.
+LAYOUT_KERNELS = frozenset({"ReorderInput", "ReorderOutput"})
 
 # Probe results by node signature: (supported, reason when not). Lives as long as the process.
 _PROBES: dict[tuple[Any, ...], tuple[bool, str]] = {}
@@ -232,8 +240,10 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         produced: Sequence[str],
         cores: Sequence[int],
         passthrough: dict[str, np.ndarray],
+        on_unit: bool = False,
     ) -> None:
         self.session = session
+        self.on_unit = on_unit
         self.model_bytes = model_bytes
         self.inputs = list(inputs)
         self.outputs = list(outputs)
@@ -268,6 +278,41 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
                 env[name] = self._passthrough[name]
         return elapsed
 
+    def layout_samples(self, env: Environment, runs: int) -> list[float]:
+        """Seconds per run spent in layout conversion kernels, from onnxruntime's profiler.
+
+        A second session over the same model, with the same threads and profiling on, runs
+        ``runs`` times after one warm-up run; each run's ``ReorderInput``/``ReorderOutput``
+        kernel times are summed. Outputs are not stored in ``env``.
+        """
+        feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
+        with tempfile.TemporaryDirectory(prefix="autopart-ort-") as folder:
+            session = _create_session(
+                self.model_bytes, self.on_unit, self.cores, str(Path(folder) / "profile")
+            )
+            with pinned_to(self.cores):
+                for _ in range(runs + 1):
+                    session.run(self.produced, feeds)
+            events = json.loads(Path(session.end_profiling()).read_text())
+        return layout_seconds_per_run(events)[-runs:]
+
+
+def layout_seconds_per_run(events: list[dict[str, Any]]) -> list[float]:
+    """Per ``model_run`` in an onnxruntime profile, the seconds its layout kernels took."""
+    runs = [
+        (event["ts"], event["ts"] + event["dur"])
+        for event in events
+        if event.get("cat") == "Session" and event.get("name") == "model_run"
+    ]
+    layouts = [
+        (event["ts"], event["dur"])
+        for event in events
+        if event.get("cat") == "Node"
+        and str(event.get("name", "")).endswith("_kernel_time")
+        and event.get("args", {}).get("op_name") in LAYOUT_KERNELS
+    ]
+    return [sum(d for ts, d in layouts if start <= ts <= end) * 1e-6 for start, end in runs]
+
 
 @register_codegen
 class OnnxRuntimeCodegen(Codegen):
@@ -282,6 +327,7 @@ class OnnxRuntimeCodegen(Codegen):
     device_kind = "cpu"
     uses_units = True
     fuses = True
+    converts_layouts = True
 
     @classmethod
     def available(cls) -> bool:
@@ -347,14 +393,24 @@ class OnnxRuntimeCodegen(Codegen):
             if name not in produced and graph.value(name).const is not None
         }
         return OnnxRuntimeSubgraph(
-            session, model_bytes, inputs, outputs, feeds, results, cores, passthrough
-        )
+            session, model_bytes, inputs, outputs, feeds, results, cores, passthrough,
+            on_unit=unit is not None,
+        )  # fmt: skip
 
 
-def _create_session(model_bytes: bytes, on_unit: bool, cores: tuple[int, ...]) -> Any:
-    """A CPU session: sequential, ENABLE_ALL, one thread per unit core (all cores off-unit)."""
+def _create_session(
+    model_bytes: bytes, on_unit: bool, cores: tuple[int, ...], profile_prefix: str | None = None
+) -> Any:
+    """A CPU session: sequential, ENABLE_ALL, one thread per unit core (all cores off-unit).
+
+    With ``profile_prefix`` onnxruntime's profiler records every run, to be written to a
+    file under that prefix by ``end_profiling``.
+    """
     assert _ort is not None
     options = _ort.SessionOptions()
+    if profile_prefix is not None:
+        options.enable_profiling = True
+        options.profile_file_prefix = profile_prefix
     options.execution_mode = _ort.ExecutionMode.ORT_SEQUENTIAL
     options.graph_optimization_level = _ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.inter_op_num_threads = 1
