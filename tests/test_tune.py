@@ -177,3 +177,19 @@ def test_the_final_choice_is_the_simplest_plan_within_the_noise_of_the_fastest(
     notes: list[str] = []
     assert _final_choice(outcome, candidates, measured, notes) == expected  # type: ignore[arg-type]
     assert bool(notes) == (expected != "ilp")
+
+
+def test_quick_plans_get_more_rounds_until_the_timed_rounds_fill_the_minimum() -> None:
+    from autopart import api
+    from autopart.runtime.feeds import random_inputs
+    from autopart.tuning.verify import MAX_ROUND_STRETCH, _stretched, measure_plans
+
+    plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
+    feeds = random_inputs(graph, 0)
+    exact = measure_plans(graph, {"numpy": plan}, feeds, rounds=3, min_timed_s=0.0)
+    assert len(exact["numpy"].latencies) == 3
+    stretched = measure_plans(graph, {"numpy": plan}, feeds, rounds=3, min_timed_s=0.05)
+    assert 3 < len(stretched["numpy"].latencies) <= 3 * MAX_ROUND_STRETCH
+    assert _stretched(10, round_s=0.5, min_timed_s=2.0) == 10  # slow models keep their rounds
+    assert _stretched(10, round_s=0.01, min_timed_s=2.0) == 10 * MAX_ROUND_STRETCH
+    assert _stretched(10, round_s=0.05, min_timed_s=2.0) == 40

@@ -53,7 +53,10 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--profiles", type=click.Path(file_okay=False), default=None, help="profile dir")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="plan file")
 @click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
-@click.option("--rounds", type=int, default=10, show_default=True, help="timed runs per plan")
+@click.option(
+    "--rounds", type=int, default=10, show_default=True,
+    help="timed runs per plan (more, up to 20x, until they take 2 s)",
+)  # fmt: skip
 @click.option("--storage", default=None, metavar="URL", help="optuna RDB URL shared by workers")
 @click.option("--seed", type=int, default=0, show_default=True)
 @_input_shape_option
@@ -155,7 +158,10 @@ def print_report(report: TuneReport) -> None:
 @click.command("bench")
 @click.argument("models", nargs=-1, required=True, metavar="MODEL...")
 @click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
-@click.option("--rounds", type=int, default=15, show_default=True, help="timed runs per plan")
+@click.option(
+    "--rounds", type=int, default=15, show_default=True,
+    help="timed runs per plan (more, up to 20x, until they take 2 s)",
+)  # fmt: skip
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default="bench.csv",
               show_default=True)  # fmt: skip
 @click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
