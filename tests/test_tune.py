@@ -193,3 +193,19 @@ def test_quick_plans_get_more_rounds_until_the_timed_rounds_fill_the_minimum() -
     assert _stretched(10, round_s=0.5, min_timed_s=2.0) == 10  # slow models keep their rounds
     assert _stretched(10, round_s=0.01, min_timed_s=2.0) == 10 * MAX_ROUND_STRETCH
     assert _stretched(10, round_s=0.05, min_timed_s=2.0) == 40
+
+
+def test_a_split_plan_must_be_significantly_faster_to_be_kept() -> None:
+    from autopart.tuning.verify import Measured
+    from autopart.tuning.workflow import _final_choice, clearly_faster
+
+    single = [9.0, 9.5, 10.0, 10.5, 11.0, 9.2, 10.8, 9.7, 10.3, 10.0]
+    noisy = [x * 0.97 for x in reversed(single)]  # 3% faster in median, inside the spread
+    steady = [8.0, 8.1, 7.9, 8.2, 8.0, 7.8, 8.1, 8.0, 7.9, 8.1]
+    assert not clearly_faster(Measured(latencies=noisy), Measured(latencies=single))
+    assert clearly_faster(Measured(latencies=steady), Measured(latencies=single))
+    for latencies, expected in ((noisy, "single:a"), (steady, "ilp")):
+        outcome, candidates, measured = _fakes({"ilp": 15, "single:a": 1}, {}, "ilp")
+        measured = {"ilp": Measured(latencies=latencies), "single:a": Measured(latencies=single)}
+        notes: list[str] = []
+        assert _final_choice(outcome, candidates, measured, notes) == expected

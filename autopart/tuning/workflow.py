@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from scipy.stats import mannwhitneyu
 
 from autopart import api
 from autopart.io import atomic_write_bytes
@@ -34,6 +35,21 @@ from autopart.tuning.verify import Measured, measure_plans
 
 Progress = Callable[[str, int, int, str], None]  # stage, done, total, label
 NOISE_MARGIN = 0.02  # a measured win smaller than this is noise, not a reason to switch
+SIGNIFICANCE = 0.05  # and a larger one must also pass a one-sided Mann-Whitney U test
+
+
+def clearly_faster(fast: Measured, slow: Measured) -> bool:
+    """Whether ``fast`` beat ``slow`` by more than the noise, in median and in its runs.
+
+    The medians must differ by more than :data:`NOISE_MARGIN`; when both plans have three
+    runs or more, a one-sided Mann-Whitney U test must also pass at :data:`SIGNIFICANCE`.
+    """
+    if fast.median_s * (1 + NOISE_MARGIN) >= slow.median_s:
+        return False
+    if min(len(fast.latencies), len(slow.latencies)) < 3:
+        return True
+    test = mannwhitneyu(fast.latencies, slow.latencies, alternative="less")
+    return bool(test.pvalue < SIGNIFICANCE)
 
 
 @dataclass
@@ -253,9 +269,9 @@ def _final_choice(
 ) -> str:
     """The search's pick, unless running showed another correct plan clearly faster.
 
-    Then, among the correct plans that measured within the noise margin of that choice,
-    the one with the fewest partitions: a split plan that is not measurably faster only
-    adds copies, launches and interference between lanes.
+    Then, among the correct plans that choice is not :func:`clearly_faster` than, the one
+    with the fewest partitions: a split plan that is not measurably faster only adds
+    copies, launches and interference between lanes.
     """
     pick = outcome.chosen.name
     correct = {name: m for name, m in measured.items() if m.correct}
@@ -266,7 +282,7 @@ def _final_choice(
     if pick not in correct:
         notes.append(f"the search's pick {pick} failed its check; chose {best} as measured")
         chosen = best
-    elif correct[best].median_s < correct[pick].median_s * (1 - NOISE_MARGIN):
+    elif clearly_faster(correct[best], correct[pick]):
         notes.append(
             f"measured, {best} ({correct[best].median_s * 1e3:.2f} ms) beat the search's "
             f"pick {pick} ({correct[pick].median_s * 1e3:.2f} ms); the cost model misjudged it"
@@ -279,15 +295,14 @@ def _final_choice(
     close = [
         name
         for name in correct
-        if name in candidates
-        and correct[name].median_s <= correct[chosen].median_s * (1 + NOISE_MARGIN)
+        if name in candidates and not clearly_faster(correct[chosen], correct[name])
     ]
     simplest = min(close, key=lambda name: (partitions(name), correct[name].median_s))
     if partitions(simplest) < partitions(chosen):
         notes.append(
             f"{simplest} ({partitions(simplest)} partition(s), "
-            f"{correct[simplest].median_s * 1e3:.2f} ms) measured within "
-            f"{NOISE_MARGIN:.0%} of {chosen} ({partitions(chosen)} partitions, "
+            f"{correct[simplest].median_s * 1e3:.2f} ms) measured not clearly slower than "
+            f"{chosen} ({partitions(chosen)} partitions, "
             f"{correct[chosen].median_s * 1e3:.2f} ms); kept the simpler plan"
         )
         return simplest
