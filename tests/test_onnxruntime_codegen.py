@@ -350,4 +350,6 @@ def test_layout_seconds_are_summed_per_run() -> None:
         {"cat": "Node", "name": "n_fence_before", "ts": 220, "dur": 30,
          "args": {"op_name": "ReorderInput"}},
     ]  # fmt: skip
-    assert ortgen.layout_seconds_per_run(events) == [pytest.approx(14e-6), 0.0]
+    assert ortgen.layout_seconds_per_run(events, 2) == [pytest.approx(14e-6), 0.0]
+    unmarked = [event for event in events if event["cat"] == "Node"]
+    assert ortgen.layout_seconds_per_run(unmarked, 2) == [pytest.approx(7e-6)] * 2

@@ -294,12 +294,16 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
                 for _ in range(runs + 1):
                     session.run(self.produced, feeds)
             events = json.loads(Path(session.end_profiling()).read_text())
-        return layout_seconds_per_run(events)[-runs:]
+        return layout_seconds_per_run(events, runs + 1)[-runs:]
 
 
-def layout_seconds_per_run(events: list[dict[str, Any]]) -> list[float]:
-    """Per ``model_run`` in an onnxruntime profile, the seconds its layout kernels took."""
-    runs = [
+def layout_seconds_per_run(events: list[dict[str, Any]], runs: int) -> list[float]:
+    """Per ``model_run`` in an onnxruntime profile, the seconds its layout kernels took.
+
+    A profile without ``model_run`` markers (another onnxruntime version) gets the layout
+    kernels' total spread evenly over the ``runs`` runs it recorded.
+    """
+    windows = [
         (event["ts"], event["ts"] + event["dur"])
         for event in events
         if event.get("cat") == "Session" and event.get("name") == "model_run"
@@ -311,7 +315,9 @@ def layout_seconds_per_run(events: list[dict[str, Any]]) -> list[float]:
         and str(event.get("name", "")).endswith("_kernel_time")
         and event.get("args", {}).get("op_name") in LAYOUT_KERNELS
     ]
-    return [sum(d for ts, d in layouts if start <= ts <= end) * 1e-6 for start, end in runs]
+    if not windows:
+        return [sum(d for _, d in layouts) * 1e-6 / max(runs, 1)] * runs
+    return [sum(d for ts, d in layouts if start <= ts <= end) * 1e-6 for start, end in windows]
 
 
 @register_codegen
