@@ -118,10 +118,12 @@ def plan_jobs(
                 unsupported += 1
             else:
                 jobs.append(Job("op", target, signature, f"{node.op_type} on {target}", node))
-    distinct = {op_signature(node, graph): node for node in reversed(graph.nodes)}
+    distinct: dict[str, Node] = {}  # each signature's first node, in graph order
+    for node in graph.nodes:
+        distinct.setdefault(op_signature(node, graph), node)
     for resolved in (r for r in targets if r.codegen.converts_layouts):
         target = str(resolved.target)
-        for signature, node in reversed(distinct.items()):
+        for signature, node in distinct.items():
             if profile.has("unsupported", target, signature):
                 continue
             if profile.has("layout", target, signature):
