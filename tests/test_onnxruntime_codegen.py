@@ -324,16 +324,20 @@ def test_layout_samples_time_the_reorders_of_a_blocked_conv_and_none_of_a_relu()
     env: dict[str, Any] = dict(random_inputs(graph, seed=0))
     samples = compiled.layout_samples(env, 4)
     wall = float(np.median([compiled.run_timed(env) for _ in range(9)]))
-    assert len(samples) == 4 and all(sample > 0.0 for sample in samples)
-    assert float(np.median(samples)) < wall  # a part of the run, not all of it
+    layouts, kernels = zip(*samples, strict=True)
+    assert len(samples) == 4 and all(layout > 0.0 for layout in layouts)
+    assert all(kernel > 0.0 for kernel in kernels)
+    assert float(np.median(layouts)) < wall  # a part of the run, not all of it
     relu = compile_whole(tiny_graph("Relu"))
-    assert relu.layout_samples({"x": np.ones((2, 3), np.float32)}, 3) == [0.0, 0.0, 0.0]
+    relu_samples = relu.layout_samples({"x": np.ones((2, 3), np.float32)}, 3)
+    assert [layout for layout, _ in relu_samples] == [0.0, 0.0, 0.0]
+    assert all(kernel > 0.0 for _, kernel in relu_samples)
 
 
 def test_codegens_without_layouts_report_zero_layout_time() -> None:
     graph = tiny_graph("Relu")
     compiled = get_codegen("numpy").compile(graph, graph.nodes, ["x"], ["y"])
-    assert compiled.layout_samples({"x": np.ones((2, 3), np.float32)}, 2) == [0.0, 0.0]
+    assert compiled.layout_samples({"x": np.ones((2, 3), np.float32)}, 2) == [(0.0, 0.0)] * 2
     assert not get_codegen("numpy").converts_layouts and ortgen.OnnxRuntimeCodegen.converts_layouts
 
 
@@ -350,6 +354,8 @@ def test_layout_seconds_are_summed_per_run() -> None:
         {"cat": "Node", "name": "n_fence_before", "ts": 220, "dur": 30,
          "args": {"op_name": "ReorderInput"}},
     ]  # fmt: skip
-    assert ortgen.layout_seconds_per_run(events, 2) == [pytest.approx(14e-6), 0.0]
+    assert ortgen.layout_seconds_per_run(events, 2) == [
+        pytest.approx((14e-6, 50e-6)), pytest.approx((0.0, 60e-6)),
+    ]  # fmt: skip
     unmarked = [event for event in events if event["cat"] == "Node"]
-    assert ortgen.layout_seconds_per_run(unmarked, 2) == [pytest.approx(7e-6)] * 2
+    assert ortgen.layout_seconds_per_run(unmarked, 2) == [pytest.approx((7e-6, 55e-6))] * 2

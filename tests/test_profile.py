@@ -462,3 +462,9 @@ def test_layout_conversions_of_one_op_subgraphs_are_taken_off_wall_timings() -> 
         sigmoid.name: pytest.approx(40e-6 - 5e-6 - 12e-6),
         relu.name: pytest.approx(30e-6 - 5e-6),  # no layout row: nothing more taken off
     }
+    # never below the op's own kernels, timed in the same runs as the conversions
+    big = Measurement(30e-6, 29e-6, 31e-6, 28e-6, 32e-6, 9, "event")
+    profile.record("layout", "cpu@onnxruntime", op_signature(relu, graph), big, reference_s=4e-6)
+    assert op_costs(profile, graph, "cpu@onnxruntime", base=5e-6).seconds[relu.name] == (
+        pytest.approx(4e-6)
+    )

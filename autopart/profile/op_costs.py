@@ -10,6 +10,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from autopart.ir.graph import Graph, Node
 from autopart.profile.fusion import fusion_pairs
 from autopart.profile.signature import op_signature
@@ -28,15 +30,18 @@ class OpCosts:
     fused: int = 0
 
 
-def node_time(measured: Measurement, base: float, layout: float = 0.0) -> float:
+def node_time(
+    measured: Measurement, base: float, layout: float = 0.0, kernels: float = 0.0
+) -> float:
     """The cost of one op from its one-node measurement.
 
     Wall-clock timings lose the entry ``base`` and the ``layout`` conversions the one-node
-    subgraph made at its own edges (a partition makes those once, at its edges).
+    subgraph made at its own edges (a partition makes those once, at its edges), but never
+    drop below the op's own ``kernels`` time measured with those conversions.
     """
     if measured.timer != "wall":
         return measured.median_s
-    return max(measured.median_s - base - layout, 0.0)
+    return max(measured.median_s - base - layout, kernels, 0.0)
 
 
 def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCosts:
@@ -45,12 +50,13 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
     ``base`` is the launch probe's own timed entry on ``target``, taken off wall-clock
     timings, but never more than the cheapest op's own wall time (a noisy probe above it
     would make every small op free). So is each op's ``layout`` row, where the profile has
-    one: the layout conversions its one-node subgraph made at its edges. Nodes marked
+    one: the layout conversions its one-node subgraph made at its edges, taken off down to
+    the op's own kernel time in the same runs (the row's ``reference_s``). Nodes marked
     unsupported are left out; nodes with no row at all are ``missing``.
     """
     result = OpCosts()
     raw: dict[str, Measurement] = {}
-    layouts: dict[str, float] = {}
+    layouts: dict[str, tuple[float, float]] = {}
     for node in graph.nodes:
         signature = op_signature(node, graph)
         measured = profile.measurement("op", target, signature)
@@ -59,12 +65,16 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
                 result.missing.append(node)
             continue
         raw[node.name] = measured
-        layout = profile.measurement("layout", target, signature)
-        layouts[node.name] = layout.median_s if layout is not None else 0.0
+        layout = profile.row("layout", target, signature)
+        layouts[node.name] = (
+            (float(layout["median_s"]), float(np.nan_to_num(layout["reference_s"])))
+            if layout is not None
+            else (0.0, 0.0)
+        )
     # entering a subgraph cannot cost more than the cheapest one-op subgraph took whole
     base = min([base, *(m.median_s for m in raw.values() if m.timer == "wall")])
     for name, measured in raw.items():
-        result.seconds[name] = node_time(measured, base, layouts[name])
+        result.seconds[name] = node_time(measured, base, *layouts[name])
     marginal: dict[str, float] = {}
     ratios: dict[tuple[str, str], list[float]] = {}
     pairs = {name: pair for name, pair in fusion_pairs(graph).items() if name in result.seconds}

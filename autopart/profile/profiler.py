@@ -281,7 +281,12 @@ class Profiler:
             assert job.node is not None
             compiled, env = _compiled(targets[job.target], graph, [job.node], values)
             samples = compiled.layout_samples(env, settings.min_runs)
-            record(job.key, samples, "event", op_type=job.node.op_type)
+            kernels = pooled.setdefault(("layout kernels", job.target, job.key), [])
+            kernels.extend(other for _, other in samples)
+            record(
+                job.key, [layout for layout, _ in samples], "event",
+                op_type=job.node.op_type, reference_s=float(np.median(kernels)),
+            )  # fmt: skip
         elif job.kind == "launch":
             resolved = targets[job.target]
             wall, timed = self._launch(resolved, settings)

@@ -8,10 +8,12 @@ A profile file looks like::
     op,cpu@onnxruntime,"Conv:11 {…} (float32[1x64x56x56],…) -> (…)",Conv,0.00021,…
 
 Row kinds: ``op`` (``key`` is the op signature), ``unsupported`` (a signature the target
-cannot run), ``fused`` (a producer and its consumer timed together; ``key`` joins both
-signatures), ``launch`` (entering one partition),
-``transfer`` (``target`` is ``src->dst``, ``key`` the size in bytes) and ``calibration``
-(a measured subgraph; ``reference_s`` is the op-sum prediction it is compared with).
+cannot run), ``layout`` (the layout conversions of an op's one-node subgraph;
+``reference_s`` is that op's own kernel time in the same runs), ``fused`` (a producer and
+its consumer timed together; ``key`` joins both signatures), ``launch`` (entering one
+partition), ``transfer`` (``target`` is ``src->dst``, ``key`` the size in bytes) and
+``calibration`` (a measured subgraph; ``reference_s`` is the op-sum prediction it is
+compared with).
 Rows are unique by (kind, target, key); when two profiles of one machine merge, the newer
 measurement wins. Files are never pickled, never half-written, and a file that cannot be
 read is reported, never overwritten.

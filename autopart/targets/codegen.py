@@ -59,15 +59,16 @@ class CompiledSubgraph(ABC):
         self.run(env)
         return time.perf_counter() - start
 
-    def layout_samples(self, env: Environment, runs: int) -> list[float]:
-        """Seconds that each of ``runs`` runs spent converting layouts at this boundary.
+    def layout_samples(self, env: Environment, runs: int) -> list[tuple[float, float]]:
+        """Per run of ``runs``: seconds converting layouts at this boundary, and in kernels.
 
-        A codegen that converts tensors into a blocked layout where a subgraph starts and
-        back where it ends pays that at partition edges only, not per op; one-op timings
-        include it, and the profiler takes it off them. Codegens that do no such thing
-        (``converts_layouts`` false) keep this default: zeros.
+        The second figure is the subgraph's own kernels' time in the same run. A codegen
+        that converts tensors into a blocked layout where a subgraph starts and back where
+        it ends pays that at partition edges only, not per op; one-op timings include it,
+        and the profiler takes it off them, never below the kernels' own time. Codegens
+        that do no such thing (``converts_layouts`` false) keep this default: zeros.
         """
-        return [0.0] * runs
+        return [(0.0, 0.0)] * runs
 
 
 class Codegen(ABC):

@@ -278,12 +278,13 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
                 env[name] = self._passthrough[name]
         return elapsed
 
-    def layout_samples(self, env: Environment, runs: int) -> list[float]:
-        """Seconds per run spent in layout conversion kernels, from onnxruntime's profiler.
+    def layout_samples(self, env: Environment, runs: int) -> list[tuple[float, float]]:
+        """Per run, seconds in layout conversion kernels and in the other kernels.
 
-        A second session over the same model, with the same threads and profiling on, runs
-        ``runs`` times after one warm-up run; each run's ``ReorderInput``/``ReorderOutput``
-        kernel times are summed. Outputs are not stored in ``env``.
+        From onnxruntime's profiler: a second session over the same model, with the same
+        threads and profiling on, runs ``runs`` times after one warm-up run; each run's
+        ``ReorderInput``/``ReorderOutput`` kernel times are summed, and so are the rest.
+        Outputs are not stored in ``env``.
         """
         feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
         with tempfile.TemporaryDirectory(prefix="autopart-ort-") as folder:
@@ -297,27 +298,31 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         return layout_seconds_per_run(events, runs + 1)[-runs:]
 
 
-def layout_seconds_per_run(events: list[dict[str, Any]], runs: int) -> list[float]:
-    """Per ``model_run`` in an onnxruntime profile, the seconds its layout kernels took.
+def layout_seconds_per_run(events: list[dict[str, Any]], runs: int) -> list[tuple[float, float]]:
+    """Per ``model_run`` in an onnxruntime profile: seconds in layout kernels, in the rest.
 
-    A profile without ``model_run`` markers (another onnxruntime version) gets the layout
-    kernels' total spread evenly over the ``runs`` runs it recorded.
+    A profile without ``model_run`` markers (another onnxruntime version) gets the kernels'
+    totals spread evenly over the ``runs`` runs it recorded.
     """
     windows = [
         (event["ts"], event["ts"] + event["dur"])
         for event in events
         if event.get("cat") == "Session" and event.get("name") == "model_run"
     ]
-    layouts = [
-        (event["ts"], event["dur"])
+    kernels = [
+        (event["ts"], event["dur"], event.get("args", {}).get("op_name") in LAYOUT_KERNELS)
         for event in events
-        if event.get("cat") == "Node"
-        and str(event.get("name", "")).endswith("_kernel_time")
-        and event.get("args", {}).get("op_name") in LAYOUT_KERNELS
+        if event.get("cat") == "Node" and str(event.get("name", "")).endswith("_kernel_time")
     ]
+
+    def sums(chosen: list[tuple[int, int, bool]], share: float) -> tuple[float, float]:
+        layout = sum(d for _, d, is_layout in chosen if is_layout)
+        other = sum(d for _, d, is_layout in chosen if not is_layout)
+        return layout * 1e-6 * share, other * 1e-6 * share
+
     if not windows:
-        return [sum(d for _, d in layouts) * 1e-6 / max(runs, 1)] * runs
-    return [sum(d for ts, d in layouts if start <= ts <= end) * 1e-6 for start, end in windows]
+        return [sums(kernels, 1.0 / max(runs, 1))] * runs
+    return [sums([k for k in kernels if start <= k[0] <= end], 1.0) for start, end in windows]
 
 
 @register_codegen
