@@ -9,7 +9,7 @@ one (and it still matches the model), else the search's pick made now from the p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,16 +21,13 @@ from autopart.io import atomic_write_bytes
 from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
 from autopart.runtime.feeds import random_inputs
-from autopart.tuning.verify import measure_plans
+from autopart.tuning.verify import Runner, measure_plans
 from autopart.tuning.workflow import Progress, prepare
 from autopart.zoo import resolve_model
 
 PEER = "onnxruntime alone"
 TUNED = "autopart (tuned)"
 BASELINES = ("ort-ep-rule", "heft", "per-op-best")
-
-
-Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 
 
 def onnxruntime_alone(model: str) -> Runner:

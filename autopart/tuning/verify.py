@@ -1,8 +1,9 @@
 """Running candidate plans side by side on the real targets, with their outputs checked.
 
-Plans are compiled once, then run in interleaved rounds (one run of each plan per round, in
-an order that rotates from round to round), so that the machine's drift and each lane's
-after-effects spread over every plan alike; medians are reported.
+Plans are compiled once, then run in interleaved rounds (one block of runs of each plan per
+round, in an order that rotates from round to round), so that the machine's drift and each
+lane's after-effects spread over every plan alike; medians are reported. A quick plan's
+block settles the caches with untimed runs first (:func:`block_for`).
 """
 
 from __future__ import annotations
@@ -27,16 +28,26 @@ CHECK_TOLERANCE = 1e-3
 
 @dataclass
 class Measured:
-    """Measured latencies of one plan, its last run's step timings and its output error."""
+    """Measured latencies of one plan, its last run's step timings and its output error.
+
+    ``latencies`` holds every timed run; ``round_medians`` one median per round (a block of
+    back-to-back runs), the independent samples that significance tests compare.
+    """
 
     latencies: list[float] = field(default_factory=list)
     steps: list[StepTiming] = field(default_factory=list)
     max_error: float = 0.0
+    round_medians: list[float] = field(default_factory=list)
 
     @property
     def median_s(self) -> float:
         """Median latency in seconds."""
         return statistics.median(self.latencies)
+
+    @property
+    def samples(self) -> list[float]:
+        """One latency per round (every timed run where rounds were not recorded)."""
+        return self.round_medians or self.latencies
 
     @property
     def correct(self) -> bool:
@@ -45,12 +56,66 @@ class Measured:
 
 
 MAX_ROUND_STRETCH = 20
+SETTLE_S = 1e-3  # untimed runs that open a block last about this long (caches refill) ...
+SETTLE_BELOW_S = 0.02  # ... for plans quicker than this; slower ones hardly notice a switch
+BLOCK_S = 5e-3  # the timed runs of a block last about this long
+MAX_BLOCK_RUNS = 50
+
+
+@dataclass(frozen=True)
+class Block:
+    """How one plan runs in each round: ``settle`` untimed runs, then ``timed`` timed runs."""
+
+    settle: int = 0
+    timed: int = 1
+
+
+def block_for(run_s: float) -> Block:
+    """The block for a plan whose one run takes ``run_s`` seconds.
+
+    Switching from one plan to another leaves the caches and the cores' threads to the plan
+    that ran before: the first run of a 0.2 ms transformer took 1.8 times its steady time
+    and the second 1.15 times, a 6 ms CNN 1.04 to 1.07 times. So quick plans open each block
+    with untimed runs lasting :data:`SETTLE_S` and time enough runs to fill
+    :data:`BLOCK_S`; plans of :data:`SETTLE_BELOW_S` or more run once per round, timed.
+    """
+    run_s = max(run_s, 1e-9)
+    if run_s >= SETTLE_BELOW_S:
+        return Block()
+    settle = min(MAX_BLOCK_RUNS, math.ceil(SETTLE_S / run_s))
+    timed = min(MAX_BLOCK_RUNS, max(1, math.ceil(BLOCK_S / run_s)))
+    return Block(settle, timed)
 
 
 def _stretched(rounds: int, round_s: float, min_timed_s: float) -> int:
     """How many timed rounds make ``min_timed_s`` seconds, never fewer than ``rounds``."""
     wanted = math.ceil(min_timed_s / max(round_s, 1e-9))
     return max(rounds, min(wanted, rounds * MAX_ROUND_STRETCH))
+
+
+Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+_RunResult = tuple[dict[str, np.ndarray], list[float], list[StepTiming]]
+
+
+def _peer_block(peer: Runner) -> Callable[[Mapping[str, np.ndarray], Block], _RunResult]:
+    def run(feeds: Mapping[str, np.ndarray], block: Block) -> _RunResult:
+        latencies, outputs = [], {}
+        for index in range(block.settle + block.timed):
+            start = time.perf_counter()
+            outputs = peer(feeds)
+            if index >= block.settle:
+                latencies.append(time.perf_counter() - start)
+        return outputs, latencies, []
+
+    return run
+
+
+def _plan_block(executor: PlanExecutor) -> Callable[[Mapping[str, np.ndarray], Block], _RunResult]:
+    def run(feeds: Mapping[str, np.ndarray], block: Block) -> _RunResult:
+        result = executor.run(feeds, repeat=block.timed, warmup=block.settle)
+        return result.outputs, result.latencies, result.steps
+
+    return run
 
 
 def measure_plans(
@@ -60,10 +125,14 @@ def measure_plans(
     rounds: int = 10,
     warmup: int = 2,
     progress: Callable[[int, int, str], None] | None = None,
-    peers: Mapping[str, Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]] | None = None,
+    peers: Mapping[str, Runner] | None = None,
     min_timed_s: float = 2.0,
 ) -> dict[str, Measured]:
-    """Run every plan ``warmup`` + ``rounds`` times or more, interleaved; check outputs once.
+    """Run every plan in ``warmup`` + ``rounds`` rounds or more, interleaved; check outputs once.
+
+    Warm-up rounds run each plan once (twice in the last, timing the second). From then on
+    each round runs each plan in a :func:`block_for` that run's time: a quick plan settles with untimed runs and is
+    timed several times back to back, as a user running it in a loop would see it.
 
     When the first timed round shows that ``rounds`` rounds would take less than
     ``min_timed_s`` seconds, rounds are added until they would (at most
@@ -82,37 +151,39 @@ def measure_plans(
     planned = warmup + rounds
     done = 0
     with contextlib.ExitStack() as stack:
-        executors: dict[str, PlanExecutor] = {}
+        runners = {name: _peer_block(peer) for name, peer in peers.items()}
+        blocks = {name: Block() for name in results}
         try:
             for name, plan in plans.items():
                 if progress is not None:
                     progress(done, len(plans) + len(results) * planned, f"compiling {name}")
-                executors[name] = stack.enter_context(PlanExecutor(plan, graph))
+                executor = stack.enter_context(PlanExecutor(plan, graph))
+                runners = {name: _plan_block(executor), **runners}
                 done += 1
-            runners = [*executors, *peers]
+            order = [*plans, *peers]
             round_index, round_started = 0, time.perf_counter()
             while round_index < planned:
                 # the order rotates, so that no runner always follows the same one (a lane's
                 # lingering threads slow whatever runs next)
-                shift = round_index % max(len(runners), 1)
-                for name in runners[shift:] + runners[:shift]:
+                shift = round_index % max(len(order), 1)
+                for name in order[shift:] + order[:shift]:
                     if progress is not None:
                         total = len(plans) + len(results) * planned
                         progress(done, total, f"running {name}")
-                    if name in executors:
-                        run = executors[name].run(feeds)
-                        outputs, latencies = run.outputs, run.latencies
-                        results[name].steps = run.steps
-                    else:
-                        start = time.perf_counter()
-                        outputs = peers[name](feeds)
-                        latencies = [time.perf_counter() - start]
+                    block = blocks[name]
+                    if round_index == warmup - 1:
+                        block = Block(settle=1, timed=1)  # time a run that follows its own
+                    outputs, latencies, steps = runners[name](feeds, block)
                     done += 1
                     if round_index == 0:
                         errors = check_outputs(graph, feeds, outputs, reference)
                         results[name].max_error = max(errors.values(), default=0.0)
                     if round_index >= warmup:
                         results[name].latencies.extend(latencies)
+                        results[name].round_medians.append(statistics.median(latencies))
+                        results[name].steps = steps
+                    elif round_index == warmup - 1:
+                        blocks[name] = block_for(statistics.median(latencies))
                 if round_index == warmup:
                     planned = warmup + _stretched(rounds, time.perf_counter() - round_started,
                                                   min_timed_s)  # fmt: skip

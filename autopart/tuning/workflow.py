@@ -42,13 +42,14 @@ def clearly_faster(fast: Measured, slow: Measured) -> bool:
     """Whether ``fast`` beat ``slow`` by more than the noise, in median and in its runs.
 
     The medians must differ by more than :data:`NOISE_MARGIN`; when both plans have three
-    runs or more, a one-sided Mann-Whitney U test must also pass at :data:`SIGNIFICANCE`.
+    rounds or more, a one-sided Mann-Whitney U test on their round medians (runs back to
+    back within a round are not independent samples) must also pass at :data:`SIGNIFICANCE`.
     """
     if fast.median_s * (1 + NOISE_MARGIN) >= slow.median_s:
         return False
-    if min(len(fast.latencies), len(slow.latencies)) < 3:
+    if min(len(fast.samples), len(slow.samples)) < 3:
         return True
-    test = mannwhitneyu(fast.latencies, slow.latencies, alternative="less")
+    test = mannwhitneyu(fast.samples, slow.samples, alternative="less")
     return bool(test.pvalue < SIGNIFICANCE)
 
 
