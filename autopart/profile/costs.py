@@ -3,7 +3,9 @@
 A node's cost on a target is its signature's median time there. Codegens without a device
 clock time ops by wall clock around a whole ``run``, which includes entering the subgraph;
 the launch probe's own ``run_timed`` time is taken off those, since the partition's launch is
-charged once, separately (the launch probe's wall time around ``run`` plus synchronisation).
+charged once, separately: the launch probe's wall time around ``run`` plus synchronisation,
+or what a cut inside the model's windows cost on that target where that is more
+(:mod:`autopart.profile.cuts`).
 Consumers that a fusing codegen folds into their producer cost what the pair takes beyond
 the producer (:mod:`autopart.profile.op_costs`). On request, op costs are then scaled by
 the target's subgraph calibration factor (:mod:`autopart.profile.calibration`).
@@ -16,6 +18,8 @@ from collections.abc import Sequence
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.profile.calibration import calibrate
+from autopart.profile.cuts import cut_cost
+from autopart.profile.fusion import fusion_pairs
 from autopart.profile.op_costs import op_costs
 from autopart.profile.store import Profile, ProfileError
 from autopart.profile.transfer import TransferFit, fit_transfer, split_pair
@@ -60,6 +64,8 @@ def costs_from_profile(
     ]
     node_cost: dict[str, dict[VirtualDevice, float]] = {node.name: {} for node in graph.nodes}
     launch: dict[VirtualDevice, float] = {}
+    unfused: dict[str, dict[VirtualDevice, float]] = {}
+    layout: dict[str, dict[VirtualDevice, float]] = {}
     for target in chosen:
         name = str(target)
         wall = profile.measurement("launch", name, "wall")
@@ -68,12 +74,16 @@ def costs_from_profile(
             raise ProfileError(
                 f"the profile has no launch measurement for {name}; run `autopart profile`"
             )
-        launch[target] = wall.median_s
+        launch[target] = max(wall.median_s, cut_cost(profile, graph, name))
         costs = op_costs(profile, graph, name, timed.median_s)
         factor = calibrate(profile, graph, name, costs).factor if calibrated else 1.0
         missing = costs.missing
         for node_name, seconds in costs.seconds.items():
             node_cost[node_name][target] = seconds * factor
+        for node_name, extra in costs.unfused.items():
+            unfused.setdefault(node_name, {})[target] = extra * factor
+        for node_name, extra in costs.layout.items():
+            layout.setdefault(node_name, {})[target] = extra
         if missing:
             ops = sorted({node.op_type for node in missing})
             raise ProfileError(
@@ -90,4 +100,5 @@ def costs_from_profile(
             f"the profile has no transfer measurements for {', '.join(lacking)}; "
             "run `autopart profile`"
         )
-    return Costs(graph, chosen, node_cost, launch, transfers)
+    producers = {name: pair.producer.name for name, pair in fusion_pairs(graph).items()}
+    return Costs(graph, chosen, node_cost, launch, transfers, producers, unfused, layout)

@@ -22,12 +22,18 @@ from autopart.profile.store import Measurement, Profile
 class OpCosts:
     """Seconds per node name on one target; ``missing`` nodes have no timing at all.
 
-    ``fused`` counts the nodes charged at a fused cost (measured pair or class ratio).
+    ``fused`` counts the nodes charged at a fused cost (measured pair or class ratio);
+    ``unfused[name]`` is what such a node costs beyond that when its producer is not in
+    its partition. ``layout[name]`` is what its one-node subgraph spent converting layouts
+    at its edges, taken off ``seconds``: a partition pays it back where the node sits at
+    one of its edges (:meth:`autopart.search.costs.Costs.partition_cost`).
     """
 
     seconds: dict[str, float] = field(default_factory=dict)
     missing: list[Node] = field(default_factory=list)
     fused: int = 0
+    unfused: dict[str, float] = field(default_factory=dict)
+    layout: dict[str, float] = field(default_factory=dict)
 
 
 def node_time(
@@ -75,6 +81,9 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
     base = min([base, *(m.median_s for m in raw.values() if m.timer == "wall")])
     for name, measured in raw.items():
         result.seconds[name] = node_time(measured, base, *layouts[name])
+        taken_off = node_time(measured, base) - result.seconds[name]
+        if taken_off > 0.0:
+            result.layout[name] = taken_off
     marginal: dict[str, float] = {}
     ratios: dict[tuple[str, str], list[float]] = {}
     pairs = {name: pair for name, pair in fusion_pairs(graph).items() if name in result.seconds}
@@ -88,6 +97,7 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
         if alone > 0.0:
             ratios.setdefault(pair.kind, []).append(marginal[name] / alone)
     for name, pair in pairs.items():
+        alone = result.seconds[name]
         if name in marginal:
             result.seconds[name] = marginal[name]
         elif pair.kind in ratios:
@@ -95,4 +105,5 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
         else:
             continue
         result.fused += 1
+        result.unfused[name] = alone - result.seconds[name]
     return result

@@ -38,6 +38,7 @@ from autopart.profile.calibration import (
     op_sum,
     window_key,
 )
+from autopart.profile.cuts import cut_index
 from autopart.profile.fusion import pairs_to_measure
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.signature import op_signature
@@ -95,7 +96,7 @@ def plan_jobs(
     pairs that the target cannot run (recorded as ``unsupported`` rows). Ops come first in
     the order of the graph, then the layout conversions of each op's one-node subgraph
     (codegens that convert layouts only), fusion pairs (fusing codegens only), launches,
-    calibration windows, and copies.
+    calibration windows, the same windows cut in two, and copies.
     """
     jobs: list[Job] = []
     reused = unsupported = 0
@@ -164,6 +165,17 @@ def plan_jobs(
                 window = graph.nodes[start:end]
                 label = f"{len(window)} ops on {target}"
                 jobs.append(Job("calibration", target, key, label, nodes=window))
+    for resolved in targets:
+        target = str(resolved.target)
+        supported = partial(resolved.codegen.supports, graph=graph)
+        for start, end in calibration_windows(graph, supported):
+            key = window_key(graph, start, end)
+            window = graph.nodes[start:end]
+            if profile.has("cut", target, key):
+                reused += 1
+            elif cut_index(graph, window) is not None:
+                label = f"a cut of {len(window)} ops on {target}"
+                jobs.append(Job("cut", target, key, label, nodes=window))
     devices = sorted({str(r.target.device) for r in targets} - {HOST})
     for device in devices:
         for src, dst in ((HOST, device), (device, HOST)):
@@ -212,7 +224,7 @@ class Profiler:
         jobs, reused, unsupported = plan_jobs(graph, resolved, self.profile)
         report = ProfileReport(reused=reused, unsupported=unsupported)
         report.targets = [str(r.target) for r in resolved]
-        needs_values = any(j.kind in ("op", "layout", "fused", "calibration") for j in jobs)
+        needs_values = any(j.kind in ("op", "layout", "fused", "calibration", "cut") for j in jobs)
         values = _reference_values(graph) if needs_values else {}
         by_target = {str(r.target): r for r in resolved}
         last_save = time.perf_counter()
@@ -287,6 +299,13 @@ class Profiler:
                 job.key, [layout for layout, _ in samples], "event",
                 op_type=job.node.op_type, reference_s=float(np.median(kernels)),
             )  # fmt: skip
+        elif job.kind == "cut":
+            whole: list[float] = pooled.setdefault(("cut whole", job.target, job.key), [])
+            sample = _cut_sampler(targets[job.target], graph, job.nodes, values, whole)
+            record(
+                job.key, collect(sample, settings), "wall", op_type=f"cut of {len(job.nodes)} ops",
+                reference_s=float(np.median(whole)),
+            )  # fmt: skip
         elif job.kind == "launch":
             resolved = targets[job.target]
             wall, timed = self._launch(resolved, settings)
@@ -336,6 +355,41 @@ def _op_sampler(
     """Compile ``nodes`` for ``resolved`` and return a function timing one run of them."""
     compiled, env = _compiled(resolved, graph, nodes, values)
     return lambda: compiled.run_timed(env)
+
+
+def _cut_sampler(
+    resolved: ResolvedTarget,
+    graph: Graph,
+    nodes: list[Node],
+    values: dict[str, np.ndarray],
+    whole_times: list[float],
+) -> Callable[[], float]:
+    """A function timing ``nodes`` whole, then cut in two (:func:`cut_index`), on ``resolved``.
+
+    Each call returns the wall time of the two halves in a row and appends that of the
+    whole, run just before, to ``whole_times`` (the two alternate, so drift hits both).
+    """
+    index = cut_index(graph, nodes)
+    assert index is not None
+    whole, env = _compiled(resolved, graph, nodes, values)
+    device, unit = resolved.placement.device, resolved.placement.unit
+    halves = [
+        resolved.codegen.compile(graph, part, *boundary(graph, part), resolved.placement)
+        for part in (nodes[:index], nodes[index:])
+    ]
+
+    def wall(parts: list[CompiledSubgraph]) -> float:
+        start = time.perf_counter()
+        for part in parts:
+            part.run(env)
+            device.synchronize(unit)
+        return time.perf_counter() - start
+
+    def sample() -> float:
+        whole_times.append(wall([whole]))
+        return wall(halves)
+
+    return sample
 
 
 def _reference_values(graph: Graph) -> dict[str, np.ndarray]:

@@ -13,7 +13,8 @@ cannot run), ``layout`` (the layout conversions of an op's one-node subgraph;
 its consumer timed together; ``key`` joins both signatures), ``launch`` (entering one
 partition), ``transfer`` (``target`` is ``src->dst``, ``key`` the size in bytes) and
 ``calibration`` (a measured subgraph; ``reference_s`` is the op-sum prediction it is
-compared with).
+compared with) and ``cut`` (the wall time of such a subgraph cut in two, its halves run in
+a row; ``reference_s`` is its wall time whole; see :mod:`autopart.profile.cuts`).
 Rows are unique by (kind, target, key); when two profiles of one machine merge, the newer
 measurement wins. Files are never pickled, never half-written, and a file that cannot be
 read is reported, never overwritten.
@@ -56,7 +57,7 @@ COLUMNS = [
     "measured_at",
 ]
 KEY = ["kind", "target", "key"]
-KINDS = ("op", "unsupported", "layout", "fused", "launch", "transfer", "calibration")
+KINDS = ("op", "unsupported", "layout", "fused", "launch", "transfer", "calibration", "cut")
 
 
 class ProfileError(AutopartError):

@@ -13,6 +13,7 @@ codegen (``opencl:0@opencl``) that codegen on the device and all its units; a fu
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -155,15 +156,12 @@ def apply(costs: Costs, constraints: Constraints) -> Costs:
         fallback = _target(constraints.fallback, f"fallback {constraints.fallback!r}")
         if fallback not in costs.targets:
             raise ConstraintError(f"fallback {fallback} is not a known target; targets: {known}")
-    restricted = Costs(
-        graph=graph,
-        targets=list(costs.targets),
+    restricted = dataclasses.replace(
+        costs,
         node_cost={
             name: {t: entry[t] for t in allowed.get(name, entry)}
             for name, entry in costs.node_cost.items()
         },
-        launch=dict(costs.launch),
-        transfers=dict(costs.transfers),
     )
     _check_memory(restricted, constraints.memory)
     return restricted

@@ -7,6 +7,7 @@ hand in tests and synthetic experiments. All times are seconds.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from autopart.ir.graph import Graph, Node
@@ -47,6 +48,12 @@ class Costs:
     partition on it. ``transfers[(src, dst)]`` prices copies between devices; a pair
     without a model falls back to going through the host (src->cpu, then cpu->dst).
     Graph inputs start on the host and graph outputs must end on it.
+
+    Edge costs (:meth:`partition_cost`): a node that a codegen fuses into its producer
+    ``fused_producer[node]`` costs ``unfused[node][target]`` more when that producer is in
+    another partition; a node whose codegen converts data layouts at a partition's edges
+    pays ``layout[node][target]``, half where one of its inputs comes from outside its
+    partition and half where one of its outputs leaves it.
     """
 
     graph: Graph
@@ -54,6 +61,9 @@ class Costs:
     node_cost: dict[str, dict[VirtualDevice, float]]
     launch: dict[VirtualDevice, float] = field(default_factory=dict)
     transfers: dict[tuple[str, str], TransferModel] = field(default_factory=dict)
+    fused_producer: dict[str, str] = field(default_factory=dict)
+    unfused: dict[str, dict[VirtualDevice, float]] = field(default_factory=dict)
+    layout: dict[str, dict[VirtualDevice, float]] = field(default_factory=dict)
 
     def supported(self, node: Node | str) -> list[VirtualDevice]:
         """Targets that can run ``node``, in the order of :attr:`targets`."""
@@ -69,6 +79,41 @@ class Costs:
     def launch_cost(self, target: VirtualDevice) -> float:
         """The fixed cost of one partition on ``target`` (0 when unmeasured)."""
         return self.launch.get(target, 0.0)
+
+    def partition_cost(self, nodes: Sequence[str], target: VirtualDevice) -> float:
+        """Seconds of one partition of ``nodes`` on ``target``.
+
+        That is its launch, its nodes' costs and the edge costs its boundary makes them
+        pay (see the class docstring).
+
+        Raises KeyError when ``target`` cannot run one of the nodes.
+        """
+        inside = set(nodes)
+        total = self.launch_cost(target)
+        for name in nodes:
+            total += self.cost(name, target)
+            producer = self.fused_producer.get(name)
+            if producer is not None and producer not in inside:
+                total += self.unfused.get(name, {}).get(target, 0.0)
+            layout = self.layout.get(name, {}).get(target, 0.0)
+            if layout > 0.0:
+                total += layout * self._edges_crossed(self.graph.node(name), inside) / 2
+        return total
+
+    def _edges_crossed(self, node: Node, inside: set[str]) -> int:
+        """1 for an input from outside ``inside``, plus 1 for an output read outside it."""
+        values = [self.graph.value(name) for name in node.present_inputs]
+        entering = any(
+            not value.is_const and (value.producer is None or value.producer.name not in inside)
+            for value in values
+        )
+        leaving = any(
+            name in self.graph.outputs
+            or any(c.name not in inside for c in self.graph.value(name).consumers)
+            for name in node.outputs
+            if name
+        )
+        return int(entering) + int(leaving)
 
     def transfer(self, src: str, dst: str, nbytes: int) -> float:
         """Seconds to copy ``nbytes`` from device ``src`` to device ``dst`` (0 when equal)."""

@@ -1,7 +1,8 @@
 """The cost model: a plan's predicted latency, sequential and as a concurrent list schedule.
 
 Every step of a plan has a cost. A partition costs its target's launch plus the sum of its
-nodes' costs; a copy costs :meth:`Costs.transfer` of its bytes. A partition on unit ``u`` of
+nodes' costs and the edge costs its boundary makes them pay (:meth:`Costs.partition_cost`);
+a copy costs :meth:`Costs.transfer` of its bytes. A partition on unit ``u`` of
 device ``d`` occupies lane ``d/u``; a whole-device partition occupies every unit lane of
 ``d`` (the units named for ``d`` in ``costs.targets`` or in the plan; ``d/*`` when there are
 none). Copies run one at a time on lane ``copy:src->dst``.
@@ -136,9 +137,9 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
             lanes: tuple[str, ...] = (f"copy:{spec.src}->{spec.dst}",)
         else:
             target = targets[step_id]
-            cost = costs.launch_cost(target) + math.fsum(
-                _node_cost(costs, node, target) for node in spec.nodes
-            )
+            for node in spec.nodes:
+                _node_cost(costs, node, target)  # a clear error for a node it cannot run
+            cost = costs.partition_cost(spec.nodes, target)
             device = str(target.device)
             if target.unit is not None:
                 lanes = (f"{device}/{target.unit}",)

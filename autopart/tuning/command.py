@@ -55,7 +55,8 @@ def _split(values: tuple[str, ...]) -> list[str]:
 @click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
 @click.option(
     "--rounds", type=int, default=10, show_default=True,
-    help="timed runs per plan (more, up to 20x, until they take 2 s)",
+    help="timed rounds per plan (more, up to 20x, until they take 2 s; a quick plan "
+    "runs a settled block of runs per round)",
 )  # fmt: skip
 @click.option("--storage", default=None, metavar="URL", help="optuna RDB URL shared by workers")
 @click.option("--seed", type=int, default=0, show_default=True)
@@ -160,7 +161,8 @@ def print_report(report: TuneReport) -> None:
 @click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
 @click.option(
     "--rounds", type=int, default=15, show_default=True,
-    help="timed runs per plan (more, up to 20x, until they take 2 s)",
+    help="timed rounds per plan (more, up to 20x, until they take 2 s; a quick plan "
+    "runs a settled block of runs per round)",
 )  # fmt: skip
 @click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default="bench.csv",
               show_default=True)  # fmt: skip

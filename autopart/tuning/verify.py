@@ -131,8 +131,9 @@ def measure_plans(
     """Run every plan in ``warmup`` + ``rounds`` rounds or more, interleaved; check outputs once.
 
     Warm-up rounds run each plan once (twice in the last, timing the second). From then on
-    each round runs each plan in a :func:`block_for` that run's time: a quick plan settles with untimed runs and is
-    timed several times back to back, as a user running it in a loop would see it.
+    each round runs each plan in a :func:`block_for` that run's time: a quick plan settles
+    with untimed runs and is timed several times back to back, as a user running it in a
+    loop would see it.
 
     When the first timed round shows that ``rounds`` rounds would take less than
     ``min_timed_s`` seconds, rounds are added until they would (at most

@@ -1,0 +1,117 @@
+"""Cut costs: where windows are cut, how a target's cut cost is read, how it is charged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autopart import api
+from autopart.profile import Profile
+from autopart.profile.calibration import model_tag
+from autopart.profile.costs import costs_from_profile
+from autopart.profile.cuts import cut_cost, cut_index
+from autopart.profile.fusion import fusion_pairs
+from autopart.profile.store import Measurement
+from tests.test_profile import FAST
+
+
+def _row(seconds: float) -> Measurement:
+    return Measurement(seconds, seconds, seconds, seconds, seconds, 5, "wall")
+
+
+def test_windows_are_cut_near_the_middle_and_never_inside_a_fused_pair() -> None:
+    graph = api.load("resnet50")
+    fused = fusion_pairs(graph)
+    for start in range(0, len(graph.nodes) - 16, 7):
+        window = graph.nodes[start : start + 16]
+        index = cut_index(graph, window)
+        assert index is not None and 1 <= index < len(window)
+        pair = fused.get(window[index].name)
+        assert pair is None or pair.producer.name not in {n.name for n in window[:index]}
+        assert abs(index - 8) <= 4
+    assert cut_index(graph, graph.nodes[:1]) is None
+
+
+def test_a_targets_cut_cost_is_the_median_window_difference_of_its_own_model_first() -> None:
+    graph = api.load("squeezenet")
+    profile = Profile({"fingerprint": "test"})
+    assert cut_cost(profile, graph, "cpu@onnxruntime") == 0.0
+    for index, (split, whole) in enumerate([(3e-3, 1e-3), (2e-3, 1.5e-3), (9e-3, 1e-3)]):
+        key = f"other@0123456789ab[{index}:{index + 8}]"
+        profile.record("cut", "cpu@onnxruntime", key, _row(split), reference_s=whole)
+    assert cut_cost(profile, graph, "cpu@onnxruntime") == pytest.approx(2e-3)  # other models
+    own = f"{model_tag(graph)}[7:15]"
+    profile.record("cut", "cpu@onnxruntime", own, _row(1.2e-3), reference_s=1e-3)
+    assert cut_cost(profile, graph, "cpu@onnxruntime") == pytest.approx(0.2e-3)
+    profile.record("cut", "cpu@onnxruntime", own, _row(0.9e-3), reference_s=1e-3)
+    assert cut_cost(profile, graph, "cpu@onnxruntime") == 0.0  # noise is not a negative cost
+    assert cut_cost(profile, graph, "cpu/0@onnxruntime") == 0.0
+
+
+def test_profiling_cuts_the_calibration_windows_and_charges_the_cut_per_partition(
+    tmp_path: Path,
+) -> None:
+    target = "cpu/0@onnxruntime"
+    report, profile, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
+    graph = api.load("squeezenet")
+    cuts = profile.rows("cut", target)
+    windows = profile.rows("calibration", target)
+    assert sorted(cuts["key"]) == sorted(windows["key"]) and len(cuts) == 3
+    assert (cuts["median_s"] > 0).all() and (cuts["reference_s"] > 0).all()
+    assert (cuts["runs"] >= FAST.min_runs).all()
+    costs = costs_from_profile(graph, profile, [target])
+    (vdev,) = costs.targets
+    wall = profile.measurement("launch", target, "wall")
+    assert wall is not None
+    assert costs.launch[vdev] == pytest.approx(max(wall.median_s, cut_cost(profile, graph, target)))
+    for key in cuts["key"]:  # a cut dearer than the probe is what a partition is charged
+        profile.record("cut", target, key, _row(0.06), reference_s=0.01)
+    assert costs_from_profile(graph, profile, [target]).launch[vdev] == pytest.approx(0.05)
+    again, _, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
+    assert again.new == 0 and again.reused == report.new
+
+
+def test_partitions_pay_back_unfused_consumers_and_layout_conversions_at_their_edges() -> None:
+    from autopart.ir.target import VirtualDevice
+    from autopart.search.costs import Costs
+    from autopart.search.simulator import simulate
+    from tests.test_profile import tiny_cnn
+
+    graph = api.load(tiny_cnn())  # conv1 -> relu1 -> conv2 -> add(relu1, conv2)
+    ort, numpy_ = VirtualDevice.parse("cpu@onnxruntime"), VirtualDevice.parse("cpu@numpy")
+    node_cost = {node.name: {ort: 1.0, numpy_: 1.0} for node in graph.nodes}
+    costs = Costs(
+        graph, [ort, numpy_], node_cost, launch={ort: 0.1},
+        fused_producer={"relu1": "conv1"}, unfused={"relu1": {ort: 0.5}},
+        layout={"conv2": {ort: 0.2}},
+    )  # fmt: skip
+    assert costs.partition_cost(["conv1", "relu1", "conv2", "add"], ort) == pytest.approx(4.1)
+    assert costs.partition_cost(["relu1", "conv2", "add"], ort) == pytest.approx(3.0 + 0.5 + 0.1)
+    assert costs.partition_cost(["conv2"], ort) == pytest.approx(1.1 + 0.2)  # in and out
+    assert costs.partition_cost(["relu1"], numpy_) == pytest.approx(1.0)  # no edge costs there
+    whole = api.make_plan(graph, fallback="cpu@onnxruntime")[0]
+    split = api.make_plan(graph, ["name:conv1=cpu@numpy"], fallback="cpu@onnxruntime")[0]
+    assert simulate(whole, costs).sequential_s == pytest.approx(4.1)
+    assert simulate(split, costs).sequential_s == pytest.approx(1.0 + 3.0 + 0.5 + 0.1)
+
+
+def test_op_costs_keep_what_fusion_and_layout_took_off_for_the_edges(tmp_path: Path) -> None:
+    from autopart.profile.op_costs import op_costs
+    from autopart.profile.signature import op_signature
+
+    target = "cpu@onnxruntime"
+    _, profile, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
+    graph = api.load("squeezenet")
+    timed = profile.measurement("launch", target, "timed")
+    assert timed is not None
+    costs = op_costs(profile, graph, target, timed.median_s)
+    fused = fusion_pairs(graph)
+    assert costs.unfused and set(costs.unfused) <= set(fused)
+    assert costs.layout and all(value > 0 for value in costs.layout.values())
+    for name, extra in costs.layout.items():
+        node = graph.node(name)
+        row = profile.row("layout", target, op_signature(node, graph))
+        assert row is not None and extra <= float(row["median_s"]) + 1e-12
+    full = costs_from_profile(graph, profile, [target])
+    assert full.fused_producer == {name: pair.producer.name for name, pair in fused.items()}
