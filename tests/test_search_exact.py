@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import time
@@ -92,7 +93,26 @@ def cases(draw: st.DrawFn) -> Costs:
         if rng.random() < 0.9:
             transfers[pair] = TransferModel(float(rng.uniform(0, 3)), float(rng.uniform(5, 200)))
     launch = {t: float(rng.uniform(0, 5)) for t in TARGETS if rng.random() < 0.9}
-    return Costs(graph, TARGETS, node_cost, launch, transfers)
+    fused, unfused, layout = _edge_costs(graph, node_cost, rng)
+    return Costs(graph, TARGETS, node_cost, launch, transfers, fused, unfused, layout)
+
+
+def _edge_costs(
+    graph: Graph, node_cost: dict[str, dict[VirtualDevice, float]], rng: np.random.Generator
+) -> tuple[dict[str, str], dict[str, dict[VirtualDevice, float]], dict[str, dict]]:
+    """Random partition edge costs: fused producers with unfused extras, layout costs."""
+    fused: dict[str, str] = {}
+    unfused: dict[str, dict[VirtualDevice, float]] = {}
+    layout: dict[str, dict[VirtualDevice, float]] = {}
+    for node in graph.nodes:
+        producers = [graph.value(n).producer for n in node.inputs]
+        producers = [p for p in producers if p is not None]
+        if producers and rng.random() < 0.3:
+            fused[node.name] = producers[int(rng.integers(len(producers)))].name
+            unfused[node.name] = {t: float(rng.uniform(0, 4)) for t in node_cost[node.name]}
+        if rng.random() < 0.3:
+            layout[node.name] = {t: float(rng.uniform(0, 4)) for t in node_cost[node.name]}
+    return fused, unfused, layout
 
 
 def _lanes(plan: Plan, costs: Costs) -> dict[str, set[str]]:
@@ -120,8 +140,7 @@ def _check_schedule(plan: Plan, costs: Costs) -> None:
         expected = (
             costs.transfer(spec.src, spec.dst, spec.nbytes)
             if isinstance(spec, CopySpec)
-            else costs.launch_cost(V(spec.target))
-            + sum(costs.cost(n, V(spec.target)) for n in spec.nodes)
+            else costs.partition_cost(spec.nodes, V(spec.target))
         )
         assert math.isclose(sim.step_cost[spec.id], expected, rel_tol=1e-12, abs_tol=1e-15)
     lanes = _lanes(plan, costs)
@@ -166,7 +185,7 @@ def test_ilp_is_exact_honest_deterministic_and_idempotent(costs: Costs) -> None:
         node.virtual_device = result.assignment[node.name]
     erased = annotated.erase_virtual_devices()
     assert not any(node.virtual_device.is_set for node in erased.nodes)
-    replanned_costs = Costs(erased, costs.targets, costs.node_cost, costs.launch, costs.transfers)
+    replanned_costs = dataclasses.replace(costs, graph=erased)
     replanned = solve_ilp(replanned_costs, time_limit_s=30)
     assert plan_for(replanned.assignment, replanned_costs).to_dict() == plan.to_dict()
 

@@ -2,7 +2,9 @@
 
 The ILP minimises the sequential latency of the plan :func:`build_plan` makes: node costs,
 one copy per (value, destination device) priced by its true (source, destination) pair
-(graph inputs live on ``cpu``, graph outputs must reach it), and one launch per partition.
+(graph inputs live on ``cpu``, graph outputs must reach it), one launch per partition, and
+the edge costs of :meth:`Costs.partition_cost` (a fused node away from its producer, layout
+conversions where a node's inputs enter or its outputs leave its partition).
 
 Variables: ``x[n,t]`` (binary) puts node ``n`` on target ``t``; ``need[v,d]`` >= each
 consumer's presence on ``d`` (1 for graph outputs on ``cpu``); ``z[v,s,d]`` >=
@@ -10,7 +12,9 @@ consumer's presence on ``d`` (1 for graph outputs on ``cpu``); ``z[v,s,d]`` >=
 ``x[p,t]`` over ``s``'s targets); ``s[n,t]`` >= ``x[n,t] - sum_p e[p,n,t]`` pays a launch
 when ``n`` joins no producer ``p``'s partition. A join ``e[p,n,t]`` is ``x[p,t]`` until a
 cut needs its own variable (``e <= x[p,t]``); it is 0 when a node between ``p`` and ``n``
-(on a path ``p -> ... -> n``) cannot run on ``t``.
+(on a path ``p -> ... -> n``) cannot run on ``t``. An edge cost of ``n`` on ``t`` that is due
+unless every edge of a set is joined gets ``y >= x[n,t] - join`` per edge (an edge that can
+never join makes it a fixed part of ``x[n,t]``'s cost).
 
 Launch counting is made exact by cuts, valid because the partitions of
 :func:`partition_graph` never depend on each other in a cycle. Convexity: a chain ``P`` of
@@ -24,7 +28,9 @@ joins the first partition it can and partitions never merge), so the true count 
 exceed the model's; that assignment then gets a no-good cut, its true cost being known. The
 model stays a lower bound of the truth on every assignment not excluded, so
 ``min(incumbent, dual bound)`` is a proven bound; the loop stops when it meets the
-incumbent or time runs out.
+incumbent or time runs out. An assignment whose true cost is still above its model value
+once no cut explains the difference (the model joined edges the partitioner did not) gets a
+no-good too.
 
 Memory caps (an estimate): per device ``d``, the weights (constants read by nodes on ``d``,
 each counted once) plus, at each position ``k`` of the topological node order, the bytes of
@@ -57,6 +63,8 @@ Assignment = dict[str, VirtualDevice]
 Expr = list[tuple[int, float]]
 Edge = tuple[int, int, VirtualDevice]  # (producer, consumer, target) of a possible join
 Columns = dict[tuple[int, VirtualDevice], int]
+# (node, target, seconds, edges): due unless each (producer, consumer) edge joins; None: always
+EdgeCost = tuple[int, VirtualDevice, float, list[tuple[int, int]] | None]
 _EAGER_BETWEEN = 16
 _CUT_BLOCKERS = 64  # in-between nodes a cut names at most (each gives one row)
 _CUTS_PER_COMPONENT = 64  # cuts learnt from one component (or cycle group) per solve
@@ -109,21 +117,20 @@ def solve_ilp(
     deadline = started + time_limit_s
     form = _Formulation(costs, memory or {})
     names = [node.name for node in form.nodes]
-    truth: dict[tuple[VirtualDevice, ...], tuple[float, set[int]]] = {}
+    truth: dict[tuple[VirtualDevice, ...], float] = {}
 
-    def true_cost(assignment: list[VirtualDevice]) -> tuple[float, set[int]]:
+    def true_cost(assignment: list[VirtualDevice]) -> float:
         key = tuple(assignment)
         if key not in truth:
             plan = plan_for(dict(zip(names, assignment, strict=True)), costs)
-            starters = {form.index[p.nodes[0]] for p in plan.partitions}
-            truth[key] = (simulate(plan, costs).sequential_s, starters)
+            truth[key] = simulate(plan, costs).sequential_s
         return truth[key]
 
     best: list[VirtualDevice] | None = None
     best_cost, bound = math.inf, 0.0
     for candidate in form.heuristics():
-        if form.memory_ok(candidate) and true_cost(candidate)[0] < best_cost:
-            best, best_cost = candidate, true_cost(candidate)[0]
+        if form.memory_ok(candidate) and true_cost(candidate) < best_cost:
+            best, best_cost = candidate, true_cost(candidate)
     status, iterations, cuts, size = "stopped", 0, 0, (0, 0)
     while True:
         left = deadline - time.perf_counter()
@@ -144,7 +151,7 @@ def solve_ilp(
             dual = result.fun if result.status == 0 else None
         if result.x is not None:
             assignment = form.decode(result.x, x)
-            cost, starters = true_cost(assignment)
+            cost = true_cost(assignment)
             if cost < best_cost:
                 best, best_cost = assignment, cost
         if dual is not None:
@@ -158,7 +165,7 @@ def solve_ilp(
         if result.status != 0:
             status = "time_limit"
             break
-        added = form.learn(assignment, starters, result.x, e)
+        added = form.learn(assignment, cost, result.fun / form.scale, result.x, e)
         cuts += added
         if not added:
             break
@@ -250,13 +257,46 @@ class _Formulation:
         self.cuts: dict[tuple[tuple[Edge, ...], tuple[int, ...], tuple[Edge, ...]], None] = {}
         self.edge_vars: dict[Edge, bool] = {}  # edge -> whether its variable must be integral
         self.nogoods: list[list[VirtualDevice]] = []
+        self.edge_costs = self._edge_cost_terms()
+        self.priced = {t for t in costs.targets if costs.launch_cost(t) > 0} | {
+            t for _, t, _, _ in self.edge_costs
+        }
         for n, preds in enumerate(self.preds):
             for p in preds:
                 between = _bits(self.between(p, n))
                 if 0 < len(between) <= _EAGER_BETWEEN:
                     for t in self.targets[n]:
-                        if self.may_join(p, n, t) and costs.launch_cost(t) > 0:
+                        if self.may_join(p, n, t) and t in self.priced:
                             self._add_cut(((p, n, t),), tuple(between))
+
+    def _edge_cost_terms(self) -> list[EdgeCost]:
+        """Each edge cost as ``(n, t, seconds, edges)``: due unless every edge is joined.
+
+        ``edges`` are (producer, consumer) pairs; ``None`` means the cost is always due (a
+        graph input entering, a graph output leaving).
+        """
+        costs, graph = self.costs, self.costs.graph
+        terms: list[EdgeCost] = []
+        for n, node in enumerate(self.nodes):
+            producer = costs.fused_producer.get(node.name)
+            entering: list[tuple[int, int]] | None = [(p, n) for p in self.preds[n]]
+            if any(
+                not graph.value(name).is_const and graph.value(name).producer is None
+                for name in node.present_inputs
+            ):
+                entering = None
+            leaving: list[tuple[int, int]] | None = [(n, c) for c in self.users[n]]
+            if any(name in graph.outputs for name in node.outputs if name):
+                leaving = None
+            for t in self.targets[n]:
+                extra = costs.unfused.get(node.name, {}).get(t, 0.0)
+                if producer is not None and extra > 0.0:
+                    terms.append((n, t, extra, [(self.index[producer], n)]))
+                layout = costs.layout.get(node.name, {}).get(t, 0.0)
+                if layout > 0.0:
+                    terms.append((n, t, layout / 2, entering))
+                    terms.append((n, t, layout / 2, leaving))
+        return terms
 
     def _pairs(self) -> list[tuple[str, list[VirtualDevice]]]:
         return [(node.name, ts) for node, ts in zip(self.nodes, self.targets, strict=True)]
@@ -268,6 +308,7 @@ class _Formulation:
         for n, preds in enumerate(self.preds):
             for p in preds:
                 users[p].append(n)
+        self.users = [sorted(set(found)) for found in users]
         self.desc, self.anc = [0] * count, [0] * count
         for n in reversed(range(count)):
             for user in users[n]:
@@ -317,6 +358,7 @@ class _Formulation:
                 x[(n, t)] = model.var(self.scale * self.costs.cost(name, t), integer=1)
             model.row([(x[(n, t)], 1.0) for t in targets], 1.0, 1.0)
         e = self._launches(model, x)
+        self._edges(model, x, e)
         _Transfers(self, model, x).add()
         for assignment in self.nogoods:
             chosen = [
@@ -353,6 +395,21 @@ class _Formulation:
                 model.row([*joins, (e[edge], -1.0)], upper=len(edges) - 1.0)
         return e
 
+    def _edges(self, model: _Model, x: Columns, e: dict[Edge, int]) -> None:
+        """The edge costs: ``y >= x[n,t] - join`` for each edge whose crossing makes one due."""
+        for n, t, seconds, edges in self.edge_costs:
+            price = self.scale * seconds
+            if edges is None or not all(
+                t in self.targets[c] and self.may_join(p, c, t) for p, c in edges
+            ):
+                model.cost[x[(n, t)]] += price  # some edge can never be joined
+                continue
+            due = model.var(price)
+            for p, c in edges:
+                other = c if p == n else p
+                join = e.get((p, c, t), x[(other, t)])
+                model.row([(due, 1.0), (x[(n, t)], -1.0), (join, 1.0)], lower=0.0)
+
     def device_expr(self, x: Columns, n: int, device: str) -> Expr:
         """``X[n,device]``: the sum of ``x[n,t]`` over ``n``'s targets on ``device``."""
         return [(x[(n, t)], 1.0) for t in self.targets[n] if str(t.device) == device]
@@ -372,7 +429,7 @@ class _Formulation:
         """The joins the model used in ``solution`` (edges whose ``e`` is 1)."""
         used = []
         for n, t in enumerate(assignment):
-            if self.costs.launch_cost(t) <= 0:
+            if t not in self.priced:
                 continue
             for p in self.preds[n]:
                 edge = (p, n, t)
@@ -384,23 +441,21 @@ class _Formulation:
     def learn(
         self,
         assignment: list[VirtualDevice],
-        starters: set[int],
+        true_s: float,
+        model_s: float,
         solution: np.ndarray,
         e: dict[Edge, int],
     ) -> int:
-        """Cut off the launches the model missed in ``solution``; returns the cuts added.
+        """Cut off the joins the model made wrongly in ``solution``; returns the cuts added.
 
-        ``starters`` are the nodes that truly start a partition. Non-convex joined
-        components get convexity cuts, cycles among them cycle cuts; a difference neither
-        explains gets a no-good.
+        ``true_s`` is the assignment's simulated cost, ``model_s`` the model's value of
+        ``solution``; nothing is learnt when they agree. Non-convex joined components get
+        convexity cuts, cycles among them cycle cuts; a difference neither explains gets a
+        no-good.
         """
-        joins = self.joins(assignment, solution, e)
-        joined = {n for _, n, _ in joins}
-        model_starters = {n for n, t in enumerate(assignment) if n not in joined}
-        if _price(self.costs, assignment, starters) <= _price(
-            self.costs, assignment, model_starters
-        ) * (1 + 1e-12):
+        if true_s <= model_s * (1 + 1e-6):
             return 0
+        joins = self.joins(assignment, solution, e)
         components = _components(joins)
         added = sum(self._convexity_cuts(component, assignment) for component in components)
         added += self._cycle_cuts(components, assignment)
@@ -817,10 +872,6 @@ def _path(
         path.append(edge)
         n = edge[0] if edge[1] == n else edge[1]
     return tuple(path), n, b
-
-
-def _price(costs: Costs, assignment: list[VirtualDevice], starters: set[int]) -> float:
-    return math.fsum(costs.launch_cost(assignment[n]) for n in starters)
 
 
 def _negate(expr: Expr) -> Expr:
