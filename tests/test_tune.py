@@ -243,3 +243,46 @@ def test_a_split_plan_must_be_significantly_faster_to_be_kept() -> None:
         measured = {"ilp": Measured(latencies=latencies), "single:a": Measured(latencies=single)}
         notes: list[str] = []
         assert _final_choice(outcome, candidates, measured, notes) == expected
+
+
+def test_contested_plans_race_on_alone_in_batches_of_rounds() -> None:
+    from autopart import api
+    from autopart.runtime.executor import Executor
+    from autopart.runtime.feeds import random_inputs
+    from autopart.tuning.verify import measure_plans
+
+    _, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
+    feeds = random_inputs(graph, 0)
+    outputs = Executor(graph).run(feeds).outputs
+    peers = {name: (lambda _feeds: outputs) for name in ("a", "b", "c")}
+    looks: list[dict[str, int]] = []
+
+    def race(so_far):  # type: ignore[no-untyped-def]
+        looks.append({name: len(m.round_medians) for name, m in so_far.items()})
+        return ["b", "a", "unknown"]  # names that are not runners are ignored
+
+    measured = measure_plans(
+        graph, {}, feeds, rounds=4, min_timed_s=0.0, peers=peers, race=race, race_batches=2
+    )
+    assert [len(measured[n].round_medians) for n in "abc"] == [12, 12, 4]
+    assert looks == [{"a": 4, "b": 4, "c": 4}, {"a": 8, "b": 8, "c": 4}]
+
+    settled = measure_plans(graph, {}, feeds, rounds=4, min_timed_s=0.0, peers=peers,
+                            race=lambda _: ["a"])  # fmt: skip
+    assert {len(m.round_medians) for m in settled.values()} == {4}
+
+
+def test_a_lead_inside_the_noise_is_contested_until_it_is_settled() -> None:
+    from autopart.tuning.verify import Measured
+    from autopart.tuning.workflow import _contested
+
+    single = [9.0, 9.5, 10.0, 10.5, 11.0, 9.2, 10.8, 9.7, 10.3, 10.0]
+    cases = {
+        "noisy lead": ([x * 0.95 for x in reversed(single)], ["single:a", "ilp"]),
+        "settled lead": ([8.0, 8.1, 7.9, 8.2, 8.0, 7.8, 8.1, 8.0, 7.9, 8.1], []),
+        "no lead": ([x * 1.01 for x in single], []),
+    }
+    for split, expected in cases.values():
+        outcome, candidates, _ = _fakes({"ilp": 15, "single:a": 1}, {}, "ilp")
+        measured = {"ilp": Measured(latencies=split), "single:a": Measured(latencies=single)}
+        assert _contested(outcome, candidates, measured) == expected  # type: ignore[arg-type]

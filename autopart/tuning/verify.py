@@ -12,7 +12,7 @@ import contextlib
 import math
 import statistics
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -127,6 +127,8 @@ def measure_plans(
     progress: Callable[[int, int, str], None] | None = None,
     peers: Mapping[str, Runner] | None = None,
     min_timed_s: float = 2.0,
+    race: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
+    race_batches: int = 3,
 ) -> dict[str, Measured]:
     """Run every plan in ``warmup`` + ``rounds`` rounds or more, interleaved; check outputs once.
 
@@ -142,6 +144,10 @@ def measure_plans(
 
     ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in the same
     rounds: each takes the feeds and returns the outputs by name.
+
+    ``race`` names, given the results so far, the plans still in contention (none, or
+    fewer than two: the race is over). Those race on alone, ``rounds`` more rounds at a
+    time, at most ``race_batches`` times, each followed by another look at ``race``.
 
     A KeyboardInterrupt stops early and returns what was measured (plans with no timed run
     are left out).
@@ -163,7 +169,15 @@ def measure_plans(
                 done += 1
             order = [*plans, *peers]
             round_index, round_started = 0, time.perf_counter()
-            while round_index < planned:
+            batches = 0
+            while True:
+                if round_index >= planned:
+                    if race is None or batches >= race_batches:
+                        break
+                    contenders = [n for n in race(results) if n in runners]
+                    if len(contenders) < 2:
+                        break
+                    order, planned, batches = contenders, planned + rounds, batches + 1
                 # the order rotates, so that no runner always follows the same one (a lane's
                 # lingering threads slow whatever runs next)
                 shift = round_index % max(len(order), 1)

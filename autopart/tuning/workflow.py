@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -137,12 +137,18 @@ def tune_model(
         )
     else:
         feeds = random_inputs(graph, seed)
+
+        def contested(so_far: Mapping[str, Measured]) -> list[str]:
+            every = {n: so_far[t] for n, t in twins.items() if t in so_far}
+            return sorted({twins[n] for n in _contested(outcome, candidates, every)})
+
         measured = measure_plans(
             graph,
             {name: c.plan for name, c in candidates.items() if twins[name] == name},
             feeds,
             rounds,
             progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
+            race=contested,
         )
         measured.update({n: measured[t] for n, t in twins.items() if t in measured})
         wrong = sorted(name for name, m in measured.items() if not m.correct)
@@ -308,6 +314,32 @@ def _final_choice(
         )
         return simplest
     return chosen
+
+
+def _contested(
+    outcome: SearchOutcome, candidates: dict[str, Candidate], measured: Mapping[str, Measured]
+) -> list[str]:
+    """The choice and the plan that leads it, when that lead is not yet settled.
+
+    Empty when no correct plan measured faster than :func:`_final_choice`'s by more than
+    :data:`NOISE_MARGIN`, or when the fastest such plan is already :func:`clearly_faster`
+    (the choice then changes without more runs). Otherwise more rounds of the two decide.
+    """
+    final = _final_choice(outcome, candidates, dict(measured), [])
+    correct = {name: m for name, m in measured.items() if m.correct}
+    if final not in correct:
+        return []
+    leaders = [
+        name
+        for name, m in correct.items()
+        if m.median_s * (1 + NOISE_MARGIN) < correct[final].median_s
+    ]
+    if not leaders:
+        return []
+    leader = min(leaders, key=lambda name: correct[name].median_s)
+    if clearly_faster(correct[leader], correct[final]):
+        return []
+    return [final, leader]
 
 
 def _ilp_summary(outcome: SearchOutcome) -> dict[str, object]:
