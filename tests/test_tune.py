@@ -286,3 +286,19 @@ def test_a_lead_inside_the_noise_is_contested_until_it_is_settled() -> None:
         outcome, candidates, _ = _fakes({"ilp": 15, "single:a": 1}, {}, "ilp")
         measured = {"ilp": Measured(latencies=split), "single:a": Measured(latencies=single)}
         assert _contested(outcome, candidates, measured) == expected  # type: ignore[arg-type]
+
+
+def test_the_report_notes_which_plans_raced() -> None:
+    from autopart.tuning.verify import Measured
+    from autopart.tuning.workflow import _race_note
+
+    def rounds(count: int) -> Measured:
+        return Measured(latencies=[1.0] * count, round_medians=[1.0] * count)
+
+    twins = {"ilp": "ilp", "single:a": "single:a", "single:b": "single:b", "heft": "ilp"}
+    measured = {name: rounds(10) for name in twins}
+    assert _race_note(measured, twins) == []
+    measured["ilp"] = measured["heft"] = measured["single:a"] = rounds(30)
+    assert _race_note(measured, twins) == [
+        "ilp and single:a raced on for 20 more rounds: their lead was unclear"
+    ]

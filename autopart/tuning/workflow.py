@@ -151,6 +151,7 @@ def tune_model(
             race=contested,
         )
         measured.update({n: measured[t] for n, t in twins.items() if t in measured})
+        notes.extend(_race_note(measured, twins))
         wrong = sorted(name for name, m in measured.items() if not m.correct)
         if wrong:
             notes.append(f"outputs differ from the reference for: {', '.join(wrong)}")
@@ -340,6 +341,18 @@ def _contested(
     if clearly_faster(correct[leader], correct[final]):
         return []
     return [final, leader]
+
+
+def _race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> list[str]:
+    """A note naming the plans that raced on, if any did (they have the most rounds)."""
+    rounds = {name: len(m.round_medians) for name, m in measured.items() if twins[name] == name}
+    if not rounds or len(set(rounds.values())) < 2:
+        return []
+    most, least = max(rounds.values()), min(rounds.values())
+    raced = sorted(name for name, count in rounds.items() if count == most)
+    return [
+        f"{' and '.join(raced)} raced on for {most - least} more rounds: their lead was unclear"
+    ]
 
 
 def _ilp_summary(outcome: SearchOutcome) -> dict[str, object]:
