@@ -8,7 +8,7 @@ producer costs what the pair takes beyond the producer (:mod:`autopart.profile.f
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -57,7 +57,9 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
     timings, but never more than the cheapest op's own wall time (a noisy probe above it
     would make every small op free). So is each op's ``layout`` row, where the profile has
     one: the layout conversions its one-node subgraph made at its edges, taken off down to
-    the op's own kernel time in the same runs (the row's ``reference_s``). Nodes marked
+    the op's own kernel time in the same runs (the row's ``reference_s``). An op timed by
+    device events costs at least what the host takes to enqueue it (its ``enqueue`` row,
+    where the profile has one): a kernel quicker than that waits for the host. Nodes marked
     unsupported are left out; nodes with no row at all are ``missing``.
     """
     result = OpCosts()
@@ -70,6 +72,11 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
             if not profile.has("unsupported", target, signature):
                 result.missing.append(node)
             continue
+        enqueue = profile.measurement("enqueue", target, signature)
+        if measured.timer != "wall" and enqueue is not None:
+            # a fused pair's marginal then comes out as max(pair, enqueue) - max(producer,
+            # enqueue): the pair is one enqueue, like its producer alone
+            measured = replace(measured, median_s=max(measured.median_s, enqueue.median_s))
         raw[node.name] = measured
         layout = profile.row("layout", target, signature)
         layouts[node.name] = (

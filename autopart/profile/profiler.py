@@ -95,7 +95,8 @@ def plan_jobs(
     Returns the jobs plus the counts of reused measurements and of (signature, target)
     pairs that the target cannot run (recorded as ``unsupported`` rows). Ops come first in
     the order of the graph, then the layout conversions of each op's one-node subgraph
-    (codegens that convert layouts only), fusion pairs (fusing codegens only), launches,
+    (codegens that convert layouts only), the host's time to enqueue it (codegens timed by
+    device events only), fusion pairs (fusing codegens only), launches,
     calibration windows, the same windows cut in two, and copies.
     """
     jobs: list[Job] = []
@@ -132,6 +133,16 @@ def plan_jobs(
             elif resolved.codegen.supports(node, graph):
                 label = f"layouts of {node.op_type} on {target}"
                 jobs.append(Job("layout", target, signature, label, node))
+    for resolved in (r for r in targets if r.codegen.clock == "event"):
+        target = str(resolved.target)
+        for signature, node in distinct.items():
+            if profile.has("unsupported", target, signature):
+                continue
+            if profile.has("enqueue", target, signature):
+                reused += 1
+            elif resolved.codegen.supports(node, graph):
+                label = f"enqueueing {node.op_type} on {target}"
+                jobs.append(Job("enqueue", target, signature, label, node))
     fusing = [r for r in targets if r.codegen.fuses]
     pairs = pairs_to_measure(graph) if fusing else []
     for resolved in fusing:
@@ -224,7 +235,7 @@ class Profiler:
         jobs, reused, unsupported = plan_jobs(graph, resolved, self.profile)
         report = ProfileReport(reused=reused, unsupported=unsupported)
         report.targets = [str(r.target) for r in resolved]
-        needs_values = any(j.kind in ("op", "layout", "fused", "calibration", "cut") for j in jobs)
+        needs_values = any(j.kind not in ("launch", "transfer") for j in jobs)
         values = _reference_values(graph) if needs_values else {}
         by_target = {str(r.target): r for r in resolved}
         last_save = time.perf_counter()
@@ -299,6 +310,10 @@ class Profiler:
                 job.key, [layout for layout, _ in samples], "event",
                 op_type=job.node.op_type, reference_s=float(np.median(kernels)),
             )  # fmt: skip
+        elif job.kind == "enqueue":
+            assert job.node is not None
+            sample = _enqueue_sampler(targets[job.target], graph, job.node, values)
+            record(job.key, collect(sample, settings), "wall", op_type=job.node.op_type)
         elif job.kind == "cut":
             whole: list[float] = pooled.setdefault(("cut whole", job.target, job.key), [])
             sample = _cut_sampler(targets[job.target], graph, job.nodes, values, whole)
@@ -355,6 +370,26 @@ def _op_sampler(
     """Compile ``nodes`` for ``resolved`` and return a function timing one run of them."""
     compiled, env = _compiled(resolved, graph, nodes, values)
     return lambda: compiled.run_timed(env)
+
+
+def _enqueue_sampler(
+    resolved: ResolvedTarget, graph: Graph, node: Node, values: dict[str, np.ndarray]
+) -> Callable[[], float]:
+    """A function timing how long the host takes to enqueue ``node`` alone (``run``).
+
+    The device is idle when it starts and is waited for after, outside the timing.
+    """
+    compiled, env = _compiled(resolved, graph, [node], values)
+    device, unit = resolved.placement.device, resolved.placement.unit
+
+    def sample() -> float:
+        start = time.perf_counter()
+        compiled.run(env)
+        elapsed = time.perf_counter() - start
+        device.synchronize(unit)
+        return elapsed
+
+    return sample
 
 
 def _cut_sampler(

@@ -13,8 +13,10 @@ cannot run), ``layout`` (the layout conversions of an op's one-node subgraph;
 its consumer timed together; ``key`` joins both signatures), ``launch`` (entering one
 partition), ``transfer`` (``target`` is ``src->dst``, ``key`` the size in bytes) and
 ``calibration`` (a measured subgraph; ``reference_s`` is the op-sum prediction it is
-compared with) and ``cut`` (the wall time of such a subgraph cut in two, its halves run in
-a row; ``reference_s`` is its wall time whole; see :mod:`autopart.profile.cuts`).
+compared with), ``cut`` (the wall time of such a subgraph cut in two, its halves run in
+a row; ``reference_s`` is its wall time whole; see :mod:`autopart.profile.cuts`) and
+``enqueue`` (the host's wall time to enqueue an op's one-node subgraph, for codegens timed
+by device events, whose kernels can be quicker than the host hands them out).
 Rows are unique by (kind, target, key); when two profiles of one machine merge, the newer
 measurement wins. Files are never pickled, never half-written, and a file that cannot be
 read is reported, never overwritten.
@@ -57,7 +59,9 @@ COLUMNS = [
     "measured_at",
 ]
 KEY = ["kind", "target", "key"]
-KINDS = ("op", "unsupported", "layout", "fused", "launch", "transfer", "calibration", "cut")
+KINDS = (
+    "op", "unsupported", "layout", "fused", "launch", "transfer", "calibration", "cut", "enqueue",
+)  # fmt: skip
 
 
 class ProfileError(AutopartError):
