@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -94,9 +94,10 @@ def plan_jobs(
 
     Returns the jobs plus the counts of reused measurements and of (signature, target)
     pairs that the target cannot run (recorded as ``unsupported`` rows). Ops come first in
-    the order of the graph, then the layout conversions of each op's one-node subgraph
-    (codegens that convert layouts only), the host's time to enqueue it (codegens timed by
-    device events only), fusion pairs (fusing codegens only), launches,
+    the order of the graph (an op job of a codegen timed by device events also times the
+    host's enqueueing, and runs again where that row alone is missing), then the layout
+    conversions of each op's one-node subgraph (codegens that convert layouts only), fusion
+    pairs (fusing codegens only), launches,
     calibration windows, the same windows cut in two, and copies.
     """
     jobs: list[Job] = []
@@ -109,7 +110,9 @@ def plan_jobs(
             if (target, signature) in seen:
                 continue
             seen.add((target, signature))
-            known = profile.has("op", target, signature)
+            known = profile.has("op", target, signature) and (
+                resolved.codegen.clock != "event" or profile.has("enqueue", target, signature)
+            )
             if known or profile.has("unsupported", target, signature):
                 reused += 1
             elif not resolved.codegen.supports(node, graph):
@@ -133,16 +136,6 @@ def plan_jobs(
             elif resolved.codegen.supports(node, graph):
                 label = f"layouts of {node.op_type} on {target}"
                 jobs.append(Job("layout", target, signature, label, node))
-    for resolved in (r for r in targets if r.codegen.clock == "event"):
-        target = str(resolved.target)
-        for signature, node in distinct.items():
-            if profile.has("unsupported", target, signature):
-                continue
-            if profile.has("enqueue", target, signature):
-                reused += 1
-            elif resolved.codegen.supports(node, graph):
-                label = f"enqueueing {node.op_type} on {target}"
-                jobs.append(Job("enqueue", target, signature, label, node))
     fusing = [r for r in targets if r.codegen.fuses]
     pairs = pairs_to_measure(graph) if fusing else []
     for resolved in fusing:
@@ -280,17 +273,25 @@ class Profiler:
     ) -> None:
         """Take one pass's samples for ``job``, pool them with earlier passes', record."""
 
-        def record(key: str, samples: list[float], timer: str, **extra: Any) -> None:
-            bucket = pooled.setdefault((job.kind, job.target, key), [])
+        def record(
+            key: str, samples: list[float], timer: str, kind: str = job.kind, **extra: Any
+        ) -> None:
+            bucket = pooled.setdefault((kind, job.target, key), [])
             bucket.extend(samples)
-            self.profile.record(job.kind, job.target, key, summarise(bucket, timer), **extra)
+            self.profile.record(kind, job.target, key, summarise(bucket, timer), **extra)
 
         if job.kind in ("op", "fused", "calibration"):
             resolved = targets[job.target]
             nodes = [job.node] if job.node is not None else job.nodes
-            samples = collect(_op_sampler(resolved, graph, nodes, values), settings)
+            compiled, env = _compiled(resolved, graph, nodes, values)
+            samples = collect(lambda: compiled.run_timed(env), settings)
             if job.kind == "op":
                 record(job.key, samples, resolved.codegen.clock, op_type=nodes[0].op_type)
+                if resolved.codegen.clock == "event":
+                    # host-side times vary little, and each sample waits for the kernels
+                    few = replace(settings, warmup=0, min_runs=3, max_runs=3, batch=3)
+                    enqueue = collect(_enqueue_sampler(resolved, compiled, env), few)
+                    record(job.key, enqueue, "wall", "enqueue", op_type=nodes[0].op_type)
             elif job.kind == "fused":
                 op_type = "+".join(node.op_type for node in nodes)
                 record(job.key, samples, resolved.codegen.clock, op_type=op_type)
@@ -310,10 +311,6 @@ class Profiler:
                 job.key, [layout for layout, _ in samples], "event",
                 op_type=job.node.op_type, reference_s=float(np.median(kernels)),
             )  # fmt: skip
-        elif job.kind == "enqueue":
-            assert job.node is not None
-            sample = _enqueue_sampler(targets[job.target], graph, job.node, values)
-            record(job.key, collect(sample, settings), "wall", op_type=job.node.op_type)
         elif job.kind == "cut":
             whole: list[float] = pooled.setdefault(("cut whole", job.target, job.key), [])
             sample = _cut_sampler(targets[job.target], graph, job.nodes, values, whole)
@@ -364,22 +361,13 @@ def _compiled(
     return compiled, env
 
 
-def _op_sampler(
-    resolved: ResolvedTarget, graph: Graph, nodes: list[Node], values: dict[str, np.ndarray]
-) -> Callable[[], float]:
-    """Compile ``nodes`` for ``resolved`` and return a function timing one run of them."""
-    compiled, env = _compiled(resolved, graph, nodes, values)
-    return lambda: compiled.run_timed(env)
-
-
 def _enqueue_sampler(
-    resolved: ResolvedTarget, graph: Graph, node: Node, values: dict[str, np.ndarray]
+    resolved: ResolvedTarget, compiled: CompiledSubgraph, env: dict[str, Any]
 ) -> Callable[[], float]:
-    """A function timing how long the host takes to enqueue ``node`` alone (``run``).
+    """A function timing how long the host takes to enqueue ``compiled`` (its ``run``).
 
     The device is idle when it starts and is waited for after, outside the timing.
     """
-    compiled, env = _compiled(resolved, graph, [node], values)
     device, unit = resolved.placement.device, resolved.placement.unit
 
     def sample() -> float:
