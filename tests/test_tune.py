@@ -302,3 +302,16 @@ def test_the_report_notes_which_plans_raced() -> None:
     assert _race_note(measured, twins) == [
         "ilp and single:a raced on for 20 more rounds: their lead was unclear"
     ]
+
+
+def test_the_note_says_when_the_simpler_plan_kept_was_also_faster() -> None:
+    from autopart.tuning.workflow import _final_choice
+
+    for medians, wording in (
+        ({"ilp": 10.0, "single:a": 9.9}, "measured faster than ilp"),
+        ({"ilp": 10.0, "single:a": 10.1}, "measured not clearly slower than ilp"),
+    ):
+        outcome, candidates, measured = _fakes({"ilp": 9, "single:a": 1}, medians, "ilp")
+        notes: list[str] = []
+        assert _final_choice(outcome, candidates, measured, notes) == "single:a"  # type: ignore[arg-type]
+        assert wording in notes[-1]

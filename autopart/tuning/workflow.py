@@ -307,9 +307,11 @@ def _final_choice(
     ]
     simplest = min(close, key=lambda name: (partitions(name), correct[name].median_s))
     if partitions(simplest) < partitions(chosen):
+        faster = correct[simplest].median_s < correct[chosen].median_s
         notes.append(
             f"{simplest} ({partitions(simplest)} partition(s), "
-            f"{correct[simplest].median_s * 1e3:.2f} ms) measured not clearly slower than "
+            f"{correct[simplest].median_s * 1e3:.2f} ms) measured "
+            f"{'faster than' if faster else 'not clearly slower than'} "
             f"{chosen} ({partitions(chosen)} partitions, "
             f"{correct[chosen].median_s * 1e3:.2f} ms); kept the simpler plan"
         )
