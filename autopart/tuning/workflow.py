@@ -325,8 +325,9 @@ def _contested(
     """The choice and the plan that leads it, when that lead is not yet settled.
 
     Empty when no correct plan measured faster than :func:`_final_choice`'s by more than
-    :data:`NOISE_MARGIN`, or when the fastest such plan is already :func:`clearly_faster`
-    (the choice then changes without more runs). Otherwise more rounds of the two decide.
+    :data:`NOISE_MARGIN`, or when the fastest such plan already passes
+    :func:`clearly_faster` (more rounds are then not what is missing). Otherwise more
+    rounds of the two decide.
     """
     final = _final_choice(outcome, candidates, dict(measured), [])
     correct = {name: m for name, m in measured.items() if m.correct}
