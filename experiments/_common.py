@@ -8,7 +8,8 @@ checked against the numpy reference), and every experiment writes a CSV (pandas)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import argparse
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +44,24 @@ TARGET_COLOURS = {  # darker = whole device
     "opencl:0/0@opencl": "#bf812d",
     "opencl:0/1@opencl": "#dfc27d",
 }
+
+
+def zoo_arguments(
+    description: str, models: Sequence[str], rounds: int, seed: bool = True
+) -> argparse.ArgumentParser:
+    """A parser with the options the zoo experiments share.
+
+    ``--models`` (default ``models``), ``--rounds`` (default ``rounds``), ``--profiles``
+    (the profile store; default: the saved one) and, with ``seed``, ``--seed`` (default 0).
+    The caller adds its own options.
+    """
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--models", nargs="*", default=list(models))
+    parser.add_argument("--rounds", type=int, default=rounds)
+    parser.add_argument("--profiles", default=None, help="profile store (default: saved)")
+    if seed:
+        parser.add_argument("--seed", type=int, default=0)
+    return parser
 
 
 def model_costs(model: str, profiles: str | Path | None = None) -> tuple[Graph, Costs]:

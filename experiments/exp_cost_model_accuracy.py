@@ -18,7 +18,6 @@ Writes experiments/results/cost_model_accuracy.csv and cost_model_accuracy.png.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -33,6 +32,7 @@ from _common import (
     save_figure,
     show,
     write_csv,
+    zoo_arguments,
 )
 from scipy.stats import kendalltau
 
@@ -140,12 +140,8 @@ def plot(frame: pd.DataFrame, summary: pd.DataFrame) -> None:
 
 def main() -> None:
     """Predict and measure every model's plans, then write the CSVs, tables and plot."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=MODELS)
+    parser = zoo_arguments(__doc__.splitlines()[0], MODELS, rounds=10)
     parser.add_argument("--plans", type=int, default=20, help="random plans per model")
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--profiles", default=None, help="profile store (default: saved)")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     start = time.perf_counter()
     rows = [

@@ -15,7 +15,6 @@ Writes experiments/results/search_quality.csv and search_quality.png.
 
 from __future__ import annotations
 
-import argparse
 import time
 
 import numpy as np
@@ -30,6 +29,7 @@ from _common import (
     show,
     target_colour,
     write_csv,
+    zoo_arguments,
 )
 
 from autopart.search.planner import search
@@ -128,12 +128,8 @@ def plot(frame: pd.DataFrame) -> None:
 
 def main() -> None:
     """Search and measure every model, then write the CSV, the tables and the plot."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=MODELS)
+    parser = zoo_arguments(__doc__.splitlines()[0], MODELS, rounds=10)
     parser.add_argument("--budget", type=float, default=10.0, help="search seconds (ILP, optuna)")
-    parser.add_argument("--rounds", type=int, default=10)
-    parser.add_argument("--profiles", default=None, help="profile store (default: saved)")
-    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     start = time.perf_counter()
     rows = [

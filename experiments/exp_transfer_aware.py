@@ -16,7 +16,6 @@ Writes experiments/results/transfer_aware.csv and transfer_aware.png.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import time
@@ -32,6 +31,7 @@ from _common import (
     save_figure,
     show,
     write_csv,
+    zoo_arguments,
 )
 
 from autopart.ir.target import VirtualDevice
@@ -130,11 +130,8 @@ def plot(frame: pd.DataFrame) -> None:
 
 def main() -> None:
     """Compare both searches on every model, then write the CSV, the table and the plot."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=MODELS)
-    parser.add_argument("--rounds", type=int, default=15)
+    parser = zoo_arguments(__doc__.splitlines()[0], MODELS, rounds=15, seed=False)
     parser.add_argument("--time-limit", type=float, default=60.0, help="ILP seconds")
-    parser.add_argument("--profiles", default=None, help="profile store (default: saved)")
     args = parser.parse_args()
     start = time.perf_counter()
     rows = [
