@@ -12,7 +12,10 @@ from autopart.profile.calibration import model_tag
 from autopart.profile.costs import costs_from_profile
 from autopart.profile.cuts import cut_cost, cut_index
 from autopart.profile.fusion import fusion_pairs
+from autopart.profile.profiler import plan_jobs
 from autopart.profile.store import Measurement
+from autopart.targets.devices import discover
+from autopart.targets.resolve import resolve
 from tests.test_profile import FAST
 
 
@@ -60,6 +63,11 @@ def test_profiling_cuts_the_calibration_windows_and_charges_the_cut_per_partitio
     assert sorted(cuts["key"]) == sorted(windows["key"]) and len(cuts) == 3
     assert (cuts["median_s"] > 0).all() and (cuts["reference_s"] > 0).all()
     assert (cuts["runs"] >= FAST.min_runs).all()
+    # one job per window: its whole runs, alternating with the halves, calibrate the window
+    jobs = plan_jobs(graph, [resolve(target, discover())], Profile({"fingerprint": "empty"}))[0]
+    assert sorted(j.key for j in jobs if j.kind in ("cut", "calibration")) == sorted(cuts["key"])
+    assert {j.kind for j in jobs if j.key in set(cuts["key"])} == {"cut"}
+    assert list(windows.sort_values("key")["runs"]) == list(cuts.sort_values("key")["runs"])
     costs = costs_from_profile(graph, profile, [target])
     (vdev,) = costs.targets
     wall = profile.measurement("launch", target, "wall")

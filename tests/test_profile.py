@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +39,7 @@ from autopart.profile.calibration import (
 from autopart.profile.fusion import fusion_pairs, pairs_to_measure
 from autopart.profile.op_costs import op_costs
 from autopart.profile.signature import op_signature
+from autopart.profile.timing import collect
 from autopart.profile.transfer import fit_transfer
 from autopart.targets.devices import discover
 from tests.conftest import make_model
@@ -169,6 +171,9 @@ def test_profiling_twice_reuses_every_measurement(tmp_path: Path) -> None:
     assert len(Profile.load(path).rows("fused")) == 4
     assert len(Profile.load(path).rows("layout")) == 3
     assert set(Profile.load(path).rows("enqueue")["target"]) == {"opencl:0/0@opencl"}
+    # copies are sampled for a share of the time budget, past the op settings' max_runs
+    most = FAST.passes * FAST.per_pass().max_runs
+    assert (Profile.load(path).rows("transfer")["runs"] > most).all()
     assert path.exists() and not report.missing
     again, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
     assert again.new == 0 and again.reused == report.new
@@ -496,3 +501,46 @@ def test_an_event_timed_op_costs_at_least_what_the_host_takes_to_enqueue_it(
     profile.save(path)
     again, profile, _ = api.profile(tiny_cnn(), [target], tmp_path, settings=FAST)
     assert again.new == 3 and len(profile.rows("enqueue", target)) == 3
+
+
+class _Clock:
+    """A sampler whose runs take ``seconds`` of a fake clock, counting its calls."""
+
+    def __init__(self, seconds: float, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.now = 0.0
+        self.calls = 0
+        self.seconds = seconds
+        monkeypatch.setattr("autopart.profile.timing.time.perf_counter", lambda: self.now)
+
+    def __call__(self) -> float:
+        self.calls += 1
+        self.now += self.seconds
+        return self.seconds
+
+
+def test_cheap_samples_are_taken_for_at_least_min_seconds(monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = TimingSettings(warmup=2, min_runs=3, max_runs=10_000, batch=3, min_seconds=0.05)
+    clock = _Clock(1e-4, monkeypatch)
+    samples = collect(clock, settings)
+    assert len(samples) >= 0.05 / 1e-4 - 2  # about 500 runs, not the 6 a settled median needs
+    plain = collect(_Clock(1e-4, monkeypatch), replace(settings, min_seconds=0.0))
+    assert len(plain) == 6
+
+
+def test_copies_sample_for_a_share_of_the_budget_spread_over_passes() -> None:
+    copies = TimingSettings(max_seconds=0.9, max_runs=60).for_copies()
+    assert copies.min_seconds == pytest.approx(0.27) and copies.max_runs >= 3000
+    assert copies.per_pass().min_seconds == pytest.approx(0.09)
+    assert TimingSettings().min_seconds == 0.0
+
+
+def test_slow_subgraphs_stop_warming_up_after_a_quarter_of_the_budget(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    settings = TimingSettings(warmup=8, min_runs=3, max_runs=3, batch=3, max_seconds=0.4)
+    slow = _Clock(0.06, monkeypatch)
+    collect(slow, settings)
+    assert slow.calls == 2 + 3  # warm-up stopped once 0.1 s was spent (after the second run)
+    fast = _Clock(1e-4, monkeypatch)
+    collect(fast, settings)
+    assert fast.calls == 8 + 3

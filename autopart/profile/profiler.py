@@ -97,8 +97,8 @@ def plan_jobs(
     the order of the graph (an op job of a codegen timed by device events also times the
     host's enqueueing, and runs again where that row alone is missing), then the layout
     conversions of each op's one-node subgraph (codegens that convert layouts only), fusion
-    pairs (fusing codegens only), launches,
-    calibration windows, the same windows cut in two, and copies.
+    pairs (fusing codegens only), launches, calibration windows (timed whole and, where
+    they can be cut, cut in two by the same job), and copies.
     """
     jobs: list[Job] = []
     reused = unsupported = 0
@@ -163,23 +163,17 @@ def plan_jobs(
         supported = partial(resolved.codegen.supports, graph=graph)
         for start, end in calibration_windows(graph, supported):
             key = window_key(graph, start, end)
-            if profile.has("calibration", target, key):
+            window = graph.nodes[start:end]
+            if cut_index(graph, window) is None:
+                kind, label = "calibration", f"{len(window)} ops on {target}"
+                done = profile.has("calibration", target, key)
+            else:
+                kind, label = "cut", f"{len(window)} ops, whole and cut, on {target}"
+                done = profile.has("calibration", target, key) and profile.has("cut", target, key)
+            if done:
                 reused += 1
             else:
-                window = graph.nodes[start:end]
-                label = f"{len(window)} ops on {target}"
-                jobs.append(Job("calibration", target, key, label, nodes=window))
-    for resolved in targets:
-        target = str(resolved.target)
-        supported = partial(resolved.codegen.supports, graph=graph)
-        for start, end in calibration_windows(graph, supported):
-            key = window_key(graph, start, end)
-            window = graph.nodes[start:end]
-            if profile.has("cut", target, key):
-                reused += 1
-            elif cut_index(graph, window) is not None:
-                label = f"a cut of {len(window)} ops on {target}"
-                jobs.append(Job("cut", target, key, label, nodes=window))
+                jobs.append(Job(kind, target, key, label, nodes=window))
     devices = sorted({str(r.target.device) for r in targets} - {HOST})
     for device in devices:
         for src, dst in ((HOST, device), (device, HOST)):
@@ -296,11 +290,7 @@ class Profiler:
                 op_type = "+".join(node.op_type for node in nodes)
                 record(job.key, samples, resolved.codegen.clock, op_type=op_type)
             else:
-                reference = op_sum(self.profile, graph, nodes, job.target)
-                record(
-                    job.key, samples, resolved.codegen.clock, op_type=f"{len(nodes)} ops",
-                    reference_s=math.nan if reference is None else reference,
-                )  # fmt: skip
+                self._record_window(job, graph, samples, resolved, record)
         elif job.kind == "layout":
             assert job.node is not None
             compiled, env = _compiled(targets[job.target], graph, [job.node], values)
@@ -312,12 +302,18 @@ class Profiler:
                 op_type=job.node.op_type, reference_s=float(np.median(kernels)),
             )  # fmt: skip
         elif job.kind == "cut":
-            whole: list[float] = pooled.setdefault(("cut whole", job.target, job.key), [])
-            sample = _cut_sampler(targets[job.target], graph, job.nodes, values, whole)
+            resolved = targets[job.target]
+            timed: list[float] = []
+            walls: list[float] = []
+            sample = _cut_sampler(resolved, graph, job.nodes, values, walls, timed)
+            halves = collect(sample, settings)
+            whole = pooled.setdefault(("cut whole", job.target, job.key), [])
+            whole.extend(walls[-len(halves) :])  # the warm-up runs' are left out
             record(
-                job.key, collect(sample, settings), "wall", op_type=f"cut of {len(job.nodes)} ops",
+                job.key, halves, "wall", op_type=f"cut of {len(job.nodes)} ops",
                 reference_s=float(np.median(whole)),
             )  # fmt: skip
+            self._record_window(job, graph, timed[-len(halves) :], resolved, record)
         elif job.kind == "launch":
             resolved = targets[job.target]
             wall, timed = self._launch(resolved, settings)
@@ -326,7 +322,24 @@ class Profiler:
         else:
             src, dst = split_pair(job.target)
             sample = copy_sampler(self.machine.device(src), self.machine.device(dst), job.nbytes)
-            record(job.key, collect(sample, settings), "wall", nbytes=job.nbytes)
+            copies = self.settings.for_copies().per_pass()
+            record(job.key, collect(sample, copies), "wall", nbytes=job.nbytes)
+
+    def _record_window(
+        self,
+        job: Job,
+        graph: Graph,
+        samples: list[float],
+        resolved: ResolvedTarget,
+        record: Callable[..., None],
+    ) -> None:
+        """Record ``samples`` of the window ``job.nodes`` run whole as its calibration row."""
+        reference = op_sum(self.profile, graph, job.nodes, job.target)
+        record(
+            job.key, samples, resolved.codegen.clock, "calibration",
+            op_type=f"{len(job.nodes)} ops",
+            reference_s=math.nan if reference is None else reference,
+        )  # fmt: skip
 
     def _launch(
         self, resolved: ResolvedTarget, settings: TimingSettings
@@ -385,12 +398,14 @@ def _cut_sampler(
     graph: Graph,
     nodes: list[Node],
     values: dict[str, np.ndarray],
-    whole_times: list[float],
+    whole_walls: list[float],
+    whole_timed: list[float],
 ) -> Callable[[], float]:
     """A function timing ``nodes`` whole, then cut in two (:func:`cut_index`), on ``resolved``.
 
-    Each call returns the wall time of the two halves in a row and appends that of the
-    whole, run just before, to ``whole_times`` (the two alternate, so drift hits both).
+    Each call returns the wall time of the two halves in a row. The whole, run just before
+    (the two alternate, so drift hits both), appends its wall time to ``whole_walls`` and
+    what ``run_timed`` said of it (the calibration sample) to ``whole_timed``.
     """
     index = cut_index(graph, nodes)
     assert index is not None
@@ -401,16 +416,16 @@ def _cut_sampler(
         for part in (nodes[:index], nodes[index:])
     ]
 
-    def wall(parts: list[CompiledSubgraph]) -> float:
+    def sample() -> float:
         start = time.perf_counter()
-        for part in parts:
+        whole_timed.append(whole.run_timed(env))
+        device.synchronize(unit)
+        whole_walls.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        for part in halves:
             part.run(env)
             device.synchronize(unit)
         return time.perf_counter() - start
-
-    def sample() -> float:
-        whole_times.append(wall([whole]))
-        return wall(halves)
 
     return sample
 

@@ -15,23 +15,25 @@ from autopart.profile.store import Measurement
 class TimingSettings:
     """How hard to time one thing.
 
-    After ``warmup`` untimed runs, runs come in batches of ``batch``. Timing stops once at
-    least ``min_runs`` were taken and one more batch moved the median by less than
-    ``tolerance`` (relative), or after ``max_runs`` runs, or once ``max_seconds`` of wall
-    time were spent on this one measurement.
+    After ``warmup`` untimed runs (fewer for slow subgraphs, see :func:`collect`), runs
+    come in batches of ``batch``. Timing stops once at least ``min_runs`` were taken, at
+    least ``min_seconds`` of wall time were spent, and one more batch moved the median by
+    less than ``tolerance`` (relative); or after ``max_runs`` runs; or once ``max_seconds``
+    of wall time were spent on this one measurement.
 
     The profiler spreads each measurement over ``passes`` passes through its whole job list
     (each pass taking a ``passes``-th of the runs and time) and pools the samples, so that
     a burst of host speed-up or slow-down lasting a few seconds skews no single op.
     """
 
-    warmup: int = 2
+    warmup: int = 8
     min_runs: int = 7
     max_runs: int = 60
     batch: int = 4
     tolerance: float = 0.02
     max_seconds: float = 1.0
     passes: int = 3
+    min_seconds: float = 0.0
 
     def per_pass(self) -> TimingSettings:
         """The settings of one of ``passes`` passes: a share of the runs and of the time."""
@@ -42,7 +44,22 @@ class TimingSettings:
             max_runs=max(-(-self.max_runs // share), 3),
             batch=min(self.batch, max(-(-self.min_runs // share), 3)),
             max_seconds=self.max_seconds / share,
+            min_seconds=self.min_seconds / share,
             passes=1,
+        )
+
+    def for_copies(self) -> TimingSettings:
+        """The settings for copies: sampled for at least 30% of ``max_seconds``.
+
+        A small copy takes tens of microseconds, so ``min_runs`` of them span a few
+        milliseconds, and on a shared machine its cost swings by 2x from one such moment to
+        the next (the PoCL worker threads and the host share two cores). Sampling for a
+        share of the time budget instead averages over those swings.
+        """
+        return replace(
+            self,
+            min_seconds=max(self.min_seconds, 0.3 * self.max_seconds),
+            max_runs=max(self.max_runs, 3000),
         )
 
     def to_dict(self) -> dict[str, float | int]:
@@ -66,21 +83,29 @@ def measure(sample: Callable[[], float], settings: TimingSettings, timer: str) -
 
 
 def collect(sample: Callable[[], float], settings: TimingSettings) -> list[float]:
-    """The timed samples of :func:`measure`, after its warm-up and with its early stop."""
+    """The timed samples of :func:`measure`, after its warm-up and with its early stop.
+
+    Warm-up runs past the second stop once a twelfth of ``max_seconds`` is spent, so that
+    slow subgraphs keep most of their time for timed runs.
+    """
     started = time.perf_counter()
-    for _ in range(settings.warmup):
+    for index in range(settings.warmup):
+        if index >= 2 and time.perf_counter() - started > settings.max_seconds / 12:
+            break
         sample()
     samples: list[float] = []
     previous = None
     while len(samples) < settings.max_runs:
         samples.extend(sample() for _ in range(settings.batch))
         median = float(np.median(samples))
+        elapsed = time.perf_counter() - started
         settled = (
             previous is not None
             and len(samples) >= settings.min_runs
+            and elapsed >= settings.min_seconds
             and abs(median - previous) <= settings.tolerance * max(previous, 1e-9)
         )
-        if settled or time.perf_counter() - started > settings.max_seconds:
+        if settled or elapsed > settings.max_seconds:
             break
         previous = median
     return samples
