@@ -2,11 +2,13 @@
 
 For every model and single target that ``autopart bench`` measured (its CSV, default
 ``experiments/results/bench_zoo.csv``), it predicts the whole-model latency from the saved
-profile three ways and compares each with the bench's measured median:
+profile four ways and compares each with the bench's measured median:
 
 - ``plain``: the op costs (fusion pairs included) plus the launch, through the simulator;
 - ``factor``: the same, scaled by the subgraph calibration factor (median window ratio,
-  applied only when the windows agree), i.e. ``costs_from_profile(calibrated=True)``;
+  applied only when the windows agree), i.e. ``costs_from_profile(calibration="on")``;
+- ``gross``: the factor only where the agreeing windows put the op sum off by more than
+  half, the default (``costs_from_profile(calibration="gross")``);
 - ``additive``: the plain prediction plus a per-node term, the median over the model's own
   calibration windows of (measured - predicted) / nodes.
 
@@ -76,8 +78,9 @@ def main() -> None:
     rows = []
     for model in bench["model"].unique():
         graph = api.load(model)
-        plain = costs_from_profile(graph, profile)
-        factor = costs_from_profile(graph, profile, calibrated=True)
+        plain = costs_from_profile(graph, profile, calibration="off")
+        factor = costs_from_profile(graph, profile, calibration="on")
+        gross = costs_from_profile(graph, profile)
         for target in plain.targets:
             measured_rows = bench[(bench["model"] == model) & (bench["plan"] == f"single:{target}")]
             predicted = predict(plain, graph, model, target)
@@ -85,18 +88,20 @@ def main() -> None:
                 continue
             measured = float(measured_rows["median_ms"].iloc[0]) / 1e3
             scaled = predict(factor, graph, model, target) or predicted
+            grossly = predict(gross, graph, model, target) or predicted
             added = predicted + len(graph.nodes) * additive_term(profile, graph, str(target))
             rows.append({
                 "model": Path(model).stem, "target": str(target),
                 "measured_ms": round(measured * 1e3, 3),
                 "plain_error": round(predicted / measured - 1, 4),
                 "factor_error": round(scaled / measured - 1, 4),
+                "gross_error": round(grossly / measured - 1, 4),
                 "additive_error": round(added / measured - 1, 4),
             })  # fmt: skip
     frame = pd.DataFrame(rows)
     path = write_csv(frame, "calibration_variants.csv")
     show("whole-model prediction error per variant", frame)
-    for variant in ("plain", "factor", "additive"):
+    for variant in ("plain", "factor", "gross", "additive"):
         errors = frame[f"{variant}_error"].abs()
         console.print(
             f"{variant:9s} median |error| {errors.median():.1%}, within 15%: "

@@ -123,3 +123,40 @@ def test_op_costs_keep_what_fusion_and_layout_took_off_for_the_edges(tmp_path: P
         assert row is not None and extra <= float(row["median_s"]) + 1e-12
     full = costs_from_profile(graph, profile, [target])
     assert full.fused_producer == {name: pair.producer.name for name, pair in fused.items()}
+
+
+def test_the_kernel_floor_leaves_out_what_onnxruntimes_profiler_adds_to_every_kernel() -> None:
+    from autopart.profile.op_costs import op_costs
+    from autopart.profile.signature import op_signature
+
+    graph = api.load("squeezenet")
+    node = graph.nodes[0]
+    target = "cpu@onnxruntime"
+    profile = Profile({"fingerprint": "test"})
+    signature = op_signature(node, graph)
+    profile.record("op", target, signature, _row(20e-6))
+    # its one-op run: 10 µs entry, 8 µs of layout kernels and 9 µs of its own, as profiled
+    profile.record("layout", target, signature, _row(8e-6), reference_s=9e-6)
+    assert op_costs(profile, graph, target, 10e-6).seconds[node.name] == pytest.approx(9e-6)
+    # the profiler puts 7 µs on a one-element Relu: the kernel floor is 2 µs, not 9
+    profile.record("launch", target, "profiled", _row(7e-6))
+    assert op_costs(profile, graph, target, 10e-6).seconds[node.name] == pytest.approx(2e-6)
+    profile.record("launch", target, "profiled", _row(12e-6))
+    assert op_costs(profile, graph, target, 10e-6).seconds[node.name] == pytest.approx(2e-6)
+
+
+def test_onnxruntime_launches_record_the_profilers_overhead_and_old_profiles_gain_it(
+    tmp_path: Path,
+) -> None:
+    targets = ["cpu@onnxruntime", "cpu@numpy"]
+    _, profile, _ = api.profile("squeezenet", targets, tmp_path, settings=FAST)
+    profiled = profile.measurement("launch", "cpu@onnxruntime", "profiled")
+    wall = profile.measurement("launch", "cpu@onnxruntime", "wall")
+    assert profiled is not None and wall is not None
+    assert 0.0 < profiled.median_s < wall.median_s and profiled.runs >= 50
+    assert profile.measurement("launch", "cpu@numpy", "profiled") is None  # no such profiler
+    # a profile saved before this row existed gets its launch re-measured, and nothing else
+    older = Profile(profile.meta, profile.table[profile.table["key"] != "profiled"])
+    resolved = [resolve(target, discover()) for target in targets]
+    jobs = plan_jobs(api.load("squeezenet"), resolved, older)[0]
+    assert [(job.kind, job.target) for job in jobs] == [("launch", "cpu@onnxruntime")]

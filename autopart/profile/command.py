@@ -15,7 +15,7 @@ from rich.table import Table
 
 from autopart import api
 from autopart.cli import _input_shape_option, _parse_input_shapes, _user_errors, console
-from autopart.profile.calibration import Calibration
+from autopart.profile.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
 from autopart.profile.costs import transfer_fits
 from autopart.profile.store import Profile
 
@@ -82,8 +82,10 @@ def profile_command(
 
 def _print_calibrations(calibrations: list[Calibration]) -> None:
     table = Table(
-        "target", "windows", "op sum vs measured", "factor (when enabled)",
+        "target", "windows", "op sum vs measured", "factor", "search uses",
         title="subgraph calibration",
+        caption=f"the search scales op costs only where windows agree on an op sum off by over "
+        f"{GROSS_ERROR:.0%}",
     )  # fmt: skip
     for calibration in calibrations:
         windows = f"{calibration.windows} ({calibration.source})" if calibration.windows else "-"
@@ -94,6 +96,7 @@ def _print_calibrations(calibrations: list[Calibration]) -> None:
             f"{calibration.factor:.3f}"
             if calibration.applied or not calibration.windows
             else "1 (windows disagree)",
+            f"{calibration.factor_for(DEFAULT_MODE):.3f}",
         )
     console.print(table)
 

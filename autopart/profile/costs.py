@@ -7,8 +7,9 @@ charged once, separately: the launch probe's wall time around ``run`` plus synch
 or what a cut inside the model's windows cost on that target where that is more
 (:mod:`autopart.profile.cuts`).
 Consumers that a fusing codegen folds into their producer cost what the pair takes beyond
-the producer (:mod:`autopart.profile.op_costs`). On request, op costs are then scaled by
-the target's subgraph calibration factor (:mod:`autopart.profile.calibration`).
+the producer (:mod:`autopart.profile.op_costs`). Op costs are then scaled by the target's
+subgraph calibration factor where its windows say the op sum is grossly off, or always or
+never on request (:mod:`autopart.profile.calibration`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Sequence
 
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
-from autopart.profile.calibration import calibrate
+from autopart.profile.calibration import DEFAULT_MODE, calibrate
 from autopart.profile.cuts import cut_cost
 from autopart.profile.fusion import fusion_pairs
 from autopart.profile.op_costs import op_costs
@@ -47,14 +48,17 @@ def costs_from_profile(
     graph: Graph,
     profile: Profile,
     targets: Sequence[VirtualDevice | str] | None = None,
-    calibrated: bool = False,
+    calibration: str = DEFAULT_MODE,
 ) -> Costs:
     """Costs of ``graph`` on ``targets`` (default: every target in ``profile``).
 
     A node is runnable on a target when the profile holds its signature's timing there.
-    With ``calibrated`` op costs are scaled by each target's subgraph calibration factor;
-    by default they are the plain op sums, which predicted this project's machine better
-    (``experiments/exp_calibration_variants.py``).
+    ``calibration`` says when op costs are scaled by each target's subgraph calibration
+    factor (:meth:`~autopart.profile.calibration.Calibration.factor_for`): ``"gross"`` (the
+    default) only where the windows agree that the op sum is off by more than half, since
+    elsewhere the plain op sums predicted this project's machine better
+    (``experiments/exp_calibration_variants.py``); ``"on"`` wherever they agree; ``"off"``
+    never.
     Raises :class:`ProfileError` naming what is missing when the profile does not cover
     ``graph`` on a target (neither a timing nor an ``unsupported`` mark for a signature).
     """
@@ -76,7 +80,7 @@ def costs_from_profile(
             )
         launch[target] = max(wall.median_s, cut_cost(profile, graph, name))
         costs = op_costs(profile, graph, name, timed.median_s)
-        factor = calibrate(profile, graph, name, costs).factor if calibrated else 1.0
+        factor = calibrate(profile, graph, name, costs).factor_for(calibration)
         missing = costs.missing
         for node_name, seconds in costs.seconds.items():
             node_cost[node_name][target] = seconds * factor

@@ -57,7 +57,10 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
     timings, but never more than the cheapest op's own wall time (a noisy probe above it
     would make every small op free). So is each op's ``layout`` row, where the profile has
     one: the layout conversions its one-node subgraph made at its edges, taken off down to
-    the op's own kernel time in the same runs (the row's ``reference_s``). An op timed by
+    the op's own kernel time in the same runs (the row's ``reference_s``), less what the
+    codegen's profiler itself adds to each kernel it times (the launch probe's ``profiled``
+    row: onnxruntime's profiler puts 4-9 us on a one-element Relu, so without it every tiny
+    op would cost at least that much). An op timed by
     device events costs at least what the host takes to enqueue it (its ``enqueue`` row,
     where the profile has one): a kernel quicker than that waits for the host. Nodes marked
     unsupported are left out; nodes with no row at all are ``missing``.
@@ -65,6 +68,8 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
     result = OpCosts()
     raw: dict[str, Measurement] = {}
     layouts: dict[str, tuple[float, float]] = {}
+    profiled = profile.measurement("launch", target, "profiled")
+    profiler_overhead = profiled.median_s if profiled is not None else 0.0
     for node in graph.nodes:
         signature = op_signature(node, graph)
         measured = profile.measurement("op", target, signature)
@@ -79,11 +84,11 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
             measured = replace(measured, median_s=max(measured.median_s, enqueue.median_s))
         raw[node.name] = measured
         layout = profile.row("layout", target, signature)
-        layouts[node.name] = (
-            (float(layout["median_s"]), float(np.nan_to_num(layout["reference_s"])))
-            if layout is not None
-            else (0.0, 0.0)
-        )
+        if layout is not None:
+            kernels = float(np.nan_to_num(layout["reference_s"])) - profiler_overhead
+            layouts[node.name] = (float(layout["median_s"]), max(kernels, 0.0))
+        else:
+            layouts[node.name] = (0.0, 0.0)
     # entering a subgraph cannot cost more than the cheapest one-op subgraph took whole
     base = min([base, *(m.median_s for m in raw.values() if m.timer == "wall")])
     for name, measured in raw.items():

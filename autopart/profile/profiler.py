@@ -154,7 +154,7 @@ def plan_jobs(
                 jobs.append(Job("fused", target, key, label, nodes=[pair.producer, pair.consumer]))
     for resolved in targets:
         target = str(resolved.target)
-        if profile.has("launch", target, "wall") and profile.has("launch", target, "timed"):
+        if all(profile.has("launch", target, key) for key in launch_keys(resolved)):
             reused += 1
         else:
             jobs.append(Job("launch", target, "", f"launch on {target}"))
@@ -316,13 +316,16 @@ class Profiler:
             self._record_window(job, graph, timed[-len(halves) :], resolved, record)
         elif job.kind == "launch":
             resolved = targets[job.target]
-            wall, timed = self._launch(resolved, settings)
+            short = self.settings.for_short_runs().per_pass()
+            wall, timed, profiled = self._launch(resolved, short)
             record("wall", wall, "wall", op_type="Relu")
             record("timed", timed, resolved.codegen.clock, op_type="Relu")
+            if profiled:
+                record("profiled", profiled, "event", op_type="Relu")
         else:
             src, dst = split_pair(job.target)
             sample = copy_sampler(self.machine.device(src), self.machine.device(dst), job.nbytes)
-            copies = self.settings.for_copies().per_pass()
+            copies = self.settings.for_short_runs().per_pass()
             record(job.key, collect(sample, copies), "wall", nbytes=job.nbytes)
 
     def _record_window(
@@ -343,8 +346,13 @@ class Profiler:
 
     def _launch(
         self, resolved: ResolvedTarget, settings: TimingSettings
-    ) -> tuple[list[float], list[float]]:
-        """Wall times of entering a trivial partition, and what ``run_timed`` says of it."""
+    ) -> tuple[list[float], list[float], list[float]]:
+        """Wall times of entering a trivial partition, and what ``run_timed`` says of it.
+
+        Layout-converting codegens also give what their own profiler says the probe's one
+        kernel took (empty for the rest): a kernel that does nearly nothing, so that is the
+        profiler's overhead on every kernel it times.
+        """
         probe = launch_probe_graph()
         node = probe.nodes[0]
         values = {"x": np.ones((1, 1), np.float32)}
@@ -359,7 +367,21 @@ class Profiler:
             device.synchronize(unit)
             return time.perf_counter() - start
 
-        return collect(wall, settings), collect(lambda: compiled.run_timed(env), settings)
+        walls = collect(wall, settings)
+        timed = collect(lambda: compiled.run_timed(env), settings)
+        if not resolved.codegen.converts_layouts:
+            return walls, timed, []
+        # the profiler counts whole microseconds: many runs, so that the median is not one tick
+        profiled = [kernels for _, kernels in compiled.layout_samples(env, PROFILED_RUNS)]
+        return walls, timed, profiled
+
+
+PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
+
+
+def launch_keys(resolved: ResolvedTarget) -> tuple[str, ...]:
+    """The ``launch`` row keys a complete profile holds for ``resolved``'s target."""
+    return ("wall", "timed", "profiled") if resolved.codegen.converts_layouts else ("wall", "timed")
 
 
 def _compiled(

@@ -48,13 +48,13 @@ class TimingSettings:
             passes=1,
         )
 
-    def for_copies(self) -> TimingSettings:
-        """The settings for copies: sampled for at least 30% of ``max_seconds``.
+    def for_short_runs(self) -> TimingSettings:
+        """The settings for copies and launch probes: sampled for 30% of ``max_seconds``.
 
-        A small copy takes tens of microseconds, so ``min_runs`` of them span a few
-        milliseconds, and on a shared machine its cost swings by 2x from one such moment to
-        the next (the PoCL worker threads and the host share two cores). Sampling for a
-        share of the time budget instead averages over those swings.
+        A small copy or an empty launch takes microseconds, so ``min_runs`` of them span a
+        few milliseconds, and on a shared machine such a cost swings by 2x from one such
+        moment to the next (the PoCL worker threads and the host share two cores).
+        Sampling for a share of the time budget instead averages over those swings.
         """
         return replace(
             self,
