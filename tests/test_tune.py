@@ -145,17 +145,28 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     assert "ort-ep-rule" in set(twins["plan"]) or "ort-ep-rule" in set(twins["same_plan_as"])
 
 
-def _fakes(partitions: dict[str, int], medians: dict[str, float], pick: str) -> tuple:
+def _fakes(
+    partitions: dict[str, int],
+    medians: dict[str, float],
+    pick: str,
+    predicted: dict[str, float] | None = None,
+) -> tuple:
+    """A search outcome, candidates and measurements; predictions default to the medians."""
     from types import SimpleNamespace
 
     from autopart.tuning.verify import Measured
 
-    candidates = {
-        name: SimpleNamespace(plan=SimpleNamespace(partitions=[None] * count))
-        for name, count in partitions.items()
-    }
+    guesses = {**medians, **(predicted or {})}
+
+    def candidate(name: str, count: int) -> SimpleNamespace:
+        value = guesses.get(name, 1.0)
+        plan = SimpleNamespace(partitions=[None] * count)
+        return SimpleNamespace(plan=plan, value=lambda objective: value)
+
+    candidates = {name: candidate(name, count) for name, count in partitions.items()}
     measured = {name: Measured(latencies=[median]) for name, median in medians.items()}
-    return SimpleNamespace(chosen=SimpleNamespace(name=pick)), candidates, measured
+    outcome = SimpleNamespace(chosen=SimpleNamespace(name=pick), objective="latency")
+    return outcome, candidates, measured
 
 
 @pytest.mark.parametrize(
@@ -177,6 +188,27 @@ def test_the_final_choice_is_the_simplest_plan_within_the_noise_of_the_fastest(
     notes: list[str] = []
     assert _final_choice(outcome, candidates, measured, notes) == expected  # type: ignore[arg-type]
     assert bool(notes) == (expected != "ilp")
+
+
+def test_among_as_simple_plans_within_the_noise_the_predicted_quickest_is_kept() -> None:
+    from autopart.tuning.workflow import _final_choice
+
+    partitions = {"ilp": 3, "single:a": 1, "single:b": 1}
+    medians = {"ilp": 66.3, "single:a": 66.6, "single:b": 65.7}  # densenet121 in one tune
+    predicted = {"ilp": 47.1, "single:a": 47.3, "single:b": 68.7}
+    outcome, candidates, measured = _fakes(partitions, medians, "ilp", predicted)
+    notes: list[str] = []
+    assert _final_choice(outcome, candidates, measured, notes) == "single:a"  # type: ignore[arg-type]
+    assert "kept the simpler plan" in notes[-1]
+    # b beat the pick by more than the noise, but not a, which is predicted quicker
+    medians["ilp"] = 67.1
+    outcome, candidates, measured = _fakes(partitions, medians, "ilp", predicted)
+    assert _final_choice(outcome, candidates, measured, notes) == "single:a"  # type: ignore[arg-type]
+    assert "kept the one predicted quicker" in notes[-1]
+    # measured clearly slower, the predicted quickest is not kept
+    outcome, candidates, measured = _fakes(partitions, {**medians, "single:a": 80.0}, "ilp",
+                                           predicted)  # fmt: skip
+    assert _final_choice(outcome, candidates, measured, []) == "single:b"  # type: ignore[arg-type]
 
 
 def test_quick_plans_get_more_rounds_until_the_timed_rounds_fill_the_minimum() -> None:

@@ -279,7 +279,10 @@ def _final_choice(
 
     Then, among the correct plans that choice is not :func:`clearly_faster` than, the one
     with the fewest partitions: a split plan that is not measurably faster only adds
-    copies, launches and interference between lanes.
+    copies, launches and interference between lanes. Among as simple plans the predicted
+    quickest wins: measurements that cannot tell plans apart do not overrule the costs
+    (on this 2-core VM a whole-device target can measure as slow as a one-core unit for
+    the few seconds that tune times it, while another process holds a core).
     """
     pick = outcome.chosen.name
     correct = {name: m for name, m in measured.items() if m.correct}
@@ -305,18 +308,28 @@ def _final_choice(
         for name in correct
         if name in candidates and not clearly_faster(correct[chosen], correct[name])
     ]
-    simplest = min(close, key=lambda name: (partitions(name), correct[name].median_s))
-    if partitions(simplest) < partitions(chosen):
-        faster = correct[simplest].median_s < correct[chosen].median_s
-        notes.append(
-            f"{simplest} ({partitions(simplest)} partition(s), "
-            f"{correct[simplest].median_s * 1e3:.2f} ms) measured "
-            f"{'faster than' if faster else 'not clearly slower than'} "
-            f"{chosen} ({partitions(chosen)} partitions, "
-            f"{correct[chosen].median_s * 1e3:.2f} ms); kept the simpler plan"
-        )
-        return simplest
-    return chosen
+
+    def predicted(name: str) -> float:
+        return candidates[name].value(outcome.objective)
+
+    simplest = min(close, key=lambda name: (partitions(name), predicted(name)))
+    if simplest == chosen:
+        return chosen
+    faster = correct[simplest].median_s < correct[chosen].median_s
+    why = (
+        "kept the simpler plan"
+        if partitions(simplest) < partitions(chosen)
+        else f"kept the one predicted quicker ({predicted(simplest) * 1e3:.2f} against "
+        f"{predicted(chosen) * 1e3:.2f} ms)"
+    )
+    notes.append(
+        f"{simplest} ({partitions(simplest)} partition(s), "
+        f"{correct[simplest].median_s * 1e3:.2f} ms) measured "
+        f"{'faster than' if faster else 'not clearly slower than'} "
+        f"{chosen} ({partitions(chosen)} partition(s), "
+        f"{correct[chosen].median_s * 1e3:.2f} ms); {why}"
+    )
+    return simplest
 
 
 def _contested(
