@@ -15,7 +15,7 @@ seconds of host slow-down says nothing about fusion or caches, and one-op timing
 the better guide (see ``experiments/bench_profile_accuracy.py``). So by default
 (:data:`DEFAULT_MODE`, ``"gross"``) costs are scaled only where the agreeing windows put the
 op sum off by more than half: beyond what timing noise does on this machine (a second
-measurement of a whole model differs by 8% at the median, 30% at worst), and what a graph
+measurement of a whole model differs by 4-8% at the median, 30% at worst), and what a graph
 of tiny ops does (a transformer encoder's one-op sessions on onnxruntime cost 2-4x what
 the same nodes take inside one session).
 Windows of the model being planned are used when the profile has them; otherwise the

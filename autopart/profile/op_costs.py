@@ -59,7 +59,7 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
     one: the layout conversions its one-node subgraph made at its edges, taken off down to
     the op's own kernel time in the same runs (the row's ``reference_s``), less what the
     codegen's profiler itself adds to each kernel it times (the launch probe's ``profiled``
-    row: onnxruntime's profiler puts 4-9 us on a one-element Relu, so without it every tiny
+    row: onnxruntime's profiler puts 3-7 us on a one-element Relu, so without it every tiny
     op would cost at least that much). An op timed by
     device events costs at least what the host takes to enqueue it (its ``enqueue`` row,
     where the profile has one): a kernel quicker than that waits for the host. Nodes marked

@@ -13,7 +13,8 @@ cannot run), ``layout`` (the layout conversions of an op's one-node subgraph;
 its consumer timed together; ``key`` joins both signatures), ``launch`` (entering one
 partition: ``key`` ``wall`` around ``run`` and synchronisation, ``timed`` as ``run_timed``
 reports it, and on layout-converting codegens ``profiled``, the probe's kernel time under
-the codegen's own profiler), ``transfer`` (``target`` is ``src->dst``, ``key`` the size in bytes) and
+the codegen's own profiler), ``transfer`` (``target`` is ``src->dst``, ``key`` the size in
+bytes) and
 ``calibration`` (a measured subgraph; ``reference_s`` is the op-sum prediction it is
 compared with), ``cut`` (the wall time of such a subgraph cut in two, its halves run in
 a row; ``reference_s`` is its wall time whole; see :mod:`autopart.profile.cuts`) and

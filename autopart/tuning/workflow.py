@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -310,7 +311,7 @@ def _final_choice(
     ]
 
     def predicted(name: str) -> float:
-        return candidates[name].value(outcome.objective)
+        return candidates[name].value(outcome.objective) if name in candidates else math.inf
 
     simplest = min(close, key=lambda name: (partitions(name), predicted(name)))
     if simplest == chosen:
