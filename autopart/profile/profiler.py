@@ -51,6 +51,7 @@ from autopart.targets.devices import Machine
 from autopart.targets.resolve import ResolvedTarget, resolve
 
 HOST = "cpu"
+PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
 Progress = Callable[[int, int, str], None]
 
 
@@ -354,12 +355,9 @@ class Profiler:
         profiler's overhead on every kernel it times.
         """
         probe = launch_probe_graph()
-        node = probe.nodes[0]
         values = {"x": np.ones((1, 1), np.float32)}
+        compiled, env = _compiled(resolved, probe, probe.nodes, values)
         device, unit = resolved.placement.device, resolved.placement.unit
-        compiled = resolved.codegen.compile(probe, [node], ["x"], ["y"], resolved.placement)
-        env: dict[str, Any] = {"x": device.from_host(values["x"], unit)}
-        device.synchronize(unit)
 
         def wall() -> float:
             start = time.perf_counter()
@@ -374,9 +372,6 @@ class Profiler:
         # the profiler counts whole microseconds: many runs, so that the median is not one tick
         profiled = [kernels for _, kernels in compiled.layout_samples(env, PROFILED_RUNS)]
         return walls, timed, profiled
-
-
-PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
 
 
 def launch_keys(resolved: ResolvedTarget) -> tuple[str, ...]:
