@@ -21,6 +21,7 @@ profile_time.csv, and prints tables.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import tempfile
 import time
@@ -42,6 +43,7 @@ from autopart.targets.resolve import available_targets
 
 RESULTS = Path(__file__).parent / "results"
 BLOCKS = 3
+SETTLE_S = 0.1  # untimed runs opening each block
 console = Console()
 
 
@@ -81,10 +83,17 @@ def model_accuracy(model: str, store: Path, rounds: int) -> list[dict]:
     # single-target prediction is about. The blocks come round twice BLOCKS times, so that a
     # few seconds of host speed drift do not land on one target only; the first BLOCKS and
     # the last BLOCKS rounds are two measurements whose gap is the noise floor.
+    # Each block opens with untimed runs lasting SETTLE_S: after a cpu@numpy block the next
+    # plan's first runs of 5 ms were measured 1.5-1.9x slower for about 30 ms.
+    settle = {
+        name: max(2, math.ceil(SETTLE_S / executor.run(feeds, warmup=1).latencies[0]))
+        for name, executor in executors.items()
+    }
     halves: list[dict[str, list[float]]] = [{name: [] for name in executors} for _ in range(2)]
     for block in range(2 * BLOCKS):
         for name, executor in executors.items():
-            run = executor.run(feeds, repeat=max(rounds // (2 * BLOCKS), 1), warmup=2)
+            repeat = max(rounds // (2 * BLOCKS), 1)
+            run = executor.run(feeds, repeat=repeat, warmup=settle[name])
             halves[block // BLOCKS][name].extend(run.latencies)
     rows = []
     for name, executor in executors.items():

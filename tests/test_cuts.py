@@ -10,7 +10,7 @@ from autopart import api
 from autopart.profile import Profile
 from autopart.profile.calibration import model_tag
 from autopart.profile.costs import costs_from_profile
-from autopart.profile.cuts import cut_cost, cut_index
+from autopart.profile.cuts import cold_cost, cut_cost, cut_index
 from autopart.profile.fusion import fusion_pairs
 from autopart.profile.profiler import plan_jobs
 from autopart.profile.store import Measurement
@@ -78,6 +78,35 @@ def test_profiling_cuts_the_calibration_windows_and_charges_the_cut_per_partitio
     assert costs_from_profile(graph, profile, [target]).launch[vdev] == pytest.approx(0.05)
     again, _, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
     assert again.new == 0 and again.reused == report.new
+
+
+def test_windows_entered_cold_are_charged_to_every_partition_of_a_split_plan(
+    tmp_path: Path,
+) -> None:
+    target = "cpu/0@onnxruntime"
+    _, profile, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
+    graph = api.load("squeezenet")
+    colds, cuts = profile.rows("cold", target), profile.rows("cut", target)
+    assert sorted(colds["key"]) == sorted(cuts["key"])
+    assert (colds["median_s"] > 0).all() and (colds["runs"] >= FAST.min_runs).all()
+    whole = cuts.set_index("key")["reference_s"]
+    assert (colds.set_index("key")["reference_s"] == whole).all()  # the same back-to-back runs
+    costs = costs_from_profile(graph, profile, [target])
+    (vdev,) = costs.targets
+    assert costs.cold[vdev] == pytest.approx(cold_cost(profile, graph, target))
+    for key in colds["key"]:
+        profile.record("cold", target, key, _row(0.013), reference_s=0.01)
+    assert cold_cost(profile, graph, target) == pytest.approx(0.003)
+    assert cold_cost(profile, graph, "cpu/1@onnxruntime") == 0.0
+    costs = costs_from_profile(graph, profile, [target])
+    names = [node.name for node in graph.nodes]
+    assert costs.partition_cost(names, vdev, split=True) == pytest.approx(
+        costs.partition_cost(names, vdev) + 0.003
+    )
+    # a profile saved before cold rows existed re-measures its windows, and nothing else
+    older = Profile(profile.meta, profile.table[profile.table["kind"] != "cold"])
+    jobs = plan_jobs(graph, [resolve(target, discover())], older)[0]
+    assert sorted(job.kind for job in jobs) == ["cut"] * 3
 
 
 def test_partitions_pay_back_unfused_consumers_and_layout_conversions_at_their_edges() -> None:

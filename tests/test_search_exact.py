@@ -93,8 +93,9 @@ def cases(draw: st.DrawFn) -> Costs:
         if rng.random() < 0.9:
             transfers[pair] = TransferModel(float(rng.uniform(0, 3)), float(rng.uniform(5, 200)))
     launch = {t: float(rng.uniform(0, 5)) for t in TARGETS if rng.random() < 0.9}
+    cold = {t: float(rng.uniform(0, 3)) for t in TARGETS if rng.random() < 0.7}
     fused, unfused, layout = _edge_costs(graph, node_cost, rng)
-    return Costs(graph, TARGETS, node_cost, launch, transfers, fused, unfused, layout)
+    return Costs(graph, TARGETS, node_cost, launch, transfers, fused, unfused, layout, cold)
 
 
 def _edge_costs(
@@ -140,7 +141,7 @@ def _check_schedule(plan: Plan, costs: Costs) -> None:
         expected = (
             costs.transfer(spec.src, spec.dst, spec.nbytes)
             if isinstance(spec, CopySpec)
-            else costs.partition_cost(spec.nodes, V(spec.target))
+            else costs.partition_cost(spec.nodes, V(spec.target), len(plan.partitions) > 1)
         )
         assert math.isclose(sim.step_cost[spec.id], expected, rel_tol=1e-12, abs_tol=1e-15)
     lanes = _lanes(plan, costs)
@@ -246,6 +247,29 @@ def test_ilp_pays_the_launch_that_cycle_avoidance_adds() -> None:
     assert result.optimal
     assert result.objective_s == truth_sim.sequential_s == 11.0
     assert result.assignment == truth == {"a": ORT, "b": ORT, "c": ORT}
+
+
+def test_split_plans_pay_cold_entries_and_the_ilp_prices_them_up_front() -> None:
+    values = {name: Value(name, (8,), F32) for name in "xabc"}
+    nodes = [Node("a", "Relu", ["x"], ["a"]), Node("b", "Relu", ["a"], ["b"])]
+    nodes.append(Node("c", "Relu", ["b"], ["c"]))
+    graph = Graph("chain", nodes, values, ["x"], ["c"], {"": 17})
+    node_cost = {
+        "a": {NUMPY: 10.0, ORT: 1.0},
+        "b": {NUMPY: 1.0, ORT: 4.0},
+        "c": {NUMPY: 10.0, ORT: 1.0},
+    }
+    warm = Costs(graph, [NUMPY, ORT], node_cost, {NUMPY: 0.5, ORT: 0.5}, {})
+    cold = dataclasses.replace(warm, cold={NUMPY: 1.0, ORT: 1.0})
+    split = {"a": ORT, "b": NUMPY, "c": ORT}
+    single = dict.fromkeys("abc", ORT)
+    assert evaluate(split, warm).sequential_s == 4.5
+    assert evaluate(split, cold).sequential_s == 7.5  # each of its three partitions pays 1
+    assert evaluate(single, warm).sequential_s == evaluate(single, cold).sequential_s == 6.5
+    assert solve_ilp(warm).assignment == split
+    result = solve_ilp(cold)
+    assert result.optimal and result.assignment == single and result.objective_s == 6.5
+    assert result.cuts == 0  # priced in the model, not found out by trial
 
 
 def test_ilp_reports_the_gap_when_stopped_early() -> None:

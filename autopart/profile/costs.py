@@ -5,7 +5,8 @@ clock time ops by wall clock around a whole ``run``, which includes entering the
 the launch probe's own ``run_timed`` time is taken off those, since the partition's launch is
 charged once, separately: the launch probe's wall time around ``run`` plus synchronisation,
 or what a cut inside the model's windows cost on that target where that is more
-(:mod:`autopart.profile.cuts`).
+(:mod:`autopart.profile.cuts`). A partition of a split plan also pays what entering the
+target after other work costs beyond that (its cold entry, from the same module).
 Consumers that a fusing codegen folds into their producer cost what the pair takes beyond
 the producer (:mod:`autopart.profile.op_costs`). Op costs are then scaled by the target's
 subgraph calibration factor where its windows say the op sum is grossly off, or always or
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.profile.calibration import DEFAULT_MODE, calibrate
-from autopart.profile.cuts import cut_cost
+from autopart.profile.cuts import cold_cost, cut_cost
 from autopart.profile.fusion import fusion_pairs
 from autopart.profile.op_costs import op_costs
 from autopart.profile.store import Profile, ProfileError
@@ -68,6 +69,7 @@ def costs_from_profile(
     ]
     node_cost: dict[str, dict[VirtualDevice, float]] = {node.name: {} for node in graph.nodes}
     launch: dict[VirtualDevice, float] = {}
+    cold: dict[VirtualDevice, float] = {}
     unfused: dict[str, dict[VirtualDevice, float]] = {}
     layout: dict[str, dict[VirtualDevice, float]] = {}
     for target in chosen:
@@ -79,6 +81,7 @@ def costs_from_profile(
                 f"the profile has no launch measurement for {name}; run `autopart profile`"
             )
         launch[target] = max(wall.median_s, cut_cost(profile, graph, name))
+        cold[target] = cold_cost(profile, graph, name)
         costs = op_costs(profile, graph, name, timed.median_s)
         factor = calibrate(profile, graph, name, costs).factor_for(calibration)
         missing = costs.missing
@@ -105,4 +108,4 @@ def costs_from_profile(
             "run `autopart profile`"
         )
     producers = {name: pair.producer.name for name, pair in fusion_pairs(graph).items()}
-    return Costs(graph, chosen, node_cost, launch, transfers, producers, unfused, layout)
+    return Costs(graph, chosen, node_cost, launch, transfers, producers, unfused, layout, cold)

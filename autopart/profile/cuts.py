@@ -17,6 +17,16 @@ A target's cut cost is the median over the model's cut rows of the difference (e
 every model's rows on that target, else 0), and entering a partition
 is charged the larger of it and the launch probe's wall time
 (:func:`autopart.profile.costs.costs_from_profile`).
+
+Back to back is not how a partition of a split plan is entered: its lane sat idle while the
+other partitions ran. The same job therefore keeps the host busy for a few milliseconds
+after the halves and runs the window whole once more; a ``cold`` row stores those wall
+times, with the back-to-back whole as ``reference_s``. Measured with inception_v1's and
+squeezenet's windows, entering after 5 ms of host work cost 0.2-0.5 ms more on every
+target, onnxruntime, numpy and OpenCL alike; a lone LRN on an OpenCL unit took 1.3 ms
+instead of 0.5 ms. A target's cold-entry cost is the median difference, read like the cut
+cost, and every partition of a plan with more than one partition pays it
+(:meth:`autopart.search.costs.Costs.partition_cost`).
 """
 
 from __future__ import annotations
@@ -53,7 +63,22 @@ def cut_cost(profile: Profile, graph: Graph, target: str) -> float:
     The cut rows of ``graph`` are used when the profile has them, else every model's rows
     on ``target``. Noise can make a window's difference negative; the cost is never below 0.
     """
-    rows = profile.rows("cut", target)
+    return _median_excess(profile, "cut", graph, target)
+
+
+def cold_cost(profile: Profile, graph: Graph, target: str) -> float:
+    """What entering a partition on ``target`` after other work costs beyond back to back.
+
+    Read from the ``cold`` rows like :func:`cut_cost` from the ``cut`` rows: the median
+    over ``graph``'s windows (else every model's) of the cold wall time less the window's
+    back-to-back wall time, never below 0, and 0 where nothing was measured.
+    """
+    return _median_excess(profile, "cold", graph, target)
+
+
+def _median_excess(profile: Profile, kind: str, graph: Graph, target: str) -> float:
+    """The median of ``median_s - reference_s`` over ``kind`` rows, own model's first."""
+    rows = profile.rows(kind, target)
     if not len(rows):
         return 0.0
     own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]

@@ -52,6 +52,7 @@ from autopart.targets.resolve import ResolvedTarget, resolve
 
 HOST = "cpu"
 PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
+COLD_GAP_S = 5e-3  # host work between a window's runs when it is entered cold
 Progress = Callable[[int, int, str], None]
 
 
@@ -99,7 +100,7 @@ def plan_jobs(
     host's enqueueing, and runs again where that row alone is missing), then the layout
     conversions of each op's one-node subgraph (codegens that convert layouts only), fusion
     pairs (fusing codegens only), launches, calibration windows (timed whole and, where
-    they can be cut, cut in two by the same job), and copies.
+    they can be cut, cut in two and entered cold by the same job), and copies.
     """
     jobs: list[Job] = []
     reused = unsupported = 0
@@ -170,7 +171,7 @@ def plan_jobs(
                 done = profile.has("calibration", target, key)
             else:
                 kind, label = "cut", f"{len(window)} ops, whole and cut, on {target}"
-                done = profile.has("calibration", target, key) and profile.has("cut", target, key)
+                done = all(profile.has(k, target, key) for k in ("calibration", "cut", "cold"))
             if done:
                 reused += 1
             else:
@@ -306,13 +307,18 @@ class Profiler:
             resolved = targets[job.target]
             timed: list[float] = []
             walls: list[float] = []
-            sample = _cut_sampler(resolved, graph, job.nodes, values, walls, timed)
+            colds: list[float] = []
+            sample = _cut_sampler(resolved, graph, job.nodes, values, walls, timed, colds)
             halves = collect(sample, settings)
             whole = pooled.setdefault(("cut whole", job.target, job.key), [])
             whole.extend(walls[-len(halves) :])  # the warm-up runs' are left out
             record(
                 job.key, halves, "wall", op_type=f"cut of {len(job.nodes)} ops",
                 reference_s=float(np.median(whole)),
+            )  # fmt: skip
+            record(
+                job.key, colds[-len(halves) :], "wall", "cold",
+                op_type=f"{len(job.nodes)} ops entered cold", reference_s=float(np.median(whole)),
             )  # fmt: skip
             self._record_window(job, graph, timed[-len(halves) :], resolved, record)
         elif job.kind == "launch":
@@ -417,12 +423,15 @@ def _cut_sampler(
     values: dict[str, np.ndarray],
     whole_walls: list[float],
     whole_timed: list[float],
+    cold_walls: list[float],
 ) -> Callable[[], float]:
     """A function timing ``nodes`` whole, then cut in two (:func:`cut_index`), on ``resolved``.
 
     Each call returns the wall time of the two halves in a row. The whole, run just before
     (the two alternate, so drift hits both), appends its wall time to ``whole_walls`` and
-    what ``run_timed`` said of it (the calibration sample) to ``whole_timed``.
+    what ``run_timed`` said of it (the calibration sample) to ``whole_timed``. After the
+    halves the host works elsewhere for :data:`COLD_GAP_S`, as while another partition of a
+    plan runs, and the whole runs once more: its wall time goes to ``cold_walls``.
     """
     index = cut_index(graph, nodes)
     assert index is not None
@@ -442,9 +451,22 @@ def _cut_sampler(
         for part in halves:
             part.run(env)
             device.synchronize(unit)
-        return time.perf_counter() - start
+        elapsed = time.perf_counter() - start
+        _busy(COLD_GAP_S)
+        start = time.perf_counter()
+        whole.run(env)
+        device.synchronize(unit)
+        cold_walls.append(time.perf_counter() - start)
+        return elapsed
 
     return sample
+
+
+def _busy(seconds: float) -> None:
+    """Keep the calling thread busy for ``seconds`` (a sleep would let its core idle too)."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
 
 
 def _reference_values(graph: Graph) -> dict[str, np.ndarray]:

@@ -14,12 +14,13 @@ its consumer timed together; ``key`` joins both signatures), ``launch`` (enterin
 partition: ``key`` ``wall`` around ``run`` and synchronisation, ``timed`` as ``run_timed``
 reports it, and on layout-converting codegens ``profiled``, the probe's kernel time under
 the codegen's own profiler), ``transfer`` (``target`` is ``src->dst``, ``key`` the size in
-bytes) and
-``calibration`` (a measured subgraph; ``reference_s`` is the op-sum prediction it is
-compared with), ``cut`` (the wall time of such a subgraph cut in two, its halves run in
-a row; ``reference_s`` is its wall time whole; see :mod:`autopart.profile.cuts`) and
-``enqueue`` (the host's wall time to enqueue an op's one-node subgraph, for codegens timed
-by device events, whose kernels can be quicker than the host hands them out).
+bytes), ``calibration`` (a measured subgraph; ``reference_s`` is the op-sum prediction it
+is compared with), ``cut`` (the wall time of such a subgraph cut in two, its halves run in a
+row; ``reference_s`` is its wall time whole; see :mod:`autopart.profile.cuts`), ``cold``
+(the wall time of such a subgraph entered after the host worked elsewhere for a few
+milliseconds; ``reference_s`` is its wall time back to back) and ``enqueue`` (the host's
+wall time to enqueue an op's one-node subgraph, for codegens timed by device events, whose
+kernels can be quicker than the host hands them out).
 Rows are unique by (kind, target, key); when two profiles of one machine merge, the newer
 measurement wins. Files are never pickled, never half-written, and a file that cannot be
 read is reported, never overwritten.
@@ -63,7 +64,8 @@ COLUMNS = [
 ]
 KEY = ["kind", "target", "key"]
 KINDS = (
-    "op", "unsupported", "layout", "fused", "launch", "transfer", "calibration", "cut", "enqueue",
+    "op", "unsupported", "layout", "fused", "launch", "transfer", "calibration", "cut", "cold",
+    "enqueue",
 )  # fmt: skip
 
 

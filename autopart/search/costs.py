@@ -45,7 +45,9 @@ class Costs:
 
     ``node_cost[node][target]`` is the time of ``node`` on ``target``; a target missing from
     a node's entry cannot run it. ``launch[target]`` is the fixed cost of entering one
-    partition on it. ``transfers[(src, dst)]`` prices copies between devices; a pair
+    partition on it; ``cold[target]`` what entering costs beyond that when the target's lane
+    sat idle while other partitions ran, paid by every partition of a plan that has more
+    than one. ``transfers[(src, dst)]`` prices copies between devices; a pair
     without a model falls back to going through the host (src->cpu, then cpu->dst).
     Graph inputs start on the host and graph outputs must end on it.
 
@@ -64,6 +66,7 @@ class Costs:
     fused_producer: dict[str, str] = field(default_factory=dict)
     unfused: dict[str, dict[VirtualDevice, float]] = field(default_factory=dict)
     layout: dict[str, dict[VirtualDevice, float]] = field(default_factory=dict)
+    cold: dict[VirtualDevice, float] = field(default_factory=dict)
 
     def supported(self, node: Node | str) -> list[VirtualDevice]:
         """Targets that can run ``node``, in the order of :attr:`targets`."""
@@ -80,16 +83,23 @@ class Costs:
         """The fixed cost of one partition on ``target`` (0 when unmeasured)."""
         return self.launch.get(target, 0.0)
 
-    def partition_cost(self, nodes: Sequence[str], target: VirtualDevice) -> float:
+    def cold_cost(self, target: VirtualDevice) -> float:
+        """What a partition on ``target`` pays beyond its launch in a split plan (0 if unknown)."""
+        return self.cold.get(target, 0.0)
+
+    def partition_cost(
+        self, nodes: Sequence[str], target: VirtualDevice, split: bool = False
+    ) -> float:
         """Seconds of one partition of ``nodes`` on ``target``.
 
         That is its launch, its nodes' costs and the edge costs its boundary makes them
-        pay (see the class docstring).
+        pay (see the class docstring), plus its target's cold entry where ``split`` (the
+        plan has other partitions).
 
         Raises KeyError when ``target`` cannot run one of the nodes.
         """
         inside = set(nodes)
-        total = self.launch_cost(target)
+        total = self.launch_cost(target) + (self.cold_cost(target) if split else 0.0)
         for name in nodes:
             total += self.cost(name, target)
             producer = self.fused_producer.get(name)

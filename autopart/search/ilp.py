@@ -2,9 +2,10 @@
 
 The ILP minimises the sequential latency of the plan :func:`build_plan` makes: node costs,
 one copy per (value, destination device) priced by its true (source, destination) pair
-(graph inputs live on ``cpu``, graph outputs must reach it), one launch per partition, and
-the edge costs of :meth:`Costs.partition_cost` (a fused node away from its producer, layout
-conversions where a node's inputs enter or its outputs leave its partition).
+(graph inputs live on ``cpu``, graph outputs must reach it), one launch per partition (with
+its target's cold entry: see below), and the edge costs of :meth:`Costs.partition_cost` (a
+fused node away from its producer, layout conversions where a node's inputs enter or its
+outputs leave its partition).
 
 Variables: ``x[n,t]`` (binary) puts node ``n`` on target ``t``; ``need[v,d]`` >= each
 consumer's presence on ``d`` (1 for graph outputs on ``cpu``); ``z[v,s,d]`` >=
@@ -31,6 +32,14 @@ model stays a lower bound of the truth on every assignment not excluded, so
 incumbent or time runs out. An assignment whose true cost is still above its model value
 once no cut explains the difference (the model joined edges the partitioner did not) gets a
 no-good too.
+
+A partition pays its target's cold entry only when the plan has other partitions. The
+model charges it with every launch, so it overprices exactly the assignments that make one
+partition (every node on one target) by that target's cold entry, and is a lower bound of
+the truth on every other. Those assignments are among the start assignments (for graphs of
+up to ``_HEURISTIC_NODES`` nodes), which enter at their true cost, so the optimum and the
+bound stay exact; on larger graphs a one-partition optimum can be missed by at most the
+cold entry.
 
 Memory caps (an estimate): per device ``d``, the weights (constants read by nodes on ``d``,
 each counted once) plus, at each position ``k`` of the topological node order, the bytes of
@@ -252,13 +261,13 @@ class _Formulation:
         self.preds = [sorted(set(_producers(graph, self.index, node))) for node in self.nodes]
         self._closures()
         reference = sum(min(costs.cost(n, t) for t in ts) for n, ts in self._pairs())
-        reference += sum(costs.launch_cost(t) for t in costs.targets)
+        reference += sum(_entry_price(costs, t) for t in costs.targets)
         self.scale = 1e6 / reference if reference > 0 else 1.0
         self.cuts: dict[tuple[tuple[Edge, ...], tuple[int, ...], tuple[Edge, ...]], None] = {}
         self.edge_vars: dict[Edge, bool] = {}  # edge -> whether its variable must be integral
         self.nogoods: list[list[VirtualDevice]] = []
         self.edge_costs = self._edge_cost_terms()
-        self.priced = {t for t in costs.targets if costs.launch_cost(t) > 0} | {
+        self.priced = {t for t in costs.targets if _entry_price(costs, t) > 0} | {
             t for _, t, _, _ in self.edge_costs
         }
         for n, preds in enumerate(self.preds):
@@ -375,7 +384,7 @@ class _Formulation:
             model.row([(e[(p, n, t)], 1.0), (x[(n, t)], -1.0)], upper=0.0)
         for n, targets in enumerate(self.targets):
             for t in targets:
-                price = self.costs.launch_cost(t)
+                price = _entry_price(self.costs, t)
                 if price <= 0:
                     continue
                 expr: Expr = [(model.var(self.scale * price), 1.0), (x[(n, t)], -1.0)]
@@ -889,3 +898,8 @@ def _bits(bits: int) -> list[int]:
         return found
     raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), np.uint8)
     return np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
+
+
+def _entry_price(costs: Costs, target: VirtualDevice) -> float:
+    """What the model charges each partition on ``target``: its launch and its cold entry."""
+    return costs.launch_cost(target) + costs.cold_cost(target)

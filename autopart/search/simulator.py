@@ -1,11 +1,12 @@
 """The cost model: a plan's predicted latency, sequential and as a concurrent list schedule.
 
 Every step of a plan has a cost. A partition costs its target's launch plus the sum of its
-nodes' costs and the edge costs its boundary makes them pay (:meth:`Costs.partition_cost`);
-a copy costs :meth:`Costs.transfer` of its bytes. A partition on unit ``u`` of
-device ``d`` occupies lane ``d/u``; a whole-device partition occupies every unit lane of
-``d`` (the units named for ``d`` in ``costs.targets`` or in the plan; ``d/*`` when there are
-none). Copies run one at a time on lane ``copy:src->dst``.
+nodes' costs and the edge costs its boundary makes them pay (:meth:`Costs.partition_cost`),
+and, when the plan has more than one partition, its target's cold entry (its lane sat idle
+while the others ran); a copy costs :meth:`Costs.transfer` of its bytes. A partition on unit
+``u`` of device ``d`` occupies lane ``d/u``; a whole-device partition occupies every unit
+lane of ``d`` (the units named for ``d`` in ``costs.targets`` or in the plan; ``d/*`` when
+there are none). Copies run one at a time on lane ``copy:src->dst``.
 
 The schedule is non-delay list scheduling: a step is ready when every step in its ``after``
 list has finished; whenever lanes are free, the ready step earliest in ``plan.order`` whose
@@ -129,6 +130,7 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
     for target in [*costs.targets, *targets.values()]:
         if target.unit is not None:
             units.setdefault(str(target.device), set()).add(target.unit)
+    split = len(plan.partitions) > 1
     steps = []
     for step_id in plan.order:
         spec = by_id[step_id]
@@ -139,7 +141,7 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
             target = targets[step_id]
             for node in spec.nodes:
                 _node_cost(costs, node, target)  # a clear error for a node it cannot run
-            cost = costs.partition_cost(spec.nodes, target)
+            cost = costs.partition_cost(spec.nodes, target, split)
             device = str(target.device)
             if target.unit is not None:
                 lanes = (f"{device}/{target.unit}",)
