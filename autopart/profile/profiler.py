@@ -53,6 +53,7 @@ from autopart.targets.resolve import ResolvedTarget, resolve
 HOST = "cpu"
 PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
 COLD_GAP_S = 5e-3  # host work between a window's runs when it is entered cold
+CUT_SHARE = 0.5  # of an op's time budget, for a window timed whole, cut and cold
 Progress = Callable[[int, int, str], None]
 
 
@@ -309,7 +310,10 @@ class Profiler:
             walls: list[float] = []
             colds: list[float] = []
             sample = _cut_sampler(resolved, graph, job.nodes, values, walls, timed, colds)
-            halves = collect(sample, settings)
+            # a sample runs the window whole twice and cut once: a share of the time will do,
+            # checked after every sample
+            share = replace(settings, max_seconds=settings.max_seconds * CUT_SHARE, batch=1)
+            halves = collect(sample, share)
             whole = pooled.setdefault(("cut whole", job.target, job.key), [])
             whole.extend(walls[-len(halves) :])  # the warm-up runs' are left out
             record(
