@@ -8,7 +8,9 @@ simulator (makespan of the concurrent list schedule, from the profile's costs) a
 with :func:`measure_plans` (interleaved rounds, medians, outputs checked).
 
 Reports, per model and overall, the median absolute relative error |predicted/measured - 1|
-and Kendall's tau between predicted and measured (does the model rank plans right?).
+and Kendall's tau between predicted and measured (does the model rank plans right?), and
+both again for the same plans predicted without cold entries (``*_warm``: every partition
+entered as if back to back), the cost model before those were measured.
 
 Writes experiments/results/cost_model_accuracy.csv and cost_model_accuracy.png.
 
@@ -18,6 +20,7 @@ Writes experiments/results/cost_model_accuracy.csv and cost_model_accuracy.png.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -61,11 +64,13 @@ def run_model(model: str, plans: int, rounds: int, profiles: str | None, seed: i
         chosen[f"random-{i:02d}"] = plan
         kinds[f"random-{i:02d}"] = "random"
     measured = measure(graph, chosen, rounds)
+    warm = dataclasses.replace(costs, cold={})
     rows = []
     for name, plan in chosen.items():
         if name not in measured:
             continue
         simulation = simulate(plan, costs)
+        warm_s = simulate(plan, warm).makespan_s
         result = measured[name]
         rows.append({
             "model": model, "plan": name, "kind": kinds[name],
@@ -73,6 +78,7 @@ def run_model(model: str, plans: int, rounds: int, profiles: str | None, seed: i
             "predicted_seq_ms": simulation.sequential_s * 1e3,
             "measured_ms": result.median_s * 1e3,
             "rel_error": simulation.makespan_s / result.median_s - 1,
+            "predicted_warm_ms": warm_s * 1e3, "rel_error_warm": warm_s / result.median_s - 1,
             "partitions": len(plan.partitions), "copies": len(plan.copies),
             "correct": result.correct,
         })  # fmt: skip
@@ -87,11 +93,14 @@ def summarise(frame: pd.DataFrame) -> pd.DataFrame:
     for label, group in groups:
         unique = group.drop_duplicates(["model", "measured_ms", "predicted_ms"])
         tau, p_value = kendalltau(unique["predicted_ms"], unique["measured_ms"])
+        tau_warm, _ = kendalltau(unique["predicted_warm_ms"], unique["measured_ms"])
         rows.append({
             "model": label, "plans": len(unique),
             "median_abs_rel_error": float(np.median(np.abs(unique["rel_error"]))),
             "max_abs_rel_error": float(np.max(np.abs(unique["rel_error"]))),
             "kendall_tau": float(tau), "p_value": float(p_value),
+            "median_abs_rel_error_warm": float(np.median(np.abs(unique["rel_error_warm"]))),
+            "kendall_tau_warm": float(tau_warm),
         })  # fmt: skip
     per_model = [r["kendall_tau"] for r in rows if r["model"] != "overall"]
     rows.append({
@@ -99,6 +108,10 @@ def summarise(frame: pd.DataFrame) -> pd.DataFrame:
         "median_abs_rel_error": float(np.mean([r["median_abs_rel_error"] for r in rows[:-1]])),
         "max_abs_rel_error": float(np.max([r["max_abs_rel_error"] for r in rows[:-1]])),
         "kendall_tau": float(np.mean(per_model)), "p_value": np.nan,
+        "median_abs_rel_error_warm": float(
+            np.mean([r["median_abs_rel_error_warm"] for r in rows[:-1]])
+        ),
+        "kendall_tau_warm": float(np.mean([r["kendall_tau_warm"] for r in rows[:-1]])),
     })  # fmt: skip
     return pd.DataFrame(rows)
 

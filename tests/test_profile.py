@@ -253,6 +253,7 @@ def test_cli_profile_reports_new_and_reused(tmp_path: Path, tiny_path: Path) -> 
     # 3 ops x 2 targets, their 3 layout conversions and 2 fusion pairs on onnxruntime,
     # 2 launches
     assert "13 new measurements, 0 reused" in text and "launch" in text
+    assert "cold entry" in text and "0.00 ms" in text  # 3 ops: no windows, nothing measured
     code, output = invoke(*args, "--profiles", str(tmp_path))
     assert code == 0 and "0 new measurements, 13 reused" in " ".join(output.split()), output
     code, output = invoke("profile", str(tiny_path), "--targets", "opencl:7@opencl")

@@ -135,13 +135,14 @@ def _check_schedule(plan: Plan, costs: Costs) -> None:
     sim = simulate(plan, costs)
     steps = {item.step: item for item in sim.schedule}
     assert set(steps) == set(plan.order)
+    targets = {partition.target for partition in plan.partitions}  # >1: cold entries are due
     for spec in [*plan.partitions, *plan.copies]:
         for dep in spec.after:
             assert steps[spec.id].start_s >= steps[dep].end_s
         expected = (
             costs.transfer(spec.src, spec.dst, spec.nbytes)
             if isinstance(spec, CopySpec)
-            else costs.partition_cost(spec.nodes, V(spec.target), len(plan.partitions) > 1)
+            else costs.partition_cost(spec.nodes, V(spec.target), len(targets) > 1)
         )
         assert math.isclose(sim.step_cost[spec.id], expected, rel_tol=1e-12, abs_tol=1e-15)
     lanes = _lanes(plan, costs)

@@ -75,7 +75,7 @@ def profile_command(
             f"[yellow]budget spent: {report.missing} measurements still missing; "
             "run again to resume[/yellow]"
         )
-    _print_profile_summary(saved)
+    _print_profile_summary(saved, report.entries)
     _print_calibrations(report.calibrations)
     console.print(f"profile: {path}")
 
@@ -101,12 +101,20 @@ def _print_calibrations(calibrations: list[Calibration]) -> None:
     console.print(table)
 
 
-def _print_profile_summary(profile: Profile) -> None:
-    launches = Table("target", "launch", "ops measured", title="targets")
+def _print_profile_summary(profile: Profile, entries: dict[str, tuple[float, float]]) -> None:
+    launches = Table(
+        "target", "launch", "cut", "cold entry", "ops measured", title="targets",
+        caption="cut and cold entry: this model's windows (the launch probe is back to back)",
+    )  # fmt: skip
     for target in sorted(set(profile.rows("launch")["target"])):
         wall = profile.measurement("launch", target, "wall")
         count = len(profile.rows("op", target))
-        launches.add_row(target, f"{wall.median_s * 1e6:.1f} µs" if wall else "-", str(count))
+        if target in entries:
+            cut, cold = (f"{seconds * 1e3:.2f} ms" for seconds in entries[target])
+        else:
+            cut = cold = "-"
+        launch = f"{wall.median_s * 1e6:.1f} µs" if wall else "-"
+        launches.add_row(target, launch, cut, cold, str(count))
     console.print(launches)
     fits = transfer_fits(profile)
     if fits:

@@ -25,7 +25,7 @@ times, with the back-to-back whole as ``reference_s``. Measured with inception_v
 squeezenet's windows, entering after 5 ms of host work cost 0.2-0.5 ms more on every
 target, onnxruntime, numpy and OpenCL alike; a lone LRN on an OpenCL unit took 1.3 ms
 instead of 0.5 ms. A target's cold-entry cost is the median difference, read like the cut
-cost, and every partition of a plan with more than one partition pays it
+cost, and every partition of a plan on more than one target pays it
 (:meth:`autopart.search.costs.Costs.partition_cost`).
 """
 

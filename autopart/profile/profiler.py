@@ -38,7 +38,7 @@ from autopart.profile.calibration import (
     op_sum,
     window_key,
 )
-from autopart.profile.cuts import cut_index
+from autopart.profile.cuts import cold_cost, cut_cost, cut_index
 from autopart.profile.fusion import pairs_to_measure
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.signature import op_signature
@@ -77,7 +77,9 @@ class Job:
 class ProfileReport:
     """What a profiling run did: new, reused and missing measurements, and calibrations.
 
-    ``calibrations`` holds each target's subgraph calibration for the profiled graph.
+    ``calibrations`` holds each target's subgraph calibration for the profiled graph, and
+    ``entries`` each target's (cut, cold entry) costs for it in seconds
+    (:mod:`autopart.profile.cuts`).
     """
 
     new: int = 0
@@ -88,6 +90,7 @@ class ProfileReport:
     interrupted: bool = False
     targets: list[str] = field(default_factory=list)
     calibrations: list[Calibration] = field(default_factory=list)
+    entries: dict[str, tuple[float, float]] = field(default_factory=dict)
 
 
 def plan_jobs(
@@ -250,6 +253,10 @@ class Profiler:
             if progress is not None:
                 progress(len(steps), len(steps), "done")
             report.calibrations = [calibrate(self.profile, graph, t) for t in report.targets]
+            report.entries = {
+                t: (cut_cost(self.profile, graph, t), cold_cost(self.profile, graph, t))
+                for t in report.targets
+            }
         except KeyboardInterrupt:
             report.interrupted = True
             raise

@@ -46,8 +46,8 @@ class Costs:
     ``node_cost[node][target]`` is the time of ``node`` on ``target``; a target missing from
     a node's entry cannot run it. ``launch[target]`` is the fixed cost of entering one
     partition on it; ``cold[target]`` what entering costs beyond that when the target's lane
-    sat idle while other partitions ran, paid by every partition of a plan that has more
-    than one. ``transfers[(src, dst)]`` prices copies between devices; a pair
+    sat idle while other partitions ran, paid by every partition of a plan on more than
+    one target. ``transfers[(src, dst)]`` prices copies between devices; a pair
     without a model falls back to going through the host (src->cpu, then cpu->dst).
     Graph inputs start on the host and graph outputs must end on it.
 
@@ -84,7 +84,7 @@ class Costs:
         return self.launch.get(target, 0.0)
 
     def cold_cost(self, target: VirtualDevice) -> float:
-        """What a partition on ``target`` pays beyond its launch in a split plan (0 if unknown)."""
+        """The cold entry on ``target``: paid in plans on several targets (0 if unknown)."""
         return self.cold.get(target, 0.0)
 
     def partition_cost(
@@ -94,7 +94,7 @@ class Costs:
 
         That is its launch, its nodes' costs and the edge costs its boundary makes them
         pay (see the class docstring), plus its target's cold entry where ``split`` (the
-        plan has other partitions).
+        plan runs partitions on other targets too).
 
         Raises KeyError when ``target`` cannot run one of the nodes.
         """

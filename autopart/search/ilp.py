@@ -33,13 +33,12 @@ incumbent or time runs out. An assignment whose true cost is still above its mod
 once no cut explains the difference (the model joined edges the partitioner did not) gets a
 no-good too.
 
-A partition pays its target's cold entry only when the plan has other partitions. The
-model charges it with every launch, so it overprices exactly the assignments that make one
-partition (every node on one target) by that target's cold entry, and is a lower bound of
-the truth on every other. Those assignments are among the start assignments (for graphs of
+A partition pays its target's cold entry only when the plan runs on other targets too. The
+model charges it with every launch, so it overprices exactly the assignments of every node
+to one target (by that target's cold entry per partition), and is a lower bound of the
+truth on every other. Those assignments are among the start assignments (for graphs of
 up to ``_HEURISTIC_NODES`` nodes), which enter at their true cost, so the optimum and the
-bound stay exact; on larger graphs a one-partition optimum can be missed by at most the
-cold entry.
+bound stay exact; on larger graphs a one-target optimum can be missed by its cold entries.
 
 Memory caps (an estimate): per device ``d``, the weights (constants read by nodes on ``d``,
 each counted once) plus, at each position ``k`` of the topological node order, the bytes of

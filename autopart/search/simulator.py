@@ -2,7 +2,7 @@
 
 Every step of a plan has a cost. A partition costs its target's launch plus the sum of its
 nodes' costs and the edge costs its boundary makes them pay (:meth:`Costs.partition_cost`),
-and, when the plan has more than one partition, its target's cold entry (its lane sat idle
+and, when the plan runs on more than one target, its target's cold entry (its lane sat idle
 while the others ran); a copy costs :meth:`Costs.transfer` of its bytes. A partition on unit
 ``u`` of device ``d`` occupies lane ``d/u``; a whole-device partition occupies every unit
 lane of ``d`` (the units named for ``d`` in ``costs.targets`` or in the plan; ``d/*`` when
@@ -130,7 +130,7 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
     for target in [*costs.targets, *targets.values()]:
         if target.unit is not None:
             units.setdefault(str(target.device), set()).add(target.unit)
-    split = len(plan.partitions) > 1
+    split = len({p.target for p in plan.partitions}) > 1
     steps = []
     for step_id in plan.order:
         spec = by_id[step_id]
