@@ -40,7 +40,7 @@ from autopart.profile.calibration import (
 from autopart.profile.fusion import fusion_pairs, pairs_to_measure
 from autopart.profile.op_costs import op_costs
 from autopart.profile.signature import op_signature
-from autopart.profile.timing import collect
+from autopart.profile.timing import collect, summarise_passes
 from autopart.profile.transfer import fit_transfer
 from autopart.targets.devices import discover
 from tests.conftest import make_model
@@ -575,3 +575,21 @@ def test_slow_subgraphs_stop_warming_up_after_a_twelfth_of_the_budget(
     fast = _Clock(1e-4, monkeypatch)
     collect(fast, settings)
     assert fast.calls == 8 + 3
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(st.floats(1e-4, 1e-3), min_size=3, max_size=8),
+    st.lists(st.floats(1e-4, 1e-3), min_size=3, max_size=8),
+    st.floats(1.1, 3.0),
+)
+def test_a_pass_taken_in_a_slow_spell_moves_the_median_no_further_than_the_others(
+    first: list[float], second: list[float], slowdown: float
+) -> None:
+    slow = [value * slowdown + 1e-3 for value in second]  # all above the other two passes
+    measured = summarise_passes([first, slow, second], "wall")
+    low, high = sorted([float(np.median(first)), float(np.median(second))])
+    assert low <= measured.median_s <= high
+    assert measured.runs == len(first) + 2 * len(second)
+    assert measured.max_s == max(slow) and measured.min_s == min(first + second)
+    assert summarise_passes([first], "wall").median_s == pytest.approx(np.median(first))

@@ -19,13 +19,14 @@ is charged the larger of it and the launch probe's wall time
 (:func:`autopart.profile.costs.costs_from_profile`).
 
 Back to back is not how a partition of a split plan is entered: its lane sat idle while the
-other partitions ran. The same job therefore keeps the host busy for a few milliseconds
-after the halves and runs the window whole once more; a ``cold`` row stores those wall
-times, with the back-to-back whole as ``reference_s``. Measured with inception_v1's and
-squeezenet's windows, entering after 5 ms of host work cost 0.2-0.5 ms more on every
-target, onnxruntime, numpy and OpenCL alike; a lone LRN on an OpenCL unit took 1.3 ms
-instead of 0.5 ms. A target's cold-entry cost is the median difference, read like the cut
-cost, and every partition of a plan on more than one target pays it
+other partitions ran. So the same job, once the window is timed whole and cut, times it
+whole again a few times, each run after keeping the host busy for a few milliseconds (not
+interleaved with the rest: a run after such a gap slows the next few runs too); a ``cold``
+row stores those wall times, with the back-to-back whole as ``reference_s``. Measured with
+inception_v1's and squeezenet's windows, entering after 5 ms of host work cost 0.2-0.5 ms
+more on every target, onnxruntime, numpy and OpenCL alike; a lone LRN on an OpenCL unit took
+1.3 ms instead of 0.5 ms. A target's cold-entry cost is the median difference, read like the
+cut cost, and every partition of a plan on more than one target pays it
 (:meth:`autopart.search.costs.Costs.partition_cost`).
 """
 

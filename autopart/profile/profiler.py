@@ -9,11 +9,13 @@ OpenCL reports device time from profiling events; codegens with no device clock 
 time, from which the launch probe's own time is later taken off (see
 :mod:`autopart.profile.costs`).
 
-Every job is measured in ``TimingSettings.passes`` passes through the whole job list, its
-samples pooled, so that a few seconds of host speed-up or slow-down (common on shared
-machines) cannot skew one op's timing. Everything measured is checkpointed to the profile
-file every few seconds, atomically, so an interrupted run (Ctrl-C or a kill) loses at most
-the last few seconds, and a rerun measures only what is missing.
+Every job is measured in ``TimingSettings.passes`` passes through the whole job list, and
+its median is the median of the passes' medians, so that a few seconds of host speed-up or
+slow-down (common on shared machines) cannot skew one op's timing: on squeezenet's whole
+OpenCL device, the ops' first-pass medians summed to 1.12-1.81x their third's in ten
+profiles. Everything measured is checkpointed to the profile file every few seconds,
+atomically, so an interrupted run (Ctrl-C or a kill) loses at most the last few seconds, and
+a rerun measures only what is missing.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from autopart.profile.fusion import pairs_to_measure
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.signature import op_signature
 from autopart.profile.store import Measurement, Profile
-from autopart.profile.timing import TimingSettings, collect, summarise
+from autopart.profile.timing import TimingSettings, collect, median_of_passes, summarise_passes
 from autopart.profile.transfer import SIZES, copy_sampler, pair_name, split_pair
 from autopart.runtime.feeds import random_inputs
 from autopart.targets.codegen import CompiledSubgraph, get_codegen
@@ -234,7 +236,7 @@ class Profiler:
         last_save = time.perf_counter()
         passes = max(self.settings.passes, 1)
         settings = self.settings.per_pass()
-        pooled: dict[tuple[str, str, str], list[float]] = {}
+        taken: dict[tuple[str, str, str], list[list[float]]] = {}
         steps = [(p, i, job) for p in range(passes) for i, job in enumerate(jobs)]
         try:
             for step, (pass_index, index, job) in enumerate(steps):
@@ -244,7 +246,7 @@ class Profiler:
                 if progress is not None:
                     suffix = f" ({pass_index + 1}/{passes})" if passes > 1 else ""
                     progress(step, len(steps), job.label + suffix)
-                self._run(job, graph, values, by_target, settings, pooled)
+                self._run(job, graph, values, by_target, settings, taken)
                 if pass_index == 0:
                     report.new += 1
                 if self.path is not None and time.perf_counter() - last_save > self.checkpoint_s:
@@ -273,16 +275,19 @@ class Profiler:
         values: dict[str, np.ndarray],
         targets: dict[str, ResolvedTarget],
         settings: TimingSettings,
-        pooled: dict[tuple[str, str, str], list[float]],
+        taken: dict[tuple[str, str, str], list[list[float]]],
     ) -> None:
-        """Take one pass's samples for ``job``, pool them with earlier passes', record."""
+        """Take one pass's samples for ``job``, add them to ``taken``, and record.
+
+        ``taken`` holds the samples of every pass so far, pass by pass, by (kind, target, key).
+        """
 
         def record(
             key: str, samples: list[float], timer: str, kind: str = job.kind, **extra: Any
         ) -> None:
-            bucket = pooled.setdefault((kind, job.target, key), [])
-            bucket.extend(samples)
-            self.profile.record(kind, job.target, key, summarise(bucket, timer), **extra)
+            passes = taken.setdefault((kind, job.target, key), [])
+            passes.append(samples)
+            self.profile.record(kind, job.target, key, summarise_passes(passes, timer), **extra)
 
         if job.kind in ("op", "fused", "calibration"):
             resolved = targets[job.target]
@@ -305,31 +310,32 @@ class Profiler:
             assert job.node is not None
             compiled, env = _compiled(targets[job.target], graph, [job.node], values)
             samples = compiled.layout_samples(env, settings.min_runs)
-            kernels = pooled.setdefault(("layout kernels", job.target, job.key), [])
-            kernels.extend(other for _, other in samples)
+            kernels = taken.setdefault(("layout kernels", job.target, job.key), [])
+            kernels.append([other for _, other in samples])
             record(
                 job.key, [layout for layout, _ in samples], "event",
-                op_type=job.node.op_type, reference_s=float(np.median(kernels)),
+                op_type=job.node.op_type, reference_s=median_of_passes(kernels),
             )  # fmt: skip
         elif job.kind == "cut":
             resolved = targets[job.target]
             timed: list[float] = []
             walls: list[float] = []
-            colds: list[float] = []
-            sample = _cut_sampler(resolved, graph, job.nodes, values, walls, timed, colds)
-            # a sample runs the window whole twice and cut once: a share of the time will do,
-            # checked after every sample
-            share = replace(settings, max_seconds=settings.max_seconds * CUT_SHARE, batch=1)
+            sample, cold = _cut_samplers(resolved, graph, job.nodes, values, walls, timed)
+            # a sample runs the window whole and cut: a share of the time will do
+            share = replace(settings, max_seconds=settings.max_seconds * CUT_SHARE)
             halves = collect(sample, share)
-            whole = pooled.setdefault(("cut whole", job.target, job.key), [])
-            whole.extend(walls[-len(halves) :])  # the warm-up runs' are left out
+            whole = taken.setdefault(("cut whole", job.target, job.key), [])
+            whole.append(walls[-len(halves) :])  # the warm-up runs' are left out
             record(
                 job.key, halves, "wall", op_type=f"cut of {len(job.nodes)} ops",
-                reference_s=float(np.median(whole)),
+                reference_s=median_of_passes(whole),
             )  # fmt: skip
+            # apart, after the rest (a run after the gap slows the next few runs too), and
+            # only min_runs of them: each waits COLD_GAP_S first
+            colds = collect(cold, replace(share, warmup=0, batch=1, max_runs=share.min_runs))
             record(
-                job.key, colds[-len(halves) :], "wall", "cold",
-                op_type=f"{len(job.nodes)} ops entered cold", reference_s=float(np.median(whole)),
+                job.key, colds, "wall", "cold", op_type=f"{len(job.nodes)} ops entered cold",
+                reference_s=median_of_passes(whole),
             )  # fmt: skip
             self._record_window(job, graph, timed[-len(halves) :], resolved, record)
         elif job.kind == "launch":
@@ -427,22 +433,22 @@ def _enqueue_sampler(
     return sample
 
 
-def _cut_sampler(
+def _cut_samplers(
     resolved: ResolvedTarget,
     graph: Graph,
     nodes: list[Node],
     values: dict[str, np.ndarray],
     whole_walls: list[float],
     whole_timed: list[float],
-    cold_walls: list[float],
-) -> Callable[[], float]:
-    """A function timing ``nodes`` whole, then cut in two (:func:`cut_index`), on ``resolved``.
+) -> tuple[Callable[[], float], Callable[[], float]]:
+    """Functions timing ``nodes`` cut in two (:func:`cut_index`), and whole entered cold.
 
-    Each call returns the wall time of the two halves in a row. The whole, run just before
-    (the two alternate, so drift hits both), appends its wall time to ``whole_walls`` and
-    what ``run_timed`` said of it (the calibration sample) to ``whole_timed``. After the
-    halves the host works elsewhere for :data:`COLD_GAP_S`, as while another partition of a
-    plan runs, and the whole runs once more: its wall time goes to ``cold_walls``.
+    Each call of the first returns the wall time of the two halves in a row on
+    ``resolved``. The whole, run just before (the two alternate, so drift hits both),
+    appends its wall time to ``whole_walls`` and what ``run_timed`` said of it (the
+    calibration sample) to ``whole_timed``. The second keeps the host busy elsewhere for
+    :data:`COLD_GAP_S`, as while another partition of a plan runs, and returns the wall
+    time of the whole run then.
     """
     index = cut_index(graph, nodes)
     assert index is not None
@@ -462,15 +468,16 @@ def _cut_sampler(
         for part in halves:
             part.run(env)
             device.synchronize(unit)
-        elapsed = time.perf_counter() - start
+        return time.perf_counter() - start
+
+    def cold() -> float:
         _busy(COLD_GAP_S)
         start = time.perf_counter()
         whole.run(env)
         device.synchronize(unit)
-        cold_walls.append(time.perf_counter() - start)
-        return elapsed
+        return time.perf_counter() - start
 
-    return sample
+    return sample, cold
 
 
 def _busy(seconds: float) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -22,8 +22,9 @@ class TimingSettings:
     of wall time were spent on this one measurement.
 
     The profiler spreads each measurement over ``passes`` passes through its whole job list
-    (each pass taking a ``passes``-th of the runs and time) and pools the samples, so that
-    a burst of host speed-up or slow-down lasting a few seconds skews no single op.
+    (each pass taking a ``passes``-th of the runs and time) and keeps the median of the
+    passes' medians (:func:`summarise_passes`), so that a burst of host speed-up or
+    slow-down lasting a few seconds skews no single op.
     """
 
     warmup: int = 8
@@ -75,6 +76,22 @@ def summarise(samples: list[float], timer: str) -> Measurement:
         float(median), float(q1), float(q3), float(values.min()), float(values.max()),
         len(samples), timer,
     )  # fmt: skip
+
+
+def summarise_passes(passes: Sequence[Sequence[float]], timer: str) -> Measurement:
+    """:func:`summarise` of every pass's samples pooled, with :func:`median_of_passes`.
+
+    A pass that ran through a slow (or quick) spell of the host then moves the median no
+    further than the other passes' medians allow; the quartiles, extremes and run count
+    still pool every sample.
+    """
+    pooled = summarise([value for samples in passes for value in samples], timer)
+    return replace(pooled, median_s=median_of_passes(passes))
+
+
+def median_of_passes(passes: Sequence[Sequence[float]]) -> float:
+    """The median of the medians of the non-empty ``passes``."""
+    return float(np.median([np.median(samples) for samples in passes if len(samples)]))
 
 
 def measure(sample: Callable[[], float], settings: TimingSettings, timer: str) -> Measurement:
