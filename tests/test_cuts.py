@@ -12,7 +12,7 @@ from autopart.profile.calibration import model_tag
 from autopart.profile.costs import costs_from_profile
 from autopart.profile.cuts import cold_cost, cut_cost, cut_index
 from autopart.profile.fusion import fusion_pairs
-from autopart.profile.profiler import plan_jobs
+from autopart.profile.profiler import ProfileReport, plan_jobs
 from autopart.profile.store import Measurement
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
@@ -52,11 +52,23 @@ def test_a_targets_cut_cost_is_the_median_window_difference_of_its_own_model_fir
     assert cut_cost(profile, graph, "cpu/0@onnxruntime") == 0.0
 
 
+UNIT = "cpu/0@onnxruntime"
+
+
+@pytest.fixture(scope="module")
+def unit_profile(tmp_path_factory: pytest.TempPathFactory) -> tuple[ProfileReport, Path]:
+    """squeezenet profiled on one onnxruntime unit, once for this module: report, store."""
+    store = tmp_path_factory.mktemp("profiles")
+    report, _, _ = api.profile("squeezenet", [UNIT], store, settings=FAST)
+    return report, store
+
+
 def test_profiling_cuts_the_calibration_windows_and_charges_the_cut_per_partition(
-    tmp_path: Path,
+    unit_profile: tuple[ProfileReport, Path],
 ) -> None:
-    target = "cpu/0@onnxruntime"
-    report, profile, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
+    target = UNIT
+    report, store = unit_profile
+    profile = Profile.load(next(store.glob("*.csv")))
     graph = api.load("squeezenet")
     cuts = profile.rows("cut", target)
     windows = profile.rows("calibration", target)
@@ -76,15 +88,15 @@ def test_profiling_cuts_the_calibration_windows_and_charges_the_cut_per_partitio
     for key in cuts["key"]:  # a cut dearer than the probe is what a partition is charged
         profile.record("cut", target, key, _row(0.06), reference_s=0.01)
     assert costs_from_profile(graph, profile, [target]).launch[vdev] == pytest.approx(0.05)
-    again, _, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
+    again, _, _ = api.profile("squeezenet", [target], store, settings=FAST)
     assert again.new == 0 and again.reused == report.new
 
 
 def test_windows_entered_cold_are_charged_to_every_partition_of_a_split_plan(
-    tmp_path: Path,
+    unit_profile: tuple[ProfileReport, Path],
 ) -> None:
-    target = "cpu/0@onnxruntime"
-    _, profile, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
+    target = UNIT
+    profile = Profile.load(next(unit_profile[1].glob("*.csv")))
     graph = api.load("squeezenet")
     colds, cuts = profile.rows("cold", target), profile.rows("cut", target)
     assert sorted(colds["key"]) == sorted(cuts["key"])

@@ -369,6 +369,16 @@ def test_op_sums_grossly_off_in_agreeing_windows_are_scaled_by_default() -> None
         )
     with pytest.raises(ValueError, match="calibration mode"):
         found.factor_for("sometimes")
+    # windows 2x apart agree where every one of them puts the op sum off by over half ...
+    for start, body in ((4, 8e-6), (8, 16e-6), (12, 12e-6)):
+        measured = Measurement(10e-6 + body, 0, 0, 0, 0, 9, "wall")
+        profile.record("calibration", "cpu@numpy", window_key(graph, start, start + 3),
+                       measured, "", 0, 70e-6)  # fmt: skip
+    assert calibrate(profile, graph, "cpu@numpy").factor == pytest.approx(0.2)
+    # ... and not where one of them is within half of it
+    measured = Measurement(10e-6 + 45e-6, 0, 0, 0, 0, 9, "wall")
+    profile.record("calibration", "cpu@numpy", window_key(graph, 12, 15), measured, "", 0, 70e-6)
+    assert not calibrate(profile, graph, "cpu@numpy").applied
 
 
 def test_profiling_times_calibration_windows_and_reuses_them(tmp_path: Path) -> None:
