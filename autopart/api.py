@@ -140,12 +140,15 @@ def profile(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     settings: TimingSettings | None = None,
     checkpoint_s: float = 3.0,
+    refresh: bool = False,
 ) -> tuple[ProfileReport, Profile, Path]:
     """Measure what this machine's saved profile lacks for ``model`` (``autopart profile``).
 
     ``targets`` are target specs (default: every target found). Measurements go to
     ``<profiles>/<fingerprint>.csv`` (default directory: :func:`default_profiles_dir`),
-    checkpointed every ``checkpoint_s`` seconds. Returns the report, the profile and its path.
+    checkpointed every ``checkpoint_s`` seconds. With ``refresh`` everything ``model`` needs
+    on ``targets`` is measured again, and the new rows replace the saved ones (a profile
+    taken in a slow spell of the machine, say). Returns the report, the profile and its path.
     """
     graph = load(model, input_shapes)
     machine = discover()
@@ -153,5 +156,5 @@ def profile(
     path = machine_profile_path(profiles or default_profiles_dir(), machine)
     saved = open_for_measuring(path, machine)
     profiler = Profiler(saved, machine, path, settings, checkpoint_s)
-    report = profiler.profile_graph(graph, chosen, budget_s, progress)
+    report = profiler.profile_graph(graph, chosen, budget_s, progress, refresh)
     return report, saved, path

@@ -256,6 +256,17 @@ def test_cli_profile_reports_new_and_reused(tmp_path: Path, tiny_path: Path) -> 
     assert "cold entry" in text and "0.00 ms" in text  # 3 ops: no windows, nothing measured
     code, output = invoke(*args, "--profiles", str(tmp_path))
     assert code == 0 and "0 new measurements, 13 reused" in " ".join(output.split()), output
+    # a profile taken in a slow spell, say: every timing 1 s, a day old
+    path = next(tmp_path.glob("*.csv"))
+    saved = Profile.load(path)
+    table = saved.table.assign(median_s=1.0, measured_at="2026-01-01T00:00:00+00:00")
+    Profile(saved.meta, table).save(tmp_path / "stale.csv")
+    os.replace(tmp_path / "stale.csv", path)
+    code, output = invoke(*args, "--profiles", str(tmp_path), "--refresh")
+    assert code == 0 and "13 new measurements, 0 reused" in " ".join(output.split()), output
+    after = Profile.load(path).table
+    assert sorted(after["key"]) == sorted(table["key"])  # the same rows, each measured again
+    assert (after["median_s"] < 1.0).all() and (after["measured_at"] > "2026-01-01").all()
     code, output = invoke("profile", str(tiny_path), "--targets", "opencl:7@opencl")
     assert_one_line_error(code, output, "opencl:7", "devices:")
 

@@ -37,6 +37,9 @@ from autopart.profile.store import Profile
     help="profile directory (default: $AUTOPART_PROFILES or ./profiles)",
 )
 @click.option("--budget", type=float, default=None, metavar="SECONDS", help="stop measuring after")
+@click.option(
+    "--refresh", is_flag=True, help="measure everything again; new rows replace the saved ones"
+)
 @_input_shape_option
 @_user_errors
 def profile_command(
@@ -44,6 +47,7 @@ def profile_command(
     targets: tuple[str, ...],
     profiles: str | None,
     budget: float | None,
+    refresh: bool,
     input_shapes: tuple[str, ...],
 ) -> None:
     """Measure op, launch and copy costs of MODEL on every target; reuse what is saved."""
@@ -63,8 +67,9 @@ def profile_command(
             bar.update(task, completed=done, total=total, description=label[:40])
 
         report, saved, path = api.profile(
-            model, targets or None, profiles, budget, progress, _parse_input_shapes(input_shapes)
-        )
+            model, targets or None, profiles, budget, progress,
+            _parse_input_shapes(input_shapes), refresh=refresh,
+        )  # fmt: skip
     console.print(
         f"[bold]{model}[/bold] on {len(report.targets)} targets: {report.new} new "
         f"measurements, {report.reused} reused, {report.unsupported} unsupported op "

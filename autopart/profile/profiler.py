@@ -96,9 +96,9 @@ class ProfileReport:
 
 
 def plan_jobs(
-    graph: Graph, targets: Sequence[ResolvedTarget], profile: Profile
+    graph: Graph, targets: Sequence[ResolvedTarget], profile: Profile, refresh: bool = False
 ) -> tuple[list[Job], int, int]:
-    """The measurements ``profile`` lacks for ``graph`` on ``targets``.
+    """The measurements ``profile`` lacks for ``graph`` on ``targets`` (all, if ``refresh``).
 
     Returns the jobs plus the counts of reused measurements and of (signature, target)
     pairs that the target cannot run (recorded as ``unsupported`` rows). Ops come first in
@@ -106,10 +106,16 @@ def plan_jobs(
     host's enqueueing, and runs again where that row alone is missing), then the layout
     conversions of each op's one-node subgraph (codegens that convert layouts only), fusion
     pairs (fusing codegens only), launches, calibration windows (timed whole and, where
-    they can be cut, cut in two and entered cold by the same job), and copies.
+    they can be cut, cut in two and entered cold by the same job), and copies. With
+    ``refresh`` every measurement is planned again, whatever the profile holds; signatures
+    marked unsupported stay so (that is the codegen's answer, not a timing).
     """
     jobs: list[Job] = []
     reused = unsupported = 0
+
+    def has(kind: str, target: str, key: str) -> bool:
+        return not refresh and profile.has(kind, target, key)
+
     seen: set[tuple[str, str]] = set()
     for resolved in targets:
         target = str(resolved.target)
@@ -118,8 +124,8 @@ def plan_jobs(
             if (target, signature) in seen:
                 continue
             seen.add((target, signature))
-            known = profile.has("op", target, signature) and (
-                resolved.codegen.clock != "event" or profile.has("enqueue", target, signature)
+            known = has("op", target, signature) and (
+                resolved.codegen.clock != "event" or has("enqueue", target, signature)
             )
             if known or profile.has("unsupported", target, signature):
                 reused += 1
@@ -139,7 +145,7 @@ def plan_jobs(
         for signature, node in distinct.items():
             if profile.has("unsupported", target, signature):
                 continue
-            if profile.has("layout", target, signature):
+            if has("layout", target, signature):
                 reused += 1
             elif resolved.codegen.supports(node, graph):
                 label = f"layouts of {node.op_type} on {target}"
@@ -155,14 +161,14 @@ def plan_jobs(
                 and resolved.codegen.supports(pair.consumer, graph)
             ):
                 continue
-            if profile.has("fused", target, key):
+            if has("fused", target, key):
                 reused += 1
             else:
                 label = f"{pair.producer.op_type}+{pair.consumer.op_type} on {target}"
                 jobs.append(Job("fused", target, key, label, nodes=[pair.producer, pair.consumer]))
     for resolved in targets:
         target = str(resolved.target)
-        if all(profile.has("launch", target, key) for key in launch_keys(resolved)):
+        if all(has("launch", target, key) for key in launch_keys(resolved)):
             reused += 1
         else:
             jobs.append(Job("launch", target, "", f"launch on {target}"))
@@ -174,10 +180,10 @@ def plan_jobs(
             window = graph.nodes[start:end]
             if cut_index(graph, window) is None:
                 kind, label = "calibration", f"{len(window)} ops on {target}"
-                done = profile.has("calibration", target, key)
+                done = has("calibration", target, key)
             else:
                 kind, label = "cut", f"{len(window)} ops, whole and cut, on {target}"
-                done = all(profile.has(k, target, key) for k in ("calibration", "cut", "cold"))
+                done = all(has(k, target, key) for k in ("calibration", "cut", "cold"))
             if done:
                 reused += 1
             else:
@@ -187,7 +193,7 @@ def plan_jobs(
         for src, dst in ((HOST, device), (device, HOST)):
             for nbytes in SIZES:
                 pair = pair_name(src, dst)
-                if profile.has("transfer", pair, str(nbytes)):
+                if has("transfer", pair, str(nbytes)):
                     reused += 1
                 else:
                     jobs.append(Job("transfer", pair, str(nbytes), f"copy {pair}", nbytes=nbytes))
@@ -218,16 +224,18 @@ class Profiler:
         targets: Sequence[VirtualDevice | str],
         budget_s: float | None = None,
         progress: Progress | None = None,
+        refresh: bool = False,
     ) -> ProfileReport:
         """Measure what ``profile`` lacks to plan ``graph`` over ``targets``.
 
-        Stops early once ``budget_s`` seconds were spent (what is left is counted in
+        With ``refresh``, measure all of it again (:func:`plan_jobs`); the new rows replace
+        the old ones. Stops early once ``budget_s`` seconds were spent (what is left is counted in
         ``missing``). On KeyboardInterrupt the measurements so far are saved and the
         interrupt propagates.
         """
         started = time.perf_counter()
         resolved = [resolve(t, self.machine) for t in targets]
-        jobs, reused, unsupported = plan_jobs(graph, resolved, self.profile)
+        jobs, reused, unsupported = plan_jobs(graph, resolved, self.profile, refresh)
         report = ProfileReport(reused=reused, unsupported=unsupported)
         report.targets = [str(r.target) for r in resolved]
         needs_values = any(j.kind not in ("launch", "transfer") for j in jobs)
