@@ -334,16 +334,17 @@ class Profiler:
             halves = collect(sample, share)
             whole = taken.setdefault(("cut whole", job.target, job.key), [])
             whole.append(walls[-len(halves) :])  # the warm-up runs' are left out
+            back_to_back = median_of_passes(whole)
             record(
                 job.key, halves, "wall", op_type=f"cut of {len(job.nodes)} ops",
-                reference_s=median_of_passes(whole),
+                reference_s=back_to_back,
             )  # fmt: skip
             # apart, after the rest (a run after the gap slows the next few runs too), and
             # only min_runs of them: each waits COLD_GAP_S first
             colds = collect(cold, replace(share, warmup=0, batch=1, max_runs=share.min_runs))
             record(
                 job.key, colds, "wall", "cold", op_type=f"{len(job.nodes)} ops entered cold",
-                reference_s=median_of_passes(whole),
+                reference_s=back_to_back,
             )  # fmt: skip
             self._record_window(job, graph, timed[-len(halves) :], resolved, record)
         elif job.kind == "launch":

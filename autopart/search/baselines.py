@@ -159,7 +159,7 @@ def heft(costs: Costs) -> Assignment:
                 data_ready = max(data_ready, arrival.get((value, device), 0.0))
             launch = 0.0
             if not any(placed[p] == target for p in _predecessors(graph, node)):
-                launch = costs.launch_cost(target) + costs.cold_cost(target)
+                launch = costs.split_entry_cost(target)
             duration = costs.cost(node, target) + launch
             target_lanes = _lanes_of(target, lanes)
             start = _earliest_start(busy, target_lanes, data_ready, duration)

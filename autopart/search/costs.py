@@ -87,6 +87,10 @@ class Costs:
         """The cold entry on ``target``: paid in plans on several targets (0 if unknown)."""
         return self.cold.get(target, 0.0)
 
+    def split_entry_cost(self, target: VirtualDevice) -> float:
+        """What starting a partition on ``target`` costs in a plan on several targets."""
+        return self.launch_cost(target) + self.cold_cost(target)
+
     def partition_cost(
         self, nodes: Sequence[str], target: VirtualDevice, split: bool = False
     ) -> float:
@@ -99,7 +103,7 @@ class Costs:
         Raises KeyError when ``target`` cannot run one of the nodes.
         """
         inside = set(nodes)
-        total = self.launch_cost(target) + (self.cold_cost(target) if split else 0.0)
+        total = self.split_entry_cost(target) if split else self.launch_cost(target)
         for name in nodes:
             total += self.cost(name, target)
             producer = self.fused_producer.get(name)

@@ -260,13 +260,13 @@ class _Formulation:
         self.preds = [sorted(set(_producers(graph, self.index, node))) for node in self.nodes]
         self._closures()
         reference = sum(min(costs.cost(n, t) for t in ts) for n, ts in self._pairs())
-        reference += sum(_entry_price(costs, t) for t in costs.targets)
+        reference += sum(costs.split_entry_cost(t) for t in costs.targets)
         self.scale = 1e6 / reference if reference > 0 else 1.0
         self.cuts: dict[tuple[tuple[Edge, ...], tuple[int, ...], tuple[Edge, ...]], None] = {}
         self.edge_vars: dict[Edge, bool] = {}  # edge -> whether its variable must be integral
         self.nogoods: list[list[VirtualDevice]] = []
         self.edge_costs = self._edge_cost_terms()
-        self.priced = {t for t in costs.targets if _entry_price(costs, t) > 0} | {
+        self.priced = {t for t in costs.targets if costs.split_entry_cost(t) > 0} | {
             t for _, t, _, _ in self.edge_costs
         }
         for n, preds in enumerate(self.preds):
@@ -383,7 +383,7 @@ class _Formulation:
             model.row([(e[(p, n, t)], 1.0), (x[(n, t)], -1.0)], upper=0.0)
         for n, targets in enumerate(self.targets):
             for t in targets:
-                price = _entry_price(self.costs, t)
+                price = self.costs.split_entry_cost(t)
                 if price <= 0:
                     continue
                 expr: Expr = [(model.var(self.scale * price), 1.0), (x[(n, t)], -1.0)]
@@ -897,8 +897,3 @@ def _bits(bits: int) -> list[int]:
         return found
     raw = np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), np.uint8)
     return np.flatnonzero(np.unpackbits(raw, bitorder="little")).tolist()
-
-
-def _entry_price(costs: Costs, target: VirtualDevice) -> float:
-    """What the model charges each partition on ``target``: its launch and its cold entry."""
-    return costs.launch_cost(target) + costs.cold_cost(target)
