@@ -19,7 +19,10 @@ from scipy.optimize import nnls
 from autopart.search.costs import TransferModel
 from autopart.targets.devices import Device
 
-SIZES = tuple(4096 * 4**k for k in range(8))  # 4 KiB .. 64 MiB
+# 4 KiB to 1 MiB in 4x steps, then 2x steps up to 64 MiB: copies leave the caches somewhere
+# between 4 and 16 MiB here, and a fit with no sample inside that knee put 10 MB copies
+# at 1.4-1.5x their measured time
+SIZES = tuple(4096 * 4**k for k in range(4)) + tuple(2**20 * 2**k for k in range(7))
 MAX_REGIMES = 3
 
 
