@@ -347,3 +347,24 @@ def test_the_note_says_when_the_simpler_plan_kept_was_also_faster() -> None:
         notes: list[str] = []
         assert _final_choice(outcome, candidates, measured, notes) == "single:a"  # type: ignore[arg-type]
         assert wording in notes[-1]
+
+
+def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measurement() -> None:
+    from autopart.tuning.workflow import PlanRow, _drift_note
+
+    def row(name: str, predicted_ms: float, measured_ms: float | None) -> PlanRow:
+        measured = None if measured_ms is None else measured_ms * 1e-3
+        return PlanRow(name, predicted_ms * 1e-3, measured, None, 1, 0, {}, None)
+
+    # resnet50 in one bench: its cpu@onnxruntime ops were profiled in a slow spell
+    rows = [
+        row("single:cpu@onnxruntime", 56.14, 45.84),
+        row("single:cpu/0@onnxruntime", 78.0, 76.1),
+        row("ilp", 40.0, 60.0),  # a split plan's error is the cost model's, not drift
+        row("single:opencl:0@opencl", 20.0, None),  # not measured (planned only)
+    ]
+    (note,) = _drift_note(rows, "resnet50")
+    assert "cpu@onnxruntime 56.14 ms predicted, 45.84 measured (+22%)" in note
+    assert "cpu/0" not in note and "opencl" not in note
+    assert "autopart profile resnet50 --targets cpu@onnxruntime --refresh" in note
+    assert _drift_note(rows[1:], "resnet50") == []

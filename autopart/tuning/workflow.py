@@ -37,6 +37,7 @@ from autopart.tuning.verify import Measured, measure_plans
 Progress = Callable[[str, int, int, str], None]  # stage, done, total, label
 NOISE_MARGIN = 0.02  # a measured win smaller than this is noise, not a reason to switch
 SIGNIFICANCE = 0.05  # and a larger one must also pass a one-sided Mann-Whitney U test
+DRIFT_LIMIT = 0.2  # a single target predicted this far off its measurement gets a note
 
 
 def clearly_faster(fast: Measured, slow: Measured) -> bool:
@@ -183,6 +184,7 @@ def tune_model(
         }
     plan.notes.extend(notes)
     rows = _rows(candidates, measured, objective)
+    notes.extend(_drift_note(rows, model if isinstance(model, str | Path) else graph.name))
     plan_path = directory / "plan.json"
     plan.save(plan_path)
     if output is not None:
@@ -369,6 +371,37 @@ def _race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> li
     raced = sorted(name for name, count in rounds.items() if count == most)
     return [
         f"{' and '.join(raced)} raced on for {most - least} more rounds: their lead was unclear"
+    ]
+
+
+def _drift_note(rows: Sequence[PlanRow], model: str | Path) -> list[str]:
+    """A note naming the single targets whose prediction is over :data:`DRIFT_LIMIT` off.
+
+    A profile taken in a slow or quick spell of a shared machine predicts every plan on
+    that target off by as much; the note says how to measure it again. It cannot tell such
+    drift from a bias of the cost model on that target, so it says both.
+    """
+    off = [
+        row
+        for row in rows
+        if row.name.startswith("single:")
+        and row.measured_s
+        and abs(row.predicted_s / row.measured_s - 1) > DRIFT_LIMIT
+    ]
+    if not off:
+        return []
+    listing = "; ".join(
+        f"{row.name.removeprefix('single:')} {row.predicted_s * 1e3:.2f} ms predicted, "
+        f"{row.measured_s * 1e3:.2f} measured ({row.predicted_s / row.measured_s - 1:+.0%})"
+        for row in off
+        if row.measured_s
+    )
+    targets = ",".join(row.name.removeprefix("single:") for row in off)
+    return [
+        f"the profile is more than {DRIFT_LIMIT:.0%} off the measurement on {listing}. "
+        "Either the machine was in a slow or quick spell when it was profiled "
+        f"(`autopart profile {model} --targets {targets} --refresh` measures again) "
+        "or the cost model misses something on that target"
     ]
 
 
