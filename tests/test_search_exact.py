@@ -27,10 +27,12 @@ from autopart.search.constraints import (
     parse_bytes,
     parse_memory,
 )
-from autopart.search.costs import Costs, TransferModel
+from autopart.search.costs import COLD_GAP_S, Costs, TransferModel
 from autopart.search.exhaustive import ExhaustiveError, exhaustive
 from autopart.search.ilp import memory_estimate, solve_ilp
 from autopart.search.simulator import (
+    COLD_RAMP_S,
+    cold_share,
     evaluate,
     peak_memory_bytes,
     plan_for,
@@ -156,6 +158,20 @@ def _check_schedule(plan: Plan, costs: Costs) -> None:
             assert start >= end - 1e-12
     assert math.isclose(sim.sequential_s, sum(sim.step_cost.values()), rel_tol=1e-12)
     assert sim.makespan_s <= sim.sequential_s * (1 + 1e-12) + 1e-15
+    # in the schedule a partition is waived the share of its cold entry that its target's
+    # idle time since its previous partition does not call for
+    ends: dict[str, list[float]] = {}
+    for spec in sorted(plan.partitions, key=lambda p: steps[p.id].start_s):
+        start, span = steps[spec.id].start_s, steps[spec.id].end_s - steps[spec.id].start_s
+        before = [end for end in ends.get(spec.target, []) if end <= start + 1e-12]
+        cold = costs.cold_cost(V(spec.target)) if len(targets) > 1 else 0.0
+        share = cold_share(start - max(before) if before else None)
+        expected = sim.step_cost[spec.id] - cold * (1 - share)
+        assert math.isclose(span, expected, rel_tol=1e-9, abs_tol=1e-12)
+        ends.setdefault(spec.target, []).append(steps[spec.id].end_s)
+    for spec in plan.copies:
+        span = steps[spec.id].end_s - steps[spec.id].start_s
+        assert math.isclose(span, sim.step_cost[spec.id], rel_tol=1e-9, abs_tol=1e-12)
 
 
 # -- the ILP against brute force ----------------------------------------------------------
@@ -271,6 +287,46 @@ def test_split_plans_pay_cold_entries_and_the_ilp_prices_them_up_front() -> None
     result = solve_ilp(cold)
     assert result.optimal and result.assignment == single and result.objective_s == 6.5
     assert result.cuts == 0  # priced in the model, not found out by trial
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_the_cold_share_grows_with_idle_time_from_nothing_to_the_measured_entry(
+    a: float, b: float
+) -> None:
+    assert cold_share(None) == 1.0 and cold_share(0.0) == 0.0
+    assert cold_share(COLD_GAP_S) == pytest.approx(1.0) and cold_share(1.0) == 1.0
+    shorter, longer = sorted((a * 4 * COLD_GAP_S, b * 4 * COLD_GAP_S))
+    assert 0.0 <= cold_share(shorter) <= cold_share(longer) <= 1.0
+    # a target back after 1 ms pays (1 - e^-0.2) / (1 - e^-1) of it with tau = 5 ms
+    assert COLD_RAMP_S == 5e-3
+    assert cold_share(1e-3) == pytest.approx(0.2867, abs=1e-4)
+
+
+def test_a_partition_back_on_its_target_soon_pays_little_of_its_cold_entry() -> None:
+    values = {name: Value(name, (8,), F32) for name in "xabc"}
+    nodes = [Node("a", "Relu", ["x"], ["a"]), Node("b", "Relu", ["a"], ["b"])]
+    nodes.append(Node("c", "Relu", ["b"], ["c"]))
+    graph = Graph("chain", nodes, values, ["x"], ["c"], {"": 17})
+    split = {"a": ORT, "b": NUMPY, "c": ORT}
+    spans_of_c = []
+    for b_cost in (1e-4, 20e-3):  # onnxruntime idles while b runs on numpy
+        node_cost = {"a": {ORT: 1e-3}, "b": {NUMPY: b_cost}, "c": {ORT: 1e-3}}
+        costs = Costs(graph, [NUMPY, ORT], node_cost, {NUMPY: 0.0, ORT: 0.0}, {},
+                      cold={ORT: 1e-3})  # fmt: skip
+        sim = evaluate(split, costs)
+        spans = {item.step: item.end_s - item.start_s for item in sim.schedule}
+        first, middle, last = (p.id for p in plan_for(split, costs).partitions)
+        # the search's price pays every cold entry whole; the schedule waives some of c's
+        assert sim.sequential_s == pytest.approx(2e-3 + b_cost + 2e-3)
+        assert spans[first] == pytest.approx(2e-3) and spans[middle] == pytest.approx(b_cost)
+        assert spans[last] == pytest.approx(1e-3 + 1e-3 * cold_share(b_cost))
+        assert sim.makespan_s == pytest.approx(sum(spans.values()))
+        whole = simulate(plan_for(split, costs), costs, cold_ramp_s=0.0)
+        assert whole.makespan_s == pytest.approx(sim.sequential_s)  # every entry whole
+        spans_of_c.append(spans[last])
+    # back after 0.1 ms, c is almost warm; after 20 ms it pays the whole entry
+    assert spans_of_c == pytest.approx([1.0e-3 + 1e-3 * 0.0313, 2e-3], rel=1e-4)
 
 
 def test_ilp_reports_the_gap_when_stopped_early() -> None:

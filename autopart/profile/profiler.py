@@ -48,13 +48,13 @@ from autopart.profile.store import Measurement, Profile
 from autopart.profile.timing import TimingSettings, collect, median_of_passes, summarise_passes
 from autopart.profile.transfer import SIZES, copy_sampler, pair_name, split_pair
 from autopart.runtime.feeds import random_inputs
+from autopart.search.costs import COLD_GAP_S
 from autopart.targets.codegen import CompiledSubgraph, get_codegen
 from autopart.targets.devices import Machine
 from autopart.targets.resolve import ResolvedTarget, resolve
 
 HOST = "cpu"
 PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
-COLD_GAP_S = 5e-3  # host work between a window's runs when it is entered cold
 CUT_SHARE = 0.5  # of an op's time budget, for a window timed whole, cut and cold
 Progress = Callable[[int, int, str], None]
 

@@ -14,6 +14,7 @@ from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
 
 HOST_DEVICE = "cpu"
+COLD_GAP_S = 5e-3  # how long a target sits idle before its cold entry is measured
 
 
 @dataclass(frozen=True)

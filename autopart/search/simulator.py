@@ -2,8 +2,13 @@
 
 Every step of a plan has a cost. A partition costs its target's launch plus the sum of its
 nodes' costs and the edge costs its boundary makes them pay (:meth:`Costs.partition_cost`),
-and, when the plan runs on more than one target, its target's cold entry (its lane sat idle
-while the others ran); a copy costs :meth:`Costs.transfer` of its bytes. A partition on unit
+and, when the plan runs on more than one target, its target's cold entry (its target sat
+idle while the others ran); a copy costs :meth:`Costs.transfer` of its bytes. Those are the
+``step_cost`` and ``sequential_s`` the search ranks by, every cold entry paid whole. In the
+schedule a partition pays its cold entry by :func:`cold_share` of how long its target has
+sat idle since its previous partition ended: the penalty grows as ``1 - exp(-idle / tau)``
+(``experiments/exp_cold_entry.py``), and a partition following its target's previous one
+by a fraction of a millisecond pays little of it. A partition on unit
 ``u`` of device ``d`` occupies lane ``d/u``; a whole-device partition occupies every unit
 lane of ``d`` (the units named for ``d`` in ``costs.targets`` or in the plan; ``d/*`` when
 there are none). Copies run one at a time on lane ``copy:src->dst``.
@@ -25,7 +30,9 @@ from autopart.errors import AutopartError
 from autopart.ir.target import VirtualDevice
 from autopart.plan.build import build_plan
 from autopart.plan.schema import CopySpec, PartitionSpec, Plan
-from autopart.search.costs import Costs
+from autopart.search.costs import COLD_GAP_S, Costs
+
+COLD_RAMP_S = 5e-3  # the time constant of a target going cold (exp_cold_entry.py)
 
 
 class SimulationError(AutopartError):
@@ -47,7 +54,9 @@ class Simulation:
     """A plan's predicted latency.
 
     ``sequential_s`` is the sum of every step's cost (one stream); ``makespan_s`` is the end
-    of the concurrent list schedule ``schedule``; ``step_cost`` is each step's cost by id.
+    of the concurrent list schedule ``schedule``; ``step_cost`` is each step's cost by id,
+    with every cold entry whole (a step's span in the schedule can be shorter: see
+    :func:`cold_share`).
     """
 
     sequential_s: float
@@ -62,6 +71,23 @@ class _Step:
     cost: float
     lanes: tuple[str, ...]
     after: tuple[str, ...]
+    target: str = ""  # a partition's; empty for copies
+    cold: float = 0.0  # the part of ``cost`` that is its cold entry
+
+
+def cold_share(idle_s: float | None, ramp_s: float = COLD_RAMP_S) -> float:
+    """The share of a target's cold entry due after it sat idle for ``idle_s`` seconds.
+
+    The profile measures the entry after :data:`COLD_GAP_S` of idling; the penalty grows as
+    ``1 - exp(-idle / ramp_s)``, so that gap pays 1 and shorter ones less. Longer idling
+    pays no more than 1 (the profile measured none longer), nor does a target's first
+    partition of a run (``None``: it sat idle since the run before). ``ramp_s <= 0`` pays
+    every entry whole (the cost model before idle times were counted).
+    """
+    if idle_s is None or ramp_s <= 0:
+        return 1.0
+    ramp = -math.expm1(-max(idle_s, 0.0) / ramp_s)
+    return min(ramp / -math.expm1(-COLD_GAP_S / ramp_s), 1.0)
 
 
 def plan_for(
@@ -81,10 +107,13 @@ def plan_for(
     return build_plan(graph, assignment, chosen_fallback, where)
 
 
-def simulate(plan: Plan, costs: Costs) -> Simulation:
-    """Cost every step of ``plan`` and list-schedule them; see the module docstring."""
+def simulate(plan: Plan, costs: Costs, cold_ramp_s: float = COLD_RAMP_S) -> Simulation:
+    """Cost every step of ``plan`` and list-schedule them; see the module docstring.
+
+    ``cold_ramp_s`` is the time constant of :func:`cold_share` (0: cold entries whole).
+    """
     steps = _steps(plan, costs)
-    starts, ends, lanes = _schedule([steps])
+    starts, ends, lanes = _schedule([steps], cold_ramp_s)
     schedule = [
         ScheduledStep(step.id, lanes[0][i], starts[0][i], ends[0][i])
         for i, step in enumerate(steps)
@@ -112,7 +141,7 @@ def simulate_pipeline(plan: Plan, costs: Costs, requests: int) -> float:
     if requests <= 0:
         return 0.0
     steps = _steps(plan, costs)
-    _, ends, _ = _schedule([steps] * requests)
+    _, ends, _ = _schedule([steps] * requests, COLD_RAMP_S)
     return max((max(e, default=0.0) for e in ends), default=0.0)
 
 
@@ -142,6 +171,7 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
             for node in spec.nodes:
                 _node_cost(costs, node, target)  # a clear error for a node it cannot run
             cost = costs.partition_cost(spec.nodes, target, split)
+            cold = costs.cold_cost(target) if split else 0.0
             device = str(target.device)
             if target.unit is not None:
                 lanes = (f"{device}/{target.unit}",)
@@ -149,6 +179,8 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
                 lanes = tuple(f"{device}/{u}" for u in sorted(units.get(device, ()))) or (
                     f"{device}/*",
                 )
+            steps.append(_Step(step_id, cost, lanes, tuple(spec.after), str(target), cold))
+            continue
         steps.append(_Step(step_id, cost, lanes, tuple(spec.after)))
     return steps
 
@@ -161,12 +193,14 @@ def _node_cost(costs: Costs, node: str, target: VirtualDevice) -> float:
 
 
 def _schedule(
-    runs: Sequence[list[_Step]],
+    runs: Sequence[list[_Step]], ramp_s: float
 ) -> tuple[list[list[float]], list[list[float]], list[list[str]]]:
     """Non-delay list schedule of every run's steps; (starts, ends, first lanes) per run.
 
-    Ready steps wait in one heap per lane set, keyed by (run, position); there are few lane
-    sets, so each start looks at every heap's head once.
+    A partition's duration is its cost less the share of its cold entry that
+    :func:`cold_share` waives for how long its target sat idle before it started. Ready
+    steps wait in one heap per lane set, keyed by (run, position); there are few lane sets,
+    so each start looks at every heap's head once.
     """
     index_of = [{step.id: i for i, step in enumerate(steps)} for steps in runs]
     waiting = [[len(set(step.after)) for step in steps] for steps in runs]
@@ -186,6 +220,7 @@ def _schedule(
             if waiting[r][i] == 0:
                 heapq.heappush(queues.setdefault(step.lanes, []), (r, i))
     running: list[tuple[float, int, int, int]] = []
+    idle_since: dict[str, float] = {}  # a target's last partition's end
     now, sequence = 0.0, 0
     while True:
         while True:
@@ -198,8 +233,12 @@ def _schedule(
             (r, i), lanes = best
             heapq.heappop(queues[lanes])
             busy.update(lanes)
+            step = runs[r][i]
+            since = idle_since.get(step.target)
+            idle = None if since is None else now - since
+            waived = step.cold * (1.0 - cold_share(idle, ramp_s))
             starts[r][i] = now
-            ends[r][i] = now + runs[r][i].cost
+            ends[r][i] = now + step.cost - waived
             heapq.heappush(running, (ends[r][i], sequence, r, i))
             sequence += 1
         if not running:
@@ -208,6 +247,8 @@ def _schedule(
         while running and running[0][0] == now:
             _, _, r, i = heapq.heappop(running)
             busy.difference_update(runs[r][i].lanes)
+            if runs[r][i].target:
+                idle_since[runs[r][i].target] = now
             for user in users[r][i]:
                 waiting[r][user] -= 1
                 if waiting[r][user] == 0:
