@@ -9,8 +9,9 @@ with :func:`measure_plans` (interleaved rounds, medians, outputs checked).
 
 Reports, per model and overall, the median absolute relative error |predicted/measured - 1|
 and Kendall's tau between predicted and measured (does the model rank plans right?), and
-both again for the same plans predicted without cold entries (``*_warm``: every partition
-entered as if back to back), the cost model before those were measured.
+both again for the same plans predicted two older ways: with every cold entry whole,
+however briefly the target sat idle (``*_whole``), and without cold entries (``*_warm``:
+every partition entered as if back to back).
 
 Writes experiments/results/cost_model_accuracy.csv and cost_model_accuracy.png.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -70,6 +72,7 @@ def run_model(model: str, plans: int, rounds: int, profiles: str | None, seed: i
         if name not in measured:
             continue
         simulation = simulate(plan, costs)
+        whole_s = simulate(plan, costs, cold_ramp_s=0.0).makespan_s
         warm_s = simulate(plan, warm).makespan_s
         result = measured[name]
         rows.append({
@@ -78,6 +81,8 @@ def run_model(model: str, plans: int, rounds: int, profiles: str | None, seed: i
             "predicted_seq_ms": simulation.sequential_s * 1e3,
             "measured_ms": result.median_s * 1e3,
             "rel_error": simulation.makespan_s / result.median_s - 1,
+            "predicted_whole_ms": whole_s * 1e3,
+            "rel_error_whole": whole_s / result.median_s - 1,
             "predicted_warm_ms": warm_s * 1e3, "rel_error_warm": warm_s / result.median_s - 1,
             "partitions": len(plan.partitions), "copies": len(plan.copies),
             "correct": result.correct,
@@ -85,34 +90,34 @@ def run_model(model: str, plans: int, rounds: int, profiles: str | None, seed: i
     return rows
 
 
+VARIANTS = ("", "_whole", "_warm")  # idle-scaled cold entries, whole ones, none
+
+
 def summarise(frame: pd.DataFrame) -> pd.DataFrame:
-    """Median |relative error| and Kendall's tau, per model and over every plan."""
+    """Median |relative error| and Kendall's tau per model and overall, for each variant."""
     groups = [(model, group) for model, group in frame.groupby("model", sort=False)]
     groups.append(("overall", frame))
     rows = []
     for label, group in groups:
         unique = group.drop_duplicates(["model", "measured_ms", "predicted_ms"])
-        tau, p_value = kendalltau(unique["predicted_ms"], unique["measured_ms"])
-        tau_warm, _ = kendalltau(unique["predicted_warm_ms"], unique["measured_ms"])
-        rows.append({
-            "model": label, "plans": len(unique),
-            "median_abs_rel_error": float(np.median(np.abs(unique["rel_error"]))),
-            "max_abs_rel_error": float(np.max(np.abs(unique["rel_error"]))),
-            "kendall_tau": float(tau), "p_value": float(p_value),
-            "median_abs_rel_error_warm": float(np.median(np.abs(unique["rel_error_warm"]))),
-            "kendall_tau_warm": float(tau_warm),
-        })  # fmt: skip
-    per_model = [r["kendall_tau"] for r in rows if r["model"] != "overall"]
-    rows.append({
-        "model": "mean of models", "plans": sum(r["plans"] for r in rows[:-1]),
-        "median_abs_rel_error": float(np.mean([r["median_abs_rel_error"] for r in rows[:-1]])),
-        "max_abs_rel_error": float(np.max([r["max_abs_rel_error"] for r in rows[:-1]])),
-        "kendall_tau": float(np.mean(per_model)), "p_value": np.nan,
-        "median_abs_rel_error_warm": float(
-            np.mean([r["median_abs_rel_error_warm"] for r in rows[:-1]])
-        ),
-        "kendall_tau_warm": float(np.mean([r["kendall_tau_warm"] for r in rows[:-1]])),
-    })  # fmt: skip
+        row: dict[str, Any] = {"model": label, "plans": len(unique)}
+        for variant in VARIANTS:
+            tau, p_value = kendalltau(unique[f"predicted{variant}_ms"], unique["measured_ms"])
+            errors = np.abs(unique[f"rel_error{variant}"])
+            row[f"median_abs_rel_error{variant}"] = float(np.median(errors))
+            row[f"kendall_tau{variant}"] = float(tau)
+            if not variant:
+                row["max_abs_rel_error"] = float(np.max(errors))
+                row["p_value"] = float(p_value)
+        rows.append(row)
+    models = rows[:-1]
+    mean: dict[str, Any] = {"model": "mean of models", "plans": sum(r["plans"] for r in models)}
+    for key in rows[0]:
+        if key not in mean:
+            mean[key] = float(np.mean([r[key] for r in models]))
+    mean["max_abs_rel_error"] = float(np.max([r["max_abs_rel_error"] for r in models]))
+    mean["p_value"] = np.nan
+    rows.append(mean)
     return pd.DataFrame(rows)
 
 
