@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -28,7 +27,7 @@ from scipy.optimize import curve_fit
 
 from autopart import api
 from autopart.profile.probe import launch_probe_graph
-from autopart.profile.profiler import _busy, _compiled, _reference_values
+from autopart.profile.profiler import _busy, _compiled, _reference_values, wall_sampler
 from autopart.targets.resolve import available_targets, resolve
 
 GAPS_MS = (0.0, 0.1, 0.3, 1.0, 2.0, 5.0, 20.0)
@@ -44,15 +43,7 @@ def entry_sampler(target: str, op: str) -> Callable[[], float]:
         graph = api.load("inception_v1")
         nodes, values = [next(n for n in graph.nodes if n.op_type == op)], _reference_values(graph)
     compiled, env = _compiled(resolved, graph, nodes, values)
-    device, unit = resolved.placement.device, resolved.placement.unit
-
-    def sample() -> float:
-        start = time.perf_counter()
-        compiled.run(env)
-        device.synchronize(unit)
-        return time.perf_counter() - start
-
-    return sample
+    return wall_sampler(resolved, compiled, env)
 
 
 def measure(targets: list[str], runs: int) -> pd.DataFrame:

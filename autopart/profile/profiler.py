@@ -389,15 +389,7 @@ class Profiler:
         probe = launch_probe_graph()
         values = {"x": np.ones((1, 1), np.float32)}
         compiled, env = _compiled(resolved, probe, probe.nodes, values)
-        device, unit = resolved.placement.device, resolved.placement.unit
-
-        def wall() -> float:
-            start = time.perf_counter()
-            compiled.run(env)
-            device.synchronize(unit)
-            return time.perf_counter() - start
-
-        walls = collect(wall, settings)
+        walls = collect(wall_sampler(resolved, compiled, env), settings)
         timed = collect(lambda: compiled.run_timed(env), settings)
         if not resolved.codegen.converts_layouts:
             return walls, timed, []
@@ -421,6 +413,21 @@ def _compiled(
     env: dict[str, Any] = {name: device.from_host(values[name], unit) for name in inputs}
     device.synchronize(unit)
     return compiled, env
+
+
+def wall_sampler(
+    resolved: ResolvedTarget, compiled: CompiledSubgraph, env: dict[str, Any]
+) -> Callable[[], float]:
+    """A function returning the wall time of one run of ``compiled``, synchronised after."""
+    device, unit = resolved.placement.device, resolved.placement.unit
+
+    def sample() -> float:
+        start = time.perf_counter()
+        compiled.run(env)
+        device.synchronize(unit)
+        return time.perf_counter() - start
+
+    return sample
 
 
 def _enqueue_sampler(
@@ -479,12 +486,11 @@ def _cut_samplers(
             device.synchronize(unit)
         return time.perf_counter() - start
 
+    run_whole = wall_sampler(resolved, whole, env)
+
     def cold() -> float:
         _busy(COLD_GAP_S)
-        start = time.perf_counter()
-        whole.run(env)
-        device.synchronize(unit)
-        return time.perf_counter() - start
+        return run_whole()
 
     return sample, cold
 
