@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -50,6 +51,27 @@ def test_tune_saves_a_verified_plan_with_prediction_and_report(
     assert report["measured_s"].notna().all()
     code, output = invoke("run", str(out), "--repeat", "1", "--check")
     assert code == 0 and "(ok)" in output, output
+
+
+def test_tune_notes_a_target_its_profile_is_far_off_on_and_how_to_measure_it_again(
+    tmp_path: Path, profiled: tuple[Path, Path]
+) -> None:
+    profiles, model = profiled
+    path = next(profiles.glob("*.csv"))
+    saved = Profile.load(path)  # as if cpu/0's ops were profiled in a very slow spell
+    slow = (saved.table["kind"] == "op") & (saved.table["target"] == "cpu/0@onnxruntime")
+    table = saved.table.assign(median_s=saved.table["median_s"].where(~slow, 0.05))
+    Profile(saved.meta, table).save(tmp_path / "slow.csv")
+    os.replace(tmp_path / "slow.csv", path)
+    report = tune_model(
+        str(model), TARGETS.split(","), profiles_dir=profiles,
+        search_dir=tmp_path / "search", rounds=1,
+    )  # fmt: skip
+    (note,) = [note for note in report.notes if "--refresh" in note]
+    assert "cpu/0@onnxruntime" in note and "measured (+" in note
+    assert f"autopart profile {model} --targets " in note
+    saved_notes = json.loads((report.directory / "report.json").read_text())["notes"]
+    assert note in saved_notes
 
 
 def test_makespan_objective_runs_the_tuner_seeded_by_every_baseline(
