@@ -381,20 +381,20 @@ def _drift_note(rows: Sequence[PlanRow], model: str | Path) -> list[str]:
     that target off by as much; the note says how to measure it again. It cannot tell such
     drift from a bias of the cost model on that target, so it says both.
     """
-    off: list[tuple[str, float, float]] = []
+    off: list[tuple[str, float, float, float]] = []  # target, predicted, measured, error
     for row in rows:
         measured = row.measured_s
         if row.name.startswith("single:") and measured:
             error = row.predicted_s / measured - 1
             if abs(error) > DRIFT_LIMIT:
-                off.append((row.name.removeprefix("single:"), row.predicted_s, measured))
+                target = row.name.removeprefix("single:")
+                off.append((target, row.predicted_s, measured, error))
     if not off:
         return []
     listing = "; ".join(
-        f"{t} {p * 1e3:.2f} ms predicted, {m * 1e3:.2f} measured ({p / m - 1:+.0%})"
-        for t, p, m in off
+        f"{t} {p * 1e3:.2f} ms predicted, {m * 1e3:.2f} measured ({e:+.0%})" for t, p, m, e in off
     )
-    targets = ",".join(t for t, _, _ in off)
+    targets = ",".join(t for t, *_ in off)
     return [
         f"the profile is more than {DRIFT_LIMIT:.0%} off the measurement on {listing}. "
         "Either the machine was in a slow or quick spell when it was profiled "
