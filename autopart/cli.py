@@ -25,6 +25,7 @@ from autopart.targets.resolve import available_targets
 from autopart.zoo import zoo_names
 
 console = Console(highlight=False)
+PIPED_MAX_WIDTH = 200  # a table printed to a pipe or log gets up to this many columns
 CHECK_TOLERANCE = 1e-3  # max relative error accepted by --check
 
 
@@ -80,6 +81,21 @@ def zoo() -> None:
         console.print(name)
 
 
+def print_table(table: Table) -> None:
+    """Print ``table`` to the console, never cutting its columns only because of a pipe.
+
+    On a terminal rich fits the table to the terminal's width. Elsewhere (a pipe, a log,
+    CI) it would assume 80 columns and wrap every cell; there the table gets its natural
+    width, up to :data:`PIPED_MAX_WIDTH`.
+    """
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = console.measure(table, options=console.options.update_width(PIPED_MAX_WIDTH))
+    wide = Console(file=console.file, width=max(console.width, natural.maximum), highlight=False)
+    wide.print(table)
+
+
 def _format_bytes(count: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
@@ -104,7 +120,7 @@ def info(model: str, input_shapes: tuple[str, ...]) -> None:
     table = Table("op", "count", title="op histogram")
     for op, count in summary.op_histogram.items():
         table.add_row(op, str(count))
-    console.print(table)
+    print_table(table)
 
 
 @main.command()
@@ -120,7 +136,7 @@ def devices() -> None:
         description = str(facts.get("device") or facts.get("processor") or "")
         units = ", ".join(f"{device.name}/{u.index}" for u in device.units) or "-"
         table.add_row(device.name, device.kind, units, ", ".join(codegens), description)
-    console.print(table)
+    print_table(table)
     console.print("targets: " + " ".join(str(t) for t in targets))
     console.print(f"machine fingerprint: {machine.fingerprint()}")
 
@@ -232,7 +248,7 @@ def _print_outputs(title: str, outputs: dict[str, np.ndarray]) -> None:
             else ["", "", ""]
         )
         table.add_row(name, str(array.dtype), str(list(array.shape)), *stats)
-    console.print(table)
+    print_table(table)
 
 
 def _print_steps(plan: Plan, result: PlanRunResult) -> None:
@@ -258,7 +274,7 @@ def _print_steps(plan: Plan, result: PlanRunResult) -> None:
             table.add_row(
                 timing.step, target, count, f"{timing.start * 1e3:.2f}", f"{duration:.2f}"
             )
-    console.print(table)
+    print_table(table)
 
 
 from autopart.profile.command import profile_command  # noqa: E402 - needs the helpers above

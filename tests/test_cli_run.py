@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.test_errors import assert_one_line_error, invoke
 
@@ -102,3 +103,23 @@ def test_the_fingerprint_ignores_facts_that_drift_while_the_machine_runs() -> No
     renamed = {n: Drifting(d, 0) for n, d in machine.devices.items()}
     renamed["extra"] = renamed["cpu"]
     assert Machine(renamed).fingerprint() != before  # type: ignore[arg-type]
+
+
+def test_tables_printed_to_a_pipe_keep_their_natural_width(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Piped (a log, CI), rich would assume 80 columns and wrap every cell of a wide table."""
+    from rich.table import Table
+
+    from autopart.cli import print_table
+
+    table = Table("plan", "predicted", "measured", "peak memory")
+    table.add_row(
+        "single:opencl:0/1@opencl *", "12.34 ms", "12.50 ms", "cpu 1.2 MiB, opencl:0 3.4 MiB"
+    )
+    print_table(table)
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) > 80
+    assert any(
+        "single:opencl:0/1@opencl *" in line and "opencl:0 3.4 MiB" in line for line in lines
+    )

@@ -14,7 +14,13 @@ from rich.progress import (
 from rich.table import Table
 
 from autopart import api
-from autopart.cli import _input_shape_option, _parse_input_shapes, _user_errors, console
+from autopart.cli import (
+    _input_shape_option,
+    _parse_input_shapes,
+    _user_errors,
+    console,
+    print_table,
+)
 from autopart.profile.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
 from autopart.profile.costs import transfer_fits
 from autopart.profile.store import Profile
@@ -103,7 +109,7 @@ def _print_calibrations(calibrations: list[Calibration]) -> None:
             else "1 (windows disagree)",
             f"{calibration.factor_for(DEFAULT_MODE):.3f}",
         )
-    console.print(table)
+    print_table(table)
 
 
 def _print_profile_summary(profile: Profile, entries: dict[str, tuple[float, float]]) -> None:
@@ -120,7 +126,7 @@ def _print_profile_summary(profile: Profile, entries: dict[str, tuple[float, flo
             cut = cold = "-"
         launch = f"{wall.median_s * 1e6:.1f} µs" if wall else "-"
         launches.add_row(target, launch, cut, cold, str(count))
-    console.print(launches)
+    print_table(launches)
     fits = transfer_fits(profile)
     if fits:
         table = Table("copy", "latency", "bandwidth", "max error", title="transfer fits")
@@ -131,7 +137,7 @@ def _print_profile_summary(profile: Profile, entries: dict[str, tuple[float, flo
                 _bandwidth(fit.model.bandwidth_bps),
                 f"{fit.max_relative_error:.1%}",
             )
-        console.print(table)
+        print_table(table)
 
 
 def _bandwidth(bytes_per_second: float) -> str:

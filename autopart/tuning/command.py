@@ -12,6 +12,7 @@ from autopart.cli import (
     _parse_input_shapes,
     _user_errors,
     console,
+    print_table,
 )
 from autopart.search.constraints import Constraints
 from autopart.tuning.workflow import TuneReport, tune_model
@@ -148,7 +149,7 @@ def print_report(report: TuneReport) -> None:
             str(row.copies),
             ", ".join(f"{d} {_format_bytes(b)}" for d, b in row.memory_bytes.items()),
         )
-    console.print(table)
+    print_table(table)
     for note in report.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(f"chosen: {report.chosen} (search pick: {report.search_pick})")
@@ -206,5 +207,5 @@ def bench_command(
                 f"{row.vs_onnxruntime:.2f}x", f"{row.vs_best_single:.2f}x",
                 str(row.partitions), str(row.copies),
             )  # fmt: skip
-        console.print(view)
+        print_table(view)
     console.print(f"wrote {csv_path}")
