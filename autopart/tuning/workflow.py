@@ -38,6 +38,7 @@ Progress = Callable[[str, int, int, str], None]  # stage, done, total, label
 NOISE_MARGIN = 0.02  # a measured win smaller than this is noise, not a reason to switch
 SIGNIFICANCE = 0.05  # and a larger one must also pass a one-sided Mann-Whitney U test
 DRIFT_LIMIT = 0.2  # a single target predicted this far off its measurement gets a note
+DRIFT_FLOOR_S = 20e-6  # ... unless it is off by less than this: one launch's swing
 
 
 def clearly_faster(fast: Measured, slow: Measured) -> bool:
@@ -379,14 +380,16 @@ def _drift_note(rows: Sequence[PlanRow], model: str | Path) -> list[str]:
 
     A profile taken in a slow or quick spell of a shared machine predicts every plan on
     that target off by as much; the note says how to measure it again. It cannot tell such
-    drift from a bias of the cost model on that target, so it says both.
+    drift from a bias of the cost model on that target, so it says both. Gaps under
+    :data:`DRIFT_FLOOR_S` are not noted: a model of a few microseconds swings by that much
+    from one launch to the next, whatever the profile.
     """
     off: list[tuple[str, float, float, float]] = []  # target, predicted, measured, error
     for row in rows:
         measured = row.measured_s
         if row.name.startswith("single:") and measured:
             error = row.predicted_s / measured - 1
-            if abs(error) > DRIFT_LIMIT:
+            if abs(error) > DRIFT_LIMIT and abs(row.predicted_s - measured) >= DRIFT_FLOOR_S:
                 target = row.name.removeprefix("single:")
                 off.append((target, row.predicted_s, measured, error))
     if not off:
