@@ -39,10 +39,12 @@ from autopart.profile.calibration import (
 )
 from autopart.profile.fusion import fusion_pairs, pairs_to_measure
 from autopart.profile.op_costs import op_costs
+from autopart.profile.profiler import plan_jobs
 from autopart.profile.signature import op_signature
 from autopart.profile.timing import collect, summarise_passes
 from autopart.profile.transfer import SIZES, fit_transfer
 from autopart.targets.devices import discover
+from autopart.targets.resolve import resolve
 from tests.conftest import make_model
 from tests.test_errors import assert_one_line_error, invoke
 
@@ -170,7 +172,8 @@ def test_profiling_twice_reuses_every_measurement(tmp_path: Path) -> None:
     # (conv1+relu1, conv2+add) on each of the 2 fusing codegens, 3 launches, and a copy
     # per size each way
     assert report.new == 3 * 3 + 3 + 2 * 2 + 3 + 2 * len(SIZES) and report.reused == 0, report
-    assert len(Profile.load(path).rows("fused")) == 4
+    fused = Profile.load(path).rows("fused")
+    assert len(fused) == 4 and (fused["reference_s"] > 0).all()  # the producer, in turn
     assert len(Profile.load(path).rows("layout")) == 3
     assert set(Profile.load(path).rows("enqueue")["target"]) == {"opencl:0/0@opencl"}
     # copies are sampled for a share of the time budget, past the op settings' max_runs
@@ -486,6 +489,37 @@ def test_fused_consumers_cost_what_the_pair_adds_and_their_class_follows() -> No
     for name in pairs:  # the other Relus differ in shape, so by class ratio: 30 µs x 1/6
         if name != timed_relu:
             assert costs[name][vd] == pytest.approx(5e-6)
+
+
+def test_a_fused_consumer_is_charged_beyond_its_producer_timed_in_turn_with_the_pair() -> None:
+    graph = api.load(_conv_relu_stack(1))
+    target = "cpu@onnxruntime"
+    profile = Profile({"fingerprint": "test"})
+    profile.record("launch", target, "timed", Measurement(10e-6, 0, 0, 0, 0, 9, "wall"))
+    conv, relu = graph.nodes
+    profile.record("op", target, op_signature(conv, graph), _measurement(110e-6))
+    profile.record("op", target, op_signature(relu, graph), _measurement(40e-6))
+    (pair,) = pairs_to_measure(graph)
+    # the Conv job ran in a quick spell; in the pair's job the Conv took 130 us, the pair 131
+    profile.record("fused", target, pair.key(graph), _measurement(131e-6), reference_s=130e-6)
+    costs = op_costs(profile, graph, target, base=10e-6)
+    assert costs.seconds[relu.name] == pytest.approx(1e-6)
+    assert costs.unfused[relu.name] == pytest.approx(29e-6)
+
+
+def test_fused_rows_without_their_producer_timed_in_turn_are_measured_again(
+    tmp_path: Path,
+) -> None:
+    graph = api.load(tiny_cnn())
+    resolved = [resolve("cpu@onnxruntime", discover())]
+    _, profile, _ = api.profile(tiny_cnn(), ["cpu@onnxruntime"], tmp_path, settings=FAST)
+    assert not plan_jobs(graph, resolved, profile)[0]
+    (key, *_) = profile.rows("fused")["key"]
+    old = profile.measurement("fused", "cpu@onnxruntime", key)
+    assert old is not None
+    profile.record("fused", "cpu@onnxruntime", key, old)  # as profiles before the pairing
+    (job,) = plan_jobs(graph, resolved, profile)[0]
+    assert (job.kind, job.key) == ("fused", key)
 
 
 def _conv_relu_stack(count: int) -> onnx.ModelProto:

@@ -2,7 +2,8 @@
 
 A node costs its one-op time less the entry and less the layout conversions its one-node
 subgraph made at its edges; a consumer that a fusing codegen folds into its
-producer costs what the pair takes beyond the producer (:mod:`autopart.profile.fusion`).
+producer costs what the pair takes beyond the producer, timed in turn with the pair where
+the profile has that (:mod:`autopart.profile.fusion`).
 """
 
 from __future__ import annotations
@@ -77,12 +78,7 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
             if not profile.has("unsupported", target, signature):
                 result.missing.append(node)
             continue
-        enqueue = profile.measurement("enqueue", target, signature)
-        if measured.timer != "wall" and enqueue is not None:
-            # a fused pair's marginal then comes out as max(pair, enqueue) - max(producer,
-            # enqueue): the pair is one enqueue, like its producer alone
-            measured = replace(measured, median_s=max(measured.median_s, enqueue.median_s))
-        raw[node.name] = measured
+        raw[node.name] = _at_least_enqueue(measured, profile, target, signature)
         layout = profile.row("layout", target, signature)
         if layout is not None:
             kernels = float(np.nan_to_num(layout["reference_s"])) - profiler_overhead
@@ -100,12 +96,16 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
     ratios: dict[tuple[str, str], list[float]] = {}
     pairs = {name: pair for name, pair in fusion_pairs(graph).items() if name in result.seconds}
     for name, pair in pairs.items():
-        together = profile.measurement("fused", target, pair.key(graph))
+        row = profile.row("fused", target, pair.key(graph))
         producer = raw.get(pair.producer.name)
-        if together is None or producer is None:
+        if row is None or producer is None:
             continue
+        if np.isfinite(row["reference_s"]):  # the producer, timed in turn with the pair
+            paired = replace(producer, median_s=float(row["reference_s"]))
+            signature = op_signature(pair.producer, graph)
+            producer = _at_least_enqueue(paired, profile, target, signature)
         alone = result.seconds[name]
-        marginal[name] = min(max(together.median_s - producer.median_s, 0.0), alone)
+        marginal[name] = min(max(float(row["median_s"]) - producer.median_s, 0.0), alone)
         if alone > 0.0:
             ratios.setdefault(pair.kind, []).append(marginal[name] / alone)
     for name, pair in pairs.items():
@@ -119,3 +119,18 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
         result.fused += 1
         result.unfused[name] = alone - result.seconds[name]
     return result
+
+
+def _at_least_enqueue(
+    measured: Measurement, profile: Profile, target: str, signature: str
+) -> Measurement:
+    """``measured``, raised to the host's enqueue time of ``signature`` for device clocks.
+
+    A kernel quicker than the host hands it out waits for the host. A fused pair's marginal
+    then comes out as its time less max(producer, enqueue): the pair is one enqueue, like
+    its producer alone.
+    """
+    enqueue = profile.measurement("enqueue", target, signature)
+    if measured.timer == "wall" or enqueue is None:
+        return measured
+    return replace(measured, median_s=max(measured.median_s, enqueue.median_s))

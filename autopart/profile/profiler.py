@@ -55,7 +55,7 @@ from autopart.targets.resolve import ResolvedTarget, resolve
 
 HOST = "cpu"
 PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
-CUT_SHARE = 0.5  # of an op's time budget, for a window timed whole, cut and cold
+CUT_SHARE = 0.5  # of an op's time budget, for jobs timing two things in turn (cut, pair)
 Progress = Callable[[int, int, str], None]
 
 
@@ -161,7 +161,7 @@ def plan_jobs(
                 and resolved.codegen.supports(pair.consumer, graph)
             ):
                 continue
-            if has("fused", target, key):
+            if has("fused", target, key) and _paired(profile, target, key):
                 reused += 1
             else:
                 label = f"{pair.producer.op_type}+{pair.consumer.op_type} on {target}"
@@ -297,7 +297,20 @@ class Profiler:
             passes.append(samples)
             self.profile.record(kind, job.target, key, summarise_passes(passes, timer), **extra)
 
-        if job.kind in ("op", "fused", "calibration"):
+        if job.kind == "fused":
+            resolved = targets[job.target]
+            alone: list[float] = []
+            # a sample runs the producer and the pair: a share of the time will do
+            share = replace(settings, max_seconds=settings.max_seconds * CUT_SHARE)
+            together = collect(_pair_sampler(resolved, graph, job.nodes, values, alone), share)
+            producer = taken.setdefault(("fused producer", job.target, job.key), [])
+            producer.append(alone[-len(together) :])  # the warm-up runs' are left out
+            record(
+                job.key, together, resolved.codegen.clock,
+                op_type="+".join(node.op_type for node in job.nodes),
+                reference_s=median_of_passes(producer),
+            )  # fmt: skip
+        elif job.kind in ("op", "calibration"):
             resolved = targets[job.target]
             nodes = [job.node] if job.node is not None else job.nodes
             compiled, env = _compiled(resolved, graph, nodes, values)
@@ -309,9 +322,6 @@ class Profiler:
                     few = replace(settings, warmup=0, min_runs=3, max_runs=3, batch=3)
                     enqueue = collect(_enqueue_sampler(resolved, compiled, env), few)
                     record(job.key, enqueue, "wall", "enqueue", op_type=nodes[0].op_type)
-            elif job.kind == "fused":
-                op_type = "+".join(node.op_type for node in nodes)
-                record(job.key, samples, resolved.codegen.clock, op_type=op_type)
             else:
                 self._record_window(job, graph, samples, resolved, record)
         elif job.kind == "layout":
@@ -447,6 +457,40 @@ def _enqueue_sampler(
         return elapsed
 
     return sample
+
+
+def _pair_sampler(
+    resolved: ResolvedTarget,
+    graph: Graph,
+    pair: list[Node],
+    values: dict[str, np.ndarray],
+    producer_times: list[float],
+) -> Callable[[], float]:
+    """A function timing ``pair`` (producer, consumer) as one subgraph, its producer just before.
+
+    Each call runs the producer alone and appends what ``run_timed`` said of it to
+    ``producer_times``, then returns what it says of the pair. Timed in turn, the two see
+    the same spells of the host, so that the little a fused consumer adds is not lost in
+    the drift between two jobs measured seconds apart (Conv+Relu on onnxruntime: the pair
+    minus a Conv timed in another job came out at -6 to +77 times the Relu alone).
+    """
+    together, env = _compiled(resolved, graph, pair, values)
+    producer = pair[0]
+    alone = resolved.codegen.compile(
+        graph, [producer], *boundary(graph, [producer]), resolved.placement
+    )
+
+    def sample() -> float:
+        producer_times.append(alone.run_timed(env))
+        return together.run_timed(env)
+
+    return sample
+
+
+def _paired(profile: Profile, target: str, key: str) -> bool:
+    """Whether the ``fused`` row (target, key) holds its producer timed in turn with it."""
+    row = profile.row("fused", target, key)
+    return row is not None and math.isfinite(float(row["reference_s"]))
 
 
 def _cut_samplers(

@@ -10,7 +10,8 @@ A profile file looks like::
 Row kinds: ``op`` (``key`` is the op signature), ``unsupported`` (a signature the target
 cannot run), ``layout`` (the layout conversions of an op's one-node subgraph;
 ``reference_s`` is that op's own kernel time in the same runs), ``fused`` (a producer and
-its consumer timed together; ``key`` joins both signatures), ``launch`` (entering one
+its consumer timed together; ``key`` joins both signatures; ``reference_s`` is the producer
+alone, timed in turn with the pair in the same runs), ``launch`` (entering one
 partition: ``key`` ``wall`` around ``run`` and synchronisation, ``timed`` as ``run_timed``
 reports it, and on layout-converting codegens ``profiled``, the probe's kernel time under
 the codegen's own profiler), ``transfer`` (``target`` is ``src->dst``, ``key`` the size in
