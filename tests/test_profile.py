@@ -507,6 +507,25 @@ def test_a_fused_consumer_is_charged_beyond_its_producer_timed_in_turn_with_the_
     assert costs.unfused[relu.name] == pytest.approx(29e-6)
 
 
+def test_fusion_pairs_take_one_pass_with_the_whole_budget(tmp_path: Path) -> None:
+    labels: list[str] = []
+    settings = replace(FAST, min_runs=5, max_runs=5, batch=5)  # per pass: 3 runs
+
+    def progress(done: int, total: int, label: str) -> None:
+        labels.append(label)
+
+    _, profile, _ = api.profile(
+        tiny_cnn(), ["cpu/0@onnxruntime"], tmp_path, progress=progress, settings=settings
+    )
+    pairs = [label for label in labels if "+" in label]
+    ops = [label for label in labels if label.startswith("Conv on")]
+    assert pairs and all(label.endswith("(1/3)") for label in pairs)
+    assert {label[-5:] for label in ops} == {"(1/3)", "(2/3)", "(3/3)"}
+    fused = profile.rows("fused")
+    assert (fused["runs"] == 5).all()  # the whole budget's runs in its one pass
+    assert (profile.rows("op")["runs"] == 3 * 3).all()
+
+
 def test_fused_rows_without_their_producer_timed_in_turn_are_measured_again(
     tmp_path: Path,
 ) -> None:

@@ -9,13 +9,14 @@ OpenCL reports device time from profiling events; codegens with no device clock 
 time, from which the launch probe's own time is later taken off (see
 :mod:`autopart.profile.costs`).
 
-Every job is measured in ``TimingSettings.passes`` passes through the whole job list, and
-its median is the median of the passes' medians, so that a few seconds of host speed-up or
-slow-down (common on shared machines) cannot skew one op's timing: on squeezenet's whole
-OpenCL device, the ops' first-pass medians summed to 1.12-1.81x their third's in ten
-profiles. Everything measured is checkpointed to the profile file every few seconds,
-atomically, so an interrupted run (Ctrl-C or a kill) loses at most the last few seconds, and
-a rerun measures only what is missing.
+Every job (but a fusion pair's, whose producer is timed in turn with it, see
+:data:`ONE_PASS_KINDS`) is measured in ``TimingSettings.passes`` passes through the whole
+job list, and its median is the median of the passes' medians, so that a few seconds of
+host speed-up or slow-down (common on shared machines) cannot skew one op's timing: on
+squeezenet's whole OpenCL device, the ops' first-pass medians summed to 1.12-1.81x their
+third's in ten profiles. Everything measured is checkpointed to the profile file every few
+seconds, atomically, so an interrupted run (Ctrl-C or a kill) loses at most the last few
+seconds, and a rerun measures only what is missing.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ from autopart.targets.resolve import ResolvedTarget, resolve
 HOST = "cpu"
 PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
 CUT_SHARE = 0.5  # of an op's time budget, for jobs timing two things in turn (cut, pair)
+# Jobs whose answer is a difference of two things timed in turn: drift hits both alike, so
+# they take one pass with the whole budget (and compile once instead of once per pass).
+ONE_PASS_KINDS = frozenset({"fused"})
 Progress = Callable[[int, int, str], None]
 
 
@@ -245,7 +249,12 @@ class Profiler:
         passes = max(self.settings.passes, 1)
         settings = self.settings.per_pass()
         taken: dict[tuple[str, str, str], list[list[float]]] = {}
-        steps = [(p, i, job) for p in range(passes) for i, job in enumerate(jobs)]
+        steps = [
+            (p, i, job)
+            for p in range(passes)
+            for i, job in enumerate(jobs)
+            if p == 0 or job.kind not in ONE_PASS_KINDS
+        ]
         try:
             for step, (pass_index, index, job) in enumerate(steps):
                 if budget_s is not None and time.perf_counter() - started > budget_s:
@@ -254,7 +263,8 @@ class Profiler:
                 if progress is not None:
                     suffix = f" ({pass_index + 1}/{passes})" if passes > 1 else ""
                     progress(step, len(steps), job.label + suffix)
-                self._run(job, graph, values, by_target, settings, taken)
+                budget = self.settings if job.kind in ONE_PASS_KINDS else settings
+                self._run(job, graph, values, by_target, budget, taken)
                 if pass_index == 0:
                     report.new += 1
                 if self.path is not None and time.perf_counter() - last_save > self.checkpoint_s:
