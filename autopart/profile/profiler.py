@@ -427,12 +427,17 @@ def _compiled(
     resolved: ResolvedTarget, graph: Graph, nodes: list[Node], values: dict[str, np.ndarray]
 ) -> tuple[CompiledSubgraph, dict[str, Any]]:
     """``nodes`` compiled for ``resolved``, and an environment holding their inputs there."""
-    inputs, outputs = boundary(graph, nodes)
     device, unit = resolved.placement.device, resolved.placement.unit
-    compiled = resolved.codegen.compile(graph, nodes, inputs, outputs, resolved.placement)
-    env: dict[str, Any] = {name: device.from_host(values[name], unit) for name in inputs}
+    env: dict[str, Any] = {
+        name: device.from_host(values[name], unit) for name in boundary(graph, nodes)[0]
+    }
     device.synchronize(unit)
-    return compiled, env
+    return _compile(resolved, graph, nodes), env
+
+
+def _compile(resolved: ResolvedTarget, graph: Graph, nodes: list[Node]) -> CompiledSubgraph:
+    """``nodes`` compiled for ``resolved`` as one subgraph, its inputs and outputs its edges."""
+    return resolved.codegen.compile(graph, nodes, *boundary(graph, nodes), resolved.placement)
 
 
 def wall_sampler(
@@ -486,9 +491,7 @@ def _pair_sampler(
     """
     together, env = _compiled(resolved, graph, pair, values)
     producer = pair[0]
-    alone = resolved.codegen.compile(
-        graph, [producer], *boundary(graph, [producer]), resolved.placement
-    )
+    alone = _compile(resolved, graph, [producer])
 
     def sample() -> float:
         producer_times.append(alone.run_timed(env))
@@ -524,10 +527,7 @@ def _cut_samplers(
     assert index is not None
     whole, env = _compiled(resolved, graph, nodes, values)
     device, unit = resolved.placement.device, resolved.placement.unit
-    halves = [
-        resolved.codegen.compile(graph, part, *boundary(graph, part), resolved.placement)
-        for part in (nodes[:index], nodes[index:])
-    ]
+    halves = [_compile(resolved, graph, part) for part in (nodes[:index], nodes[index:])]
 
     def sample() -> float:
         start = time.perf_counter()
