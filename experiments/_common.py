@@ -31,7 +31,7 @@ from autopart.runtime.feeds import random_inputs
 from autopart.search.baselines import default_fallback
 from autopart.search.costs import Costs
 from autopart.targets.resolve import available_targets
-from autopart.tuning.verify import Measured, measure_plans
+from autopart.tuning.verify import Measured, Runner, measure_plans
 
 RESULTS = Path(__file__).parent / "results"
 console = Console(width=200)
@@ -119,12 +119,17 @@ def distinct_plans(plans: Mapping[str, Plan]) -> tuple[dict[str, Plan], dict[str
 
 
 def measure(
-    graph: Graph, plans: Mapping[str, Plan], rounds: int, warmup: int = 2
+    graph: Graph,
+    plans: Mapping[str, Plan],
+    rounds: int,
+    warmup: int = 2,
+    peers: Mapping[str, Runner] | None = None,
 ) -> dict[str, Measured]:
     """Measure every distinct plan in interleaved rounds; twins share their twin's result.
 
     Inputs are seeded random (seed 0); every plan's outputs are checked against the numpy
-    reference on its first run.
+    reference on its first run. ``peers`` (runners such as onnxruntime alone) run in the
+    same rounds and are returned under their names.
     """
     kept, twins = distinct_plans(plans)
     with Progress(
@@ -137,8 +142,9 @@ def measure(
             bar.update(task, completed=done, total=total, description=label[:40])
 
         measured = measure_plans(
-            graph, kept, random_inputs(graph, 0), rounds, warmup, progress=progress
+            graph, kept, random_inputs(graph, 0), rounds, warmup, progress=progress, peers=peers
         )
+    twins.update({name: name for name in peers or {}})
     return {name: measured[twin] for name, twin in twins.items() if twin in measured}
 
 
