@@ -6,6 +6,8 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pandas as pd
 import pytest
 
@@ -119,6 +121,49 @@ def test_profile_of_another_machine_plans_without_running(
     assert foreign.read_text() == before
     code, output = invoke("run", str(out), "--repeat", "1")
     assert_one_line_error(code, output, "opencl:5")
+
+
+def test_a_single_target_plan_that_falls_back_says_how_many_nodes_run_elsewhere(
+    tmp_path: Path,
+) -> None:
+    from onnx import TensorProto, helper, numpy_helper
+
+    from autopart import api
+
+    tiny = tiny_cnn()  # an OpenCL target cannot run Pad: its single-target plan falls back
+    pads = numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")
+    tiny.graph.initializer.append(pads)
+    tiny.graph.node.append(helper.make_node("Pad", ["y", "pads"], ["padded"], name="pad"))
+    del tiny.graph.output[:]
+    tiny.graph.output.append(
+        helper.make_tensor_value_info("padded", TensorProto.FLOAT, [1, 4, 10, 10])
+    )
+    model = tmp_path / "padded.onnx"
+    onnx.save(tiny, str(model))
+    targets = "cpu@onnxruntime,opencl:0/0@opencl"
+    profiles = tmp_path / "profiles"
+    api.profile(str(model), targets.split(","), profiles, settings=FAST)
+    code, output = invoke(
+        "tune", str(model), "--targets", targets, "--profiles", str(profiles),
+        "--search-dir", str(tmp_path / "search"), "--rounds", "1",
+    )  # fmt: skip
+    assert code == 0, output
+    text = " ".join(output.split())
+    assert "single:opencl:0/0@opencl (+1 nodes on the fallback)" in text
+    assert "single:cpu@onnxruntime (+" not in text
+    report = pd.read_csv(next((tmp_path / "search").iterdir()) / "report.csv")
+    off = dict(zip(report["name"], report["off_target_nodes"], strict=True))
+    assert off["single:opencl:0/0@opencl"] == 1 and off["single:cpu@onnxruntime"] == 0
+    csv = tmp_path / "bench.csv"
+    code, output = invoke(
+        "bench", str(model), "--targets", targets, "--profiles", str(profiles), "--rounds", "1",
+        "--csv", str(csv), "--search-dir", str(tmp_path / "search"),
+    )  # fmt: skip
+    assert code == 0, output
+    assert "single:opencl:0/0@opencl (+1 nodes on the fallback)" in " ".join(output.split())
+    table = pd.read_csv(csv).set_index("plan")
+    assert table.loc["single:opencl:0/0@opencl", "off_target_nodes"] == 1
+    assert table.loc["onnxruntime alone", "off_target_nodes"] == 0
 
 
 def test_bad_tune_input_is_one_line_and_keeps_saved_state(

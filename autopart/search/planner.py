@@ -38,6 +38,17 @@ class Candidate:
     simulation: Simulation
     fits_memory: bool = True
 
+    @property
+    def off_target_nodes(self) -> int:
+        """How many nodes a ``single:T`` candidate runs off ``T`` (T cannot run them); else 0.
+
+        Such a plan is not really one target: its label alone would hide the fallback.
+        """
+        if not self.name.startswith("single:"):
+            return 0
+        target = self.name.removeprefix("single:")
+        return sum(str(where) != target for where in self.assignment.values())
+
     def value(self, objective: Objective) -> float:
         """The predicted seconds ``objective`` ranks by (sequential or concurrent)."""
         if objective == "latency":

@@ -107,6 +107,11 @@ def bench_models(
                     "max_rel_error": result.max_error,
                     "runs": len(result.latencies),
                     "same_plan_as": "" if twins.get(name, name) == name else twins[name],
+                    "off_target_nodes": (
+                        outcome.candidates[name].off_target_nodes
+                        if name in outcome.candidates
+                        else 0
+                    ),
                 }
             )
     return pd.DataFrame(rows)

@@ -15,7 +15,7 @@ from autopart.cli import (
     print_table,
 )
 from autopart.search.constraints import Constraints
-from autopart.tuning.workflow import TuneReport, tune_model
+from autopart.tuning.workflow import TuneReport, plan_label, tune_model
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -135,13 +135,13 @@ def print_report(report: TuneReport) -> None:
             f"optuna: {outcome.tuned.new_trials} new trials ({outcome.tuned.trials} in the study)"
         )
     table = Table(title=f"{report.model}: plans (speedup over the best single target)")
-    table.add_column("plan", no_wrap=True, min_width=max(len(r.name) + 2 for r in report.rows))
+    table.add_column("plan", no_wrap=True, min_width=max(len(r.label) + 2 for r in report.rows))
     for column in ("predicted", "measured", "speedup", "partitions", "copies", "peak memory"):
         table.add_column(column)
     for row in report.rows:
         marker = " *" if row.name == report.chosen else ""
         table.add_row(
-            row.name + marker,
+            row.label + marker,
             f"{row.predicted_s * 1e3:.2f} ms",
             "-" if row.measured_s is None else f"{row.measured_s * 1e3:.2f} ms",
             "-" if row.speedup is None else f"{row.speedup:.2f}x",
@@ -196,13 +196,18 @@ def bench_command(
     write_csv(table, csv_path)
     for model, rows in table.groupby("model", sort=False):
         view = Table(title=f"{model} (medians of {int(rows['runs'].max())} interleaved runs)")
-        view.add_column("plan", no_wrap=True, min_width=int(rows["plan"].str.len().max()))
+        labels = [
+            plan_label(plan, int(off))
+            for plan, off in zip(rows["plan"], rows["off_target_nodes"], strict=True)
+        ]
+        rows = rows.assign(label=labels)
+        view.add_column("plan", no_wrap=True, min_width=max(len(label) for label in labels))
         for column in ("median", "predicted", "vs onnxruntime", "vs best single", "partitions"):
             view.add_column(column)
         view.add_column("copies")
         for row in rows.sort_values("median_ms").itertuples():
             view.add_row(
-                str(row.plan), f"{row.median_ms:.2f} ms",
+                str(row.label), f"{row.median_ms:.2f} ms",
                 "-" if row.predicted_ms != row.predicted_ms else f"{row.predicted_ms:.2f} ms",
                 f"{row.vs_onnxruntime:.2f}x", f"{row.vs_best_single:.2f}x",
                 str(row.partitions), str(row.copies),

@@ -68,6 +68,17 @@ class PlanRow:
     copies: int
     memory_bytes: dict[str, int]
     max_error: float | None
+    off_target_nodes: int = 0
+
+    @property
+    def label(self) -> str:
+        """The name as tables show it (:func:`plan_label`)."""
+        return plan_label(self.name, self.off_target_nodes)
+
+
+def plan_label(name: str, off_target_nodes: int) -> str:
+    """``name``, followed by how many nodes a ``single:T`` plan runs off ``T`` where any do."""
+    return f"{name} (+{off_target_nodes} nodes on the fallback)" if off_target_nodes else name
 
 
 @dataclass
@@ -447,6 +458,7 @@ def _rows(
                     for device, s in candidate.plan.storage.items()
                 },
                 None if result is None else result.max_error,
+                candidate.off_target_nodes,
             )
         )
     key = (lambda r: r.measured_s) if measured else (lambda r: r.predicted_s)
