@@ -149,7 +149,7 @@ def test_a_single_target_plan_that_falls_back_says_how_many_nodes_run_elsewhere(
     )  # fmt: skip
     assert code == 0, output
     text = " ".join(output.split())
-    assert "single:opencl:0/0@opencl (+1 nodes on the fallback)" in text
+    assert "single:opencl:0/0@opencl (+1 node on the fallback)" in text
     assert "single:cpu@onnxruntime (+" not in text
     report = pd.read_csv(next((tmp_path / "search").iterdir()) / "report.csv")
     off = dict(zip(report["name"], report["off_target_nodes"], strict=True))
@@ -160,7 +160,7 @@ def test_a_single_target_plan_that_falls_back_says_how_many_nodes_run_elsewhere(
         "--csv", str(csv), "--search-dir", str(tmp_path / "search"),
     )  # fmt: skip
     assert code == 0, output
-    assert "single:opencl:0/0@opencl (+1 nodes on the fallback)" in " ".join(output.split())
+    assert "single:opencl:0/0@opencl (+1 node on the fallback)" in " ".join(output.split())
     table = pd.read_csv(csv).set_index("plan")
     assert table.loc["single:opencl:0/0@opencl", "off_target_nodes"] == 1
     assert table.loc["onnxruntime alone", "off_target_nodes"] == 0

@@ -78,7 +78,9 @@ class PlanRow:
 
 def plan_label(name: str, off_target_nodes: int) -> str:
     """``name``, followed by how many nodes a ``single:T`` plan runs off ``T`` where any do."""
-    return f"{name} (+{off_target_nodes} nodes on the fallback)" if off_target_nodes else name
+    if not off_target_nodes:
+        return name
+    return f"{name} (+{off_target_nodes} node{'s' * (off_target_nodes > 1)} on the fallback)"
 
 
 @dataclass
