@@ -54,23 +54,29 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, OptimizeResult, milp
-from scipy.sparse import csr_array
 
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
 from autopart.search.constraints import ConstraintError
-from autopart.search.costs import HOST_DEVICE, Costs
+from autopart.search.costs import Costs
+from autopart.search.ilp_copies import CopyTerms, live_span, memory_estimate
+from autopart.search.join_graphs import (
+    Edge,
+    join_components,
+    shortest_cycle,
+    shortest_join_path,
+    strong_components,
+)
+from autopart.search.milp_model import Columns, Expr, MilpModel, solve_milp
 from autopart.search.simulator import plan_for, simulate
 
+__all__ = ["IlpError", "IlpResult", "memory_estimate", "solve_ilp"]
+
 Assignment = dict[str, VirtualDevice]
-Expr = list[tuple[int, float]]
-Edge = tuple[int, int, VirtualDevice]  # (producer, consumer, target) of a possible join
-Columns = dict[tuple[int, VirtualDevice], int]
 # (node, target, seconds, edges): due unless each (producer, consumer) edge joins; None: always
 EdgeCost = tuple[int, VirtualDevice, float, list[tuple[int, int]] | None]
 _EAGER_BETWEEN = 16
@@ -123,11 +129,12 @@ def solve_ilp(
     """
     started = time.perf_counter()
     deadline = started + time_limit_s
-    form = _Formulation(costs, memory or {})
+    form = Formulation(costs, memory or {})
     names = [node.name for node in form.nodes]
     truth: dict[tuple[VirtualDevice, ...], float] = {}
 
     def true_cost(assignment: list[VirtualDevice]) -> float:
+        """The simulated sequential latency of ``assignment``, computed once."""
         key = tuple(assignment)
         if key not in truth:
             plan = plan_for(dict(zip(names, assignment, strict=True)), costs)
@@ -147,7 +154,7 @@ def solve_ilp(
             break
         model, x, e = form.build()
         size = (len(model.cost), len(model.row_lower))
-        result = _solve(model, left, rel_gap)
+        result = solve_milp(model, left, rel_gap)
         iterations += 1
         if result.status == 2:  # every assignment left is excluded or breaks a memory cap
             if best is None:
@@ -195,57 +202,7 @@ def solve_ilp(
     )
 
 
-@dataclass
-class _Model:
-    """A MILP under construction: variables with cost and bounds, and sparse rows."""
-
-    cost: list[float] = field(default_factory=list)
-    lower: list[float] = field(default_factory=list)
-    upper: list[float] = field(default_factory=list)
-    integer: list[int] = field(default_factory=list)
-    rows: list[int] = field(default_factory=list)
-    cols: list[int] = field(default_factory=list)
-    vals: list[float] = field(default_factory=list)
-    row_lower: list[float] = field(default_factory=list)
-    row_upper: list[float] = field(default_factory=list)
-
-    def var(
-        self, cost: float = 0.0, lower: float = 0.0, upper: float = 1.0, integer: int = 0
-    ) -> int:
-        """A new variable; returns its column."""
-        self.cost.append(cost)
-        self.lower.append(lower)
-        self.upper.append(upper)
-        self.integer.append(integer)
-        return len(self.cost) - 1
-
-    def row(self, expr: Expr, lower: float = -math.inf, upper: float = math.inf) -> None:
-        """A new row ``lower <= expr <= upper``."""
-        index = len(self.row_lower)
-        for col, val in expr:
-            self.rows.append(index)
-            self.cols.append(col)
-            self.vals.append(val)
-        self.row_lower.append(lower)
-        self.row_upper.append(upper)
-
-
-def _solve(model: _Model, time_limit_s: float, rel_gap: float) -> OptimizeResult:
-    """Run HiGHS on ``model``."""
-    shape = (len(model.row_lower), len(model.cost))
-    matrix = csr_array((model.vals, (model.rows, model.cols)), shape=shape)
-    return milp(
-        np.array(model.cost),
-        integrality=np.array(model.integer),
-        bounds=Bounds(np.array(model.lower), np.array(model.upper)),
-        constraints=LinearConstraint(matrix, model.row_lower, model.row_upper)
-        if shape[0]
-        else None,
-        options={"time_limit": max(time_limit_s, 0.01), "mip_rel_gap": rel_gap},
-    )
-
-
-class _Formulation:
+class Formulation:
     """The ILP of a :class:`Costs` and the cuts learnt so far."""
 
     def __init__(self, costs: Costs, memory: Mapping[str, int]) -> None:
@@ -357,9 +314,9 @@ class _Formulation:
         return True
 
     # -- the model ------------------------------------------------------------------------
-    def build(self) -> tuple[_Model, Columns, dict[Edge, int]]:
+    def build(self) -> tuple[MilpModel, Columns, dict[Edge, int]]:
         """The MILP with every cut so far; also the columns of ``x[n,t]`` and ``e[p,n,t]``."""
-        model = _Model()
+        model = MilpModel()
         x: Columns = {}
         for n, (name, targets) in enumerate(self._pairs()):
             for t in targets:
@@ -367,7 +324,7 @@ class _Formulation:
             model.row([(x[(n, t)], 1.0) for t in targets], 1.0, 1.0)
         e = self._launches(model, x)
         self._edges(model, x, e)
-        _Transfers(self, model, x).add()
+        CopyTerms(self, model, x).add()
         for assignment in self.nogoods:
             chosen = [
                 (x[(n, t)], 1.0) for n, t in enumerate(assignment) if len(self.targets[n]) > 1
@@ -375,7 +332,7 @@ class _Formulation:
             model.row(chosen, upper=len(chosen) - 1.0)
         return model, x, e
 
-    def _launches(self, model: _Model, x: Columns) -> dict[Edge, int]:
+    def _launches(self, model: MilpModel, x: Columns) -> dict[Edge, int]:
         e: dict[Edge, int] = {}
         for (p, n, t), integral in self.edge_vars.items():
             e[(p, n, t)] = model.var(integer=int(integral))
@@ -403,7 +360,7 @@ class _Formulation:
                 model.row([*joins, (e[edge], -1.0)], upper=len(edges) - 1.0)
         return e
 
-    def _edges(self, model: _Model, x: Columns, e: dict[Edge, int]) -> None:
+    def _edges(self, model: MilpModel, x: Columns, e: dict[Edge, int]) -> None:
         """The edge costs: ``y >= x[n,t] - join`` for each edge whose crossing makes one due."""
         for n, t, seconds, edges in self.edge_costs:
             price = self.scale * seconds
@@ -464,7 +421,7 @@ class _Formulation:
         if true_s <= model_s * (1 + 1e-6):
             return 0
         joins = self.joins(assignment, solution, e)
-        components = _components(joins)
+        components = join_components(joins)
         added = sum(self._convexity_cuts(component, assignment) for component in components)
         added += self._cycle_cuts(components, assignment)
         if not added:
@@ -487,7 +444,7 @@ class _Formulation:
         outside = [u for u in _bits(below & above & ~members) if assignment[u] != t]
         for u in outside[:_CUTS_PER_COMPONENT]:
             sources = _bits(self.anc[u] & members)
-            path, a, b = _path(component, sources, set(_bits(self.desc[u] & members)))
+            path, a, b = shortest_join_path(component, sources, set(_bits(self.desc[u] & members)))
             blockers = _bits(self.between(a, b))
             if len(blockers) > _CUT_BLOCKERS:
                 blockers = sorted({u, *blockers[:_CUT_BLOCKERS]})
@@ -513,10 +470,10 @@ class _Formulation:
                 if owner[p] != owner[n]:
                     links.setdefault(owner[p], {}).setdefault(owner[n], (p, n))
         added = 0
-        for group in _strong_components(links):
+        for group in strong_components(links):
             starts = [c for c in sorted(group) if c >= len(self.nodes)]
             for start in starts[:_CUTS_PER_COMPONENT]:
-                cycle = _cycle(links, group, start)
+                cycle = shortest_cycle(links, group, start)
                 pieces = [
                     (cycle[i - 1][1], cycle[i][0], owner[cycle[i][0]]) for i in range(len(cycle))
                 ]
@@ -526,7 +483,7 @@ class _Formulation:
                     if entry == leave:
                         continue
                     component = components[where - len(self.nodes)]
-                    path, _, _ = _path(component, [entry], {leave})
+                    path, _, _ = shortest_join_path(component, [entry], {leave})
                     edges += path
                     kinds.add(path[0][2])
                 if not kinds:
@@ -563,196 +520,7 @@ class _Formulation:
 
     def live_span(self, name: str) -> tuple[int, int]:
         """First and last topological positions at which value ``name`` is held."""
-        return _live_span(self.costs.graph, self.index, name)
-
-
-class _Transfers:
-    """The copy terms of the model and, for capped devices, the memory rows."""
-
-    def __init__(self, form: _Formulation, model: _Model, x: Columns) -> None:
-        self.form, self.model, self.x = form, model, x
-        self.resident: dict[str, list[tuple[str, Expr, float]]] = {d: [] for d in form.memory}
-
-    def add(self) -> None:
-        """Add every value's copy terms, then the memory rows."""
-        for name, producer in _activations(self.form.costs.graph, self.form.index):
-            needs = self._needs(name, producer)
-            self._price(name, producer, needs)
-            for device, entries in self.resident.items():
-                self._residence(device, name, producer, needs, entries)
-        for device, entries in self.resident.items():
-            self._memory_rows(device, entries)
-
-    def _needs(self, name: str, producer: int | None) -> dict[str, Expr]:
-        """``need[v,d]`` for each device ``d`` a copy of ``v`` may go to (``[]``: always)."""
-        form, graph = self.form, self.form.costs.graph
-        sources = {HOST_DEVICE} if producer is None else form.devices_of(producer)
-        wanted: dict[str, list[int]] = {}
-        for c in sorted({form.index[c.name] for c in graph.value(name).consumers}):
-            for d in form.devices_of(c):
-                wanted.setdefault(d, []).append(c)
-        if name in graph.outputs:
-            wanted[HOST_DEVICE] = []
-        needs: dict[str, Expr] = {}
-        for d, users in wanted.items():
-            if sources == {d}:
-                continue
-            if not users:
-                needs[d] = []
-            elif len(users) == 1:
-                needs[d] = form.device_expr(self.x, users[0], d)
-            else:
-                need = self.model.var()
-                for c in users:
-                    self.model.row([(need, 1.0), *_negate(form.device_expr(self.x, c, d))], 0.0)
-                needs[d] = [(need, 1.0)]
-        return needs
-
-    def _price(self, name: str, producer: int | None, needs: dict[str, Expr]) -> None:
-        form, model = self.form, self.model
-        nbytes = form.costs.graph.value(name).nbytes
-        sources = {HOST_DEVICE} if producer is None else form.devices_of(producer)
-        for d, need in needs.items():
-            for s in sorted(sources - {d}):
-                price = form.scale * form.costs.transfer(s, d, nbytes)
-                if price <= 0:
-                    continue
-                if len(sources) == 1 and not need:
-                    model.var(price, lower=1.0)
-                elif len(sources) == 1:
-                    for col, coef in need:
-                        model.cost[col] += price * coef
-                else:
-                    assert producer is not None
-                    home = _negate(form.device_expr(self.x, producer, s))
-                    lower = -1.0 if need else 0.0  # an empty ``need`` is the constant 1
-                    model.row([(model.var(price), 1.0), *home, *_negate(need)], lower)
-
-    def _residence(
-        self,
-        device: str,
-        name: str,
-        producer: int | None,
-        needs: dict[str, Expr],
-        entries: list[tuple[str, Expr, float]],
-    ) -> None:
-        """Record ``r[v,device]``: 1 when ``v`` is made on or copied to ``device``."""
-        nbytes = float(self.form.costs.graph.value(name).nbytes)
-        if producer is None:
-            home: Expr | None = [] if device == HOST_DEVICE else None
-        else:
-            home = self.form.device_expr(self.x, producer, device) or None
-        need = needs.get(device)
-        if home == [] or need == []:
-            entries.append((name, [], nbytes))
-        elif home is not None and need is not None:
-            r = self.model.var()
-            self.model.row([(r, 1.0), *_negate(home)], lower=0.0)
-            self.model.row([(r, 1.0), *_negate(need)], lower=0.0)
-            entries.append((name, [(r, 1.0)], nbytes))
-        elif home is not None or need is not None:
-            entries.append((name, home or need or [], nbytes))
-
-    def _memory_rows(self, device: str, entries: list[tuple[str, Expr, float]]) -> None:
-        form, model = self.form, self.model
-        graph = form.costs.graph
-        weights = model.var(upper=math.inf)
-        terms: Expr = [(weights, 1.0)]
-        for const, readers in _constant_readers(graph).items():
-            on_device = [n for n in readers if device in form.devices_of(n)]
-            nbytes = float(graph.value(const).nbytes)
-            if len(on_device) == 1:
-                terms += [
-                    (col, -nbytes) for col, _ in form.device_expr(self.x, on_device[0], device)
-                ]
-            elif on_device:
-                w = model.var()
-                for n in on_device:
-                    model.row([(w, 1.0), *_negate(form.device_expr(self.x, n, device))], 0.0)
-                terms.append((w, -nbytes))
-        model.row(terms, 0.0, 0.0)
-        spans = [form.live_span(name) for name, _, _ in entries]
-        starting: dict[int, list[int]] = {}
-        for i, (first, _) in enumerate(spans):
-            starting.setdefault(first, []).append(i)
-        checkpoints = sorted({last for _, last in spans})
-        live: set[int] = set()
-        position = 0
-        for checkpoint in checkpoints:
-            while position <= checkpoint:
-                live.update(starting.get(position, ()))
-                position += 1
-            live = {i for i in live if spans[i][1] >= checkpoint}
-            expr: Expr = [(weights, 1.0)]
-            fixed = 0.0
-            for i in live:
-                _, resid, nbytes = entries[i]
-                expr += [(col, nbytes * coef) for col, coef in resid]
-                fixed += 0.0 if resid else nbytes
-            model.row(expr, upper=form.memory[device] - fixed)
-
-
-def memory_estimate(costs: Costs, assignment: Mapping[str, VirtualDevice]) -> dict[str, int]:
-    """Per device, the bytes the ILP's memory caps limit under ``assignment``.
-
-    Weights read by the device's nodes (each constant once) plus the peak, over the
-    topological node order, of the non-constant values resident there (see the module
-    docstring). Devices holding nothing are left out.
-    """
-    graph = costs.graph
-    index = {node.name: i for i, node in enumerate(graph.nodes)}
-    device_of = [str(assignment[node.name].device) for node in graph.nodes]
-    estimate: dict[str, int] = {}
-    for const, readers in _constant_readers(graph).items():
-        for device in {device_of[n] for n in readers}:
-            estimate[device] = estimate.get(device, 0) + graph.value(const).nbytes
-    load: dict[str, np.ndarray] = {}
-    for name, producer in _activations(graph, index):
-        value = graph.value(name)
-        places = {HOST_DEVICE if producer is None else device_of[producer]}
-        places |= {device_of[index[c.name]] for c in value.consumers}
-        if name in graph.outputs:
-            places.add(HOST_DEVICE)
-        first, last = _live_span(graph, index, name)
-        for device in places:
-            delta = load.setdefault(device, np.zeros(len(graph.nodes) + 1, dtype=np.int64))
-            delta[first] += value.nbytes
-            delta[last + 1] -= value.nbytes
-    for device, delta in load.items():
-        estimate[device] = estimate.get(device, 0) + int(np.cumsum(delta).max(initial=0))
-    return estimate
-
-
-def _live_span(graph: Graph, index: dict[str, int], name: str) -> tuple[int, int]:
-    """First and last topological positions at which value ``name`` is held."""
-    value = graph.value(name)
-    first = 0 if value.producer is None else index[value.producer.name]
-    if name in graph.outputs:
-        return first, len(graph.nodes) - 1
-    return first, max((index[c.name] for c in value.consumers), default=first)
-
-
-def _activations(graph: Graph, index: dict[str, int]) -> list[tuple[str, int | None]]:
-    """Non-constant values that are read or output, with their producer's position."""
-    found = []
-    for name, value in graph.values.items():
-        if value.is_const or not (value.consumers or name in graph.outputs):
-            continue
-        if value.producer is not None:
-            found.append((name, index[value.producer.name]))
-        elif name in graph.inputs:
-            found.append((name, None))
-    return found
-
-
-def _constant_readers(graph: Graph) -> dict[str, list[int]]:
-    """Each constant read by some node, with the positions of its readers."""
-    readers: dict[str, list[int]] = {}
-    for n, node in enumerate(graph.nodes):
-        for name in dict.fromkeys(node.present_inputs):
-            if graph.value(name).is_const:
-                readers.setdefault(name, []).append(n)
-    return readers
+        return live_span(self.costs.graph, self.index, name)
 
 
 def _producers(graph: Graph, index: dict[str, int], node: Node) -> list[int]:
@@ -762,128 +530,6 @@ def _producers(graph: Graph, index: dict[str, int], node: Node) -> list[int]:
         if producer is not None:
             found.append(index[producer.name])
     return found
-
-
-def _components(joins: list[Edge]) -> list[dict[int, list[Edge]]]:
-    """Connected components of the joins (undirected), each node with its incident joins."""
-    adjacent: dict[int, list[Edge]] = {}
-    for edge in joins:
-        adjacent.setdefault(edge[0], []).append(edge)
-        adjacent.setdefault(edge[1], []).append(edge)
-    seen: set[int] = set()
-    components = []
-    for start in adjacent:
-        if start in seen:
-            continue
-        component: dict[int, list[Edge]] = {}
-        stack = [start]
-        seen.add(start)
-        while stack:
-            n = stack.pop()
-            component[n] = adjacent[n]
-            for p, c, _ in adjacent[n]:
-                other = c if p == n else p
-                if other not in seen:
-                    seen.add(other)
-                    stack.append(other)
-        components.append(component)
-    return components
-
-
-def _strong_components(links: dict[int, dict[int, tuple[int, int]]]) -> list[set[int]]:
-    """Strongly connected components with two or more members (iterative Tarjan)."""
-    index: dict[int, int] = {}
-    low: dict[int, int] = {}
-    stack: list[int] = []
-    on_stack: set[int] = set()
-    found = []
-    for root in links:
-        if root in index:
-            continue
-        work = [(root, iter(links.get(root, {})))]
-        index[root] = low[root] = len(index)
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, successors = work[-1]
-            advanced = False
-            for succ in successors:
-                if succ not in index:
-                    index[succ] = low[succ] = len(index)
-                    stack.append(succ)
-                    on_stack.add(succ)
-                    work.append((succ, iter(links.get(succ, {}))))
-                    advanced = True
-                    break
-                if succ in on_stack:
-                    low[node] = min(low[node], index[succ])
-            if advanced:
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                group = set()
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.add(member)
-                    if member == node:
-                        break
-                if len(group) > 1:
-                    found.append(group)
-    return found
-
-
-def _cycle(
-    links: dict[int, dict[int, tuple[int, int]]], group: set[int], start: int
-) -> list[tuple[int, int]]:
-    """The node edges of a shortest cycle through ``start`` inside ``group``, in order."""
-    parent: dict[int, tuple[int, tuple[int, int]]] = {}
-    queue = [start]
-    for current in queue:
-        for succ, witness in links.get(current, {}).items():
-            if succ not in group:
-                continue
-            if succ == start:
-                cycle = [witness]
-                while current != start:
-                    current, edge = parent[current]
-                    cycle.append(edge)
-                return cycle[::-1]
-            if succ not in parent:
-                parent[succ] = (current, witness)
-                queue.append(succ)
-    raise AssertionError("a strongly connected group has a cycle through each member")
-
-
-def _path(
-    component: dict[int, list[Edge]], sources: list[int], goals: set[int]
-) -> tuple[tuple[Edge, ...], int, int]:
-    """A shortest undirected path of joins from some source to some goal: (joins, a, b)."""
-    parent: dict[int, Edge | None] = dict.fromkeys(sources)
-    queue = list(sources)
-    b = -1
-    for n in queue:
-        if n in goals:
-            b = n
-            break
-        for edge in component[n]:
-            other = edge[1] if edge[0] == n else edge[0]
-            if other not in parent:
-                parent[other] = edge
-                queue.append(other)
-    assert b >= 0, "a component's nodes are connected"
-    path = []
-    n = b
-    while (edge := parent[n]) is not None:
-        path.append(edge)
-        n = edge[0] if edge[1] == n else edge[1]
-    return tuple(path), n, b
-
-
-def _negate(expr: Expr) -> Expr:
-    return [(col, -coef) for col, coef in expr]
 
 
 def _bits(bits: int) -> list[int]:
