@@ -154,16 +154,24 @@ def test_a_single_target_plan_that_falls_back_says_how_many_nodes_run_elsewhere(
     report = pd.read_csv(next((tmp_path / "search").iterdir()) / "report.csv")
     off = dict(zip(report["name"], report["off_target_nodes"], strict=True))
     assert off["single:opencl:0/0@opencl"] == 1 and off["single:cpu@onnxruntime"] == 0
-    csv = tmp_path / "bench.csv"
-    code, output = invoke(
-        "bench", str(model), "--targets", targets, "--profiles", str(profiles), "--rounds", "1",
-        "--csv", str(csv), "--search-dir", str(tmp_path / "search"),
-    )  # fmt: skip
-    assert code == 0, output
+    output, table = _bench(model, targets, profiles, tmp_path / "search", rounds=1)
     assert "single:opencl:0/0@opencl (+1 node on the fallback)" in " ".join(output.split())
-    table = pd.read_csv(csv).set_index("plan")
+    table = table.set_index("plan")
     assert table.loc["single:opencl:0/0@opencl", "off_target_nodes"] == 1
     assert table.loc["onnxruntime alone", "off_target_nodes"] == 0
+
+
+def _bench(
+    model: Path, targets: str, profiles: Path, search: Path, rounds: int
+) -> tuple[str, pd.DataFrame]:
+    """Run ``autopart bench`` on ``model``; its output and its CSV (written beside ``search``)."""
+    csv = search.parent / "bench.csv"
+    code, output = invoke(
+        "bench", str(model), "--targets", targets, "--profiles", str(profiles),
+        "--rounds", str(rounds), "--csv", str(csv), "--search-dir", str(search),
+    )  # fmt: skip
+    assert code == 0, output
+    return output, pd.read_csv(csv)
 
 
 def test_bad_tune_input_is_one_line_and_keeps_saved_state(
@@ -190,13 +198,7 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     tmp_path: Path, profiled: tuple[Path, Path]
 ) -> None:
     profiles, model = profiled
-    csv = tmp_path / "bench.csv"
-    code, output = invoke(
-        "bench", str(model), "--targets", TARGETS, "--profiles", str(profiles), "--rounds", "2",
-        "--csv", str(csv), "--search-dir", str(tmp_path / "s"),
-    )  # fmt: skip
-    assert code == 0, output
-    table = pd.read_csv(csv)
+    _, table = _bench(model, TARGETS, profiles, tmp_path / "s", rounds=2)
     plans = set(table["plan"])
     assert {"onnxruntime alone", "autopart (tuned)", "ort-ep-rule", "heft", "per-op-best"} <= plans
     assert {f"single:{t}" for t in TARGETS.split(",")} <= plans
