@@ -30,10 +30,7 @@ branch_parallel.png.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
-import onnxruntime as ort
 import pandas as pd
 from _common import (
     console,
@@ -53,8 +50,6 @@ from autopart.search.costs import Costs
 from autopart.search.planner import search
 from autopart.search.simulator import plan_for, simulate
 from autopart.tuning.bench import PEER, onnxruntime_alone
-from autopart.tuning.verify import Runner
-from autopart.zoo import resolve_model
 
 MODELS = ["inception_v1", "inception_v2", "densenet121", "squeezenet"]
 WHOLE = VirtualDevice.parse("cpu@onnxruntime")
@@ -141,25 +136,6 @@ def structure(model: str, costs: Costs) -> dict:
     }
 
 
-def parallel_onnxruntime(model: str) -> Runner:
-    """A runner for onnxruntime's own branch parallelism: two inter-op threads of one each."""
-    options = ort.SessionOptions()
-    options.execution_mode = ort.ExecutionMode.ORT_PARALLEL
-    options.inter_op_num_threads = 2
-    options.intra_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    session = ort.InferenceSession(
-        resolve_model(model).SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    names = [output.name for output in session.get_outputs()]
-
-    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(names, session.run(names, dict(feeds)), strict=True))
-
-    return run
-
-
 def run_model(model: str, rounds: int, budget: float, profiles: str | None) -> tuple[list, dict]:
     """Measure ``model``'s branch-parallel plans against onnxruntime; one row per plan."""
     graph, costs = model_costs(model, profiles)
@@ -171,7 +147,7 @@ def run_model(model: str, rounds: int, budget: float, profiles: str | None) -> t
         f"branches, trunk {UNITS[0]}": plan_for(branch_plan(costs, UNITS[0]), costs),
         "optuna (makespan)": outcome.candidates["tuned"].plan,
     }
-    peers = {PEER: onnxruntime_alone(model), PEER_PARALLEL: parallel_onnxruntime(model)}
+    peers = {PEER: onnxruntime_alone(model), PEER_PARALLEL: onnxruntime_alone(model, True)}
     measured = measure(graph, plans, rounds, peers=peers)
     alone = measured[PEER].median_s
     rows = []

@@ -440,3 +440,15 @@ def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measuremen
     # a 20 us model 30% off is one launch's swing, not a profile to take again
     assert _drift_note([row("single:cpu@onnxruntime", 0.026, 0.020)], "conv") == []
     assert _drift_note([row("single:cpu@onnxruntime", 0.26, 0.20)], "conv") != []
+
+
+def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Path) -> None:  # noqa: F811
+    from autopart import api
+    from autopart.runtime.feeds import random_inputs
+    from autopart.tuning.bench import onnxruntime_alone
+
+    feeds = random_inputs(api.load(str(tiny_path)), 0)
+    plain = onnxruntime_alone(str(tiny_path))(feeds)
+    parallel = onnxruntime_alone(str(tiny_path), parallel=True)(feeds)
+    assert plain.keys() == parallel.keys() == {"y"}
+    np.testing.assert_allclose(parallel["y"], plain["y"], rtol=1e-5, atol=1e-6)

@@ -30,10 +30,19 @@ TUNED = "autopart (tuned)"
 BASELINES = ("ort-ep-rule", "heft", "per-op-best")
 
 
-def onnxruntime_alone(model: str) -> Runner:
-    """A runner for the model in a plain onnxruntime CPU session (spinning off, as ours)."""
+def onnxruntime_alone(model: str, parallel: bool = False) -> Runner:
+    """A runner for the model in a plain onnxruntime CPU session (spinning off, as ours).
+
+    With ``parallel``, the session runs independent branches itself (``ORT_PARALLEL``: two
+    inter-op threads of one intra-op thread each) instead of threading inside each op.
+    """
     options = ort.SessionOptions()
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    if parallel:
+        options.execution_mode = ort.ExecutionMode.ORT_PARALLEL
+        options.inter_op_num_threads = 2
+        options.intra_op_num_threads = 1
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
     proto = resolve_model(model)
     session = ort.InferenceSession(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
