@@ -30,6 +30,8 @@ branch_parallel.png.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 import pandas as pd
 from _common import (
@@ -97,6 +99,11 @@ def branches(graph: Graph) -> list[list[frozenset[str]]]:
     return found
 
 
+def one_core_seconds(costs: Costs, names: Iterable[str]) -> float:
+    """What the nodes ``names`` cost in all on one core (``cpu/0@onnxruntime``)."""
+    return sum(costs.cost(name, UNITS[0]) for name in names)
+
+
 def deal(costs: Costs, groups: list[frozenset[str]]) -> tuple[list[float], list[int]]:
     """``groups`` dealt longest first to the two units: their loads, and each group's unit.
 
@@ -104,7 +111,7 @@ def deal(costs: Costs, groups: list[frozenset[str]]) -> tuple[list[float], list[
     """
     loads = [0.0, 0.0]
     units = [0] * len(groups)
-    sizes = [sum(costs.cost(name, UNITS[0]) for name in group) for group in groups]
+    sizes = [one_core_seconds(costs, group) for group in groups]
     for index in sorted(range(len(groups)), key=lambda i: -sizes[i]):
         units[index] = int(np.argmin(loads))
         loads[units[index]] += sizes[index]
@@ -122,10 +129,11 @@ def branch_plan(costs: Costs, trunk: VirtualDevice) -> dict[str, VirtualDevice]:
 
 def structure(model: str, costs: Costs) -> dict:
     """The share of one-core work in branches, and the balanced branch-parallel ceiling."""
-    work = sum(costs.cost(node, UNITS[0]) for node in costs.graph.nodes)
+    work = one_core_seconds(costs, (node.name for node in costs.graph.nodes))
     joins = branches(costs.graph)
-    inside = sum(sum(costs.cost(n, UNITS[0]) for n in group) for g in joins for group in g)
-    larger = sum(max(deal(costs, groups)[0]) for groups in joins)
+    loads = [deal(costs, groups)[0] for groups in joins]
+    inside = sum(sum(pair) for pair in loads)
+    larger = sum(max(pair) for pair in loads)
     return {
         "model": model,
         "nodes": len(costs.graph.nodes),
