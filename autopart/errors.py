@@ -26,3 +26,7 @@ class InputError(AutopartError):
 
 class TargetError(AutopartError):
     """A target (device, unit or codegen) is malformed or absent."""
+
+
+class ProfileError(AutopartError):
+    """A profile file is corrupt, of another schema, or belongs to another machine."""

@@ -32,7 +32,8 @@ from rich.console import Console
 from rich.table import Table
 
 from autopart import api
-from autopart.profile import Profile, costs_from_profile, transfer_fits
+from autopart.costmodel import costs_from_profile, transfer_fits
+from autopart.profile import Profile
 from autopart.profile.timing import TimingSettings, collect
 from autopart.profile.transfer import copy_sampler
 from autopart.runtime.feeds import random_inputs

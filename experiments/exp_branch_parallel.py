@@ -45,10 +45,10 @@ from _common import (
     zoo_arguments,
 )
 
+from autopart.costmodel.costs import Costs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
-from autopart.search.costs import Costs
 from autopart.search.planner import search
 from autopart.search.simulator import plan_for, simulate
 from autopart.tuning.bench import PEER, onnxruntime_alone

@@ -27,8 +27,8 @@ import pandas as pd
 from _common import console, new_figure, save_figure, show, write_csv
 
 from autopart import api
-from autopart.profile.fusion import pairs_to_measure
-from autopart.profile.signature import op_signature
+from autopart.costmodel.fusion import pairs_to_measure
+from autopart.ir.signature import op_signature
 
 
 def pair_ratios(models: list[str], store: Path) -> pd.DataFrame:

@@ -31,9 +31,9 @@ import pandas as pd
 from _common import console, new_figure, save_figure, show, write_csv
 from bench_ilp_scaling import flop_costs, network_graph, targets_here
 
+from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
 from autopart.search.baselines import heft, per_op_best
-from autopart.search.costs import Costs
 from autopart.search.ilp import solve_ilp
 from autopart.search.simulator import evaluate
 from autopart.search.tuner import tune

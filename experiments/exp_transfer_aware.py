@@ -34,9 +34,9 @@ from _common import (
     zoo_arguments,
 )
 
+from autopart.costmodel.costs import HOST_DEVICE, Costs, TransferModel
 from autopart.ir.target import VirtualDevice
 from autopart.search.baselines import default_fallback
-from autopart.search.costs import HOST_DEVICE, Costs, TransferModel
 from autopart.search.ilp import solve_ilp
 from autopart.search.simulator import plan_for, simulate
 

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import autopart
-from autopart.profile import Profile, costs_from_profile
+from autopart.costmodel import costs_from_profile
+from autopart.profile import Profile
 from autopart.search.planner import search
 
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from autopart import api
+from autopart.costmodel.calibration import model_tag
+from autopart.costmodel.cuts import cold_cost, cut_cost, cut_index
+from autopart.costmodel.from_profile import costs_from_profile
+from autopart.costmodel.fusion import fusion_pairs
+from autopart.costmodel.measurements import Measurement
 from autopart.profile import Profile
-from autopart.profile.calibration import model_tag
-from autopart.profile.costs import costs_from_profile
-from autopart.profile.cuts import cold_cost, cut_cost, cut_index
-from autopart.profile.fusion import fusion_pairs
 from autopart.profile.profiler import ProfileReport, plan_jobs
-from autopart.profile.store import Measurement
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
 from tests.test_profile import FAST
@@ -122,8 +122,8 @@ def test_windows_entered_cold_are_charged_to_every_partition_of_a_split_plan(
 
 
 def test_partitions_pay_back_unfused_consumers_and_layout_conversions_at_their_edges() -> None:
+    from autopart.costmodel.costs import Costs
     from autopart.ir.target import VirtualDevice
-    from autopart.search.costs import Costs
     from autopart.search.simulator import simulate
     from tests.test_profile import tiny_cnn
 
@@ -146,8 +146,8 @@ def test_partitions_pay_back_unfused_consumers_and_layout_conversions_at_their_e
 
 
 def test_op_costs_keep_what_fusion_and_layout_took_off_for_the_edges(tmp_path: Path) -> None:
-    from autopart.profile.op_costs import op_costs
-    from autopart.profile.signature import op_signature
+    from autopart.costmodel.op_costs import op_costs
+    from autopart.ir.signature import op_signature
 
     target = "cpu@onnxruntime"
     _, profile, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
@@ -167,8 +167,8 @@ def test_op_costs_keep_what_fusion_and_layout_took_off_for_the_edges(tmp_path: P
 
 
 def test_the_kernel_floor_leaves_out_what_onnxruntimes_profiler_adds_to_every_kernel() -> None:
-    from autopart.profile.op_costs import op_costs
-    from autopart.profile.signature import op_signature
+    from autopart.costmodel.op_costs import op_costs
+    from autopart.ir.signature import op_signature
 
     graph = api.load("squeezenet")
     node = graph.nodes[0]

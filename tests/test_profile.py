@@ -19,30 +19,30 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from autopart import api
-from autopart.ir.graph import Graph
-from autopart.profile import (
-    Measurement,
-    Profile,
-    ProfileError,
-    TimingSettings,
-    costs_from_profile,
-    machine_profile_path,
-    new_profile,
-    open_for_measuring,
-)
-from autopart.profile.calibration import (
+from autopart.costmodel import Measurement, costs_from_profile
+from autopart.costmodel.calibration import (
     calibrate,
     calibration_windows,
     model_tag,
     op_sum,
     window_key,
 )
-from autopart.profile.fusion import fusion_pairs, pairs_to_measure
-from autopart.profile.op_costs import op_costs
+from autopart.costmodel.fusion import fusion_pairs, pairs_to_measure
+from autopart.costmodel.op_costs import op_costs
+from autopart.costmodel.transfer import fit_transfer
+from autopart.errors import ProfileError
+from autopart.ir.graph import Graph
+from autopart.ir.signature import op_signature
+from autopart.profile import (
+    Profile,
+    TimingSettings,
+    machine_profile_path,
+    new_profile,
+    open_for_measuring,
+)
 from autopart.profile.profiler import plan_jobs
-from autopart.profile.signature import op_signature
 from autopart.profile.timing import collect, summarise_passes
-from autopart.profile.transfer import SIZES, fit_transfer
+from autopart.profile.transfer import SIZES
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
 from tests.conftest import make_model

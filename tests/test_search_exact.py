@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import autopart.api
+from autopart.costmodel.costs import COLD_GAP_S, Costs, TransferModel
 from autopart.errors import AutopartError
 from autopart.ir.analysis import node_flops
 from autopart.ir.graph import Graph, Node, Value
@@ -27,7 +28,6 @@ from autopart.search.constraints import (
     parse_bytes,
     parse_memory,
 )
-from autopart.search.costs import COLD_GAP_S, Costs, TransferModel
 from autopart.search.exhaustive import ExhaustiveError, exhaustive
 from autopart.search.ilp import memory_estimate, solve_ilp
 from autopart.search.simulator import (

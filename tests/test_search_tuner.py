@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
+from autopart.costmodel.costs import Costs, TransferModel
 from autopart.ir import VirtualDevice, load_graph
 from autopart.ir.graph import Graph
 from autopart.search.baselines import (
@@ -21,7 +22,6 @@ from autopart.search.baselines import (
     per_op_best,
     single_target,
 )
-from autopart.search.costs import Costs, TransferModel
 from autopart.search.simulator import (
     evaluate,
     peak_memory_bytes,

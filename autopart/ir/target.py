@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from autopart.errors import TargetError
 
+HOST_DEVICE = "cpu"  # the host's device name: graph inputs start there, outputs end there
+
 _SPEC = re.compile(
     r"^(?P<device>[A-Za-z_][\w]*(?::\d+)?)?(?:/(?P<unit>\d+))?(?:@(?P<codegen>[A-Za-z_][\w-]*))?$"
 )

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
-from autopart.ir.target import VirtualDevice
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.memory import Lifetime, peak_bytes, plan_buffers
 from autopart.plan.partition import Partition, partition_graph
 from autopart.plan.schema import (
@@ -17,8 +17,6 @@ from autopart.plan.schema import (
     PartitionSpec,
     Plan,
 )
-
-HOST_DEVICE = "cpu"
 
 
 def model_ref(graph: Graph, source: str) -> ModelRef:

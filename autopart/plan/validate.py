@@ -5,8 +5,7 @@ from __future__ import annotations
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
-from autopart.ir.target import VirtualDevice
-from autopart.plan.build import HOST_DEVICE
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.partition import Partition, PartitionCycleError, boundary, check_acyclic
 from autopart.plan.schema import Plan, PlanError
 from autopart.targets.devices import Machine

@@ -1,6 +1,8 @@
-"""Profiling: per-op, launch and transfer costs on every target, kept in per-machine files."""
+"""Profiling: measure per-op, launch and transfer times on every target; keep them per machine.
 
-from autopart.profile.costs import costs_from_profile, profile_targets, transfer_fits
+Pricing the measurements is :mod:`autopart.costmodel`'s job.
+"""
+
 from autopart.profile.profiler import Profiler, ProfileReport
 from autopart.profile.saved import (
     default_profiles_dir,
@@ -8,21 +10,16 @@ from autopart.profile.saved import (
     new_profile,
     open_for_measuring,
 )
-from autopart.profile.store import Measurement, Profile, ProfileError
+from autopart.profile.store import Profile
 from autopart.profile.timing import TimingSettings
 
 __all__ = [
-    "Measurement",
     "Profile",
-    "ProfileError",
     "ProfileReport",
     "Profiler",
     "TimingSettings",
-    "costs_from_profile",
     "default_profiles_dir",
     "machine_profile_path",
     "new_profile",
     "open_for_measuring",
-    "profile_targets",
-    "transfer_fits",
 ]

@@ -4,10 +4,10 @@ Ops are timed through the codegens' own ``compile`` and ``CompiledSubgraph.run_t
 code the plan executor runs: a one-node subgraph per distinct signature and target, fed with
 the real intermediate values of the model (computed once by the numpy reference), placed on
 the target's device first. A few windows of the model are timed whole, the same way, to
-calibrate op sums against fusion and cache effects (:mod:`autopart.profile.calibration`).
+calibrate op sums against fusion and cache effects (:mod:`autopart.costmodel.calibration`).
 OpenCL reports device time from profiling events; codegens with no device clock report wall
 time, from which the launch probe's own time is later taken off (see
-:mod:`autopart.profile.costs`).
+:mod:`autopart.costmodel.from_profile`).
 
 Every job (but a fusion pair's, whose producer is timed in turn with it, see
 :data:`ONE_PASS_KINDS`) is measured in ``TimingSettings.passes`` passes through the whole
@@ -31,30 +31,31 @@ from typing import Any
 
 import numpy as np
 
-from autopart.ir.graph import Graph, Node
-from autopart.ir.target import VirtualDevice
-from autopart.plan.partition import boundary
-from autopart.profile.calibration import (
+from autopart.costmodel.calibration import (
     Calibration,
     calibrate,
     calibration_windows,
     op_sum,
     window_key,
 )
-from autopart.profile.cuts import cold_cost, cut_cost, cut_index
-from autopart.profile.fusion import pairs_to_measure
+from autopart.costmodel.cold import COLD_GAP_S
+from autopart.costmodel.cuts import cold_cost, cut_cost, cut_index
+from autopart.costmodel.fusion import pairs_to_measure
+from autopart.costmodel.measurements import Measurement
+from autopart.costmodel.transfer import pair_name, split_pair
+from autopart.ir.graph import Graph, Node
+from autopart.ir.signature import op_signature
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
+from autopart.plan.partition import boundary
 from autopart.profile.probe import launch_probe_graph
-from autopart.profile.signature import op_signature
-from autopart.profile.store import Measurement, Profile
+from autopart.profile.store import Profile
 from autopart.profile.timing import TimingSettings, collect, median_of_passes, summarise_passes
-from autopart.profile.transfer import SIZES, copy_sampler, pair_name, split_pair
+from autopart.profile.transfer import SIZES, copy_sampler
 from autopart.runtime.feeds import random_inputs
-from autopart.search.costs import COLD_GAP_S
 from autopart.targets.codegen import CompiledSubgraph, get_codegen
 from autopart.targets.devices import Machine
 from autopart.targets.resolve import ResolvedTarget, resolve
 
-HOST = "cpu"
 PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
 CUT_SHARE = 0.5  # of an op's time budget, for jobs timing two things in turn (cut, pair)
 # Jobs whose answer is a difference of two things timed in turn: drift hits both alike, so
@@ -85,7 +86,7 @@ class ProfileReport:
 
     ``calibrations`` holds each target's subgraph calibration for the profiled graph, and
     ``entries`` each target's (cut, cold entry) costs for it in seconds
-    (:mod:`autopart.profile.cuts`).
+    (:mod:`autopart.costmodel.cuts`).
     """
 
     new: int = 0
@@ -192,9 +193,9 @@ def plan_jobs(
                 reused += 1
             else:
                 jobs.append(Job(kind, target, key, label, nodes=window))
-    devices = sorted({str(r.target.device) for r in targets} - {HOST})
+    devices = sorted({str(r.target.device) for r in targets} - {HOST_DEVICE})
     for device in devices:
-        for src, dst in ((HOST, device), (device, HOST)):
+        for src, dst in ((HOST_DEVICE, device), (device, HOST_DEVICE)):
             for nbytes in SIZES:
                 pair = pair_name(src, dst)
                 if has("transfer", pair, str(nbytes)):

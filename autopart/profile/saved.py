@@ -12,7 +12,8 @@ import os
 import platform
 from pathlib import Path
 
-from autopart.profile.store import Profile, ProfileError, now
+from autopart.errors import ProfileError
+from autopart.profile.store import Profile, now
 from autopart.targets.devices import Machine
 
 DEFAULT_DIR = "profiles"

@@ -17,7 +17,7 @@ reports it, and on layout-converting codegens ``profiled``, the probe's kernel t
 the codegen's own profiler), ``transfer`` (``target`` is ``src->dst``, ``key`` the size in
 bytes), ``calibration`` (a measured subgraph; ``reference_s`` is the op-sum prediction it
 is compared with), ``cut`` (the wall time of such a subgraph cut in two, its halves run in a
-row; ``reference_s`` is its wall time whole; see :mod:`autopart.profile.cuts`), ``cold``
+row; ``reference_s`` is its wall time whole; see :mod:`autopart.costmodel.cuts`), ``cold``
 (the wall time of such a subgraph entered after the host worked elsewhere for a few
 milliseconds; ``reference_s`` is its wall time back to back) and ``enqueue`` (the host's
 wall time to enqueue an op's one-node subgraph, for codegens timed by device events, whose
@@ -35,14 +35,14 @@ import json
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from autopart.errors import AutopartError
+from autopart.costmodel.measurements import Measurement
+from autopart.errors import ProfileError
 from autopart.io import atomic_write_bytes
 
 SCHEMA = "autopart.profile"
@@ -68,28 +68,6 @@ KINDS = (
     "op", "unsupported", "layout", "fused", "launch", "transfer", "calibration", "cut", "cold",
     "enqueue",
 )  # fmt: skip
-
-
-class ProfileError(AutopartError):
-    """A profile file is corrupt, of another schema, or belongs to another machine."""
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """Summary of repeated timings in seconds: median, quartiles, extremes, run count."""
-
-    median_s: float
-    q1_s: float
-    q3_s: float
-    min_s: float
-    max_s: float
-    runs: int
-    timer: str = "wall"
-
-    @property
-    def spread(self) -> float:
-        """Interquartile range relative to the median (0 when the median is 0)."""
-        return (self.q3_s - self.q1_s) / self.median_s if self.median_s > 0 else 0.0
 
 
 def now() -> str:

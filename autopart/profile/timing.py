@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from autopart.profile.store import Measurement
+from autopart.costmodel.measurements import Measurement
 
 
 @dataclass(frozen=True)

@@ -14,10 +14,10 @@ import heapq
 from collections.abc import Iterable, Sequence
 from statistics import fmean
 
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
-from autopart.ir.target import VirtualDevice
-from autopart.search.costs import HOST_DEVICE, Costs
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 
 Assignment = dict[str, VirtualDevice]
 Lane = tuple[str, int | None]

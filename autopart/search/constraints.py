@@ -18,11 +18,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.target import VirtualDevice
 from autopart.plan.assign import parse_rule
 from autopart.plan.selectors import Selector
-from autopart.search.costs import Costs
 
 _BYTES = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>(?:[KMGT]i?)?B?)\s*$", re.IGNORECASE)
 _SCALE = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}

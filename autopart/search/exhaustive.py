@@ -5,9 +5,9 @@ from __future__ import annotations
 import itertools
 import math
 
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.target import VirtualDevice
-from autopart.search.costs import Costs
 from autopart.search.simulator import Simulation, evaluate
 
 

@@ -58,11 +58,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
 from autopart.search.constraints import ConstraintError
-from autopart.search.costs import Costs
 from autopart.search.ilp_copies import CopyTerms, live_span, memory_estimate
 from autopart.search.join_graphs import (
     Edge,

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from autopart.costmodel.costs import Costs
 from autopart.ir.graph import Graph
-from autopart.ir.target import VirtualDevice
-from autopart.search.costs import HOST_DEVICE, Costs
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.search.milp_model import Columns, Expr, MilpModel, negate
 
 if TYPE_CHECKING:

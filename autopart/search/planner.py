@@ -12,12 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.search.baselines import all_baselines, default_fallback
 from autopart.search.constraints import ConstraintError, Constraints, apply
-from autopart.search.costs import Costs
 from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
 from autopart.search.simulator import Simulation, plan_for, simulate
 from autopart.search.tuner import TuneProgress, TuneResult, tune

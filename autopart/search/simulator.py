@@ -26,13 +26,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from autopart.costmodel.cold import COLD_RAMP_S, cold_share
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.target import VirtualDevice
 from autopart.plan.build import build_plan
 from autopart.plan.schema import CopySpec, PartitionSpec, Plan
-from autopart.search.costs import COLD_GAP_S, Costs
-
-COLD_RAMP_S = 5e-3  # the time constant of a target going cold (exp_cold_entry.py)
 
 
 class SimulationError(AutopartError):
@@ -73,21 +72,6 @@ class _Step:
     after: tuple[str, ...]
     target: str = ""  # a partition's; empty for copies
     cold: float = 0.0  # the part of ``cost`` that is its cold entry
-
-
-def cold_share(idle_s: float | None, ramp_s: float = COLD_RAMP_S) -> float:
-    """The share of a target's cold entry due after it sat idle for ``idle_s`` seconds.
-
-    The profile measures the entry after :data:`COLD_GAP_S` of idling; the penalty grows as
-    ``1 - exp(-idle / ramp_s)``, so that gap pays 1 and shorter ones less. Longer idling
-    pays no more than 1 (the profile measured none longer), nor does a target's first
-    partition of a run (``None``: it sat idle since the run before). ``ramp_s <= 0`` pays
-    every entry whole (the cost model before idle times were counted).
-    """
-    if idle_s is None or ramp_s <= 0:
-        return 1.0
-    ramp = -math.expm1(-max(idle_s, 0.0) / ramp_s)
-    return min(ramp / -math.expm1(-COLD_GAP_S / ramp_s), 1.0)
 
 
 def plan_for(

@@ -39,10 +39,10 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import FrozenTrial, Trial, TrialState
 
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.hashing import graph_hash
 from autopart.ir.target import VirtualDevice
-from autopart.search.costs import Costs
 from autopart.search.simulator import peak_memory_bytes, plan_for, simulate, simulate_pipeline
 
 Objective = Literal["makespan", "pipeline", "pareto"]

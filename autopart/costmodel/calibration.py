@@ -31,10 +31,10 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from autopart.costmodel.measurements import MeasurementTable
+from autopart.costmodel.op_costs import OpCosts, op_costs
 from autopart.ir.graph import Graph, Node
 from autopart.ir.hashing import graph_hash
-from autopart.profile.op_costs import OpCosts, op_costs
-from autopart.profile.store import Profile
 
 MIN_NODES = 12
 MAX_WINDOW = 40
@@ -118,7 +118,7 @@ def calibration_windows(graph: Graph, supported: Callable[[Node], bool]) -> list
 
 
 def op_sum(
-    profile: Profile,
+    profile: MeasurementTable,
     graph: Graph,
     nodes: Sequence[Node],
     target: str,
@@ -142,7 +142,7 @@ def op_sum(
 
 
 def calibrate(
-    profile: Profile, graph: Graph, target: str, costs: OpCosts | None = None
+    profile: MeasurementTable, graph: Graph, target: str, costs: OpCosts | None = None
 ) -> Calibration:
     """The factor by which op costs of ``graph`` on ``target`` are scaled, and its basis.
 

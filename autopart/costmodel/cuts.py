@@ -16,7 +16,7 @@ plan executor. A ``cut`` row stores the wall times of the halves in a row; its
 A target's cut cost is the median over the model's cut rows of the difference (else over
 every model's rows on that target, else 0), and entering a partition
 is charged the larger of it and the launch probe's wall time
-(:func:`autopart.profile.costs.costs_from_profile`).
+(:func:`autopart.costmodel.from_profile.costs_from_profile`).
 
 Back to back is not how a partition of a split plan is entered: its lane sat idle while the
 other partitions ran. So the same job, once the window is timed whole and cut, times it
@@ -27,7 +27,7 @@ inception_v1's and squeezenet's windows, entering after 5 ms of host work cost 0
 more on every target, onnxruntime, numpy and OpenCL alike; a lone LRN on an OpenCL unit took
 1.3 ms instead of 0.5 ms. A target's cold-entry cost is the median difference, read like the
 cut cost, and every partition of a plan on more than one target pays it
-(:meth:`autopart.search.costs.Costs.partition_cost`).
+(:meth:`autopart.costmodel.costs.Costs.partition_cost`).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from autopart.costmodel.calibration import model_tag
+from autopart.costmodel.fusion import fusion_pairs
+from autopart.costmodel.measurements import MeasurementTable
 from autopart.ir.graph import Graph, Node
-from autopart.profile.calibration import model_tag
-from autopart.profile.fusion import fusion_pairs
-from autopart.profile.store import Profile
 
 
 def cut_index(graph: Graph, nodes: Sequence[Node]) -> int | None:
@@ -58,7 +58,7 @@ def cut_index(graph: Graph, nodes: Sequence[Node]) -> int | None:
     return None
 
 
-def cut_cost(profile: Profile, graph: Graph, target: str) -> float:
+def cut_cost(profile: MeasurementTable, graph: Graph, target: str) -> float:
     """The median cost of one cut on ``target``, in seconds (0 where nothing was measured).
 
     The cut rows of ``graph`` are used when the profile has them, else every model's rows
@@ -67,7 +67,7 @@ def cut_cost(profile: Profile, graph: Graph, target: str) -> float:
     return _median_excess(profile, "cut", graph, target)
 
 
-def cold_cost(profile: Profile, graph: Graph, target: str) -> float:
+def cold_cost(profile: MeasurementTable, graph: Graph, target: str) -> float:
     """What entering a partition on ``target`` after other work costs beyond back to back.
 
     Read from the ``cold`` rows like :func:`cut_cost` from the ``cut`` rows: the median
@@ -77,7 +77,7 @@ def cold_cost(profile: Profile, graph: Graph, target: str) -> float:
     return _median_excess(profile, "cold", graph, target)
 
 
-def _median_excess(profile: Profile, kind: str, graph: Graph, target: str) -> float:
+def _median_excess(profile: MeasurementTable, kind: str, graph: Graph, target: str) -> float:
     """The median of ``median_s - reference_s`` over ``kind`` rows, own model's first."""
     rows = profile.rows(kind, target)
     if not len(rows):

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
-from rich.console import Console
 
 from autopart import api
-from autopart.errors import AutopartError
+from autopart.cli.common import console, user_errors
 from autopart.report.html import write_html
 from autopart.report.tree import explain, render_tree
-
-console = Console(highlight=False)
 
 
 @click.command("show")
@@ -23,19 +18,16 @@ console = Console(highlight=False)
     metavar="OUT.html",
     help="also write a self-contained page: the graph, the schedules, the partitions",
 )
+@user_errors
 def show_command(plan_path: str, html_path: str | None) -> None:
     """Explain a plan: device -> unit -> codegen -> partition -> nodes, costs and copies.
 
     The plan must match its model (checked by hash). Costs and schedules come from the
     plan's predicted and measured fields; what the plan does not record is said so.
     """
-    try:
-        plan, graph = api.load_plan(plan_path)
-        if html_path:
-            write_html(plan, graph, html_path)
-        console.print(render_tree(explain(plan, graph)))
-        if html_path:
-            console.print(f"page written to {html_path}", soft_wrap=True)
-    except AutopartError as error:
-        click.echo(f"error: {error}", err=True)
-        sys.exit(2)
+    plan, graph = api.load_plan(plan_path)
+    if html_path:
+        write_html(plan, graph, html_path)
+    console.print(render_tree(explain(plan, graph)))
+    if html_path:
+        console.print(f"page written to {html_path}", soft_wrap=True)

@@ -1,7 +1,7 @@
 """The numbers a search works from: per-node cost on each target, launches and transfers.
 
 :class:`Costs` is the only thing the cost model, the ILP, the tuner and the baselines read.
-It is built from a measured profile (:func:`autopart.profile.costs_from_profile`) or by
+It is built from a measured profile (:func:`autopart.costmodel.from_profile_from_profile`) or by
 hand in tests and synthetic experiments. All times are seconds.
 """
 
@@ -11,10 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from autopart.ir.graph import Graph, Node
-from autopart.ir.target import VirtualDevice
-
-HOST_DEVICE = "cpu"
-COLD_GAP_S = 5e-3  # how long a target sits idle before its cold entry is measured
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 
 
 @dataclass(frozen=True)

@@ -1,147 +1,29 @@
-"""The ``autopart`` command line. Every command mirrors a function of :mod:`autopart.api`.
-
-Errors a user can cause are printed as one line on stderr with exit status 2.
-"""
+"""``autopart run MODEL_OR_PLAN``: run a model by placement rules, or a saved plan."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
-from functools import wraps
-from typing import Any
 
 import click
 import numpy as np
-from rich.console import Console
 from rich.table import Table
 
 from autopart import api
-from autopart.errors import AutopartError
+from autopart.cli.common import (
+    console,
+    input_shape_option,
+    parse_input_shapes,
+    print_table,
+    user_errors,
+)
 from autopart.io import load_tensors, save_tensors
 from autopart.plan.schema import PartitionSpec, Plan
 from autopart.runtime.feeds import random_inputs
 from autopart.runtime.plan_executor import PlanRunResult
-from autopart.targets.resolve import available_targets
-from autopart.zoo import zoo_names
-
-console = Console(highlight=False)
-PIPED_MAX_WIDTH = 200  # a table printed to a pipe or log gets up to this many columns
-CHECK_TOLERANCE = 1e-3  # max relative error accepted by --check
+from autopart.tuning.verify import CHECK_TOLERANCE
 
 
-def _user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    @wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except AutopartError as error:
-            click.echo(f"error: {error}", err=True)
-            sys.exit(2)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
-
-    return wrapper
-
-
-def _parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:
-    shapes = {}
-    for spec in specs:
-        name, sep, dims = spec.rpartition("=")
-        try:
-            if not sep or not name:
-                raise ValueError
-            shapes[name] = [int(d) for d in dims.split(",") if d.strip()]
-        except ValueError:
-            raise click.BadParameter(
-                f"{spec!r} is not NAME=D1,D2,...", param_hint="--input-shape"
-            ) from None
-    return shapes
-
-
-_input_shape_option = click.option(
-    "--input-shape",
-    "input_shapes",
-    multiple=True,
-    metavar="NAME=D1,D2,...",
-    help="fix the shape of an input (symbolic dims default to 1)",
-)
-
-
-@click.group()
-@click.version_option(package_name="autopart")
-def main() -> None:
-    """autopart: measure, partition and run ONNX models across heterogeneous compute."""
-
-
-@main.command()
-def zoo() -> None:
-    """List the bundled models."""
-    for name in zoo_names():
-        console.print(name)
-
-
-def print_table(table: Table) -> None:
-    """Print ``table`` to the console, never cutting its columns only because of a pipe.
-
-    On a terminal rich fits the table to the terminal's width. Elsewhere (a pipe, a log,
-    CI) it would assume 80 columns and wrap every cell; there the table gets its natural
-    width, up to :data:`PIPED_MAX_WIDTH`.
-    """
-    if console.is_terminal:
-        console.print(table)
-        return
-    natural = console.measure(table, options=console.options.update_width(PIPED_MAX_WIDTH))
-    wide = Console(file=console.file, width=max(console.width, natural.maximum), highlight=False)
-    wide.print(table)
-
-
-def _format_bytes(count: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.1f} {unit}" if unit != "B" else f"{int(count)} B"
-        count /= 1024
-    return f"{count} B"
-
-
-@main.command()
-@click.argument("model", metavar="MODEL")
-@_input_shape_option
-@_user_errors
-def info(model: str, input_shapes: tuple[str, ...]) -> None:
-    """Print MODEL's op histogram, parameter bytes and FLOP estimate."""
-    summary = api.info(model, _parse_input_shapes(input_shapes))
-    console.print(f"[bold]{summary.name}[/bold]: {summary.nodes} nodes after simplification")
-    for kind, values in (("input", summary.inputs), ("output", summary.outputs)):
-        for name, (dtype, shape) in values.items():
-            console.print(f"  {kind} {name}: {dtype}{list(shape)}")
-    console.print(f"  parameters: {_format_bytes(summary.parameter_bytes)}")
-    console.print(f"  FLOPs: {summary.flops / 1e9:.3f} G")
-    table = Table("op", "count", title="op histogram")
-    for op, count in summary.op_histogram.items():
-        table.add_row(op, str(count))
-    print_table(table)
-
-
-@main.command()
-@_user_errors
-def devices() -> None:
-    """List devices, their units and codegens, and this machine's fingerprint."""
-    machine = api.devices()
-    targets = available_targets(machine)
-    table = Table("device", "kind", "units", "codegens", "description", title="devices")
-    for device in machine.devices.values():
-        codegens = sorted({str(t.codegen) for t in targets if t.device == device.name})
-        facts = device.describe()
-        description = str(facts.get("device") or facts.get("processor") or "")
-        units = ", ".join(f"{device.name}/{u.index}" for u in device.units) or "-"
-        table.add_row(device.name, device.kind, units, ", ".join(codegens), description)
-    print_table(table)
-    console.print("targets: " + " ".join(str(t) for t in targets))
-    console.print(f"machine fingerprint: {machine.fingerprint()}")
-
-
-@main.command()
+@click.command("run")
 @click.argument("model", metavar="MODEL_OR_PLAN")
 @click.option(
     "--inputs",
@@ -183,8 +65,8 @@ def devices() -> None:
 @click.option(
     "--sequential", is_flag=True, help="run steps one after another instead of concurrently"
 )
-@_input_shape_option
-@_user_errors
+@input_shape_option
+@user_errors
 def run(
     model: str,
     inputs_path: str | None,
@@ -209,7 +91,7 @@ def run(
             raise click.UsageError("--assign and --input-shape apply to models, not to plans")
         plan, graph = api.load_plan(model)
     else:
-        plan, graph = api.make_plan(model, assign, fallback, _parse_input_shapes(input_shapes))
+        plan, graph = api.make_plan(model, assign, fallback, parse_input_shapes(input_shapes))
     if save_plan:
         plan.save(save_plan)
     feeds = load_tensors(inputs_path) if inputs_path else random_inputs(graph, seed)
@@ -275,17 +157,3 @@ def _print_steps(plan: Plan, result: PlanRunResult) -> None:
                 timing.step, target, count, f"{timing.start * 1e3:.2f}", f"{duration:.2f}"
             )
     print_table(table)
-
-
-from autopart.profile.command import profile_command  # noqa: E402 - needs the helpers above
-
-main.add_command(profile_command)
-
-from autopart.tuning.command import bench_command, tune_command  # noqa: E402
-
-main.add_command(tune_command)
-main.add_command(bench_command)
-
-from autopart.report.cli_show import show_command  # noqa: E402
-
-main.add_command(show_command)

@@ -6,20 +6,17 @@ import click
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from autopart.cli import (
-    _format_bytes,
-    _input_shape_option,
-    _parse_input_shapes,
-    _user_errors,
+from autopart.cli.common import (
     console,
+    format_bytes,
+    input_shape_option,
+    parse_input_shapes,
     print_table,
+    split_list,
+    user_errors,
 )
 from autopart.search.constraints import Constraints
-from autopart.tuning.workflow import TuneReport, plan_label, tune_model
-
-
-def _split(values: tuple[str, ...]) -> list[str]:
-    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+from autopart.tuning.workflow import TuneReport, tune_model
 
 
 @click.command("tune")
@@ -61,8 +58,8 @@ def _split(values: tuple[str, ...]) -> list[str]:
 )  # fmt: skip
 @click.option("--storage", default=None, metavar="URL", help="optuna RDB URL shared by workers")
 @click.option("--seed", type=int, default=0, show_default=True)
-@_input_shape_option
-@_user_errors
+@input_shape_option
+@user_errors
 def tune_command(
     model: str,
     targets: tuple[str, ...],
@@ -100,7 +97,7 @@ def tune_command(
 
         report = tune_model(
             model,
-            _split(targets) or None,
+            split_list(targets) or None,
             objective,  # type: ignore[arg-type]
             method,  # type: ignore[arg-type]
             budget,
@@ -112,7 +109,7 @@ def tune_command(
             rounds,
             seed,
             storage,
-            _parse_input_shapes(input_shapes),
+            parse_input_shapes(input_shapes),
             progress,
         )
     print_report(report)
@@ -147,7 +144,7 @@ def print_report(report: TuneReport) -> None:
             "-" if row.speedup is None else f"{row.speedup:.2f}x",
             str(row.partitions),
             str(row.copies),
-            ", ".join(f"{d} {_format_bytes(b)}" for d, b in row.memory_bytes.items()),
+            ", ".join(f"{d} {format_bytes(b)}" for d, b in row.memory_bytes.items()),
         )
     print_table(table)
     for note in report.notes:
@@ -155,62 +152,3 @@ def print_report(report: TuneReport) -> None:
     console.print(f"chosen: {report.chosen} (search pick: {report.search_pick})")
     console.print(f"plan: {report.plan_path}")
     console.print(f"saved: {report.directory}")
-
-
-@click.command("bench")
-@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
-@click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
-@click.option(
-    "--rounds", type=int, default=15, show_default=True,
-    help="timed rounds per plan (more, up to 20x, until they take 2 s; a quick plan "
-    "runs a settled block of runs per round)",
-)  # fmt: skip
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default="bench.csv",
-              show_default=True)  # fmt: skip
-@click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
-@click.option("--profiles", type=click.Path(file_okay=False), default=None, help="profile dir")
-@_user_errors
-def bench_command(
-    models: tuple[str, ...],
-    targets: tuple[str, ...],
-    rounds: int,
-    csv_path: str,
-    search_dir: str,
-    profiles: str | None,
-) -> None:
-    """Time onnxruntime alone, every single target, the baselines and the tuned plan."""
-    from autopart.tuning.bench import bench_models, write_csv
-
-    with Progress(TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:  # fmt: skip
-        task = bar.add_task("preparing", total=None)
-
-        def progress(stage: str, done: int, total: int, label: str) -> None:
-            bar.update(
-                task, completed=done, total=total or None, description=f"{stage} {label}"[:44]
-            )
-
-        table = bench_models(
-            models, _split(targets) or None, rounds, search_dir, profiles, progress
-        )
-    write_csv(table, csv_path)
-    for model, rows in table.groupby("model", sort=False):
-        view = Table(title=f"{model} (medians of {int(rows['runs'].max())} interleaved runs)")
-        labels = [
-            plan_label(plan, int(off))
-            for plan, off in zip(rows["plan"], rows["off_target_nodes"], strict=True)
-        ]
-        rows = rows.assign(label=labels)
-        view.add_column("plan", no_wrap=True, min_width=max(len(label) for label in labels))
-        for column in ("median", "predicted", "vs onnxruntime", "vs best single", "partitions"):
-            view.add_column(column)
-        view.add_column("copies")
-        for row in rows.sort_values("median_ms").itertuples():
-            view.add_row(
-                str(row.label), f"{row.median_ms:.2f} ms",
-                "-" if row.predicted_ms != row.predicted_ms else f"{row.predicted_ms:.2f} ms",
-                f"{row.vs_onnxruntime:.2f}x", f"{row.vs_best_single:.2f}x",
-                str(row.partitions), str(row.copies),
-            )  # fmt: skip
-        print_table(view)
-    console.print(f"wrote {csv_path}")

@@ -1,40 +1,41 @@
-"""From a profile to the :class:`~autopart.search.costs.Costs` a search reads.
+"""From a profile to the :class:`~autopart.costmodel.costs.Costs` a search reads.
 
 A node's cost on a target is its signature's median time there. Codegens without a device
 clock time ops by wall clock around a whole ``run``, which includes entering the subgraph;
 the launch probe's own ``run_timed`` time is taken off those, since the partition's launch is
 charged once, separately: the launch probe's wall time around ``run`` plus synchronisation,
 or what a cut inside the model's windows cost on that target where that is more
-(:mod:`autopart.profile.cuts`). A partition of a split plan also pays what entering the
+(:mod:`autopart.costmodel.cuts`). A partition of a split plan also pays what entering the
 target after other work costs beyond that (its cold entry, from the same module).
 Consumers that a fusing codegen folds into their producer cost what the pair takes beyond
-the producer (:mod:`autopart.profile.op_costs`). Op costs are then scaled by the target's
+the producer (:mod:`autopart.costmodel.op_costs`). Op costs are then scaled by the target's
 subgraph calibration factor where its windows say the op sum is grossly off, or always or
-never on request (:mod:`autopart.profile.calibration`).
+never on request (:mod:`autopart.costmodel.calibration`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from autopart.costmodel.calibration import DEFAULT_MODE, calibrate
+from autopart.costmodel.costs import Costs
+from autopart.costmodel.cuts import cold_cost, cut_cost
+from autopart.costmodel.fusion import fusion_pairs
+from autopart.costmodel.measurements import MeasurementTable
+from autopart.costmodel.op_costs import op_costs
+from autopart.costmodel.transfer import TransferFit, fit_transfer, split_pair
+from autopart.errors import ProfileError
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
-from autopart.profile.calibration import DEFAULT_MODE, calibrate
-from autopart.profile.cuts import cold_cost, cut_cost
-from autopart.profile.fusion import fusion_pairs
-from autopart.profile.op_costs import op_costs
-from autopart.profile.store import Profile, ProfileError
-from autopart.profile.transfer import TransferFit, fit_transfer, split_pair
-from autopart.search.costs import Costs
 
 
-def profile_targets(profile: Profile) -> list[VirtualDevice]:
+def profile_targets(profile: MeasurementTable) -> list[VirtualDevice]:
     """Targets the profile has launch measurements for, in a stable order."""
     names = sorted(set(profile.rows("launch")["target"]))
     return [VirtualDevice.parse(name) for name in names]
 
 
-def transfer_fits(profile: Profile) -> dict[tuple[str, str], TransferFit]:
+def transfer_fits(profile: MeasurementTable) -> dict[tuple[str, str], TransferFit]:
     """The fitted transfer model of every device pair the profile measured."""
     fits = {}
     rows = profile.rows("transfer")
@@ -47,7 +48,7 @@ def transfer_fits(profile: Profile) -> dict[tuple[str, str], TransferFit]:
 
 def costs_from_profile(
     graph: Graph,
-    profile: Profile,
+    profile: MeasurementTable,
     targets: Sequence[VirtualDevice | str] | None = None,
     calibration: str = DEFAULT_MODE,
 ) -> Costs:
@@ -55,7 +56,7 @@ def costs_from_profile(
 
     A node is runnable on a target when the profile holds its signature's timing there.
     ``calibration`` says when op costs are scaled by each target's subgraph calibration
-    factor (:meth:`~autopart.profile.calibration.Calibration.factor_for`): ``"gross"`` (the
+    factor (:meth:`~autopart.costmodel.calibration.Calibration.factor_for`): ``"gross"`` (the
     default) only where the windows agree that the op sum is off by more than half, since
     elsewhere the plain op sums predicted this project's machine better
     (``experiments/exp_calibration_variants.py``); ``"on"`` wherever they agree; ``"off"``

@@ -23,7 +23,7 @@ import numpy as np
 
 from autopart.ir.analysis import node_flops
 from autopart.ir.graph import Graph, Node
-from autopart.profile.signature import op_signature
+from autopart.ir.signature import op_signature
 
 LIGHT_FLOPS = 8
 PER_CLASS = 4
@@ -82,7 +82,7 @@ def pairs_to_measure(graph: Graph, per_class: int = PER_CLASS) -> list[FusionPai
 
     The largest consumers of each class come first; pairs left out are costed from the
     fused-to-alone ratio of the measured pairs of their class
-    (:func:`autopart.profile.op_costs.op_costs`).
+    (:func:`autopart.costmodel.op_costs.op_costs`).
     """
     distinct: dict[str, FusionPair] = {}
     for pair in fusion_pairs(graph).values():

@@ -14,15 +14,15 @@ from rich.progress import (
 from rich.table import Table
 
 from autopart import api
-from autopart.cli import (
-    _input_shape_option,
-    _parse_input_shapes,
-    _user_errors,
+from autopart.cli.common import (
     console,
+    input_shape_option,
+    parse_input_shapes,
     print_table,
+    user_errors,
 )
-from autopart.profile.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
-from autopart.profile.costs import transfer_fits
+from autopart.costmodel.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
+from autopart.costmodel.from_profile import transfer_fits
 from autopart.profile.store import Profile
 
 
@@ -46,8 +46,8 @@ from autopart.profile.store import Profile
 @click.option(
     "--refresh", is_flag=True, help="measure everything again; new rows replace the saved ones"
 )
-@_input_shape_option
-@_user_errors
+@input_shape_option
+@user_errors
 def profile_command(
     model: str,
     targets: tuple[str, ...],
@@ -74,7 +74,7 @@ def profile_command(
 
         report, saved, path = api.profile(
             model, targets or None, profiles, budget, progress,
-            _parse_input_shapes(input_shapes), refresh=refresh,
+            parse_input_shapes(input_shapes), refresh=refresh,
         )  # fmt: skip
     console.print(
         f"[bold]{model}[/bold] on {len(report.targets)} targets: {report.new} new "

@@ -3,7 +3,7 @@
 A node costs its one-op time less the entry and less the layout conversions its one-node
 subgraph made at its edges; a consumer that a fusing codegen folds into its
 producer costs what the pair takes beyond the producer, timed in turn with the pair where
-the profile has that (:mod:`autopart.profile.fusion`).
+the profile has that (:mod:`autopart.costmodel.fusion`).
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from autopart.costmodel.fusion import fusion_pairs
+from autopart.costmodel.measurements import Measurement, MeasurementTable
 from autopart.ir.graph import Graph, Node
-from autopart.profile.fusion import fusion_pairs
-from autopart.profile.signature import op_signature
-from autopart.profile.store import Measurement, Profile
+from autopart.ir.signature import op_signature
 
 
 @dataclass
@@ -27,7 +27,7 @@ class OpCosts:
     ``unfused[name]`` is what such a node costs beyond that when its producer is not in
     its partition. ``layout[name]`` is what its one-node subgraph spent converting layouts
     at its edges, taken off ``seconds``: a partition pays it back where the node sits at
-    one of its edges (:meth:`autopart.search.costs.Costs.partition_cost`).
+    one of its edges (:meth:`autopart.costmodel.costs.Costs.partition_cost`).
     """
 
     seconds: dict[str, float] = field(default_factory=dict)
@@ -51,7 +51,7 @@ def node_time(
     return max(measured.median_s - base - layout, kernels, 0.0)
 
 
-def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCosts:
+def op_costs(profile: MeasurementTable, graph: Graph, target: str, base: float) -> OpCosts:
     """The cost of every node of ``graph`` on ``target``.
 
     ``base`` is the launch probe's own timed entry on ``target``, taken off wall-clock
@@ -122,7 +122,7 @@ def op_costs(profile: Profile, graph: Graph, target: str, base: float) -> OpCost
 
 
 def _at_least_enqueue(
-    measured: Measurement, profile: Profile, target: str, signature: str
+    measured: Measurement, profile: MeasurementTable, target: str, signature: str
 ) -> Measurement:
     """``measured``, raised to the host's enqueue time of ``signature`` for device clocks.
 
