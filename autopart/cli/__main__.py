@@ -1,4 +1,4 @@
-"""``python -m autopart.cli``: the same as the ``autopart`` command."""
+"""``python -m autopart.cli``: the command line, in this process as it is."""
 
 from autopart.cli import main
 
