@@ -30,3 +30,7 @@ class TargetError(AutopartError):
 
 class ProfileError(AutopartError):
     """A profile file is corrupt, of another schema, or belongs to another machine."""
+
+
+class ResourceError(AutopartError):
+    """A model, input or saved file declares more data than this machine can hold."""

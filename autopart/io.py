@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Mapping
+import zipfile
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import numpy as np
 
 from autopart.errors import InputError
+from autopart.limits import check_fits
 
 
 def _umask() -> int:
@@ -35,15 +37,56 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
-def load_tensors(path: str | Path) -> dict[str, np.ndarray]:
-    """Load named arrays from an ``.npz`` file (never unpickling objects)."""
+def load_tensors(
+    path: str | Path, expected: Collection[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Load named arrays from an ``.npz`` file (never unpickling objects).
+
+    Before any array is read, its name is checked against ``expected`` (when given) and the
+    sizes the archive declares are weighed against the memory available
+    (:func:`autopart.limits.check_fits`), so a zip bomb or a misnamed file costs nothing.
+    Raises :class:`InputError` for an unreadable file or an unexpected name.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            names = [member.filename.removesuffix(".npy") for member in members]
+            if expected is not None:
+                _check_names(path, names, expected)
+            declared = sum(_declared_nbytes(archive, member) for member in members)
+    except FileNotFoundError:
+        raise InputError(f"inputs file not found: {path}") from None
+    except (OSError, zipfile.BadZipFile, ValueError, EOFError) as error:
+        raise InputError(f"cannot read {path} as an .npz file of arrays: {error}") from None
+    check_fits(max(declared, sum(m.file_size for m in members)), f"the arrays in {path}")
     try:
         with np.load(path, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
-    except FileNotFoundError:
-        raise InputError(f"inputs file not found: {path}") from None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise InputError(f"cannot read {path} as an .npz file of arrays: {error}") from None
+
+
+def _check_names(path: str | Path, names: Collection[str], expected: Collection[str]) -> None:
+    unknown = sorted(set(names) - set(expected))
+    if unknown:
+        missing = [name for name in expected if name not in names]
+        also = f"; missing input {', '.join(missing)}" if missing else ""
+        raise InputError(
+            f"{path} holds arrays the model has no input for: {', '.join(unknown)}{also}"
+        )
+
+
+def _declared_nbytes(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> int:
+    """The bytes the ``.npy`` header of ``member`` declares, read without its data."""
+    with archive.open(member) as handle:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+    if dtype.hasobject:
+        raise ValueError(f"array {member.filename!r} holds Python objects")
+    return int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
 
 
 def save_tensors(path: str | Path, tensors: Mapping[str, np.ndarray]) -> None:

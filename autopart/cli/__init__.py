@@ -6,6 +6,9 @@ printed as one line on stderr with exit status 2 (:func:`autopart.cli.common.use
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import click
 
 from autopart.cli.bench import bench_command
@@ -21,7 +24,35 @@ from autopart.cli.zoo import zoo
 __all__ = ["main", "print_table"]
 
 
-@click.group()
+class OneLineErrors(click.Group):
+    """A command group whose usage errors are one ``error:`` line and exit status 2.
+
+    click prints a usage error as a usage block, a hint and the message (4-5 lines); every
+    other error a user can cause in autopart is one line, so these are too.
+    """
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Run the command line; in standalone mode exit with its status."""
+        try:
+            result = super().main(*args, standalone_mode=False, **kwargs)
+        except click.UsageError as error:
+            command = error.ctx.command_path if error.ctx is not None else "autopart"
+            click.echo(
+                f"error: {error.format_message().rstrip('.')} (see {command} --help)", err=True
+            )
+            sys.exit(2)
+        except click.ClickException as error:
+            click.echo(f"error: {error.format_message()}", err=True)
+            sys.exit(error.exit_code)
+        except click.Abort:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+        if not standalone_mode:
+            return result
+        sys.exit(result if isinstance(result, int) else 0)
+
+
+@click.group(cls=OneLineErrors)
 @click.version_option(package_name="autopart")
 def main() -> None:
     """autopart: measure, partition and run ONNX models across heterogeneous compute."""

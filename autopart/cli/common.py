@@ -1,11 +1,17 @@
 """What every command shares: the console, tables, option parsing and the error wrapper.
 
 Errors a user can cause are printed as one line on stderr with exit status 2.
+
+Names in models and plans are the user's text, shown as they are: the console parses no
+markup in them (``[bold]`` in a node name prints as written) and shows control characters
+(an ESC or OSC sequence, a bidi override) as visible escapes instead of sending them to the
+terminal. Styling is applied with :func:`styled`, never by markup in a string.
 """
 
 from __future__ import annotations
 
 import sys
+import unicodedata
 from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import Any
@@ -13,10 +19,40 @@ from typing import Any
 import click
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from autopart.errors import AutopartError
 
-console = Console(highlight=False)
+
+def visible(text: str) -> str:
+    """``text`` with every control or format character written as a Python escape."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char
+        if char == " " or unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp")
+        else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )
+
+
+class SafeConsole(Console):
+    """A rich console that shows every string it is given literally (see the module doc)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """Render ``text`` with no markup, its control characters made visible."""
+        kwargs["markup"] = False
+        return super().render_str(visible(text), **kwargs)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """A line of text from plain parts and (text, style) pairs, each shown literally."""
+    return Text.assemble(
+        *(visible(part) if isinstance(part, str) else (visible(part[0]), part[1]) for part in parts)
+    )
+
+
+console = SafeConsole(highlight=False, markup=False)
 PIPED_MAX_WIDTH = 200  # a table printed to a pipe or log gets up to this many columns
 
 
@@ -46,9 +82,11 @@ def parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:
             if not sep or not name:
                 raise ValueError
             shapes[name] = [int(d) for d in dims.split(",") if d.strip()]
+            if any(d < 0 for d in shapes[name]):
+                raise ValueError
         except ValueError:
             raise click.BadParameter(
-                f"{spec!r} is not NAME=D1,D2,...", param_hint="--input-shape"
+                f"{spec!r} is not NAME=D1,D2,... with dims >= 0", param_hint="--input-shape"
             ) from None
     return shapes
 
@@ -73,7 +111,9 @@ def print_table(table: Table) -> None:
         console.print(table)
         return
     natural = console.measure(table, options=console.options.update_width(PIPED_MAX_WIDTH))
-    wide = Console(file=console.file, width=max(console.width, natural.maximum), highlight=False)
+    wide = SafeConsole(
+        file=console.file, width=max(console.width, natural.maximum), highlight=False, markup=False
+    )
     wide.print(table)
 
 

@@ -12,6 +12,7 @@ from autopart.cli.common import (
     input_shape_option,
     parse_input_shapes,
     print_table,
+    styled,
     user_errors,
 )
 
@@ -23,7 +24,7 @@ from autopart.cli.common import (
 def info(model: str, input_shapes: tuple[str, ...]) -> None:
     """Print MODEL's op histogram, parameter bytes and FLOP estimate."""
     summary = api.info(model, parse_input_shapes(input_shapes))
-    console.print(f"[bold]{summary.name}[/bold]: {summary.nodes} nodes after simplification")
+    console.print(styled((summary.name, "bold"), f": {summary.nodes} nodes after simplification"))
     for kind, values in (("input", summary.inputs), ("output", summary.outputs)):
         for name, (dtype, shape) in values.items():
             console.print(f"  {kind} {name}: {dtype}{list(shape)}")

@@ -43,7 +43,13 @@ from autopart.tuning.verify import CHECK_TOLERANCE
 @click.option(
     "--warmup", default=1, show_default=True, type=click.IntRange(min=0), help="untimed runs first"
 )
-@click.option("--seed", default=0, show_default=True, help="seed of the random inputs")
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="seed of the random inputs",
+)
 @click.option(
     "--assign",
     multiple=True,
@@ -94,7 +100,7 @@ def run(
         plan, graph = api.make_plan(model, assign, fallback, parse_input_shapes(input_shapes))
     if save_plan:
         plan.save(save_plan)
-    feeds = load_tensors(inputs_path) if inputs_path else random_inputs(graph, seed)
+    feeds = load_tensors(inputs_path, graph.inputs) if inputs_path else random_inputs(graph, seed)
     result = api.run_plan(
         plan, graph, feeds, repeat=repeat, warmup=warmup, concurrent=not sequential
     )
