@@ -79,8 +79,17 @@ def postgres_server() -> Iterator[str]:
         log = root / "server.log"  # pg_ctl's server keeps its output open: not a pipe
         subprocess.run(
             _as_server_user(
-                [str(bin_dir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(log)]
-                + ["-w", "start"]
+                [
+                    str(bin_dir / "pg_ctl"),
+                    "-D",
+                    str(data),
+                    "-o",
+                    options,
+                    "-l",
+                    str(log),
+                    "-w",
+                    "start",
+                ]
             ),
             check=True,
             stdout=subprocess.DEVNULL,
