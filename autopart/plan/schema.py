@@ -229,9 +229,12 @@ def _ilp_summary(read: Reader) -> IlpSummary:
 class Plan:
     """Every node's target, the partitions, the copy nodes, the storage and the predicted cost.
 
-    ``order`` is one valid sequential schedule of the step ids (partitions ``p*`` and
-    copies ``c*``); ``after`` lists on each step give the dependencies that a concurrent
-    executor honours.
+    ``assignment`` is every node's target text, as planning wrote it onto the graph's nodes
+    (:func:`autopart.plan.build.place_plan` writes it back). ``order`` is one valid
+    sequential schedule of the step ids (partitions ``p*`` and copies ``c*``); ``after``
+    lists on each step give the dependencies that a concurrent executor honours.
+    ``predicted`` is the search's :class:`Prediction` and ``measured`` a
+    :class:`MeasuredRun` on the real targets; either may be ``None``.
     """
 
     model: ModelRef
@@ -284,7 +287,8 @@ class Plan:
         version = document.get("version")
         if version not in READABLE_VERSIONS or isinstance(version, bool):
             raise PlanError(
-                f"plan schema version {version!r} is not supported (expected {SCHEMA_VERSION})"
+                f"plan schema version {version!r} is not supported (this autopart reads "
+                f"{' and '.join(map(str, READABLE_VERSIONS))})"
             )
         strict = version == SCHEMA_VERSION
         predicted, measured = document.get("predicted"), document.get("measured")
