@@ -13,6 +13,7 @@ from autopart.ir.analysis import GraphSummary, summarise
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_import import load_graph
 from autopart.plan.assign import plan_from_rules
+from autopart.plan.build import place_plan
 from autopart.plan.schema import Plan, PlanError
 from autopart.plan.validate import validate_plan
 from autopart.profile import (
@@ -86,14 +87,17 @@ def make_plan(
 
 
 def load_plan(path: str | Path) -> tuple[Plan, Graph]:
-    """Read a plan file and import the model it names (checked against the plan's hash)."""
+    """Read a plan file and import the model it names (checked against the plan's hash).
+
+    The returned graph's nodes carry the plan's targets (:func:`autopart.plan.build.place_plan`).
+    """
     plan = Plan.load(path)
     try:
         graph = load(plan.model.source, plan.model.input_shapes or None)
     except AutopartError as error:
         raise PlanError(f"the plan's model {plan.model.source!r} cannot load: {error}") from None
     validate_plan(plan, graph)
-    return plan, graph
+    return plan, place_plan(graph, plan)
 
 
 def run_plan(

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import autopart.api
-from autopart.costmodel.costs import COLD_GAP_S, Costs, TransferModel
+from autopart.costmodel.cold import COLD_GAP_S
+from autopart.costmodel.costs import Costs, TransferModel
 from autopart.errors import AutopartError
 from autopart.ir.analysis import node_flops
 from autopart.ir.graph import Graph, Node, Value

@@ -44,8 +44,9 @@ def test_tune_saves_a_verified_plan_with_prediction_and_report(
     assert "0 new measurements" in text and "single:cpu@onnxruntime" in text and "ilp" in text
     plan = Plan.load(out)
     assert plan.predicted is not None and plan.measured is not None
-    assert plan.predicted["makespan_s"] > 0 and plan.measured["max_error"] < 1e-3
-    assert set(plan.predicted["node_costs"]) == set(plan.assignment)
+    assert plan.predicted.makespan_s and plan.predicted.makespan_s > 0
+    assert plan.measured.max_error is not None and plan.measured.max_error < 1e-3
+    assert set(plan.predicted.node_costs) == set(plan.assignment)
     directory = next((tmp_path / "search").iterdir())
     assert {"plan.json", "report.json", "report.csv"} <= {p.name for p in directory.iterdir()}
     report = pd.read_csv(directory / "report.csv")
@@ -116,7 +117,7 @@ def test_profile_of_another_machine_plans_without_running(
     assert code == 0, output
     assert "nothing was run" in " ".join(output.split())
     plan = Plan.load(out)
-    assert plan.measured is None and plan.predicted["profile"] == "feedfacecafebeef"
+    assert plan.measured is None and plan.predicted.profile == "feedfacecafebeef"
     assert plan.assignment["conv1"] == "opencl:5/0@opencl"
     assert foreign.read_text() == before
     code, output = invoke("run", str(out), "--repeat", "1")

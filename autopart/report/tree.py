@@ -10,31 +10,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 from rich.markup import escape
 from rich.tree import Tree
 
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
-from autopart.plan.schema import Plan
+from autopart.plan.schema import MeasuredRun, Plan, Prediction, ScheduleStep
 
 WHOLE_DEVICE = "*"
 
 
-@dataclass(frozen=True)
-class ScheduleEntry:
-    """One step of a schedule: when it ran (or is predicted to run) and on which lane."""
-
-    step: str
-    lane: str
-    start_s: float
-    end_s: float
-
-    @property
-    def duration_s(self) -> float:
-        """Seconds the step took."""
-        return self.end_s - self.start_s
+ScheduleEntry = ScheduleStep  # one step of a predicted or measured schedule
 
 
 @dataclass(frozen=True)
@@ -121,13 +108,14 @@ class Explanation:
 
 
 def explain(plan: Plan, graph: Graph) -> Explanation:
-    """The rows of ``plan`` for ``graph``; tolerant of absent, partial or malformed timings."""
-    predicted = plan.predicted if isinstance(plan.predicted, dict) else None
-    measured = plan.measured if isinstance(plan.measured, dict) else None
-    missing: list[str] = []
-    node_costs = _node_costs(predicted.get("node_costs") if predicted else None)
-    predicted_schedule, bad_predicted = _schedule(predicted.get("schedule") if predicted else None)
-    measured_schedule, bad_measured = _schedule(measured.get("schedule") if measured else None)
+    """The rows of ``plan`` for ``graph``; tolerant of an absent or partial prediction."""
+    predicted, measured = plan.predicted, plan.measured
+    node_costs = {
+        node: {target: s for target, s in entry.items() if math.isfinite(s)}
+        for node, entry in (predicted.node_costs if predicted is not None else {}).items()
+    }
+    predicted_schedule = list(predicted.schedule) if predicted is not None else []
+    measured_schedule = list(measured.schedule) if measured is not None else []
     predicted_time = {entry.step: entry.duration_s for entry in predicted_schedule}
     measured_time = {entry.step: entry.duration_s for entry in measured_schedule}
 
@@ -156,29 +144,6 @@ def explain(plan: Plan, graph: Graph) -> Explanation:
         for c in plan.copies
     ]
 
-    if predicted is None:
-        missing.append(
-            "no prediction: the plan was made by hand or by `autopart run --save-plan` "
-            "(no node costs, no predicted schedule)"
-        )
-    else:
-        absent = [key for key in _PREDICTED_KEYS if not predicted.get(key)]
-        if absent:
-            missing.append("the prediction lacks " + ", ".join(absent))
-        if bad_predicted:
-            missing.append(f"{bad_predicted} malformed predicted schedule entries were ignored")
-    if measured is None:
-        missing.append("no measurement recorded in the plan")
-    else:
-        absent = [key for key in _MEASURED_KEYS if not measured.get(key)]
-        if absent:
-            missing.append("the measurement lacks " + ", ".join(absent))
-        if bad_measured:
-            missing.append(f"{bad_measured} malformed measured schedule entries were ignored")
-
-    runs = _number(measured.get("runs")) if measured else None
-    objective = predicted.get("objective") if predicted else None
-    profile = predicted.get("profile") if predicted else None
     return Explanation(
         model=plan.model.name,
         source=plan.model.source,
@@ -186,15 +151,15 @@ def explain(plan: Plan, graph: Graph) -> Explanation:
         node_count=len(graph.nodes),
         partitions=partitions,
         copies=copies,
-        objective=objective if isinstance(objective, str) else None,
-        sequential_s=_number(predicted.get("sequential_s")) if predicted else None,
-        makespan_s=_number(predicted.get("makespan_s")) if predicted else None,
-        profile=profile if isinstance(profile, str) else None,
+        objective=predicted.objective if predicted is not None else None,
+        sequential_s=predicted.sequential_s if predicted is not None else None,
+        makespan_s=predicted.makespan_s if predicted is not None else None,
+        profile=predicted.profile if predicted is not None else None,
         predicted_schedule=predicted_schedule,
-        measured_median_s=_number(measured.get("median_s")) if measured else None,
-        measured_runs=int(runs) if runs is not None else None,
+        measured_median_s=measured.median_s if measured is not None else None,
+        measured_runs=measured.runs if measured is not None else None,
         measured_schedule=measured_schedule,
-        missing=missing,
+        missing=_missing(predicted, measured),
     )
 
 
@@ -202,39 +167,25 @@ _PREDICTED_KEYS = ("objective", "sequential_s", "makespan_s", "schedule", "node_
 _MEASURED_KEYS = ("median_s", "runs", "schedule")
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _node_costs(section: Any) -> dict[str, dict[str, float]]:
-    if not isinstance(section, dict):
-        return {}
-    costs: dict[str, dict[str, float]] = {}
-    for node, entry in section.items():
-        if isinstance(entry, dict):
-            known = {str(t): s for t, c in entry.items() if (s := _number(c)) is not None}
-            costs[str(node)] = known
-    return costs
-
-
-def _schedule(section: Any) -> tuple[list[ScheduleEntry], int]:
-    """The well-formed entries of a schedule, and how many others there were."""
-    if not isinstance(section, list):
-        return [], 0
-    entries, bad = [], 0
-    for item in section:
-        if not isinstance(item, dict):
-            bad += 1
-            continue
-        start, end = _number(item.get("start_s")), _number(item.get("end_s"))
-        step, lane = item.get("step"), item.get("lane")
-        if start is None or end is None or end < start or not isinstance(step, str):
-            bad += 1
-            continue
-        entries.append(ScheduleEntry(step, str(lane), start, end))
-    return entries, bad
+def _missing(predicted: Prediction | None, measured: MeasuredRun | None) -> list[str]:
+    """One sentence for each result record, or part of one, that the plan lacks."""
+    missing = []
+    if predicted is None:
+        missing.append(
+            "no prediction: the plan was made by hand or by `autopart run --save-plan` "
+            "(no node costs, no predicted schedule)"
+        )
+    else:
+        absent = [key for key in _PREDICTED_KEYS if not getattr(predicted, key)]
+        if absent:
+            missing.append("the prediction lacks " + ", ".join(absent))
+    if measured is None:
+        missing.append("no measurement recorded in the plan")
+    else:
+        absent = [key for key in _MEASURED_KEYS if not getattr(measured, key)]
+        if absent:
+            missing.append("the measurement lacks " + ", ".join(absent))
+    return missing
 
 
 def _node_row(graph: Graph, name: str, target: str, costs: dict[str, dict[str, float]]) -> NodeRow:

@@ -15,7 +15,7 @@ from typing import Literal
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.target import VirtualDevice
-from autopart.plan.schema import Plan
+from autopart.plan.schema import IlpSummary, Plan, Prediction, ScheduleStep
 from autopart.search.baselines import all_baselines, default_fallback
 from autopart.search.constraints import ConstraintError, Constraints, apply
 from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
@@ -152,20 +152,32 @@ def _fits(costs: Costs, assignment: Assignment, memory: dict[str, int]) -> bool:
 
 
 def annotate(
-    plan: Plan, simulation: Simulation, costs: Costs, objective: str, **extra: object
+    plan: Plan,
+    simulation: Simulation,
+    costs: Costs,
+    objective: str,
+    *,
+    profile: str | None = None,
+    method: str | None = None,
+    candidate: str | None = None,
+    ilp: IlpSummary | None = None,
 ) -> None:
-    """Record the prediction in ``plan.predicted`` (what ``autopart show`` draws)."""
-    plan.predicted = {
-        "objective": objective,
-        "sequential_s": simulation.sequential_s,
-        "makespan_s": simulation.makespan_s,
-        "schedule": [
-            {"step": s.step, "lane": s.lane, "start_s": s.start_s, "end_s": s.end_s}
-            for s in simulation.schedule
-        ],
-        "node_costs": {
+    """Record the prediction in ``plan.predicted`` (what ``autopart show`` draws).
+
+    The one writer of :class:`Prediction`: the simulated totals and schedule, every node's
+    costs, and what the search reported.
+    """
+    plan.predicted = Prediction(
+        objective=objective,
+        sequential_s=simulation.sequential_s,
+        makespan_s=simulation.makespan_s,
+        schedule=[ScheduleStep(s.step, s.lane, s.start_s, s.end_s) for s in simulation.schedule],
+        node_costs={
             node: {str(target): seconds for target, seconds in entry.items()}
             for node, entry in costs.node_cost.items()
         },
-        **extra,
-    }
+        profile=profile,
+        method=method,
+        candidate=candidate,
+        ilp=ilp,
+    )

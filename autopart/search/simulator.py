@@ -30,7 +30,7 @@ from autopart.costmodel.cold import COLD_RAMP_S, cold_share
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.target import VirtualDevice
-from autopart.plan.build import build_plan
+from autopart.plan.build import build_plan_for
 from autopart.plan.schema import CopySpec, PartitionSpec, Plan
 
 
@@ -80,15 +80,17 @@ def plan_for(
     source: str = "",
     fallback: VirtualDevice | None = None,
 ) -> Plan:
-    """The plan :func:`autopart.plan.build.build_plan` makes of ``assignment``.
+    """The plan of ``costs.graph`` placed by ``assignment`` (every node's full target).
 
-    ``source`` defaults to the graph's recorded source (else its name); ``fallback`` to the
-    first of ``costs.targets``.
+    Writes ``assignment`` onto a copy of the graph's nodes (:func:`autopart.ir.placement.place`)
+    and builds the plan from them (:func:`autopart.plan.build.build_plan`). ``source``
+    defaults to the graph's recorded source (else its name); ``fallback`` to the first of
+    ``costs.targets``.
     """
     graph = costs.graph
     chosen_fallback = fallback if fallback is not None else costs.targets[0]
     where = source or str(graph.meta.get("source", graph.name))
-    return build_plan(graph, assignment, chosen_fallback, where)
+    return build_plan_for(graph, assignment, chosen_fallback, where)
 
 
 def simulate(plan: Plan, costs: Costs, cold_ramp_s: float = COLD_RAMP_S) -> Simulation:

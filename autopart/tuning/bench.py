@@ -84,8 +84,9 @@ def bench_models(
         )
         plans[TUNED] = _saved_plan(prepared.directory / "plan.json", graph) or outcome.chosen.plan
         predicted = {name: c.simulation.makespan_s for name, c in outcome.candidates.items()}
-        saved = plans[TUNED].predicted or {}
-        predicted[TUNED] = float(saved.get("makespan_s", outcome.chosen.simulation.makespan_s))
+        saved = plans[TUNED].predicted
+        saved_s = None if saved is None else saved.makespan_s
+        predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
         twins = _twins(plans)
         measured = measure_plans(
             graph,

@@ -19,7 +19,7 @@ import numpy as np
 
 from autopart.api import check_outputs
 from autopart.ir.graph import Graph
-from autopart.plan.schema import Plan
+from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 
@@ -53,6 +53,16 @@ class Measured:
     def correct(self) -> bool:
         """Whether every output matched the numpy reference within the tolerance."""
         return self.max_error <= CHECK_TOLERANCE
+
+    def run_record(self) -> MeasuredRun:
+        """The record a plan keeps of this measurement (the one writer of ``plan.measured``)."""
+        return MeasuredRun(
+            median_s=self.median_s,
+            runs=len(self.latencies),
+            max_error=self.max_error,
+            round_medians_s=list(self.round_medians),
+            schedule=[ScheduleStep(s.step, s.lane, s.start, s.end) for s in self.steps],
+        )
 
 
 MAX_ROUND_STRETCH = 20

@@ -25,7 +25,7 @@ from autopart.costmodel.costs import Costs
 from autopart.io import atomic_write_bytes
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
-from autopart.plan.schema import Plan
+from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
 from autopart.runtime.feeds import random_inputs
 from autopart.search.constraints import Constraints
@@ -187,16 +187,7 @@ def tune_model(
         ilp=None if outcome.ilp is None else _ilp_summary(outcome),
     )
     if final in measured:
-        m = measured[final]
-        plan.measured = {
-            "median_s": m.median_s,
-            "runs": len(m.latencies),
-            "max_error": m.max_error,
-            "schedule": [
-                {"step": s.step, "lane": s.lane, "start_s": s.start, "end_s": s.end}
-                for s in m.steps
-            ],
-        }
+        plan.measured = measured[final].run_record()
     plan.notes.extend(notes)
     rows = _rows(candidates, measured, objective)
     notes.extend(_drift_note(rows, model if isinstance(model, str | Path) else graph.name))
@@ -420,16 +411,10 @@ def _drift_note(rows: Sequence[PlanRow], model: str | Path) -> list[str]:
     ]
 
 
-def _ilp_summary(outcome: SearchOutcome) -> dict[str, object]:
+def _ilp_summary(outcome: SearchOutcome) -> IlpSummary:
     assert outcome.ilp is not None
     ilp = outcome.ilp
-    return {
-        "objective_s": ilp.objective_s,
-        "bound_s": ilp.bound_s,
-        "gap": ilp.gap,
-        "optimal": ilp.optimal,
-        "solve_s": ilp.solve_s,
-    }
+    return IlpSummary(ilp.objective_s, ilp.bound_s, ilp.gap, ilp.optimal, ilp.solve_s)
 
 
 def _rows(
