@@ -83,10 +83,10 @@ def summarise_passes(passes: Sequence[Sequence[float]], timer: str) -> Measureme
 
     A pass that ran through a slow (or quick) spell of the host then moves the median no
     further than the other passes' medians allow; the quartiles, extremes and run count
-    still pool every sample.
+    still pool every sample, and ``passes`` counts the passes.
     """
     pooled = summarise([value for samples in passes for value in samples], timer)
-    return replace(pooled, median_s=median_of_passes(passes))
+    return replace(pooled, median_s=median_of_passes(passes), passes=len(passes))
 
 
 def median_of_passes(passes: Sequence[Sequence[float]]) -> float:
