@@ -6,6 +6,7 @@ import csv
 import io
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pandas as pd
@@ -205,3 +206,15 @@ def test_rows_with_passes_left_are_planned_again_and_complete_ones_are_not() -> 
     assert reused == 1  # the Conv signature
     again = plan_jobs(graph, resolved, profile, passes=2)[0]  # a profiler taking 2 passes
     assert [job.kind for job in again] == ["launch"]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(1e-6, 10.0), min_size=1, max_size=40))
+def test_a_measurement_of_samples_has_their_median_quartiles_and_extremes(
+    samples: list[float],
+) -> None:
+    measured = Measurement.from_samples(samples)
+    assert measured.median_s == pytest.approx(statistics.median(samples), rel=1e-12)
+    assert measured.min_s == min(samples) and measured.max_s == max(samples)
+    assert measured.q1_s <= measured.median_s <= measured.q3_s
+    assert measured.runs == len(samples) and measured.passes == 1 and measured.timer == "wall"

@@ -8,11 +8,12 @@ same runs carry that second time in their own named column (:data:`REFERENCE_COL
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
 
 
@@ -63,6 +64,20 @@ class Measurement:
     runs: int
     timer: str = "wall"
     passes: int = 1
+
+    @classmethod
+    def from_samples(cls, samples: Sequence[float], timer: str = "wall") -> Measurement:
+        """Median, quartiles and extremes of ``samples`` (seconds, at least one), one pass.
+
+        The one summary of repeated timings: profile rows are made of it, and so can be
+        the latencies of model and plan runs.
+        """
+        values = np.asarray(samples, dtype=np.float64)
+        q1, median, q3 = np.percentile(values, [25, 50, 75])
+        return cls(
+            float(median), float(q1), float(q3), float(values.min()), float(values.max()),
+            len(values), timer,
+        )  # fmt: skip
 
     @property
     def spread(self) -> float:

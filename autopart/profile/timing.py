@@ -69,13 +69,8 @@ class TimingSettings:
 
 
 def summarise(samples: list[float], timer: str) -> Measurement:
-    """Median, quartiles and extremes of ``samples`` (seconds)."""
-    values = np.asarray(samples, dtype=np.float64)
-    q1, median, q3 = np.percentile(values, [25, 50, 75])
-    return Measurement(
-        float(median), float(q1), float(q3), float(values.min()), float(values.max()),
-        len(samples), timer,
-    )  # fmt: skip
+    """Median, quartiles and extremes of ``samples`` (:meth:`Measurement.from_samples`)."""
+    return Measurement.from_samples(samples, timer)
 
 
 def summarise_passes(passes: Sequence[Sequence[float]], timer: str) -> Measurement:
