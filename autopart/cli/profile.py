@@ -23,6 +23,7 @@ from autopart.cli.common import (
 )
 from autopart.costmodel.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
 from autopart.costmodel.from_profile import transfer_fits
+from autopart.costmodel.measurements import RowKind
 from autopart.profile.store import Profile
 
 
@@ -117,9 +118,9 @@ def _print_profile_summary(profile: Profile, entries: dict[str, tuple[float, flo
         "target", "launch", "cut", "cold entry", "ops measured", title="targets",
         caption="cut and cold entry: this model's windows (the launch probe is back to back)",
     )  # fmt: skip
-    for target in sorted(set(profile.rows("launch")["target"])):
-        wall = profile.measurement("launch", target, "wall")
-        count = len(profile.rows("op", target))
+    for target in sorted(set(profile.rows(RowKind.LAUNCH)["target"])):
+        wall = profile.measurement(RowKind.LAUNCH, target, "wall")
+        count = len(profile.rows(RowKind.OP, target))
         if target in entries:
             cut, cold = (f"{seconds * 1e3:.2f} ms" for seconds in entries[target])
         else:

@@ -5,7 +5,7 @@ every codegen runs a chain of ops with warmer caches than one op alone; so the s
 timings can be wrong for a partition. The profiler therefore times a few contiguous windows
 of the topological order on every target (never the whole model, so that whole-model
 predictions stay an honest check) and stores each as a ``calibration`` row: ``median_s`` is
-the window's measured ``run_timed`` time and ``reference_s`` what the op sum predicted for it.
+the window's measured ``run_timed`` time and ``predicted_s`` what the op sum predicted for it.
 
 A target's factor is the median over its windows of
 ``(measured - base) / (predicted - base)``, where ``base`` is the launch probe's own timed
@@ -31,7 +31,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from autopart.costmodel.measurements import MeasurementTable
+from autopart.costmodel.measurements import MeasurementTable, RowKind
 from autopart.costmodel.op_costs import OpCosts, op_costs
 from autopart.ir.graph import Graph, Node
 from autopart.ir.hashing import graph_hash
@@ -129,7 +129,7 @@ def op_sum(
     ``costs`` are the graph's op costs on ``target`` when already known. ``None`` when an
     op or the launch probe is not in the profile.
     """
-    timed = profile.measurement("launch", target, "timed")
+    timed = profile.measurement(RowKind.LAUNCH, target, "timed")
     if timed is None:
         return None
     if costs is None:
@@ -148,19 +148,19 @@ def calibrate(
 
     ``costs`` are the graph's op costs on ``target`` when the caller already has them.
     """
-    rows = profile.rows("calibration", target)
-    rows = rows[rows["reference_s"].notna()]
+    rows = profile.rows(RowKind.CALIBRATION, target)
+    rows = rows[rows["predicted_s"].notna()]
     source = "none"
     if len(rows):
         own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]
         rows, source = (own, "model") if len(own) else (rows, "other models")
-    timed = profile.measurement("launch", target, "timed")
+    timed = profile.measurement(RowKind.LAUNCH, target, "timed")
     ratios, errors = [], []
     for row in rows.itertuples(index=False):
         if timed is None:
             break
         base = timed.median_s if str(row.timer) == "wall" else 0.0
-        reference = float(row.reference_s)
+        reference = float(row.predicted_s)
         if source == "model":  # the op costs may have changed since: predict afresh
             if costs is None:
                 costs = op_costs(profile, graph, target, timed.median_s)

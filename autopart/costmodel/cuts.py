@@ -12,7 +12,7 @@ So the profiler splits each calibration window of the model in two at its middle
 between a producer and the consumer it fuses with) and times, back to back on the target,
 the window whole and the two halves in a row, each followed by a synchronisation as in the
 plan executor. A ``cut`` row stores the wall times of the halves in a row; its
-``reference_s`` is the median wall time of the window whole, timed alternately with them.
+``whole_s`` is the median wall time of the window whole, timed alternately with them.
 A target's cut cost is the median over the model's cut rows of the difference (else over
 every model's rows on that target, else 0), and entering a partition
 is charged the larger of it and the launch probe's wall time
@@ -22,7 +22,7 @@ Back to back is not how a partition of a split plan is entered: its lane sat idl
 other partitions ran. So the same job, once the window is timed whole and cut, times it
 whole again a few times, each run after keeping the host busy for a few milliseconds (not
 interleaved with the rest: a run after such a gap slows the next few runs too); a ``cold``
-row stores those wall times, with the back-to-back whole as ``reference_s``. Measured with
+row stores those wall times, with the back-to-back whole as ``warm_s``. Measured with
 inception_v1's and squeezenet's windows, entering after 5 ms of host work cost 0.2-0.5 ms
 more on every target, onnxruntime, numpy and OpenCL alike; a lone LRN on an OpenCL unit took
 1.3 ms instead of 0.5 ms. A target's cold-entry cost is the median difference, read like the
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 from autopart.costmodel.calibration import model_tag
 from autopart.costmodel.fusion import fusion_pairs
-from autopart.costmodel.measurements import MeasurementTable
+from autopart.costmodel.measurements import REFERENCE_COLUMNS, MeasurementTable, RowKind
 from autopart.ir.graph import Graph, Node
 
 
@@ -64,7 +64,7 @@ def cut_cost(profile: MeasurementTable, graph: Graph, target: str) -> float:
     The cut rows of ``graph`` are used when the profile has them, else every model's rows
     on ``target``. Noise can make a window's difference negative; the cost is never below 0.
     """
-    return _median_excess(profile, "cut", graph, target)
+    return _median_excess(profile, RowKind.CUT, graph, target)
 
 
 def cold_cost(profile: MeasurementTable, graph: Graph, target: str) -> float:
@@ -74,15 +74,15 @@ def cold_cost(profile: MeasurementTable, graph: Graph, target: str) -> float:
     over ``graph``'s windows (else every model's) of the cold wall time less the window's
     back-to-back wall time, never below 0, and 0 where nothing was measured.
     """
-    return _median_excess(profile, "cold", graph, target)
+    return _median_excess(profile, RowKind.COLD, graph, target)
 
 
-def _median_excess(profile: MeasurementTable, kind: str, graph: Graph, target: str) -> float:
-    """The median of ``median_s - reference_s`` over ``kind`` rows, own model's first."""
+def _median_excess(profile: MeasurementTable, kind: RowKind, graph: Graph, target: str) -> float:
+    """The median of ``median_s`` less the kind's reference column, own model's rows first."""
     rows = profile.rows(kind, target)
     if not len(rows):
         return 0.0
     own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]
     chosen = own if len(own) else rows
-    added = chosen["median_s"].astype(float) - chosen["reference_s"].astype(float)
+    added = chosen["median_s"].astype(float) - chosen[REFERENCE_COLUMNS[kind]].astype(float)
     return max(statistics.median(float(value) for value in added), 0.0)

@@ -21,24 +21,24 @@ from autopart.costmodel.calibration import DEFAULT_MODE, calibrate
 from autopart.costmodel.costs import Costs
 from autopart.costmodel.cuts import cold_cost, cut_cost
 from autopart.costmodel.fusion import fusion_pairs
-from autopart.costmodel.measurements import MeasurementTable
+from autopart.costmodel.measurements import MeasurementTable, RowKind
 from autopart.costmodel.op_costs import op_costs
 from autopart.costmodel.transfer import TransferFit, fit_transfer, split_pair
 from autopart.errors import ProfileError
 from autopart.ir.graph import Graph
-from autopart.ir.target import VirtualDevice
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 
 
 def profile_targets(profile: MeasurementTable) -> list[VirtualDevice]:
     """Targets the profile has launch measurements for, in a stable order."""
-    names = sorted(set(profile.rows("launch")["target"]))
+    names = sorted(set(profile.rows(RowKind.LAUNCH)["target"]))
     return [VirtualDevice.parse(name) for name in names]
 
 
 def transfer_fits(profile: MeasurementTable) -> dict[tuple[str, str], TransferFit]:
     """The fitted transfer model of every device pair the profile measured."""
     fits = {}
-    rows = profile.rows("transfer")
+    rows = profile.rows(RowKind.TRANSFER)
     for pair, group in rows.groupby("target"):
         fits[split_pair(str(pair))] = fit_transfer(
             group["nbytes"].to_numpy(), group["median_s"].to_numpy()
@@ -75,8 +75,8 @@ def costs_from_profile(
     layout: dict[str, dict[VirtualDevice, float]] = {}
     for target in chosen:
         name = str(target)
-        wall = profile.measurement("launch", name, "wall")
-        timed = profile.measurement("launch", name, "timed")
+        wall = profile.measurement(RowKind.LAUNCH, name, "wall")
+        timed = profile.measurement(RowKind.LAUNCH, name, "timed")
         if wall is None or timed is None:
             raise ProfileError(
                 f"the profile has no launch measurement for {name}; run `autopart profile`"
@@ -99,9 +99,11 @@ def costs_from_profile(
                 f"({', '.join(ops)}); run `autopart profile {graph.name}`"
             )
     transfers = {pair: fit.model for pair, fit in transfer_fits(profile).items()}
-    devices = {str(t.device) for t in chosen} - {"cpu"}
+    devices = {str(t.device) for t in chosen} - {HOST_DEVICE}
     lacking = [
-        d for d in sorted(devices) if ("cpu", d) not in transfers or (d, "cpu") not in transfers
+        d
+        for d in sorted(devices)
+        if (HOST_DEVICE, d) not in transfers or (d, HOST_DEVICE) not in transfers
     ]
     if lacking:
         raise ProfileError(

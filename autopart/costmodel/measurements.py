@@ -2,19 +2,59 @@
 
 The cost model depends only on :class:`MeasurementTable`, not on how profiles are stored;
 :class:`autopart.profile.store.Profile` is the implementation that measures and saves them.
+Row kinds are :class:`RowKind`; the few kinds that were timed against something else in the
+same runs carry that second time in their own named column (:data:`REFERENCE_COLUMNS`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any, Protocol
 
+import numpy as np
 import pandas as pd
+
+
+class RowKind(StrEnum):
+    """What a profile row measures; the value is the ``kind`` written in profile files.
+
+    See :mod:`autopart.profile.store` for what ``key`` and the reference column of each
+    kind hold. A ``RowKind`` compares and hashes equal to its value, so ``"op"`` finds
+    :attr:`OP` rows.
+    """
+
+    OP = "op"
+    UNSUPPORTED = "unsupported"
+    LAYOUT = "layout"
+    FUSED = "fused"
+    LAUNCH = "launch"
+    TRANSFER = "transfer"
+    CALIBRATION = "calibration"
+    CUT = "cut"
+    COLD = "cold"
+    ENQUEUE = "enqueue"
+
+
+REFERENCE_COLUMNS: Mapping[RowKind, str] = {
+    RowKind.LAYOUT: "kernel_s",  # the op's own kernels, in the runs of the conversions
+    RowKind.FUSED: "producer_s",  # the producer alone, timed in turn with the pair
+    RowKind.CALIBRATION: "predicted_s",  # what the op sum predicted for the window
+    RowKind.CUT: "whole_s",  # the window whole, back to back, alternating with the halves
+    RowKind.COLD: "warm_s",  # the same window whole back to back (entered warm)
+}
+"""The one column of seconds, beside the measurement, that a row kind fills (NaN elsewhere)."""
 
 
 @dataclass(frozen=True)
 class Measurement:
-    """Summary of repeated timings in seconds: median, quartiles, extremes, run count."""
+    """Summary of repeated timings in seconds: median, quartiles, extremes, run count.
+
+    ``passes`` counts the passes through the profiler's job list the samples came from
+    (:class:`autopart.profile.timing.TimingSettings`); a measurement taken in fewer passes
+    than its profiler asked for is incomplete and is measured again.
+    """
 
     median_s: float
     q1_s: float
@@ -23,6 +63,21 @@ class Measurement:
     max_s: float
     runs: int
     timer: str = "wall"
+    passes: int = 1
+
+    @classmethod
+    def from_samples(cls, samples: Sequence[float], timer: str = "wall") -> Measurement:
+        """Median, quartiles and extremes of ``samples`` (seconds, at least one), one pass.
+
+        The one summary of repeated timings: profile rows are made of it, and so can be
+        the latencies of model and plan runs.
+        """
+        values = np.asarray(samples, dtype=np.float64)
+        q1, median, q3 = np.percentile(values, [25, 50, 75])
+        return cls(
+            float(median), float(q1), float(q3), float(values.min()), float(values.max()),
+            len(values), timer,
+        )  # fmt: skip
 
     @property
     def spread(self) -> float:
@@ -35,18 +90,18 @@ class MeasurementTable(Protocol):
 
     meta: dict[str, Any]
 
-    def row(self, kind: str, target: str, key: str = "") -> dict[str, Any] | None:
+    def row(self, kind: RowKind, target: str, key: str = "") -> dict[str, Any] | None:
         """The row stored under (kind, target, key), or ``None``."""
         ...
 
-    def has(self, kind: str, target: str, key: str = "") -> bool:
+    def has(self, kind: RowKind, target: str, key: str = "") -> bool:
         """Whether a measurement is stored under (kind, target, key)."""
         ...
 
-    def measurement(self, kind: str, target: str, key: str = "") -> Measurement | None:
+    def measurement(self, kind: RowKind, target: str, key: str = "") -> Measurement | None:
         """The stored :class:`Measurement` under (kind, target, key), or ``None``."""
         ...
 
-    def rows(self, kind: str, target: str | None = None) -> pd.DataFrame:
+    def rows(self, kind: RowKind, target: str | None = None) -> pd.DataFrame:
         """Every row of ``kind`` (optionally of one ``target``)."""
         ...

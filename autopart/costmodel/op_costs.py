@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from autopart.costmodel.fusion import fusion_pairs
-from autopart.costmodel.measurements import Measurement, MeasurementTable
+from autopart.costmodel.measurements import Measurement, MeasurementTable, RowKind
 from autopart.ir.graph import Graph, Node
 from autopart.ir.signature import op_signature
 
@@ -58,7 +58,7 @@ def op_costs(profile: MeasurementTable, graph: Graph, target: str, base: float) 
     timings, but never more than the cheapest op's own wall time (a noisy probe above it
     would make every small op free). So is each op's ``layout`` row, where the profile has
     one: the layout conversions its one-node subgraph made at its edges, taken off down to
-    the op's own kernel time in the same runs (the row's ``reference_s``), less what the
+    the op's own kernel time in the same runs (the row's ``kernel_s``), less what the
     codegen's profiler itself adds to each kernel it times (the launch probe's ``profiled``
     row: onnxruntime's profiler puts 3-7 us on a one-element Relu, so without it every tiny
     op would cost at least that much). An op timed by
@@ -69,19 +69,19 @@ def op_costs(profile: MeasurementTable, graph: Graph, target: str, base: float) 
     result = OpCosts()
     raw: dict[str, Measurement] = {}
     layouts: dict[str, tuple[float, float]] = {}
-    profiled = profile.measurement("launch", target, "profiled")
+    profiled = profile.measurement(RowKind.LAUNCH, target, "profiled")
     profiler_overhead = profiled.median_s if profiled is not None else 0.0
     for node in graph.nodes:
         signature = op_signature(node, graph)
-        measured = profile.measurement("op", target, signature)
+        measured = profile.measurement(RowKind.OP, target, signature)
         if measured is None:
-            if not profile.has("unsupported", target, signature):
+            if not profile.has(RowKind.UNSUPPORTED, target, signature):
                 result.missing.append(node)
             continue
         raw[node.name] = _at_least_enqueue(measured, profile, target, signature)
-        layout = profile.row("layout", target, signature)
+        layout = profile.row(RowKind.LAYOUT, target, signature)
         if layout is not None:
-            kernels = float(np.nan_to_num(layout["reference_s"])) - profiler_overhead
+            kernels = float(np.nan_to_num(layout["kernel_s"])) - profiler_overhead
             layouts[node.name] = (float(layout["median_s"]), max(kernels, 0.0))
         else:
             layouts[node.name] = (0.0, 0.0)
@@ -96,12 +96,12 @@ def op_costs(profile: MeasurementTable, graph: Graph, target: str, base: float) 
     ratios: dict[tuple[str, str], list[float]] = {}
     pairs = {name: pair for name, pair in fusion_pairs(graph).items() if name in result.seconds}
     for name, pair in pairs.items():
-        row = profile.row("fused", target, pair.key(graph))
+        row = profile.row(RowKind.FUSED, target, pair.key(graph))
         producer = raw.get(pair.producer.name)
         if row is None or producer is None:
             continue
-        if np.isfinite(row["reference_s"]):  # the producer, timed in turn with the pair
-            paired = replace(producer, median_s=float(row["reference_s"]))
+        if np.isfinite(row["producer_s"]):  # the producer, timed in turn with the pair
+            paired = replace(producer, median_s=float(row["producer_s"]))
             signature = op_signature(pair.producer, graph)
             producer = _at_least_enqueue(paired, profile, target, signature)
         alone = result.seconds[name]
@@ -130,7 +130,7 @@ def _at_least_enqueue(
     then comes out as its time less max(producer, enqueue): the pair is one enqueue, like
     its producer alone.
     """
-    enqueue = profile.measurement("enqueue", target, signature)
+    enqueue = profile.measurement(RowKind.ENQUEUE, target, signature)
     if measured.timer == "wall" or enqueue is None:
         return measured
     return replace(measured, median_s=max(measured.median_s, enqueue.median_s))

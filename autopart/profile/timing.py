@@ -69,13 +69,8 @@ class TimingSettings:
 
 
 def summarise(samples: list[float], timer: str) -> Measurement:
-    """Median, quartiles and extremes of ``samples`` (seconds)."""
-    values = np.asarray(samples, dtype=np.float64)
-    q1, median, q3 = np.percentile(values, [25, 50, 75])
-    return Measurement(
-        float(median), float(q1), float(q3), float(values.min()), float(values.max()),
-        len(samples), timer,
-    )  # fmt: skip
+    """Median, quartiles and extremes of ``samples`` (:meth:`Measurement.from_samples`)."""
+    return Measurement.from_samples(samples, timer)
 
 
 def summarise_passes(passes: Sequence[Sequence[float]], timer: str) -> Measurement:
@@ -83,10 +78,10 @@ def summarise_passes(passes: Sequence[Sequence[float]], timer: str) -> Measureme
 
     A pass that ran through a slow (or quick) spell of the host then moves the median no
     further than the other passes' medians allow; the quartiles, extremes and run count
-    still pool every sample.
+    still pool every sample, and ``passes`` counts the passes.
     """
     pooled = summarise([value for samples in passes for value in samples], timer)
-    return replace(pooled, median_s=median_of_passes(passes))
+    return replace(pooled, median_s=median_of_passes(passes), passes=len(passes))
 
 
 def median_of_passes(passes: Sequence[Sequence[float]]) -> float:
