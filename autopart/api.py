@@ -10,6 +10,7 @@ import onnx
 
 from autopart.errors import AutopartError
 from autopart.ir.analysis import GraphSummary, summarise
+from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_import import load_graph
 from autopart.plan.assign import plan_from_rules
@@ -27,7 +28,6 @@ from autopart.profile import (
 )
 from autopart.profile.profiler import Progress
 from autopart.runtime.executor import Executor, RunResult
-from autopart.runtime.feeds import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
 from autopart.targets.devices import Machine, discover
 from autopart.targets.resolve import available_targets

@@ -25,10 +25,10 @@ from rich.table import Table
 from autopart import api
 from autopart.costmodel import costs_from_profile
 from autopart.costmodel.costs import Costs
+from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
-from autopart.runtime.feeds import random_inputs
 from autopart.search.baselines import default_fallback
 from autopart.targets.resolve import available_targets
 from autopart.tuning.verify import Measured, Runner, measure_plans

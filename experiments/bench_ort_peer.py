@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 
 from autopart import api
-from autopart.runtime.feeds import random_inputs
+from autopart.ir.feeds import random_inputs
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
 from autopart.tuning.bench import onnxruntime_alone

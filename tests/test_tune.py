@@ -283,7 +283,7 @@ def test_among_as_simple_plans_within_the_noise_the_predicted_quickest_is_kept()
 
 def test_quick_plans_get_more_rounds_until_the_timed_rounds_fill_the_minimum() -> None:
     from autopart import api
-    from autopart.runtime.feeds import random_inputs
+    from autopart.ir.feeds import random_inputs
     from autopart.tuning.verify import MAX_ROUND_STRETCH, _stretched, measure_plans
 
     plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
@@ -301,8 +301,8 @@ def test_quick_plans_run_in_blocks_that_settle_before_they_are_timed() -> None:
     import time
 
     from autopart import api
+    from autopart.ir.feeds import random_inputs
     from autopart.runtime.executor import Executor
-    from autopart.runtime.feeds import random_inputs
     from autopart.tuning.verify import Block, block_for, measure_plans
 
     assert block_for(0.05) == Block(settle=0, timed=1)  # a slow plan: once per round, timed
@@ -349,8 +349,8 @@ def test_a_split_plan_must_be_significantly_faster_to_be_kept() -> None:
 
 def test_contested_plans_race_on_alone_in_batches_of_rounds() -> None:
     from autopart import api
+    from autopart.ir.feeds import random_inputs
     from autopart.runtime.executor import Executor
-    from autopart.runtime.feeds import random_inputs
     from autopart.tuning.verify import measure_plans
 
     _, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
@@ -445,7 +445,7 @@ def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measuremen
 
 def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Path) -> None:  # noqa: F811
     from autopart import api
-    from autopart.runtime.feeds import random_inputs
+    from autopart.ir.feeds import random_inputs
     from autopart.tuning.bench import onnxruntime_alone
 
     feeds = random_inputs(api.load(str(tiny_path)), 0)

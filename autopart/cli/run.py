@@ -17,8 +17,8 @@ from autopart.cli.common import (
     user_errors,
 )
 from autopart.io import load_tensors, save_tensors
+from autopart.ir.feeds import random_inputs
 from autopart.plan.schema import PartitionSpec, Plan
-from autopart.runtime.feeds import random_inputs
 from autopart.runtime.plan_executor import PlanRunResult
 from autopart.tuning.verify import CHECK_TOLERANCE
 

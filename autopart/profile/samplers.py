@@ -16,11 +16,11 @@ import numpy as np
 
 from autopart.costmodel.cold import COLD_GAP_S
 from autopart.costmodel.cuts import cut_index
+from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph, Node
 from autopart.plan.partition import boundary
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.timing import TimingSettings, collect
-from autopart.runtime.feeds import random_inputs
 from autopart.targets.codegen import CompiledSubgraph, get_codegen
 from autopart.targets.resolve import ResolvedTarget
 

@@ -1,18 +1,15 @@
-"""The text explanation of a plan: rows of numbers, and a rich tree drawn from them.
+"""The text explanation of a plan: the rows of numbers that ``autopart show`` draws.
 
 :func:`explain` turns a plan (and its graph) into plain rows: each partition with its nodes,
 each node with its cost on its target and the saving against its next-best target, each
-copy with its bytes and time, and the predicted and measured totals. :func:`render_tree`
-draws those rows as device -> unit -> codegen -> partition -> nodes.
+copy with its bytes and time, and the predicted and measured totals. The command line draws
+those rows as device -> unit -> codegen -> partition -> nodes (:mod:`autopart.cli.show`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-
-from rich.markup import escape
-from rich.tree import Tree
 
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
@@ -244,59 +241,3 @@ def totals(explanation: Explanation) -> list[str]:
         runs = f" over {explanation.measured_runs} runs" if explanation.measured_runs else ""
         lines.append(f"measured median {format_seconds(explanation.measured_median_s)}{runs}")
     return lines
-
-
-def render_tree(explanation: Explanation) -> Tree:
-    """Device -> unit -> codegen -> partition -> nodes, then copies, then what is missing."""
-    root = Tree(
-        f"[bold]{escape(explanation.model)}[/bold]: {explanation.node_count} nodes in "
-        f"{len(explanation.partitions)} partition(s), {len(explanation.copies)} copies"
-    )
-    branches: dict[tuple[str, ...], Tree] = {}
-
-    def branch(key: tuple[str, ...], parent: Tree, label: str) -> Tree:
-        if key not in branches:
-            branches[key] = parent.add(label)
-        return branches[key]
-
-    for row in sorted(explanation.partitions, key=lambda r: (r.device != "cpu", r.device)):
-        device = branch((row.device,), root, f"[bold cyan]{escape(row.device)}[/bold cyan]")
-        unit_label = "* (whole device)" if row.unit == WHOLE_DEVICE else f"unit {row.unit}"
-        unit = branch((row.device, row.unit), device, escape(unit_label))
-        codegen = branch(
-            (row.device, row.unit, row.codegen), unit, f"[magenta]@{escape(row.codegen)}[/magenta]"
-        )
-        times = [f"{len(row.nodes)} node(s)"]
-        if row.predicted_s is not None:
-            times.append(f"predicted {format_seconds(row.predicted_s)}")
-        elif row.nodes_s is not None:
-            times.append(f"nodes {format_seconds(row.nodes_s)}")
-        if row.measured_s is not None:
-            times.append(f"measured {format_seconds(row.measured_s)}")
-        part = codegen.add(f"[bold]{row.id}[/bold] · " + " · ".join(times))
-        for node in row.nodes:
-            cost = "" if node.cost_s is None else f" {format_seconds(node.cost_s)}"
-            part.add(
-                f"{escape(node.name)} [dim]{escape(node.op_type)}[/dim]{cost} · "
-                f"{escape(describe_saving(node))}"
-            )
-    if explanation.copies:
-        total = sum(c.nbytes for c in explanation.copies)
-        copies = root.add(
-            f"[bold yellow]copies[/bold yellow] ({len(explanation.copies)}, {format_bytes(total)})"
-        )
-        for copy in explanation.copies:
-            times = f" · predicted {format_seconds(copy.predicted_s)}"
-            if copy.measured_s is not None:
-                times += f", measured {format_seconds(copy.measured_s)}"
-            copies.add(
-                f"[bold]{copy.id}[/bold] {escape(copy.value)} {escape(copy.src)}->"
-                f"{escape(copy.dst)} · {format_bytes(copy.nbytes)}{times}"
-            )
-    for line in totals(explanation):
-        root.add(f"[bold green]{escape(line)}[/bold green]")
-    if explanation.missing:
-        missing = root.add("[yellow]missing[/yellow]")
-        for sentence in explanation.missing:
-            missing.add(escape(sentence))
-    return root

@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autopart.ir.feeds import validate_feeds
 from autopart.ir.graph import Graph
-from autopart.runtime.feeds import validate_feeds
 from autopart.targets.codegen import get_codegen
 
 

@@ -20,13 +20,13 @@ from typing import Any
 
 import numpy as np
 
+from autopart.ir.feeds import validate_feeds
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.build import place_plan
 from autopart.plan.schema import CopySpec, PartitionSpec, Plan, PlanError
 from autopart.plan.validate import validate_plan
 from autopart.runtime.executor import collect_outputs
-from autopart.runtime.feeds import validate_feeds
 from autopart.targets.codegen import CompiledSubgraph
 from autopart.targets.devices import Device, Machine, discover
 from autopart.targets.resolve import resolve

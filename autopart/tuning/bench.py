@@ -18,9 +18,9 @@ import pandas as pd
 
 from autopart.errors import AutopartError
 from autopart.io import atomic_write_bytes
+from autopart.ir.feeds import random_inputs
 from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
-from autopart.runtime.feeds import random_inputs
 from autopart.tuning.verify import Runner, measure_plans
 from autopart.tuning.workflow import Progress, prepare
 from autopart.zoo import resolve_model

@@ -23,11 +23,11 @@ from autopart import api
 from autopart.costmodel import costs_from_profile, profile_targets
 from autopart.costmodel.costs import Costs
 from autopart.io import atomic_write_bytes
+from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
-from autopart.runtime.feeds import random_inputs
 from autopart.search.constraints import Constraints
 from autopart.search.planner import Candidate, Method, Objective, SearchOutcome, annotate, search
 from autopart.search.tuner import TuneProgress
