@@ -24,7 +24,12 @@ def digest(profile_path: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     for name in autopart.zoo_names():
         graph = autopart.load(name)
-        costs = costs_from_profile(graph, profile)
+        try:
+            costs = costs_from_profile(graph, profile)
+        except autopart.AutopartError as error:  # the profile lacks this model
+            out[name] = {"error": str(error)}
+            print(name, "skipped:", error, flush=True)
+            continue
         outcome = search(costs, objective="latency", method="ilp", source=name)
         out[name] = {
             "chosen": outcome.chosen.name,
