@@ -7,7 +7,7 @@ import os
 # Effective only when numpy was not imported before autopart; the user's setting wins.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
-from autopart.api import info, load, run
+from autopart.api import BenchOptions, TuneOptions, bench, info, load, run, tune
 from autopart.errors import AutopartError
 from autopart.ir import Graph, Node, Value, VirtualDevice
 from autopart.runtime.host_memory import retain_freed_memory
@@ -19,13 +19,17 @@ __version__ = "0.1.0"
 
 __all__ = [
     "AutopartError",
+    "BenchOptions",
     "Graph",
     "Node",
+    "TuneOptions",
     "Value",
     "VirtualDevice",
+    "bench",
     "info",
     "load",
     "load_zoo_model",
     "run",
+    "tune",
     "zoo_names",
 ]

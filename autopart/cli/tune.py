@@ -16,6 +16,8 @@ from autopart.cli.common import (
     user_errors,
 )
 from autopart.search.constraints import Constraints
+from autopart.search.options import Method, Objective
+from autopart.tuning.options import TuneOptions
 from autopart.tuning.workflow import TuneReport, tune_model
 
 
@@ -24,16 +26,16 @@ from autopart.tuning.workflow import TuneReport, tune_model
 @click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
 @click.option(
     "--objective",
-    type=click.Choice(["latency", "makespan", "pareto"]),
-    default="latency",
+    type=click.Choice([o.value for o in Objective]),
+    default=Objective.LATENCY.value,
     show_default=True,
     help="sequential latency, makespan with unit concurrency, or latency against memory",
 )
 @click.option(
     "--search",
     "method",
-    type=click.Choice(["auto", "ilp", "optuna"]),
-    default="auto",
+    type=click.Choice([m.value for m in Method]),
+    default=Method.AUTO.value,
     show_default=True,
 )
 @click.option("--budget", type=float, default=None, metavar="SECONDS", help="search time budget")
@@ -95,23 +97,22 @@ def tune_command(
                 tasks[stage] = bar.add_task(label[:36], total=total or None, stage=stage)
             bar.update(tasks[stage], completed=done, total=total or None, description=label[:36])
 
-        report = tune_model(
-            model,
-            split_list(targets) or None,
-            objective,  # type: ignore[arg-type]
-            method,  # type: ignore[arg-type]
-            budget,
-            constraints,
-            profile_file,
-            profiles,
-            output,
-            search_dir,
-            rounds,
-            seed,
-            storage,
-            parse_input_shapes(input_shapes),
-            progress,
+        options = TuneOptions(
+            targets=split_list(targets) or None,
+            objective=Objective(objective),
+            method=Method(method),
+            budget_s=budget,
+            constraints=constraints,
+            profile_file=profile_file,
+            profiles_dir=profiles,
+            output=output,
+            search_dir=search_dir,
+            rounds=rounds,
+            seed=seed,
+            storage=storage,
+            input_shapes=parse_input_shapes(input_shapes),
         )
+        report = tune_model(model, options, progress=progress)
     print_report(report)
 
 

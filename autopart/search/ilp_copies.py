@@ -18,7 +18,7 @@ from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.search.milp_model import Columns, Expr, MilpModel, negate
 
 if TYPE_CHECKING:
-    from autopart.search.ilp import Formulation
+    from autopart.search.ilp_formulation import Formulation
 
 
 class CopyTerms:
