@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import click
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from autopart.cli.common import (
@@ -90,7 +97,7 @@ def tune_command(
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=console, transient=True) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(stage: str, done: int, total: int, label: str) -> None:
             if stage not in tasks:

@@ -123,7 +123,7 @@ def build_space(costs: Costs, seeds: Sequence[Codes] = (), chains: bool = True) 
             and supported[pred] == supported[i]
             and all(seed[pred] == seed[i] for seed in seeds)
         )
-        if joins:
+        if joins and pred is not None:
             group_of[i] = group_of[pred]
             groups[group_of[i]].append(i)
         else:

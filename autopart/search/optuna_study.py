@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
+from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autopart.costmodel.costs import Costs
@@ -45,12 +46,11 @@ class StudyMirror:
     ) -> None:
         self.stored = stored
         self.space = space
-        self.distributions = {
+        self.distributions: dict[str, BaseDistribution] = {
             space.name(g): CategoricalDistribution(space.labels(g))
             for g in range(len(space.groups))
         }
-        directions = ["minimize"] * (2 if objective == "pareto" else 1)
-        self.local = optuna.create_study(directions=directions)
+        self.local = optuna.create_study(directions=_directions(objective))
         self.objective = objective
         self.token = uuid.uuid4().hex
         self.seen: set[int] = set()
@@ -121,7 +121,7 @@ def open_study(storage: str | None, name: str, objective: Objective) -> optuna.S
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = {"connect_args": {"timeout": 60}}
     backend = optuna.storages.RDBStorage(storage, engine_kwargs=engine)
-    directions = ["minimize", "minimize"] if objective == "pareto" else ["minimize"]
+    directions = _directions(objective)
     study = optuna.create_study(
         storage=backend, study_name=name, directions=directions, load_if_exists=True
     )
@@ -154,3 +154,8 @@ def make_sampler(objective: Objective, seed: int) -> optuna.samplers.BaseSampler
     if objective == "pareto":
         return optuna.samplers.NSGAIISampler(seed=seed)
     return optuna.samplers.TPESampler(seed=seed, multivariate=False)
+
+
+def _directions(objective: Objective) -> list[StudyDirection]:
+    """Minimise the one value, or both of the Pareto front's (makespan, peak memory)."""
+    return [StudyDirection.MINIMIZE] * (2 if objective == Objective.PARETO else 1)

@@ -68,6 +68,7 @@ def plan_rows(candidates: dict[str, Candidate], measured: dict[str, Measured]) -
     for name, candidate in candidates.items():
         predicted = candidate.simulation.makespan_s
         result = measured.get(name)
+        speedup: float | None
         if result is not None and measured_singles:
             speedup = min(measured_singles) / result.median_s
         elif result is None and predicted_singles:
