@@ -468,3 +468,16 @@ def test_the_optuna_search_refuses_the_latency_objective() -> None:
     costs = random_costs(2, 6)
     with pytest.raises(OptunaSearchError, match="latency"):
         optuna_search(costs, "latency", {}, n_trials=2)
+
+
+def test_search_options_take_objectives_and_methods_by_name_and_refuse_others() -> None:
+    from autopart.errors import AutopartError
+    from autopart.search.options import Method, Objective, SearchOptions
+
+    options = SearchOptions(objective="makespan", method="optuna")
+    assert options.objective is Objective.MAKESPAN and options.method is Method.OPTUNA
+    assert f"{options.objective}" == "makespan"  # study names and saved plans spell the value
+    with pytest.raises(AutopartError, match="latency, makespan or pareto"):
+        SearchOptions(objective="fastest")
+    with pytest.raises(AutopartError, match="ilp, optuna or auto"):
+        SearchOptions(method="exhaustive")

@@ -468,3 +468,24 @@ def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Pa
     parallel = onnxruntime_alone(str(tiny_path), parallel=True)(feeds)
     assert plain.keys() == parallel.keys() == {"y"}
     np.testing.assert_allclose(parallel["y"], plain["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_the_python_api_tunes_and_benches_as_the_commands_do(
+    tmp_path: Path, profiled: tuple[Path, Path]
+) -> None:
+    profiles, model = profiled
+    search = tmp_path / "search"
+    common = {"targets": TARGETS.split(","), "profiles_dir": profiles, "search_dir": search}
+    with pytest.raises(TypeError):
+        autopart.tune(str(model), budget=1.0, **common)  # the option is budget_s
+    report = autopart.tune(str(model), rounds=1, **common)
+    assert report.plan_path == report.directory / "plan.json" and report.plan_path.is_file()
+    kinds = {row.name: row.kind for row in report.rows}
+    assert {name for name, kind in kinds.items() if kind.value == "single"} == {
+        f"single:{t}" for t in TARGETS.split(",")
+    }
+    table = autopart.bench(str(model), rounds=1, **common)
+    assert set(table["model"]) == {str(model)}
+    tuned = table[table["plan"] == "autopart (tuned)"].iloc[0]
+    assert tuned["kind"] == "chosen"
+    assert tuned["predicted_ms"] == pytest.approx(report.plan.predicted["makespan_s"] * 1e3)
