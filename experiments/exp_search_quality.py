@@ -77,7 +77,7 @@ def run_model(
         if candidates[n].kind is CandidateKind.SINGLE and m.correct
     ]
     best_single = min(singles) if singles else float("nan")
-    trials = outcome.tuned.trials if outcome.tuned is not None else 0
+    trials = outcome.optuna.trials if outcome.optuna is not None else 0
     console.print(
         f"{model}: search {searched:.1f} s (ILP gap {outcome.ilp.gap:.1e}, {trials} trials)"
         if outcome.ilp is not None

@@ -87,7 +87,7 @@ def test_makespan_objective_runs_the_tuner_seeded_by_every_baseline(
         profiles_dir=profiles, search_dir=tmp_path / "search", rounds=1,
     )  # fmt: skip
     report = tune_model(str(model), options)
-    tuned = report.outcome.tuned
+    tuned = report.outcome.optuna
     assert tuned is not None and tuned.trials >= len(report.outcome.candidates) - 1
     best_baseline = min(
         c.simulation.makespan_s for n, c in report.outcome.candidates.items() if n != "tuned"

@@ -135,9 +135,9 @@ def print_report(report: TuneReport) -> None:
             f"ILP: {ilp.variables} variables, solved in {ilp.solve_s:.2f} s, "
             f"gap {ilp.gap:.2%} ({ilp.status})"
         )
-    if outcome.tuned is not None:
+    if outcome.optuna is not None:
         console.print(
-            f"optuna: {outcome.tuned.new_trials} new trials ({outcome.tuned.trials} in the study)"
+            f"optuna: {outcome.optuna.new_trials} new trials ({outcome.optuna.trials} in the study)"
         )
     table = Table(title=f"{report.model}: plans (speedup over the best single target)")
     table.add_column("plan", no_wrap=True, min_width=max(len(r.label) + 2 for r in report.rows))

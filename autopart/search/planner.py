@@ -31,7 +31,8 @@ ILP_TIME_LIMIT_S = 60.0
 class SearchOutcome:
     """The chosen candidate, every candidate by name, and what the ILP and optuna reported.
 
-    ``method`` says what ran: ``ilp``, or ``ilp+optuna``.
+    ``method`` says what ran: ``ilp``, or ``ilp+optuna``; ``optuna`` is the optuna search's
+    result (its best is the ``tuned`` candidate), ``pareto`` its front as candidates.
     """
 
     objective: Objective
@@ -39,7 +40,7 @@ class SearchOutcome:
     chosen: Candidate
     candidates: dict[str, Candidate]
     ilp: IlpResult | None = None
-    tuned: OptunaResult | None = None
+    optuna: OptunaResult | None = None
     pareto: list[Candidate] = field(default_factory=list)
 
 
@@ -86,26 +87,26 @@ def search(
     ilp = solve_ilp(restricted, constraints.memory, time_limit_s=time_limit)
     made = candidate(CandidateKind.ILP, ilp.assignment)
     candidates[made.name] = made
-    tuned: OptunaResult | None = None
+    optuna: OptunaResult | None = None
     pareto: list[Candidate] = []
     if options.method == Method.OPTUNA or (
         options.method == Method.AUTO and options.objective != Objective.LATENCY
     ):
         seeds = {name: c.assignment for name, c in candidates.items() if c.fits_memory}
-        tuned = _optuna(restricted, seeds, options, progress)
-        made = candidate(CandidateKind.TUNED, tuned.assignment)
+        optuna = _optuna(restricted, seeds, options, progress)
+        made = candidate(CandidateKind.TUNED, optuna.assignment)
         candidates[made.name] = made
         pareto = [
             candidate(CandidateKind.PARETO, assignment, index=i)
-            for i, (assignment, _, _) in enumerate(tuned.pareto)
+            for i, (assignment, _, _) in enumerate(optuna.pareto)
         ]
     fitting = [c for c in candidates.values() if c.fits_memory]
     if not fitting:
         raise ConstraintError("no plan found fits the memory caps " + str(constraints.memory))
-    preferred = CandidateKind.TUNED if tuned is not None else CandidateKind.ILP
+    preferred = CandidateKind.TUNED if optuna is not None else CandidateKind.ILP
     ranked = sorted(fitting, key=lambda c: (c.value(options.objective), c.kind != preferred))
-    used = "ilp" if tuned is None else "ilp+optuna"
-    return SearchOutcome(options.objective, used, ranked[0], candidates, ilp, tuned, pareto)
+    used = "ilp" if optuna is None else "ilp+optuna"
+    return SearchOutcome(options.objective, used, ranked[0], candidates, ilp, optuna, pareto)
 
 
 def _optuna(
