@@ -138,7 +138,7 @@ def profile(
     """Measure what this machine's saved profile lacks for ``model`` (``autopart profile``).
 
     ``targets`` are target specs (default: every target found). Measurements go to
-    ``<profiles>/<fingerprint>.csv`` (default directory: :func:`default_profiles_dir`),
+    ``<profiles>/<fingerprint>.csv`` (default: :func:`autopart.profile.default_profiles_dir`),
     checkpointed every ``checkpoint_s`` seconds. With ``refresh`` everything ``model`` needs
     on ``targets`` is measured again, and the new rows replace the saved ones (a profile
     taken in a slow spell of the machine, say). Returns the report, the profile and its path.

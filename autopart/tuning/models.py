@@ -58,7 +58,7 @@ def profile_model(
     """Measure what this machine's saved profile lacks for ``graph``.
 
     ``targets`` are target specs (default: every target found). Measurements go to
-    ``<profiles>/<fingerprint>.csv`` (default directory: :func:`default_profiles_dir`),
+    ``<profiles>/<fingerprint>.csv`` (default: :func:`autopart.profile.default_profiles_dir`),
     checkpointed every ``checkpoint_s`` seconds. With ``refresh`` everything ``graph``
     needs on ``targets`` is measured again and replaces the saved rows. Returns the report,
     the profile and its path.
