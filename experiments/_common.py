@@ -183,7 +183,7 @@ def plain_log(axes: Axes, *which: str) -> None:
 
 def target_colour(target: str) -> str:
     """The plots' colour of a single target: greys on the host, browns on OpenCL."""
-    return TARGET_COLOURS.get(target.removeprefix("single:"), "0.5")
+    return TARGET_COLOURS.get(target, "0.5")
 
 
 def save_figure(figure: Figure, name: str) -> Path:

@@ -16,6 +16,7 @@ from pathlib import Path
 import autopart
 from autopart.costmodel import costs_from_profile
 from autopart.profile import Profile
+from autopart.search.options import Method, Objective, SearchOptions
 from autopart.search.planner import search
 
 
@@ -24,8 +25,14 @@ def digest(profile_path: Path) -> dict[str, object]:
     out: dict[str, object] = {}
     for name in autopart.zoo_names():
         graph = autopart.load(name)
-        costs = costs_from_profile(graph, profile)
-        outcome = search(costs, objective="latency", method="ilp", source=name)
+        try:
+            costs = costs_from_profile(graph, profile)
+        except autopart.AutopartError as error:  # the profile lacks this model
+            out[name] = {"error": str(error)}
+            print(name, "skipped:", error, flush=True)
+            continue
+        options = SearchOptions(objective=Objective.LATENCY, method=Method.ILP, source=name)
+        outcome = search(costs, options)
         out[name] = {
             "chosen": outcome.chosen.name,
             "candidates": {

@@ -7,7 +7,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from autopart.cli.common import console, print_table, split_list, user_errors
-from autopart.tuning.workflow import plan_label
+from autopart.tuning.plan_rows import plan_label
 
 
 @click.command("bench")
@@ -33,6 +33,7 @@ def bench_command(
 ) -> None:
     """Time onnxruntime alone, every single target, the baselines and the tuned plan."""
     from autopart.tuning.bench import bench_models, write_csv
+    from autopart.tuning.options import BenchOptions
 
     with Progress(TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:  # fmt: skip
@@ -43,9 +44,8 @@ def bench_command(
                 task, completed=done, total=total or None, description=f"{stage} {label}"[:44]
             )
 
-        table = bench_models(
-            models, split_list(targets) or None, rounds, search_dir, profiles, progress
-        )
+        options = BenchOptions(split_list(targets) or None, rounds, search_dir, profiles)
+        table = bench_models(models, options, progress=progress)
     write_csv(table, csv_path)
     for model, rows in table.groupby("model", sort=False):
         view = Table(title=f"{model} (medians of {int(rows['runs'].max())} interleaved runs)")

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 import click
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from autopart.cli.common import (
@@ -16,6 +23,8 @@ from autopart.cli.common import (
     user_errors,
 )
 from autopart.search.constraints import Constraints
+from autopart.search.options import Method, Objective
+from autopart.tuning.options import TuneOptions
 from autopart.tuning.workflow import TuneReport, tune_model
 
 
@@ -24,16 +33,16 @@ from autopart.tuning.workflow import TuneReport, tune_model
 @click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
 @click.option(
     "--objective",
-    type=click.Choice(["latency", "makespan", "pareto"]),
-    default="latency",
+    type=click.Choice([o.value for o in Objective]),
+    default=Objective.LATENCY.value,
     show_default=True,
     help="sequential latency, makespan with unit concurrency, or latency against memory",
 )
 @click.option(
     "--search",
     "method",
-    type=click.Choice(["auto", "ilp", "optuna"]),
-    default="auto",
+    type=click.Choice([m.value for m in Method]),
+    default=Method.AUTO.value,
     show_default=True,
 )
 @click.option("--budget", type=float, default=None, metavar="SECONDS", help="search time budget")
@@ -88,30 +97,29 @@ def tune_command(
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=console, transient=True) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def progress(stage: str, done: int, total: int, label: str) -> None:
             if stage not in tasks:
                 tasks[stage] = bar.add_task(label[:36], total=total or None, stage=stage)
             bar.update(tasks[stage], completed=done, total=total or None, description=label[:36])
 
-        report = tune_model(
-            model,
-            split_list(targets) or None,
-            objective,  # type: ignore[arg-type]
-            method,  # type: ignore[arg-type]
-            budget,
-            constraints,
-            profile_file,
-            profiles,
-            output,
-            search_dir,
-            rounds,
-            seed,
-            storage,
-            parse_input_shapes(input_shapes),
-            progress,
+        options = TuneOptions(
+            targets=split_list(targets) or None,
+            objective=Objective(objective),
+            method=Method(method),
+            budget_s=budget,
+            constraints=constraints,
+            profile_file=profile_file,
+            profiles_dir=profiles,
+            output=output,
+            search_dir=search_dir,
+            rounds=rounds,
+            seed=seed,
+            storage=storage,
+            input_shapes=parse_input_shapes(input_shapes),
         )
+        report = tune_model(model, options, progress=progress)
     print_report(report)
 
 
@@ -127,9 +135,9 @@ def print_report(report: TuneReport) -> None:
             f"ILP: {ilp.variables} variables, solved in {ilp.solve_s:.2f} s, "
             f"gap {ilp.gap:.2%} ({ilp.status})"
         )
-    if outcome.tuned is not None:
+    if outcome.optuna is not None:
         console.print(
-            f"optuna: {outcome.tuned.new_trials} new trials ({outcome.tuned.trials} in the study)"
+            f"optuna: {outcome.optuna.new_trials} new trials ({outcome.optuna.trials} in the study)"
         )
     table = Table(title=f"{report.model}: plans (speedup over the best single target)")
     table.add_column("plan", no_wrap=True, min_width=max(len(r.label) + 2 for r in report.rows))

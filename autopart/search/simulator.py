@@ -118,19 +118,6 @@ def evaluate(assignment: Mapping[str, VirtualDevice], costs: Costs) -> Simulatio
     return simulate(plan_for(assignment, costs), costs)
 
 
-def simulate_pipeline(plan: Plan, costs: Costs, requests: int) -> float:
-    """Makespan of ``requests`` independent runs of ``plan`` submitted together.
-
-    The runs share the lanes; among ready steps, earlier requests go first, then earlier
-    steps in ``plan.order``. One request gives :func:`simulate`'s makespan; zero gives 0.
-    """
-    if requests <= 0:
-        return 0.0
-    steps = _steps(plan, costs)
-    _, ends, _ = _schedule([steps] * requests, COLD_RAMP_S)
-    return max((max(e, default=0.0) for e in ends), default=0.0)
-
-
 def peak_memory_bytes(plan: Plan) -> int:
     """Sum over devices of the weights plus the activation peak recorded in ``plan.storage``."""
     return sum(s.weights_bytes + s.activation_peak_bytes for s in plan.storage.values())

@@ -1,4 +1,4 @@
-"""Brute force: every assignment's plan simulated, the ground truth for small graphs."""
+"""Brute force: every assignment's plan simulated, the test oracle of the ILP on small graphs."""
 
 from __future__ import annotations
 

@@ -1,0 +1,64 @@
+"""What a tune or a benchmark is asked for, and how they report their stages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopart.search.constraints import Constraints
+from autopart.search.options import Method, Objective
+
+StageProgress = Callable[[str, int, int, str], None]
+"""Called as ``progress(stage, done, total, label)``; ``stage`` is ``profile``, ``search``,
+``verify`` or ``bench``, ``total`` 0 when unknown."""
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """The options of a tune (``autopart tune``); every field has a default.
+
+    ``targets`` are target specs (None: every target found here, or in ``profile_file``).
+    ``objective`` and ``method`` are those of :class:`autopart.search.options.SearchOptions`
+    (by name or value); ``budget_s`` bounds the search; ``constraints`` are pins, forbids,
+    a fallback and memory caps. ``profile_file`` plans from that profile instead of
+    profiling here (another machine's: nothing runs); ``profiles_dir`` is where this
+    machine's profile is kept (None: the default). The plan is saved under
+    ``search_dir/<model>-<targets hash>/`` and also to ``output`` if given. ``rounds`` are
+    the timed rounds per plan when verifying; ``seed`` seeds the inputs and the optuna
+    sampler; ``storage`` is an optuna RDB URL (None: the study in the search folder);
+    ``input_shapes`` fixes the model's named input shapes.
+    """
+
+    targets: Sequence[str] | None = None
+    objective: Objective = Objective.LATENCY
+    method: Method = Method.AUTO
+    budget_s: float | None = None
+    constraints: Constraints | None = None
+    profile_file: str | Path | None = None
+    profiles_dir: str | Path | None = None
+    output: str | Path | None = None
+    search_dir: str | Path = "search"
+    rounds: int = 10
+    seed: int = 0
+    storage: str | None = None
+    input_shapes: Mapping[str, Sequence[int]] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "objective", Objective.parse(self.objective))
+        object.__setattr__(self, "method", Method.parse(self.method))
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """The options of a benchmark (``autopart bench``).
+
+    ``targets`` are target specs (None: every target found); ``rounds`` the timed rounds
+    per plan; the tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves
+    it); ``profiles_dir`` is where this machine's profile is kept (None: the default).
+    """
+
+    targets: Sequence[str] | None = None
+    rounds: int = 15
+    search_dir: str | Path = "search"
+    profiles_dir: str | Path | None = None
