@@ -22,6 +22,7 @@ from autopart.search.constraints import (
     restrict,
     write_constraints,
 )
+from autopart.search.options import SearchOptions
 from autopart.search.planner import search
 from autopart.search.simulator import plan_for
 from tests.test_search_exact import NUMPY, OPENCL, ORT, V, _residual, cases
@@ -29,7 +30,8 @@ from tests.test_search_exact import NUMPY, OPENCL, ORT, V, _residual, cases
 
 def plan_graph(costs: Costs, graph: Graph, constraints: Constraints) -> tuple[Plan, Graph]:
     """Plan ``graph`` with ``costs``' prices: the chosen plan and the graph it places."""
-    outcome = search(dataclasses.replace(costs, graph=graph), constraints, method="ilp")
+    options = SearchOptions(constraints=constraints, method="ilp")
+    outcome = search(dataclasses.replace(costs, graph=graph), options)
     plan = outcome.chosen.plan
     return plan, place_plan(graph, plan)
 
