@@ -387,3 +387,11 @@ def test_ops_openvino_computes_differently_are_refused_and_the_rest_match() -> N
         assert got is not None, case.label
         for name, expected in reference(case).items():
             np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=1e-4)
+
+
+def test_the_compiled_model_cache_keeps_the_most_recently_used(monkeypatch: Any) -> None:
+    monkeypatch.setattr(ovruntime, "COMPILED_CACHE_SIZE", 1)
+    ovruntime.clear_compiled()
+    relu, erf = compile_whole(tiny_graph("Relu")), compile_whole(tiny_graph("Erf"))
+    assert list(ovruntime._COMPILED.values()) == [erf.model]
+    assert compile_whole(tiny_graph("Relu")).model is not relu.model  # compiled again

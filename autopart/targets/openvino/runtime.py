@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,7 +38,9 @@ MISSING_MESSAGE = "codegen openvino needs the openvino package: pip install open
 DEVICE = "CPU"
 PRECISION = "f32"  # INFERENCE_PRECISION_HINT of every model this codegen compiles
 
-_COMPILED: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+# The most recently used compiled models (profiling compiles hundreds of one-op models).
+COMPILED_CACHE_SIZE = 256
+_COMPILED: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], Any] = OrderedDict()
 _COMPILE_LOCK = threading.Lock()
 _ov: Any = None
 _core: Any = None
@@ -93,15 +96,14 @@ def read_onnx(model_bytes: bytes) -> Any:
     return core().read_model(model_bytes, empty_weights)
 
 
-# -- capability probing -----------------------------------------------------------------------
-
-
 def compiled_model(model_bytes: bytes, config: dict[str, str]) -> Any:
-    """The ``openvino.CompiledModel`` of ``model_bytes`` under ``config``, cached per process."""
+    """The ``openvino.CompiledModel`` of ``model_bytes`` under ``config``, cached per process.
+
+    The key is the SHA-256 of the serialised model and the properties; the cache keeps the
+    :data:`COMPILED_CACHE_SIZE` most recently used models (subgraphs keep theirs alive).
+    Raises :class:`TargetError` with OpenVINO's first informative line when it fails.
+    """
     key = (hashlib.sha256(model_bytes).hexdigest(), tuple(sorted(config.items())))
-    cached = _COMPILED.get(key)
-    if cached is not None:
-        return cached
     with _COMPILE_LOCK:
         cached = _COMPILED.get(key)
         if cached is None:
@@ -110,6 +112,9 @@ def compiled_model(model_bytes: bytes, config: dict[str, str]) -> Any:
             except Exception as error:  # OpenVINO's exception types are not specific
                 raise TargetError(f"openvino rejected the subgraph: {first_line(error)}") from None
             _COMPILED[key] = cached
+            while len(_COMPILED) > COMPILED_CACHE_SIZE:
+                _COMPILED.popitem(last=False)
+        _COMPILED.move_to_end(key)
     return cached
 
 
