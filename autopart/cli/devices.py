@@ -7,6 +7,7 @@ from rich.table import Table
 
 from autopart import api
 from autopart.cli.common import console, print_table, user_errors
+from autopart.targets.codegen import get_codegen
 from autopart.targets.resolve import available_targets
 
 
@@ -18,7 +19,7 @@ def devices() -> None:
     targets = available_targets(machine)
     table = Table("device", "kind", "units", "codegens", "description", title="devices")
     for device in machine.devices.values():
-        codegens = sorted({str(t.codegen) for t in targets if t.device == device.name})
+        codegens = sorted({_label(str(t.codegen)) for t in targets if t.device == device.name})
         facts = device.describe()
         description = str(facts.get("device") or facts.get("processor") or "")
         units = ", ".join(f"{device.name}/{u.index}" for u in device.units) or "-"
@@ -26,3 +27,9 @@ def devices() -> None:
     print_table(table)
     console.print("targets: " + " ".join(str(t) for t in targets))
     console.print(f"machine fingerprint: {machine.fingerprint()}")
+
+
+def _label(codegen: str) -> str:
+    """A codegen's name, with its precision when it declares one (``openvino (f32)``)."""
+    precision = getattr(get_codegen(codegen), "precision", None)
+    return f"{codegen} ({precision})" if precision else codegen
