@@ -17,7 +17,7 @@ from autopart.profile.store import Profile, now
 from autopart.targets.devices import Machine
 
 DEFAULT_DIR = "profiles"
-_VERSIONED = ("autopart", "numpy", "onnxruntime", "pyopencl", "onnx", "scipy")
+_VERSIONED = ("autopart", "numpy", "onnxruntime", "openvino", "pyopencl", "onnx", "scipy")
 
 
 def default_profiles_dir() -> Path:
