@@ -10,7 +10,7 @@ metadata). :func:`settings_in_force` lists them all; ``autopart tune`` records t
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 
@@ -112,12 +112,75 @@ class SearchSettings:
     default_trials: int = _tuned(300, "optuna trials without a budget")
 
 
+@dataclass(frozen=True)
+class TimingSettings:
+    """How hard to time one thing.
+
+    After ``warmup`` untimed runs (fewer for slow subgraphs, see :func:`collect`), runs
+    come in batches of ``batch``. Timing stops once at least ``min_runs`` were taken, at
+    least ``min_seconds`` of wall time were spent, and one more batch moved the median by
+    less than ``tolerance`` (relative); or after ``max_runs`` runs; or once ``max_seconds``
+    of wall time were spent on this one measurement.
+
+    The profiler spreads each measurement over ``passes`` passes through its whole job list
+    (each pass taking a ``passes``-th of the runs and time) and keeps the median of the
+    passes' medians (:func:`summarise_passes`), so that a burst of host speed-up or
+    slow-down lasting a few seconds skews no single op.
+    """
+
+    warmup: int = _tuned(8, "untimed runs first: caches, lazy allocation, JIT warm-up")
+    min_runs: int = _tuned(7, "fewest timed runs of one thing")
+    max_runs: int = _tuned(60, "most timed runs of one thing")
+    batch: int = _tuned(4, "runs between two looks at the median")
+    tolerance: float = _tuned(0.02, "stop once a batch moves the median by less than this")
+    max_seconds: float = _tuned(1.0, "most wall time spent timing one thing")
+    passes: int = _tuned(
+        3,
+        "passes through the job list, median of their medians: a burst of host speed-up or "
+        "slow-down lasting seconds skews no single op (experiments/exp_target_noise.py)",
+    )
+    min_seconds: float = _tuned(0.0, "least wall time spent timing one thing")
+
+    def per_pass(self) -> TimingSettings:
+        """The settings of one of ``passes`` passes: a share of the runs and of the time."""
+        share = max(self.passes, 1)
+        return replace(
+            self,
+            min_runs=max(-(-self.min_runs // share), 3),
+            max_runs=max(-(-self.max_runs // share), 3),
+            batch=min(self.batch, max(-(-self.min_runs // share), 3)),
+            max_seconds=self.max_seconds / share,
+            min_seconds=self.min_seconds / share,
+            passes=1,
+        )
+
+    def for_short_runs(self) -> TimingSettings:
+        """The settings for copies and launch probes: sampled for 30% of ``max_seconds``.
+
+        A small copy or an empty launch takes microseconds, so ``min_runs`` of them span a
+        few milliseconds, and on a shared machine such a cost swings by 2x from one such
+        moment to the next (the PoCL worker threads and the host share two cores).
+        Sampling for a share of the time budget instead averages over those swings.
+        """
+        return replace(
+            self,
+            min_seconds=max(self.min_seconds, 0.3 * self.max_seconds),
+            max_runs=max(self.max_runs, 3000),
+        )
+
+    def to_dict(self) -> dict[str, float | int]:
+        """The settings as a plain dict (stored in profile metadata)."""
+        return asdict(self)
+
+
 COLD_ENTRY = ColdEntrySettings()
 CALIBRATION = CalibrationSettings()
 FUSION = FusionSettings()
 VERIFY = VerifySettings()
 SEARCH = SearchSettings()
+TIMING = TimingSettings()
 _GROUPS = {
+    "timing": TIMING,
     "cold_entry": COLD_ENTRY,
     "calibration": CALIBRATION,
     "fusion": FUSION,

@@ -35,13 +35,15 @@ from autopart.costmodel.measurements import MeasurementTable, RowKind
 from autopart.costmodel.op_costs import OpCosts, op_costs
 from autopart.ir.graph import Graph, Node
 from autopart.ir.hashing import graph_hash
+from autopart.settings import CALIBRATION
 
-MIN_NODES = 12
-MAX_WINDOW = 40
-CENTRES = (1 / 6, 1 / 2, 5 / 6)
-FACTOR_RANGE = (0.2, 5.0)
-AGREEMENT = 1.5
-GROSS_ERROR = 0.5
+# machine-tuned values, with where each came from: autopart.settings.CalibrationSettings
+MIN_NODES = CALIBRATION.min_nodes
+MAX_WINDOW = CALIBRATION.max_window
+CENTRES = CALIBRATION.centres
+FACTOR_RANGE = CALIBRATION.factor_range
+AGREEMENT = CALIBRATION.agreement
+GROSS_ERROR = CALIBRATION.gross_error
 MODES = ("off", "gross", "on")
 DEFAULT_MODE = "gross"
 

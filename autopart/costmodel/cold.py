@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 
-COLD_GAP_S = 5e-3  # how long a target sits idle before its cold entry is measured
-COLD_RAMP_S = 5e-3  # the time constant of a target going cold (exp_cold_entry.py)
+from autopart.settings import COLD_ENTRY
+
+COLD_GAP_S = COLD_ENTRY.gap_s  # how long a target idles before its cold entry is measured
+COLD_RAMP_S = COLD_ENTRY.ramp_s  # the time constant of a target going cold
 
 
 def cold_share(idle_s: float | None, ramp_s: float = COLD_RAMP_S) -> float:

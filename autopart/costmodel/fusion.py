@@ -24,9 +24,10 @@ import numpy as np
 from autopart.ir.analysis import node_flops
 from autopart.ir.graph import Graph, Node
 from autopart.ir.signature import op_signature
+from autopart.settings import FUSION
 
-LIGHT_FLOPS = 8
-PER_CLASS = 4
+LIGHT_FLOPS = FUSION.light_flops  # machine-tuned: autopart.settings.FusionSettings
+PER_CLASS = FUSION.per_class
 
 
 @dataclass(frozen=True)

@@ -36,7 +36,7 @@ from autopart.profile.jobs import Job, Measuring, Planning
 from autopart.profile.kinds import BY_KIND, JOB_KINDS
 from autopart.profile.samplers import reference_values
 from autopart.profile.store import Profile
-from autopart.profile.timing import TimingSettings
+from autopart.settings import TimingSettings
 from autopart.targets.devices import Machine
 from autopart.targets.resolve import ResolvedTarget, resolve
 

@@ -21,10 +21,11 @@ from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
 from autopart.search.options import Method, Objective, SearchOptions
 from autopart.search.optuna_search import OptunaResult, SearchProgress, optuna_search
 from autopart.search.simulator import Simulation, plan_for, simulate
+from autopart.settings import SEARCH
 
 Assignment = dict[str, VirtualDevice]
-DEFAULT_TRIALS = 300
-ILP_TIME_LIMIT_S = 60.0
+DEFAULT_TRIALS = SEARCH.default_trials  # machine-tuned: autopart.settings.SearchSettings
+ILP_TIME_LIMIT_S = SEARCH.ilp_time_limit_s
 
 
 @dataclass

@@ -12,10 +12,11 @@ import pandas as pd
 from autopart.io import atomic_write_bytes
 from autopart.ir.target import VirtualDevice
 from autopart.search.candidates import Candidate, CandidateKind
+from autopart.settings import VERIFY, settings_in_force
 from autopart.tuning.verify import Measured
 
-DRIFT_LIMIT = 0.2  # a single target predicted this far off its measurement gets a note
-DRIFT_FLOOR_S = 20e-6  # ... unless it is off by less than this: one launch's swing
+DRIFT_LIMIT = VERIFY.drift_limit  # a single target predicted this far off gets a note
+DRIFT_FLOOR_S = VERIFY.drift_floor_s  # ... unless it is off by less than this
 
 
 @dataclass
@@ -136,7 +137,11 @@ def save_report(
     fingerprint: str,
     notes: list[str],
 ) -> None:
-    """Write ``report.json`` (choice, targets, profile, notes, rows) and ``report.csv``."""
+    """Write ``report.json`` and ``report.csv``.
+
+    ``report.json`` holds the choice, the targets, the profile, the notes, every row and the
+    machine-tuned settings in force (:func:`autopart.settings.settings_in_force`).
+    """
     document = {
         "chosen": chosen,
         "search_pick": pick,
@@ -144,6 +149,7 @@ def save_report(
         "profile": fingerprint,
         "notes": notes,
         "plans": [row.to_dict() for row in rows],
+        "settings": settings_in_force(),
     }
     atomic_write_bytes(directory / "report.json", (json.dumps(document, indent=1) + "\n").encode())
     table = pd.DataFrame([row.to_dict() for row in rows])

@@ -21,8 +21,9 @@ from autopart.ir.graph import Graph
 from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
+from autopart.settings import VERIFY
 
-CHECK_TOLERANCE = 1e-3
+CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
 
 
 @dataclass
@@ -64,11 +65,12 @@ class Measured:
         )
 
 
-MAX_ROUND_STRETCH = 20
-SETTLE_S = 1e-3  # untimed runs that open a block last about this long (caches refill) ...
-SETTLE_BELOW_S = 0.02  # ... for plans quicker than this; slower ones hardly notice a switch
-BLOCK_S = 5e-3  # the timed runs of a block last about this long
-MAX_BLOCK_RUNS = 50
+# machine-tuned values, with where each came from: autopart.settings.VerifySettings
+MAX_ROUND_STRETCH = VERIFY.max_round_stretch
+SETTLE_S = VERIFY.settle_s  # untimed runs that open a block last about this long ...
+SETTLE_BELOW_S = VERIFY.settle_below_s  # ... for plans quicker than this
+BLOCK_S = VERIFY.block_s  # the timed runs of a block last about this long
+MAX_BLOCK_RUNS = VERIFY.max_block_runs
 
 
 @dataclass(frozen=True)

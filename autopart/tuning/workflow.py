@@ -28,6 +28,7 @@ from autopart.search.candidates import Candidate
 from autopart.search.options import SearchOptions
 from autopart.search.optuna_search import SearchProgress
 from autopart.search.planner import SearchOutcome, annotate, search
+from autopart.settings import VERIFY
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.tuning.models import ModelLike, load_model, profile_model
@@ -35,8 +36,8 @@ from autopart.tuning.options import StageProgress, TuneOptions
 from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
 
-NOISE_MARGIN = 0.02  # a measured win smaller than this is noise, not a reason to switch
-SIGNIFICANCE = 0.05  # and a larger one must also pass a one-sided Mann-Whitney U test
+NOISE_MARGIN = VERIFY.noise_margin  # a measured win smaller than this is noise
+SIGNIFICANCE = VERIFY.significance  # a larger one must also pass a Mann-Whitney U test
 
 
 def clearly_faster(fast: Measured, slow: Measured) -> bool:
