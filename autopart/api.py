@@ -23,12 +23,12 @@ from autopart.plan.build import place_plan
 from autopart.plan.schema import Plan, PlanError
 from autopart.plan.validate import validate_plan
 from autopart.profile import Profile, ProfileReport, TimingSettings
-from autopart.profile.profiler import Progress
+from autopart.progress import Progress, StageProgress
 from autopart.runtime.executor import Executor, RunResult
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
 from autopart.targets.devices import Machine, discover
 from autopart.tuning.models import ModelLike, load_model, profile_model
-from autopart.tuning.options import BenchOptions, StageProgress, TuneOptions
+from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.verify import check_outputs
 
 if TYPE_CHECKING:

@@ -82,7 +82,7 @@ def test_npz_with_unknown_names_is_refused_before_reading(tmp_path: Path) -> Non
 def test_importing_autopart_leaves_the_process_alone() -> None:
     script = (
         "import os, autopart, autopart.api, autopart.cli\n"
-        "from autopart.runtime import host_memory\n"
+        "from autopart import host_memory\n"
         "print(os.environ.get('OPENBLAS_THREAD_TIMEOUT'), host_memory._applied)\n"
     )
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}

@@ -12,7 +12,7 @@ _FAULTS = """
 import resource
 import numpy as np
 import autopart
-from autopart.runtime.host_memory import retain_freed_memory
+from autopart.host_memory import retain_freed_memory
 
 def faults_of_a_run() -> int:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

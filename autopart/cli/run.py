@@ -110,7 +110,7 @@ def run(
     _print_steps(plan, result)
     console.print(
         f"{len(graph.nodes)} nodes in {len(plan.partitions)} partition(s) with "
-        f"{len(plan.copies)} copies, {repeat} runs: median {result.median * 1e3:.2f} ms "
+        f"{len(plan.copies)} copies, {repeat} runs: median {result.median_s * 1e3:.2f} ms "
         f"(min {min(result.latencies) * 1e3:.2f} ms, max {max(result.latencies) * 1e3:.2f} ms)"
     )
     if save_plan:

@@ -8,8 +8,9 @@ same runs carry that second time in their own named column (:data:`REFERENCE_COL
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
@@ -83,6 +84,27 @@ class Measurement:
     def spread(self) -> float:
         """Interquartile range relative to the median (0 when the median is 0)."""
         return (self.q3_s - self.q1_s) / self.median_s if self.median_s > 0 else 0.0
+
+
+@dataclass(kw_only=True)
+class Latencies:
+    """Wall-clock latencies of repeated runs in seconds: what every timed run reports.
+
+    Running a model, running a plan and measuring plans side by side all subclass it, so a
+    run's median is ``median_s`` everywhere and :meth:`summary` gives the same
+    :class:`Measurement` a profile row holds.
+    """
+
+    latencies: list[float] = field(default_factory=list)
+
+    @property
+    def median_s(self) -> float:
+        """Median latency in seconds (StatisticsError before any run)."""
+        return statistics.median(self.latencies)
+
+    def summary(self) -> Measurement:
+        """Median, quartiles and extremes of the latencies (at least one run)."""
+        return Measurement.from_samples(self.latencies)
 
 
 class MeasurementTable(Protocol):

@@ -7,7 +7,7 @@ into a :class:`Profile` (:mod:`~autopart.profile.store`), kept per machine
 """
 
 from autopart.costmodel.measurements import RowKind
-from autopart.profile.profiler import ProfileProgress, Profiler, ProfileReport
+from autopart.profile.profiler import Profiler, ProfileReport
 from autopart.profile.saved import (
     default_profiles_dir,
     machine_profile_path,
@@ -19,7 +19,6 @@ from autopart.settings import TimingSettings
 
 __all__ = [
     "Profile",
-    "ProfileProgress",
     "ProfileReport",
     "Profiler",
     "RowKind",

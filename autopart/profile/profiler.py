@@ -26,34 +26,20 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 from autopart.costmodel.calibration import Calibration, calibrate
 from autopart.costmodel.cuts import cold_cost, cut_cost
+from autopart.host_memory import retain_freed_memory
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.profile.jobs import Job, Measuring, Planning
 from autopart.profile.kinds import BY_KIND, JOB_KINDS
 from autopart.profile.samplers import reference_values
 from autopart.profile.store import Profile
+from autopart.progress import Progress
 from autopart.settings import TimingSettings
 from autopart.targets.devices import Machine
 from autopart.targets.resolve import ResolvedTarget, resolve
-
-
-class ProfileProgress(Protocol):
-    """Told before each step of a profiling run, and once more when it is done.
-
-    ``done`` of ``total`` steps are taken (a step is one pass of one job); ``label`` names
-    the job about to run and its pass, as ``"Conv on cpu@numpy (2/3)"``, or is ``"done"``.
-    """
-
-    def __call__(self, done: int, total: int, label: str) -> None:
-        """Show that ``done`` of ``total`` steps are taken and ``label`` runs next."""
-        ...
-
-
-Progress = ProfileProgress  # the name autopart.api imports
 
 
 @dataclass
@@ -122,16 +108,20 @@ class Profiler:
         graph: Graph,
         targets: Sequence[VirtualDevice | str],
         budget_s: float | None = None,
-        progress: ProfileProgress | None = None,
+        progress: Progress | None = None,
         refresh: bool = False,
     ) -> ProfileReport:
         """Measure what ``profile`` lacks to plan ``graph`` over ``targets``.
+
+        Measuring keeps freed host memory in the process from then on
+        (:func:`autopart.host_memory.retain_freed_memory`), as the plans it prices will run.
 
         With ``refresh``, measure all of it again (:func:`plan_jobs`); the new rows replace
         the old ones. Stops early once ``budget_s`` seconds were spent (jobs left undone or
         with passes left are counted in ``missing``). On KeyboardInterrupt the measurements
         so far are saved and the interrupt propagates.
         """
+        retain_freed_memory()
         started = time.perf_counter()
         resolved = [resolve(t, self.machine) for t in targets]
         passes = max(self.settings.passes, 1)
@@ -170,7 +160,7 @@ class Profiler:
         taken: list[int],
         started: float,
         budget_s: float | None,
-        progress: ProfileProgress | None,
+        progress: Progress | None,
     ) -> None:
         """Take every pass of every job, pass after pass, counting each job's in ``taken``.
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from autopart.costmodel.measurements import Latencies
+from autopart.host_memory import retain_freed_memory
 from autopart.ir.feeds import validate_feeds
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
@@ -43,17 +45,11 @@ class StepTiming:
 
 
 @dataclass
-class PlanRunResult:
+class PlanRunResult(Latencies):
     """Outputs of the last run, whole-plan latencies, and per-step timings of the last run."""
 
     outputs: dict[str, np.ndarray]
-    latencies: list[float] = field(default_factory=list)
     steps: list[StepTiming] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        """Median whole-plan latency in seconds."""
-        return float(np.median(self.latencies))
 
 
 @dataclass
@@ -77,6 +73,7 @@ class PlanExecutor:
     """
 
     def __init__(self, plan: Plan, graph: Graph, machine: Machine | None = None) -> None:
+        retain_freed_memory()  # runs reuse their buffers, as in a serving process
         self.machine = machine or discover()
         validate_plan(plan, graph, self.machine)
         self.plan = plan

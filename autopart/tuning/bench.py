@@ -21,8 +21,9 @@ from autopart.io import atomic_write_bytes
 from autopart.ir.feeds import random_inputs
 from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
+from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
-from autopart.tuning.options import BenchOptions, StageProgress, TuneOptions
+from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.verify import Runner, measure_plans
 from autopart.tuning.workflow import prepare
 from autopart.zoo import resolve_model

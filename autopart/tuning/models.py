@@ -22,7 +22,7 @@ from autopart.profile import (
     machine_profile_path,
     open_for_measuring,
 )
-from autopart.profile.profiler import Progress
+from autopart.progress import Progress
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.zoo import resolve_model

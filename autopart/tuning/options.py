@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective
-
-StageProgress = Callable[[str, int, int, str], None]
-"""Called as ``progress(stage, done, total, label)``; ``stage`` is ``profile``, ``search``,
-``verify`` or ``bench``, ``total`` 0 when unknown."""
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from autopart.costmodel.measurements import Latencies
 from autopart.ir.graph import Graph
 from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
+from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import VERIFY
@@ -27,22 +29,16 @@ CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the refer
 
 
 @dataclass
-class Measured:
+class Measured(Latencies):
     """Measured latencies of one plan, its last run's step timings and its output error.
 
     ``latencies`` holds every timed run; ``round_medians`` one median per round (a block of
     back-to-back runs), the independent samples that significance tests compare.
     """
 
-    latencies: list[float] = field(default_factory=list)
     steps: list[StepTiming] = field(default_factory=list)
     max_error: float = 0.0
     round_medians: list[float] = field(default_factory=list)
-
-    @property
-    def median_s(self) -> float:
-        """Median latency in seconds."""
-        return statistics.median(self.latencies)
 
     @property
     def samples(self) -> list[float]:
@@ -135,7 +131,7 @@ def measure_plans(
     feeds: Mapping[str, np.ndarray],
     rounds: int = 10,
     warmup: int = 2,
-    progress: Callable[[int, int, str], None] | None = None,
+    progress: Progress | None = None,
     peers: Mapping[str, Runner] | None = None,
     min_timed_s: float = 2.0,
     race: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
@@ -205,7 +201,7 @@ class _Rounds:
         results: dict[str, Measured],
         warmup: int,
         planned: int,
-        progress: Callable[[int, int, str], None] | None,
+        progress: Progress | None,
     ) -> None:
         self.graph, self.feeds, self.reference = graph, feeds, reference
         self.results, self.warmup, self.planned = results, warmup, planned

@@ -24,6 +24,7 @@ from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
+from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate
 from autopart.search.options import SearchOptions
 from autopart.search.optuna_search import SearchProgress
@@ -32,7 +33,7 @@ from autopart.settings import VERIFY
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.tuning.models import ModelLike, load_model, profile_model
-from autopart.tuning.options import StageProgress, TuneOptions
+from autopart.tuning.options import TuneOptions
 from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
 
