@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import zipfile
@@ -10,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 
-from autopart.errors import InputError
-from autopart.limits import check_fits
+from autopart.errors import AutopartError, InputError
+from autopart.limits import check_fits, format_size
+
+MAX_DOCUMENT_BYTES = 256 << 20  # a saved plan or profile larger than this is not one
 
 
 def _umask() -> int:
@@ -96,3 +99,45 @@ def save_tensors(path: str | Path, tensors: Mapping[str, np.ndarray]) -> None:
     buffer = io.BytesIO()
     np.savez(buffer, **tensors)  # type: ignore[arg-type]
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def read_document(
+    path: str | Path, what: str, error: type[AutopartError], max_bytes: int = MAX_DOCUMENT_BYTES
+) -> str:
+    """The UTF-8 text of a saved ``what`` (a plan, a profile), read at most ``max_bytes``.
+
+    A missing, unreadable, oversized (a symlink to ``/dev/zero``, say) or non-UTF-8 file
+    raises ``error`` with one line; nothing past the limit is read.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except OSError as failure:
+        raise error(f"{what} {path} cannot be read: {failure.strerror or failure}") from None
+    if len(data) > max_bytes:
+        raise error(f"{what} {path} is larger than {format_size(max_bytes)}: not a {what}")
+    check_fits(len(data) * 8, f"{what} {path}")  # parsing takes several times the text
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as failure:
+        raise error(f"{what} {path} is not UTF-8 text: {failure.reason}") from None
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def parse_json(text: str, prefix: str, error: type[AutopartError]) -> object:
+    """Parse ``text`` as strict JSON (no NaN or Infinity), or raise ``error(prefix + why)``.
+
+    Documents nested too deeply for the parser and integers of more digits than Python
+    converts are refused the same way, never raised as RecursionError or ValueError.
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise error(f"{prefix}it is nested too deeply") from None
+    except ValueError as failure:  # JSONDecodeError, too many digits, NaN
+        raise error(f"{prefix}not valid JSON: {failure}") from None

@@ -40,8 +40,10 @@ class Value:
 
     @property
     def nbytes(self) -> int:
-        """Size of the tensor in bytes (0 when the shape or dtype is unknown)."""
+        """Size of the tensor in bytes (0 when the shape, a dim or the dtype is unknown)."""
         if self.shape is None or self.dtype is None:
+            return 0
+        if not all(isinstance(dim, int | np.integer) for dim in self.shape):
             return 0
         return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
 

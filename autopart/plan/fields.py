@@ -140,3 +140,39 @@ class Reader:
     def child(self, value: Any, key: str, known: Iterable[str]) -> Reader:
         """A reader of ``value`` found under ``key`` (same strictness; ``known`` its keys)."""
         return Reader(value, f"{self.where}.{key}", self.strict, known)
+
+    def strings(self, key: str) -> list[str]:
+        """A list of strings, or ``[]``."""
+        values = self.items(key)
+        for index, value in enumerate(values):
+            if not isinstance(value, str):
+                raise self._fail(f"{key}[{index}]", "a string", value)
+        return list(values)
+
+    def required_count(self, key: str) -> int:
+        """A non-negative integer field that must be present."""
+        value = self.count(key)
+        if value is None:
+            raise self._fail(key, "a non-negative integer", value)
+        return value
+
+    def mapping(self, key: str) -> dict[str, Any]:
+        """An object field (its values unchecked), or ``{}``."""
+        value = self._get(key)
+        if value is None:
+            return {}
+        if not isinstance(value, dict):
+            raise self._fail(key, "an object", value)
+        return value
+
+    def text_mapping(self, key: str) -> dict[str, str]:
+        """An object of strings (e.g. node -> target), or ``{}``."""
+        value = self.mapping(key)
+        for name, text in value.items():
+            if not isinstance(text, str):
+                raise self._fail(f"{key}.{name}", "a string", text)
+        return dict(value)
+
+    def objects(self, key: str, known: Iterable[str]) -> list[Reader]:
+        """A list of objects with keys ``known``, each as a reader of its own."""
+        return [self.child(item, f"{key}[{i}]", known) for i, item in enumerate(self.items(key))]

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autopart.io import atomic_write_bytes
+from autopart.io import atomic_write_bytes, parse_json, read_document
 from autopart.plan.fields import PlanError, Reader
 
 __all__ = [
@@ -291,30 +291,26 @@ class Plan:
                 f"{' and '.join(map(str, READABLE_VERSIONS))})"
             )
         strict = version == SCHEMA_VERSION
+        missing = [key for key in _REQUIRED_KEYS if key not in document]
+        if missing:
+            raise PlanError(f"plan document is malformed: it has no {', '.join(missing)}")
+        read = Reader(document, "plan", False, ())
         predicted, measured = document.get("predicted"), document.get("measured")
-        try:
-            storage = {
-                device: DeviceStorage(
-                    entry["weights_bytes"],
-                    entry["activation_peak_bytes"],
-                    [BufferSpec(**buffer) for buffer in entry["buffers"]],
-                )
-                for device, entry in document["storage"].items()
-            }
-            plan = cls(
-                model=ModelRef(**document["model"]),
-                fallback=str(document["fallback"]),
-                assignment={str(k): str(v) for k, v in document["assignment"].items()},
-                partitions=[PartitionSpec(**p) for p in document["partitions"]],
-                copies=[CopySpec(**c) for c in document["copies"]],
-                order=[str(s) for s in document["order"]],
-                storage=storage,
-                predicted=None if predicted is None else Prediction.from_dict(predicted, strict),
-                notes=list(document.get("notes", [])),
-                measured=None if measured is None else MeasuredRun.from_dict(measured, strict),
-            )
-        except (KeyError, TypeError, AttributeError) as error:
-            raise PlanError(f"plan document is malformed: {type(error).__name__} {error}") from None
+        plan = cls(
+            model=_model_ref(read.child(read.mapping("model"), "model", _field_names(ModelRef))),
+            fallback=read.required_text("fallback"),
+            assignment=read.text_mapping("assignment"),
+            partitions=[_partition(p) for p in read.objects("partitions", _PARTITION_KEYS)],
+            copies=[_copy(c) for c in read.objects("copies", _field_names(CopySpec))],
+            order=read.strings("order"),
+            storage={
+                str(device): _storage(read.child(entry, f"storage.{device}", _STORAGE_KEYS))
+                for device, entry in read.mapping("storage").items()
+            },
+            predicted=None if predicted is None else Prediction.from_dict(predicted, strict),
+            notes=read.strings("notes"),
+            measured=None if measured is None else MeasuredRun.from_dict(measured, strict),
+        )
         if document.get("tree") is not None and document["tree"] != plan.tree():
             raise PlanError("plan's partition tree disagrees with its partitions (edited by hand?)")
         return plan
@@ -322,10 +318,48 @@ class Plan:
     @classmethod
     def load(cls, path: str | Path) -> Plan:
         """Read a plan file; corrupt or foreign files raise :class:`PlanError`."""
-        try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise PlanError(f"plan file not found: {path}") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise PlanError(f"{path} is not a readable plan: {error}") from None
-        return cls.from_dict(document)
+        text = read_document(path, "plan file", PlanError)
+        return cls.from_dict(parse_json(text, f"{path} is not a readable plan: ", PlanError))
+
+
+_REQUIRED_KEYS = ("model", "fallback", "assignment", "partitions", "copies", "order", "storage")
+_PARTITION_KEYS = ("id", "target", "nodes", "inputs", "outputs", "after")
+_STORAGE_KEYS = ("weights_bytes", "activation_peak_bytes", "buffers")
+
+
+def _model_ref(read: Reader) -> ModelRef:
+    shapes = read.mapping("input_shapes")
+    for name, dims in shapes.items():
+        if not isinstance(dims, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims
+        ):
+            raise PlanError(f"plan field model.input_shapes.{name} must be a list of dims >= 0")
+    return ModelRef(
+        read.required_text("name"), read.required_text("source"), read.required_text("hash"),
+        {str(name): list(dims) for name, dims in shapes.items()},
+    )  # fmt: skip
+
+
+def _partition(read: Reader) -> PartitionSpec:
+    return PartitionSpec(
+        read.required_text("id"), read.required_text("target"), read.strings("nodes"),
+        read.strings("inputs"), read.strings("outputs"), read.strings("after"),
+    )  # fmt: skip
+
+
+def _copy(read: Reader) -> CopySpec:
+    return CopySpec(
+        read.required_text("id"), read.required_text("value"), read.required_text("src"),
+        read.required_text("dst"), read.required_count("nbytes"), read.strings("after"),
+    )  # fmt: skip
+
+
+def _storage(read: Reader) -> DeviceStorage:
+    buffers = [
+        BufferSpec(buffer.required_count("id"), buffer.required_count("nbytes"),
+                   buffer.strings("values"))
+        for buffer in read.objects("buffers", ("id", "nbytes", "values"))
+    ]  # fmt: skip
+    return DeviceStorage(
+        read.required_count("weights_bytes"), read.required_count("activation_peak_bytes"), buffers
+    )

@@ -57,12 +57,15 @@ import numpy as np
 import pandas as pd
 
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, Measurement, RowKind
-from autopart.errors import ProfileError
-from autopart.io import atomic_write_bytes
+from autopart.errors import AutopartError, ProfileError
+from autopart.io import atomic_write_bytes, parse_json, read_document
+from autopart.ir.target import VirtualDevice
 
 SCHEMA = "autopart.profile"
 SCHEMA_VERSION = 2
 TIMINGS = ["median_s", "q1_s", "q3_s", "min_s", "max_s"]
+MAX_TIMING_S = 3600.0  # no one measurement the profiler takes lasts an hour
+MAY_TAKE_NO_TIME = (RowKind.OP, RowKind.LAYOUT, RowKind.UNSUPPORTED)
 REFERENCES = list(REFERENCE_COLUMNS.values())
 COLUMNS = [
     "kind", "target", "key", "op_type", *TIMINGS, "runs", "passes", "timer", "nbytes",
@@ -239,13 +242,7 @@ class Profile:
     @classmethod
     def load(cls, path: str | Path) -> Profile:
         """Read a profile file; raise :class:`ProfileError` naming what is wrong with it."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ProfileError(f"profile not found: {path}") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise ProfileError(f"profile {path} cannot be read: {error}") from None
+        text = read_document(path, "profile", ProfileError)
         return cls.from_text(text, str(path))
 
     @classmethod
@@ -263,8 +260,8 @@ class Profile:
                 f"{origin} has profile schema version {version!r}; this autopart reads "
                 f"versions 1 to {SCHEMA_VERSION}"
             )
+        meta = parse_json(lines[1].removeprefix("#"), f"{origin} is corrupt: ", ProfileError)
         try:
-            meta = json.loads(lines[1].removeprefix("#"))
             table = pd.read_csv(
                 io.StringIO(lines[2]),
                 dtype=_DTYPES,
@@ -272,14 +269,9 @@ class Profile:
                 keep_default_na=False,
                 na_values={column: ["", "nan"] for column in [*REFERENCES, "reference_s"]},
             )
-        except (
-            json.JSONDecodeError,
-            ValueError,
-            pd.errors.ParserError,
-            pd.errors.EmptyDataError,
-        ) as error:
+        except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
             raise ProfileError(f"{origin} is corrupt: {error}") from None
-        if not isinstance(meta, dict) or "fingerprint" not in meta:
+        if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), str):
             raise ProfileError(f"{origin} is corrupt: its header has no machine fingerprint")
         expected = COLUMNS_V1 if version == "1" else COLUMNS
         missing = [column for column in expected if column not in table.columns]
@@ -322,6 +314,38 @@ def _check_table(table: pd.DataFrame, origin: str) -> None:
     unknown = sorted(set(table["kind"]) - {kind.value for kind in RowKind})
     if unknown:
         raise ProfileError(f"{origin} is corrupt: unknown row kinds {unknown}")
+    measured = table["kind"] != RowKind.UNSUPPORTED.value
+    if not (numeric[measured] <= MAX_TIMING_S).all().all():
+        raise ProfileError(f"{origin} is corrupt: a time is infinite or over {MAX_TIMING_S:.0f} s")
+    # a view costs no kernel time, an op with no layout conversion none either; the rest do
+    timed = ~table["kind"].isin([kind.value for kind in MAY_TAKE_NO_TIME])
+    if not (numeric["median_s"][timed] > 0).all():
+        raise ProfileError(f"{origin} is corrupt: a launch, copy or window took no time")
+    for column in ("runs", "nbytes", *(["passes"] if "passes" in table else [])):
+        counts = pd.to_numeric(table[column], errors="coerce")
+        if counts.isna().any() or (counts < 0).any():
+            raise ProfileError(f"{origin} is corrupt: a {column} count is missing or negative")
+    if not (pd.to_numeric(table["runs"])[measured] > 0).all():
+        raise ProfileError(f"{origin} is corrupt: a measured row has no runs")
+    references = [c for c in REFERENCES if c in table]
+    values = table[references].astype(float) if references else pd.DataFrame()
+    if (np.isinf(values) | (values < 0)).any().any() or (values > MAX_TIMING_S).any().any():
+        raise ProfileError(f"{origin} is corrupt: a reference time is infinite or out of range")
+    for kind, target in zip(table["kind"], table["target"], strict=True):
+        _check_target(kind, target, origin)
+
+
+def _check_target(kind: str, target: str, origin: str) -> None:
+    """Raise :class:`ProfileError` unless ``target`` is a full target (a pair for copies)."""
+    copy = kind == RowKind.TRANSFER.value
+    names = target.split("->") if copy else [target]
+    try:
+        parsed = [VirtualDevice.parse(name) for name in names if name]
+    except AutopartError:
+        parsed = []
+    complete = all(t.device and (t.codegen is None) == copy for t in parsed)
+    if len(parsed) != (2 if copy else 1) or len(names) != len(parsed) or not complete:
+        raise ProfileError(f"{origin} is corrupt: {target!r} is not a target of a {kind} row")
 
 
 _DTYPES = {
