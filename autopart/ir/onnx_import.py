@@ -21,7 +21,8 @@ from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import simplify
 
-MIN_OPSET, MAX_OPSET = 1, 21
+# Every default-domain opset the installed onnx defines.
+MIN_OPSET, MAX_OPSET = 1, onnx.defs.onnx_opset_version()
 _SHAPE_INFERENCE_CONST_BYTES = 4096
 
 

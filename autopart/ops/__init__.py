@@ -7,6 +7,7 @@ from autopart.ops.registry import (
     bind,
     has_kernel,
     lookup,
+    refusal,
     register,
     supported_ops,
 )
@@ -20,6 +21,7 @@ __all__ = [
     "lookup",
     "nn",
     "reduce",
+    "refusal",
     "register",
     "supported_ops",
     "tensor",

@@ -121,7 +121,14 @@ def conv(
     pads: Sequence[int] | None = None,
     strides: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """ONNX Conv for any number of spatial dims, groups, dilations, strides and padding."""
+    """ONNX Conv for any number of spatial dims, groups, dilations, strides and padding.
+
+    float16 accumulates in float32, as onnx's reference does.
+    """
+    if X.dtype == np.float16:
+        wide = [None if a is None else a.astype(np.float32) for a in (X, W, B)]
+        out = conv(*wide, auto_pad, dilations, group, kernel_shape, pads, strides)
+        return out.astype(np.float16)
     n, c = X.shape[:2]
     m = W.shape[0]
     geo = window_geometry(X.shape[2:], W.shape[2:], strides, dilations, pads, auto_pad)
@@ -174,8 +181,8 @@ def conv_transpose(
     ]
     if output_shape is not None:
         target = list(output_shape)[-d:]
-        totals = [full[i] - target[i] for i in range(d)]
-        upper = auto_pad != "SAME_LOWER"
+        totals = [max(full[i] - target[i], 0) for i in range(d)]  # a larger shape pads the end
+        upper = auto_pad == "SAME_UPPER"
         begin = [t // 2 if upper else t - t // 2 for t in totals]
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         target = [in_sizes[i] * strides[i] for i in range(d)]
@@ -198,6 +205,9 @@ def conv_transpose(
             start = k * dilations[i]
             index.append(slice(start, start + (in_sizes[i] - 1) * strides[i] + 1, strides[i]))
         out[tuple(index)] += cols[(slice(None), slice(None), *offsets)]
+    short = [max(b + t - f, 0) for b, t, f in zip(begin, target, full, strict=True)]
+    if any(short):
+        out = np.pad(out, [(0, 0), (0, 0), *((0, extra) for extra in short)])
     out = out[
         (slice(None), slice(None), *(slice(b, b + t) for b, t in zip(begin, target, strict=True)))
     ]
@@ -299,7 +309,7 @@ def _channel(param: np.ndarray, rank: int) -> np.ndarray:
     return param.reshape(1, -1, *([1] * (rank - 2)))
 
 
-@register("BatchNormalization")
+@register("BatchNormalization", accepts={"training_mode": (0,), "spatial": (1,)})
 def batch_normalization(
     X: np.ndarray,
     scale: np.ndarray,
