@@ -1,6 +1,6 @@
 """The reference operator library: numpy kernels looked up by (domain, op type, opset)."""
 
-from autopart.ops import elementwise, nn, reduce, tensor
+from autopart.ops import elementwise, indexing, misc, nn, reduce, resize, tensor
 from autopart.ops.registry import (
     OpKernel,
     as_outputs,
@@ -18,11 +18,14 @@ __all__ = [
     "bind",
     "elementwise",
     "has_kernel",
+    "indexing",
     "lookup",
+    "misc",
     "nn",
     "reduce",
     "refusal",
     "register",
+    "resize",
     "supported_ops",
     "tensor",
 ]
