@@ -1,6 +1,16 @@
 """The reference operator library: numpy kernels looked up by (domain, op type, opset)."""
 
-from autopart.ops import elementwise, indexing, misc, nn, reduce, resize, tensor
+from autopart.ops import (
+    elementwise,
+    indexing,
+    misc,
+    nn,
+    quantize,
+    reduce,
+    resize,
+    tensor,
+    transformer,
+)
 from autopart.ops.registry import (
     OpKernel,
     as_outputs,
@@ -24,8 +34,10 @@ __all__ = [
     "nn",
     "reduce",
     "refusal",
+    "quantize",
     "register",
     "resize",
     "supported_ops",
     "tensor",
+    "transformer",
 ]
