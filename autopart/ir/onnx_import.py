@@ -90,14 +90,14 @@ def load_graph(
 def _check(proto: onnx.ModelProto) -> None:
     if not proto.HasField("graph") or not (proto.graph.node or proto.graph.output):
         raise ModelError("the file holds no ONNX graph")
+    default = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if default is not None and not MIN_OPSET <= default <= MAX_OPSET:
+        raise ModelError(f"opset {default} is not supported (supported: {MIN_OPSET}-{MAX_OPSET})")
     _check_ops_exist(proto)
     try:
         onnx.checker.check_model(_skeleton(proto))
     except (onnx.checker.ValidationError, ValueError) as error:
         raise ModelError(f"invalid ONNX model: {_first_line(error)}") from None
-    default = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
-    if default is not None and not MIN_OPSET <= default <= MAX_OPSET:
-        raise ModelError(f"opset {default} is not supported (supported: {MIN_OPSET}-{MAX_OPSET})")
 
 
 def _check_ops_exist(proto: onnx.ModelProto) -> None:
