@@ -1,6 +1,7 @@
 """The reference operator library: numpy kernels looked up by (domain, op type, opset)."""
 
 from autopart.ops import (
+    attention,
     elementwise,
     indexing,
     misc,
@@ -25,6 +26,7 @@ from autopart.ops.registry import (
 __all__ = [
     "OpKernel",
     "as_outputs",
+    "attention",
     "bind",
     "elementwise",
     "has_kernel",
