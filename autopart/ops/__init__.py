@@ -9,6 +9,8 @@ from autopart.ops import (
     quantize,
     reduce,
     resize,
+    signal,
+    spatial,
     tensor,
     transformer,
 )
@@ -39,6 +41,8 @@ __all__ = [
     "quantize",
     "register",
     "resize",
+    "signal",
+    "spatial",
     "supported_ops",
     "tensor",
     "transformer",

@@ -171,3 +171,47 @@ def _cumulative(step: Callable[..., np.ndarray], identity: int) -> Callable[...,
 
 
 register("CumProd", since=26)(_cumulative(np.cumprod, 1))
+
+
+@register("Unique", accepts={"sorted": (0, 1)})
+def unique(
+    X: np.ndarray, axis: int | None = None, sorted: int = 1
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """ONNX Unique: values, first indices, inverse indices and counts.
+
+    Without ``sorted`` the values keep the order of their first occurrence.
+    """
+    values, first, inverse, counts = np.unique(
+        X, return_index=True, return_inverse=True, return_counts=True, axis=axis
+    )
+    inverse = inverse.reshape(-1)
+    if not sorted:
+        order = np.argsort(first, kind="stable")
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+        values = np.take(X if axis is not None else X.ravel(), first, axis=axis or 0)
+    as_int = [np.asarray(a, dtype=np.int64) for a in (first, inverse, counts)]
+    return values, *as_int
+
+
+@register("TensorScatter", since=24, accepts={"mode": ("linear", "circular")})
+def tensor_scatter(
+    past_cache: np.ndarray,
+    update: np.ndarray,
+    write_indices: np.ndarray | None = None,
+    axis: int = -2,
+    mode: str = "linear",
+) -> np.ndarray:
+    """ONNX TensorScatter: write ``update`` into the cache at each batch's write index."""
+    axis = axis % past_cache.ndim
+    out = past_cache.copy()
+    length, capacity = update.shape[axis], past_cache.shape[axis]
+    for batch in range(past_cache.shape[0]):
+        start = 0 if write_indices is None else int(write_indices[batch])
+        positions = start + np.arange(length)
+        if mode == "circular":
+            positions = positions % capacity
+        target = np.moveaxis(out[batch], axis - 1, 0)
+        target[positions] = np.moveaxis(update[batch], axis - 1, 0)
+    return out

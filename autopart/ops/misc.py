@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from onnx import helper
 from scipy import special
 
 from autopart.ops.registry import register
@@ -149,3 +150,45 @@ def softmax_cross_entropy_loss(
     )
     loss = negative_log_likelihood_loss(log_prob, labels, weights, ignore_index, reduction)
     return loss, log_prob
+
+
+@register("SwiGLU", since=28)
+def swiglu(A: np.ndarray, B: np.ndarray, alpha: float = 1.0) -> np.ndarray:
+    """ONNX SwiGLU: ``Swish_alpha(A) * B``."""
+    return (A * special.expit(alpha * A) * B).astype(A.dtype, copy=False)
+
+
+@register("BitCast", since=26)
+def bit_cast(input: np.ndarray, to: int) -> np.ndarray:
+    """ONNX BitCast: the same bits read as another type of the same width."""
+    target = np.dtype(helper.tensor_dtype_to_np_dtype(to))
+    return np.array(input, order="C").view(target)
+
+
+@register("Binarizer", domain="ai.onnx.ml")
+def binarizer(X: np.ndarray, threshold: float = 0.0) -> np.ndarray:
+    """ONNX-ML Binarizer: 1 where ``X > threshold``, else 0."""
+    return (threshold < X).astype(X.dtype)
+
+
+@register("ArrayFeatureExtractor", domain="ai.onnx.ml")
+def array_feature_extractor(X: np.ndarray, Y: np.ndarray) -> np.ndarray:
+    """ONNX-ML ArrayFeatureExtractor: the entries ``Y`` of the last dim of ``X``."""
+    out = np.take(X, Y.ravel().astype(np.int64), axis=-1)
+    return out.reshape(1, -1) if X.ndim == 1 else out
+
+
+def _range_in_float32(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarray:
+    first, last, step = (np.float32(v) for v in (start, limit, delta))
+    count = max(int(np.ceil((last - first) / step)), 0)
+    return (first + np.arange(count, dtype=np.float32) * step).astype(start.dtype)
+
+
+@register("Range", since=27, accepts={"stash_type": (1,)})
+def range_27(
+    start: np.ndarray, limit: np.ndarray, delta: np.ndarray, stash_type: int = 1
+) -> np.ndarray:
+    """ONNX Range-27: 16-bit floats are computed in float32 (``stash_type`` 1)."""
+    if start.dtype.itemsize == 2 and start.dtype.kind not in "iu":
+        return _range_in_float32(start, limit, delta)
+    return np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)

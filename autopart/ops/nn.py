@@ -279,6 +279,23 @@ def average_pool(
     return (total / counts).astype(X.dtype, copy=False)
 
 
+@register("LpPool")
+def lp_pool(
+    X: np.ndarray,
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    dilations: Sequence[int] | None = None,
+    kernel_shape: Sequence[int] = (),
+    p: int = 2,
+    pads: Sequence[int] | None = None,
+    strides: Sequence[int] | None = None,
+) -> np.ndarray:
+    """ONNX LpPool: the p-norm of each window (padding counts as zeros)."""
+    geo = window_geometry(X.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    total = _pool(np.power(np.abs(X), p), geo, 0.0, np.add)
+    return np.power(total, 1.0 / p).astype(X.dtype, copy=False)
+
+
 @register("GlobalAveragePool")
 def global_average_pool(X: np.ndarray) -> np.ndarray:
     """ONNX GlobalAveragePool."""
