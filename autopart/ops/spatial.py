@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import special
@@ -110,3 +111,122 @@ def causal_conv_with_state(
         wide = out.astype(np.float32)
         out = (wide * special.expit(wide)).astype(input.dtype)
     return out, padded[:, :, padded.shape[2] - (taps - 1) :]
+
+
+def _reflect(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    """Coordinates mirrored at ``low`` and ``high`` until they lie between them."""
+    span = high - low
+    below, above = low - x, x - high
+    folds_below, folds_above = np.floor(below / span), np.floor(above / span)
+    rest_below, rest_above = below - folds_below * span, above - folds_above * span
+    from_below = np.where(folds_below % 2 == 0, low + rest_below, high - rest_below)
+    from_above = np.where(folds_above % 2 == 0, high - rest_above, low + rest_above)
+    return np.where(x < low, from_below, np.where(x > high, from_above, x))
+
+
+def _cubic_weights(t: np.ndarray) -> np.ndarray:
+    a = -0.75
+    distances = np.stack([t + 1, t, 1 - t, 2 - t], axis=-1)
+    near = ((a + 2) * distances - (a + 3)) * distances * distances + 1
+    far = ((a * distances - 5 * a) * distances + 8 * a) * distances - 4 * a
+    return np.where(distances <= 1, near, far)
+
+
+@dataclass(frozen=True)
+class _Taps:
+    """Per output point and tap along one dim: the index to read and its weight."""
+
+    index: np.ndarray
+    weight: np.ndarray
+
+
+def _dim_taps(coords: np.ndarray, size: int, mode: str, padding: str, align: int) -> _Taps:
+    low, high = (0.0, size - 1.0) if align else (-0.5, size - 0.5)
+    x = (coords + 1) / 2 * (size - 1) if align else ((coords + 1) * size - 1) / 2
+    if mode == "nearest":
+        x = np.rint(x)
+    if padding == "border":
+        x = np.where((x < low) | (x > high), np.clip(x, 0, size - 1), x)
+    elif padding == "reflection":
+        x = _reflect(x, low, high)
+    if mode == "nearest":
+        return _Taps(x.astype(np.int64)[:, None], np.ones((len(x), 1)))
+    start = np.floor(x)
+    fraction = x - start
+    if mode == "linear":
+        offsets, weights = np.arange(2), np.stack([1 - fraction, fraction], axis=-1)
+    else:
+        offsets, weights = np.arange(-1, 3), _cubic_weights(fraction)
+    return _Taps(start.astype(np.int64)[:, None] + offsets, weights)
+
+
+def _read(
+    image: np.ndarray,
+    taps: Sequence[np.ndarray],
+    padding: str,
+    lows: Sequence[float],
+    highs: Sequence[float],
+) -> np.ndarray:
+    """``image[:, taps...]`` with out-of-range reads zero, clamped, or mirrored."""
+    valid = np.ones(taps[0].shape, bool)
+    fixed = []
+    for index, size, low, high in zip(taps, image.shape[1:], lows, highs, strict=True):
+        if padding == "zeros":
+            valid &= (index >= 0) & (index < size)
+            index = np.clip(index, 0, size - 1)
+        elif padding == "border":
+            index = np.clip(index, 0, size - 1)
+        else:
+            index = _reflect(index.astype(np.float64), low, high).astype(np.int64)
+        fixed.append(index)
+    return np.where(valid, image[(slice(None), *fixed)], 0)
+
+
+def _grid_sample(
+    X: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str, align_corners: int
+) -> np.ndarray:
+    spatial = X.shape[2:]
+    lows = [0.0 if align_corners else -0.5] * len(spatial)
+    highs = [s - (1.0 if align_corners else 0.5) for s in spatial]
+    out = np.empty((*X.shape[:2], *grid.shape[1:-1]), dtype=X.dtype)
+    for n in range(X.shape[0]):
+        points = grid[n].reshape(-1, grid.shape[-1])[:, ::-1].astype(np.float64)
+        taps = [
+            _dim_taps(points[:, d], size, mode, padding_mode, align_corners)
+            for d, size in enumerate(spatial)
+        ]
+        total = np.zeros((X.shape[1], len(points)))
+        for combo in itertools.product(*(range(t.index.shape[1]) for t in taps)):
+            weight = np.prod([t.weight[:, k] for t, k in zip(taps, combo, strict=True)], axis=0)
+            indices = [t.index[:, k] for t, k in zip(taps, combo, strict=True)]
+            total += weight * _read(X[n], indices, padding_mode, lows, highs)
+        out[n] = total.reshape(out.shape[1:])
+    return out
+
+
+_GRID_OPTIONS = {"padding_mode": ("zeros", "border", "reflection"), "align_corners": (0, 1)}
+_LEGACY_GRID_MODES = {"bilinear": "linear", "bicubic": "cubic", "nearest": "nearest"}
+
+
+@register("GridSample", since=16, accepts={"mode": tuple(_LEGACY_GRID_MODES), **_GRID_OPTIONS})
+def grid_sample_16(
+    X: np.ndarray,
+    grid: np.ndarray,
+    align_corners: int = 0,
+    mode: str = "bilinear",
+    padding_mode: str = "zeros",
+) -> np.ndarray:
+    """ONNX GridSample-16 (4-D, modes bilinear, nearest and bicubic)."""
+    return _grid_sample(X, grid, _LEGACY_GRID_MODES[mode], padding_mode, align_corners)
+
+
+@register("GridSample", since=20, accepts={"mode": ("linear", "nearest", "cubic"), **_GRID_OPTIONS})
+def grid_sample(
+    X: np.ndarray,
+    grid: np.ndarray,
+    align_corners: int = 0,
+    mode: str = "linear",
+    padding_mode: str = "zeros",
+) -> np.ndarray:
+    """ONNX GridSample (opset 20 on): N-D sampling of ``X`` at the normalised ``grid``."""
+    return _grid_sample(X, grid, mode, padding_mode, align_corners)
