@@ -87,6 +87,8 @@ def remove_passthrough(graph: Graph) -> bool:
     for node in list(graph.nodes):
         if node.op_type not in _PASSTHROUGH or not node.present_inputs:
             continue
+        if node.op_type == "Dropout" and _may_train(graph, node):
+            continue  # training drops at random: the kernel refuses it, never ignores it
         source, result = node.inputs[0], node.outputs[0]
         if any(
             name
@@ -108,6 +110,14 @@ def remove_passthrough(graph: Graph) -> bool:
     return changed
 
 
+def _may_train(graph: Graph, node: Node) -> bool:
+    """Whether a Dropout's ``training_mode`` input is present and not a constant false."""
+    if len(node.inputs) < 3 or not node.inputs[2]:
+        return False
+    flag = graph.value(node.inputs[2]).const
+    return flag is None or bool(np.asarray(flag).item())
+
+
 def _rename_uses(graph: Graph, old: str, new: str) -> None:
     for node in graph.nodes:
         node.inputs = [new if name == old else name for name in node.inputs]
@@ -122,6 +132,8 @@ def fold_batchnorm_into_conv(graph: Graph) -> bool:
     for bn in list(graph.nodes):
         if bn.op_type != "BatchNormalization" or len([o for o in bn.outputs if o]) != 1:
             continue
+        if bn.attrs.get("training_mode", 0) or not bn.attrs.get("spatial", 1):
+            continue  # batch statistics or per-activation scales: not a fold of running stats
         conv = graph.value(bn.inputs[0]).producer
         params = [graph.value(name) for name in bn.inputs[1:5]]
         if (
