@@ -178,7 +178,7 @@ def _chain(nodes: list[onnx.NodeProto], x: np.ndarray, constants: dict, opset: i
         nodes,
         "chain",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, x.shape)],
         initializer=[onnx.numpy_helper.from_array(v, k) for k, v in constants.items()],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
