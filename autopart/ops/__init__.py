@@ -13,6 +13,7 @@ from autopart.ops import (
     resize,
     signal,
     spatial,
+    strings,
     tensor,
     transformer,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "resize",
     "signal",
     "spatial",
+    "strings",
     "supported_ops",
     "tensor",
     "transformer",
