@@ -192,3 +192,39 @@ def range_27(
     if start.dtype.itemsize == 2 and start.dtype.kind not in "iu":
         return _range_in_float32(start, limit, delta)
     return np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)
+
+
+def _first_set(*options: object) -> object:
+    return next((o for o in options if o is not None and len(o) > 0), None)  # type: ignore[arg-type]
+
+
+@register("LabelEncoder", domain="ai.onnx.ml")
+def label_encoder(
+    X: np.ndarray,
+    default_float: float = -0.0,
+    default_int64: int = -1,
+    default_string: str = "_Unused",
+    default_tensor: np.ndarray | None = None,
+    keys_floats: list[float] | None = None,
+    keys_int64s: list[int] | None = None,
+    keys_strings: list[str] | None = None,
+    keys_tensor: np.ndarray | None = None,
+    values_floats: list[float] | None = None,
+    values_int64s: list[int] | None = None,
+    values_strings: list[str] | None = None,
+    values_tensor: np.ndarray | None = None,
+) -> np.ndarray:
+    """ONNX-ML LabelEncoder: map each key to its value, others to the default."""
+    keys = _first_set(keys_floats, keys_int64s, keys_strings, keys_tensor)
+    if values_tensor is not None and values_tensor.size:
+        values, dtype = list(values_tensor), values_tensor.dtype
+        fill = None if default_tensor is None else default_tensor.ravel()[0]
+    elif values_floats:
+        values, fill, dtype = values_floats, default_float, np.dtype(np.float32)
+    elif values_int64s:
+        values, fill, dtype = values_int64s, default_int64, np.dtype(np.int64)
+    else:
+        values, fill, dtype = values_strings or [], default_string, np.dtype(object)
+    table = dict(zip([] if keys is None else list(keys), values, strict=False))
+    out = np.array([table.get(k, fill) for k in X.ravel().tolist()], dtype=dtype)
+    return out.reshape(X.shape)
