@@ -231,7 +231,6 @@ def _pool(
     return out
 
 
-@register("MaxPool")
 def max_pool(
     X: np.ndarray,
     auto_pad: str = "NOTSET",
@@ -242,7 +241,7 @@ def max_pool(
     storage_order: int = 0,
     strides: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """ONNX MaxPool (the optional Indices output is not produced)."""
+    """ONNX MaxPool's values (registered with its Indices output in ``ops.pooling``)."""
     geo = window_geometry(X.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     lowest = -np.inf if np.issubdtype(X.dtype, np.floating) else np.iinfo(X.dtype).min
     return _pool(X, geo, lowest, np.maximum)

@@ -35,6 +35,8 @@ AttributeCheck = Callable[[Mapping[str, Any]], str | None]
 REVIEWED_OPSET = 21
 # Attributes with no effect on a result (legacy optimiser hints).
 _INERT_ATTRIBUTES = frozenset({"consumed_inputs"})
+# Ops whose kernels are told how many outputs the node has (``_num_outputs``).
+_COUNTS_OUTPUTS = frozenset({"Split", "MaxPool"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,7 +220,7 @@ def bind(
     if reason:
         raise UnsupportedOpError(f"{op_type}: {reason}")
     kernel = lookup(op_type, domain, opset)
-    extra = {"_num_outputs": num_outputs} if op_type == "Split" else {}
+    extra = {"_num_outputs": num_outputs} if op_type in _COUNTS_OUTPUTS else {}
     bound_attrs = {**attrs, **extra}
 
     def call(*inputs: np.ndarray | None) -> tuple[np.ndarray, ...]:

@@ -19,8 +19,6 @@ from autopart.targets.codegen import (
     register_codegen,
 )
 
-# Ops whose optional outputs the reference kernels do not produce.
-_SINGLE_OUTPUT_ONLY = frozenset({"MaxPool"})
 # Ops whose result depends on the exact element type of an input.
 _TYPE_EXACT = frozenset({"Cast", "CastLike"})
 
@@ -116,8 +114,6 @@ class NumpyCodegen(Codegen):
 
     def unsupported_reason(self, node: Node, graph: Graph) -> str | None:
         """Why the reference kernels cannot run ``node`` (one line), or None when they can."""
-        if node.op_type in _SINGLE_OUTPUT_ONLY and len([o for o in node.outputs if o]) > 1:
-            return "its optional outputs are not implemented"
         return refusal(
             node.op_type, node.domain, graph.opset_of(node), node.attrs, len(node.inputs)
         )
