@@ -63,12 +63,6 @@ def mean_variance_normalization(X: np.ndarray, axes: Sequence[int] = (0, 2, 3)) 
     return ((X - mean) / (std + 1e-9)).astype(X.dtype, copy=False)
 
 
-@register("Det")
-def det(X: np.ndarray) -> np.ndarray:
-    """ONNX Det of the trailing square matrices."""
-    return np.linalg.det(X).astype(X.dtype, copy=False)
-
-
 def _group_norm(
     X: np.ndarray, scale: np.ndarray, bias: np.ndarray, epsilon: float, groups: int, per_group: bool
 ) -> np.ndarray:
