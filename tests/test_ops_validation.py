@@ -206,3 +206,76 @@ def test_training_batchnorm_after_conv_is_not_folded() -> None:
     constants = {"w": np.ones((2, 2, 1, 1), np.float32), **params}
     with pytest.raises(UnsupportedOpError, match="training_mode=1"):
         _run(_chain(nodes, x, constants, 15), {"x": x})
+
+
+def _unet_like(opset: int) -> onnx.ModelProto:
+    """Conv, MaxPool, ConvTranspose with output_padding, bilinear and nearest Resize, Concat."""
+    rng = np.random.default_rng(5)
+
+    def weight(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape) * 0.3).astype(np.float32)
+
+    constants = {
+        "w1": weight(4, 3, 3, 3),
+        "w2": weight(8, 4, 3, 3),
+        "wt": weight(8, 4, 3, 3),
+        "scales": np.array([1, 1, 2, 2], np.float32),
+        "w3": weight(2, 8, 1, 1),
+    }
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node(
+            "ConvTranspose",
+            ["c2", "wt"],
+            ["up1"],
+            strides=[2, 2],
+            pads=[1, 1, 1, 1],
+            output_padding=[1, 1],
+        ),
+        helper.make_node(
+            "Resize",
+            ["p1", "", "scales"],
+            ["up2"],
+            mode="linear",
+            coordinate_transformation_mode="pytorch_half_pixel",
+        ),
+        helper.make_node(
+            "Resize",
+            ["c2", "", "scales"],
+            ["up3"],
+            mode="nearest",
+            coordinate_transformation_mode="asymmetric",
+            nearest_mode="floor",
+        ),
+        helper.make_node("Concat", ["up1", "up2"], ["cat"], axis=1),
+        helper.make_node("Conv", ["cat", "w3"], ["y"]),
+        helper.make_node("ReduceMean", ["up3"], ["m"], keepdims=1),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "unet_like",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
+            helper.make_tensor_value_info("m", TensorProto.FLOAT, None),
+        ],
+        initializer=[onnx.numpy_helper.from_array(v, k) for k, v in constants.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 9
+    return onnx.shape_inference.infer_shapes(model)
+
+
+@pytest.mark.parametrize("opset", [13, 20])
+def test_unet_like_model_matches_onnxruntime(opset: int) -> None:
+    from conftest import run_onnxruntime
+
+    model = _unet_like(opset)
+    x = np.random.default_rng(6).standard_normal((1, 3, 8, 8)).astype(np.float32)
+    want = run_onnxruntime(model, {"x": x})
+    got = _run(model, {"x": x})
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
