@@ -279,3 +279,22 @@ def test_unet_like_model_matches_onnxruntime(opset: int) -> None:
     got = _run(model, {"x": x})
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize(("is_test", "refused"), [(None, True), (0, True), (1, False)])
+def test_legacy_batchnorm_runs_only_in_test_mode(is_test: int | None, refused: bool) -> None:
+    x = np.random.default_rng(7).standard_normal((1, 2, 3, 3)).astype(np.float32)
+    params = {n: np.full(2, 0.5, np.float32) for n in ("s", "b", "m", "v")}
+    attrs = {} if is_test is None else {"is_test": is_test}
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("BatchNormalization", ["r", "s", "b", "m", "v"], ["y"], **attrs),
+    ]
+    model = _chain(nodes, x, params, 6)
+    if refused:
+        with pytest.raises(UnsupportedOpError, match="is_test"):
+            _run(model, {"x": x})
+    else:
+        (y,) = _run(model, {"x": x})
+        want = (np.maximum(x, 0) - 0.5) / np.sqrt(0.5 + 1e-5) * 0.5 + 0.5
+        np.testing.assert_allclose(y, want, rtol=1e-5)

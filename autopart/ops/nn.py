@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -325,7 +326,15 @@ def _channel(param: np.ndarray, rank: int) -> np.ndarray:
     return param.reshape(1, -1, *([1] * (rank - 2)))
 
 
-@register("BatchNormalization", accepts={"training_mode": (0,), "spatial": (1,)})
+def legacy_test_mode(attrs: Mapping[str, Any]) -> str | None:
+    """Before opset 7, ``is_test`` defaults to 0: training. Only ``is_test=1`` is inference."""
+    if attrs.get("is_test", 0) != 1:
+        return f"attribute is_test={attrs.get('is_test', 0)} (training) is not implemented"
+    return None
+
+
+@register("BatchNormalization", accepts={"spatial": (1,)}, check=legacy_test_mode)
+@register("BatchNormalization", since=7, accepts={"training_mode": (0,), "spatial": (1,)})
 def batch_normalization(
     X: np.ndarray,
     scale: np.ndarray,

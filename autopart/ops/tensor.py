@@ -8,6 +8,7 @@ import numpy as np
 from onnx import numpy_helper
 
 from autopart.errors import UnsupportedOpError
+from autopart.ops.nn import legacy_test_mode
 from autopart.ops.registry import register
 
 
@@ -21,7 +22,8 @@ def identity(input: np.ndarray) -> np.ndarray:
     return input
 
 
-@register("Dropout")
+@register("Dropout", check=legacy_test_mode)
+@register("Dropout", since=7)
 def dropout(
     data: np.ndarray,
     ratio: np.ndarray | float | None = None,
