@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from autopart.errors import UnsupportedOpError
 from autopart.ops.nn import conv
 from autopart.ops.registry import register
 
@@ -230,3 +231,65 @@ def grid_sample(
 ) -> np.ndarray:
     """ONNX GridSample (opset 20 on): N-D sampling of ``X`` at the normalised ``grid``."""
     return _grid_sample(X, grid, mode, padding_mode, align_corners)
+
+
+def _bilinear_zero_padded(planes: np.ndarray, h: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Sample ``planes`` (C, H, W) at real coordinates ``h``, ``w`` (any equal shape).
+
+    Neighbours outside the plane read as zero. Returns (C, *h.shape).
+    """
+    height, width = planes.shape[1:]
+    top, left = np.floor(h).astype(np.int64), np.floor(w).astype(np.int64)
+    dh, dw = h - top, w - left
+    total = np.zeros((planes.shape[0], *h.shape), dtype=np.float64)
+    for row, row_weight in ((top, 1 - dh), (top + 1, dh)):
+        for col, col_weight in ((left, 1 - dw), (left + 1, dw)):
+            inside = (row >= 0) & (row < height) & (col >= 0) & (col < width)
+            values = planes[:, np.clip(row, 0, height - 1), np.clip(col, 0, width - 1)]
+            total += np.where(inside, row_weight * col_weight, 0.0) * values
+    return total
+
+
+@register("DeformConv", since=19)
+def deform_conv(
+    X: np.ndarray,
+    W: np.ndarray,
+    offset: np.ndarray,
+    B: np.ndarray | None = None,
+    mask: np.ndarray | None = None,
+    dilations: Sequence[int] | None = None,
+    group: int = 1,
+    kernel_shape: Sequence[int] | None = None,
+    offset_group: int = 1,
+    pads: Sequence[int] | None = None,
+    strides: Sequence[int] | None = None,
+) -> np.ndarray:
+    """ONNX DeformConv (2-D): each tap samples bilinearly at its learned offset, masked."""
+    if X.ndim != 4:
+        raise UnsupportedOpError("DeformConv is implemented for 2-D images only")
+    n, channels, _, _ = X.shape
+    kh, kw = W.shape[2:]
+    out_h, out_w = offset.shape[2:]
+    sh, sw = strides or (1, 1)
+    dh, dw = dilations or (1, 1)
+    top, left = (pads or (0, 0, 0, 0))[:2]
+    shifts = offset.reshape(n, offset_group, kh, kw, 2, out_h, out_w)
+    weights = np.ones((n, offset_group, kh, kw, out_h, out_w)) if mask is None else mask
+    weights = weights.reshape(n, offset_group, kh, kw, out_h, out_w)
+    base_h = (np.arange(out_h) * sh - top)[None, :, None] + (np.arange(kh) * dh)[:, None, None]
+    base_w = (np.arange(out_w) * sw - left)[None, None, :] + (np.arange(kw) * dw)[:, None, None]
+    per_group = channels // offset_group
+    columns = np.empty((n, channels, kh, kw, out_h, out_w))
+    for b in range(n):
+        for g in range(offset_group):
+            h = base_h[:, None, :, :] + shifts[b, g, :, :, 0]
+            w = base_w[None, :, :, :] + shifts[b, g, :, :, 1]
+            planes = X[b, g * per_group : (g + 1) * per_group].astype(np.float64)
+            sampled = _bilinear_zero_padded(planes, h, w) * weights[b, g]
+            columns[b, g * per_group : (g + 1) * per_group] = sampled
+    grouped = columns.reshape(n, group, channels // group, kh, kw, out_h, out_w)
+    kernels = W.reshape(group, W.shape[0] // group, W.shape[1], kh, kw).astype(np.float64)
+    out = np.einsum("gocij,ngcijhw->ngohw", kernels, grouped).reshape(n, -1, out_h, out_w)
+    if B is not None:
+        out = out + B.reshape(1, -1, 1, 1)
+    return out.astype(X.dtype)
