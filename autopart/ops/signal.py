@@ -92,3 +92,27 @@ _window(
         0.42 - 0.5 * np.cos(2 * np.pi * n / period) + 0.08 * np.cos(4 * np.pi * n / period)
     ),
 )
+
+
+@register("STFT", since=17, accepts={"onesided": (0, 1)})
+def stft(
+    signal: np.ndarray,
+    frame_step: np.ndarray,
+    window: np.ndarray | None = None,
+    frame_length: np.ndarray | None = None,
+    onesided: int = 1,
+) -> np.ndarray:
+    """ONNX STFT: the DFT of each windowed frame; (batch, frames, bins, 2)."""
+    step = int(np.asarray(frame_step).item())
+    if frame_length is not None:
+        length = int(np.asarray(frame_length).item())
+    else:
+        length = signal.shape[1] if window is None else window.shape[0]
+    weights = np.ones(length) if window is None else window.astype(np.float64)
+    samples = _as_complex(signal)
+    count = 1 + (samples.shape[1] - length) // step
+    frames = np.stack([samples[:, f * step : f * step + length] for f in range(count)], axis=1)
+    spectrum = np.fft.fft(frames * weights, n=length, axis=-1)
+    if onesided:
+        spectrum = spectrum[..., : length // 2 + 1]
+    return _as_pairs(spectrum).astype(signal.dtype)
