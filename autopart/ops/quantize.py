@@ -66,6 +66,10 @@ def quantize_linear(
         if saturate:
             return numpy_helper.saturate_cast(scaled, target)
         return scaled.astype(target)
+    if target.name.startswith("float4"):
+        if y_zero_point is not None:
+            scaled = scaled + _along(y_zero_point, x.shape, axis, block_size).astype(np.float32)
+        return scaled.astype(target)
     raise UnsupportedOpError(f"QuantizeLinear to {target.name} is not implemented")
 
 

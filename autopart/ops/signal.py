@@ -116,3 +116,37 @@ def stft(
     if onesided:
         spectrum = spectrum[..., : length // 2 + 1]
     return _as_pairs(spectrum).astype(signal.dtype)
+
+
+@register("MelWeightMatrix", since=17)
+def mel_weight_matrix(
+    num_mel_bins: np.ndarray,
+    dft_length: np.ndarray,
+    sample_rate: np.ndarray,
+    lower_edge_hertz: np.ndarray,
+    upper_edge_hertz: np.ndarray,
+    output_datatype: int = 1,
+) -> np.ndarray:
+    """ONNX MelWeightMatrix: triangular filters from spectrogram bins to mel bins."""
+    bins, length = int(np.asarray(num_mel_bins).item()), int(np.asarray(dft_length).item())
+    rate = np.asarray(sample_rate).item()
+
+    def to_mel(hertz: np.ndarray) -> np.ndarray:
+        return 2595 * np.log1p(np.asarray(hertz, dtype=np.float64) / 700) / np.log(10)
+
+    low, high = to_mel(lower_edge_hertz), to_mel(upper_edge_hertz)
+    mels = np.arange(bins + 2) * ((high - low) / (bins + 2)) + low
+    hertz = 700 * np.expm1(mels / 2595 * np.log(10))
+    edges = (((length + 1) * hertz) // rate).astype(int)
+    out = np.zeros((length // 2 + 1, bins))
+    for i in range(bins):
+        left, centre, right = edges[i], edges[i + 1], edges[i + 2]
+        if centre == left:
+            out[centre, i] = 1
+        else:
+            rising = np.arange(left, centre + 1)
+            out[rising, i] = (rising - left) / (centre - left)
+        if right > centre:
+            falling = np.arange(centre, right)
+            out[falling, i] = (right - falling) / (right - centre)
+    return out.astype(helper.tensor_dtype_to_np_dtype(output_datatype))
