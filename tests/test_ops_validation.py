@@ -298,3 +298,24 @@ def test_legacy_batchnorm_runs_only_in_test_mode(is_test: int | None, refused: b
         (y,) = _run(model, {"x": x})
         want = (np.maximum(x, 0) - 0.5) / np.sqrt(0.5 + 1e-5) * 0.5 + 0.5
         np.testing.assert_allclose(y, want, rtol=1e-5)
+
+
+def test_float16_layer_normalization_stashes_in_float32_like_onnxruntime() -> None:
+    from conftest import make_model, run_onnxruntime
+
+    rng = np.random.default_rng(8)
+    feeds = {
+        "x": (rng.standard_normal((4, 16)) * 3 + 1).astype(np.float16),
+        "s": rng.standard_normal(16).astype(np.float16),
+        "b": rng.standard_normal(16).astype(np.float16),
+    }
+    node = helper.make_node("LayerNormalization", ["x", "s", "b"], ["y"], axis=-1)
+    infos = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT16, a.shape) for n, a in feeds.items()
+    ]
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT16, [4, 16])
+    model = make_model(helper.make_graph([node], "ln", infos, [out]), opset=17)
+    (want,) = run_onnxruntime(model, feeds)
+    (got,) = _run(model, feeds)
+    assert got.dtype == np.float16
+    np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), atol=2e-3, rtol=0)

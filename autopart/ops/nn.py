@@ -367,7 +367,7 @@ def instance_normalization(
     return (normed * _channel(scale, input.ndim) + _channel(B, input.ndim)).astype(input.dtype)
 
 
-@register("LayerNormalization")
+@register("LayerNormalization", accepts={"stash_type": (1,)})
 def layer_normalization(
     X: np.ndarray,
     Scale: np.ndarray,
@@ -376,14 +376,18 @@ def layer_normalization(
     epsilon: float = 1e-5,
     stash_type: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ONNX LayerNormalization over the dims from ``axis`` on; returns Y, Mean, InvStdDev."""
+    """ONNX LayerNormalization over the dims from ``axis`` on; returns Y, Mean, InvStdDev.
+
+    Statistics are computed in float32 (``stash_type`` 1), also for 16-bit inputs.
+    """
     axes = tuple(range(axis % X.ndim, X.ndim))
-    mean = X.mean(axis=axes, keepdims=True)
-    centred = X - mean
+    wide = X.astype(np.float32) if X.dtype.itemsize < 4 else X
+    mean = wide.mean(axis=axes, keepdims=True)
+    centred = wide - mean
     inv_std = 1 / np.sqrt(np.mean(np.square(centred), axis=axes, keepdims=True) + epsilon)
-    out = centred * inv_std * Scale
+    out = centred * inv_std * Scale.astype(wide.dtype, copy=False)
     if B is not None:
-        out = out + B
+        out = out + B.astype(wide.dtype, copy=False)
     return out.astype(X.dtype, copy=False), mean, inv_std
 
 
