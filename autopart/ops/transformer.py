@@ -12,10 +12,15 @@ from autopart.ops.registry import register
 def rms_normalization(
     X: np.ndarray, scale: np.ndarray, axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1
 ) -> np.ndarray:
-    """ONNX RMSNormalization over the dims from ``axis`` on, then scaled."""
+    """ONNX RMSNormalization over the dims from ``axis`` on, then scaled.
+
+    16-bit inputs are computed in float32 (``stash_type`` 1).
+    """
     axes = tuple(range(axis % X.ndim, X.ndim))
-    mean_square = np.mean(np.square(X), axis=axes, keepdims=True)
-    return (X * np.reciprocal(np.sqrt(mean_square + epsilon)) * scale).astype(X.dtype)
+    wide = X.astype(np.float32) if X.dtype.itemsize < 4 else X
+    mean_square = np.mean(np.square(wide), axis=axes, keepdims=True)
+    normed = wide * np.reciprocal(np.sqrt(mean_square + epsilon))
+    return (normed * scale.astype(wide.dtype, copy=False)).astype(X.dtype)
 
 
 def _heads_first(X: np.ndarray, num_heads: int) -> np.ndarray:
