@@ -19,6 +19,7 @@ from autopart.ops import (
     strings,
     tensor,
     transformer,
+    trees,
 )
 from autopart.ops.registry import (
     OpKernel,
@@ -58,4 +59,5 @@ __all__ = [
     "supported_ops",
     "tensor",
     "transformer",
+    "trees",
 ]
