@@ -21,7 +21,8 @@ from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import simplify
 
-MIN_OPSET, MAX_OPSET = 1, 21
+# Every default-domain opset the installed onnx defines.
+MIN_OPSET, MAX_OPSET = 1, onnx.defs.onnx_opset_version()
 _SHAPE_INFERENCE_CONST_BYTES = 4096
 
 
@@ -89,14 +90,14 @@ def load_graph(
 def _check(proto: onnx.ModelProto) -> None:
     if not proto.HasField("graph") or not (proto.graph.node or proto.graph.output):
         raise ModelError("the file holds no ONNX graph")
+    default = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if default is not None and not MIN_OPSET <= default <= MAX_OPSET:
+        raise ModelError(f"opset {default} is not supported (supported: {MIN_OPSET}-{MAX_OPSET})")
     _check_ops_exist(proto)
     try:
         onnx.checker.check_model(_skeleton(proto))
     except (onnx.checker.ValidationError, ValueError) as error:
         raise ModelError(f"invalid ONNX model: {_first_line(error)}") from None
-    default = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
-    if default is not None and not MIN_OPSET <= default <= MAX_OPSET:
-        raise ModelError(f"opset {default} is not supported (supported: {MIN_OPSET}-{MAX_OPSET})")
 
 
 def _check_ops_exist(proto: onnx.ModelProto) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from autopart.errors import UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
-from autopart.ops import bind, has_kernel
+from autopart.ops import bind, has_kernel, refusal
 
 # Ops whose result is not a function of their inputs must never be folded.
 _NEVER_FOLD = frozenset(
@@ -87,6 +87,8 @@ def remove_passthrough(graph: Graph) -> bool:
     for node in list(graph.nodes):
         if node.op_type not in _PASSTHROUGH or not node.present_inputs:
             continue
+        if node.op_type == "Dropout" and (_may_train(graph, node) or _refused(graph, node)):
+            continue  # training drops at random: the kernel refuses it, never ignores it
         source, result = node.inputs[0], node.outputs[0]
         if any(
             name
@@ -108,6 +110,20 @@ def remove_passthrough(graph: Graph) -> bool:
     return changed
 
 
+def _refused(graph: Graph, node: Node) -> bool:
+    """Whether the reference kernels refuse ``node`` (so no pass may compute it either)."""
+    opset = graph.opset_of(node)
+    return refusal(node.op_type, node.domain, opset, node.attrs, len(node.inputs)) is not None
+
+
+def _may_train(graph: Graph, node: Node) -> bool:
+    """Whether a Dropout's ``training_mode`` input is present and not a constant false."""
+    if len(node.inputs) < 3 or not node.inputs[2]:
+        return False
+    flag = graph.value(node.inputs[2]).const
+    return flag is None or bool(np.asarray(flag).item())
+
+
 def _rename_uses(graph: Graph, old: str, new: str) -> None:
     for node in graph.nodes:
         node.inputs = [new if name == old else name for name in node.inputs]
@@ -122,6 +138,8 @@ def fold_batchnorm_into_conv(graph: Graph) -> bool:
     for bn in list(graph.nodes):
         if bn.op_type != "BatchNormalization" or len([o for o in bn.outputs if o]) != 1:
             continue
+        if _refused(graph, bn):
+            continue  # training or per-activation statistics: not a fold of running stats
         conv = graph.value(bn.inputs[0]).producer
         params = [graph.value(name) for name in bn.inputs[1:5]]
         if (
