@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from autopart.cli.bench import bench_command
-from autopart.cli.common import print_table
+from autopart.cli.common import one_line, print_table
 from autopart.cli.devices import devices
 from autopart.cli.info import info
 from autopart.cli.profile import profile_command
@@ -37,12 +37,11 @@ class OneLineErrors(click.Group):
             result = super().main(*args, standalone_mode=False, **kwargs)
         except click.UsageError as error:
             command = error.ctx.command_path if error.ctx is not None else "autopart"
-            click.echo(
-                f"error: {error.format_message().rstrip('.')} (see {command} --help)", err=True
-            )
+            message = one_line(error.format_message().rstrip("."))
+            click.echo(f"error: {message} (see {command} --help)", err=True)
             sys.exit(2)
         except click.ClickException as error:
-            click.echo(f"error: {error.format_message()}", err=True)
+            click.echo(f"error: {one_line(error.format_message())}", err=True)
             sys.exit(error.exit_code)
         except click.Abort:
             click.echo("interrupted", err=True)

@@ -36,6 +36,11 @@ def visible(text: str) -> str:
     )
 
 
+def one_line(message: str) -> str:
+    """``message`` on one line, every control character in it made visible."""
+    return visible(message)
+
+
 class SafeConsole(Console):
     """A rich console that shows every string it is given literally (see the module doc)."""
 
@@ -64,7 +69,7 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         try:
             return command(*args, **kwargs)
         except AutopartError as error:
-            click.echo(f"error: {error}", err=True)
+            click.echo(f"error: {one_line(str(error))}", err=True)
             sys.exit(2)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)

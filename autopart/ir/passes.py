@@ -10,6 +10,7 @@ import numpy as np
 
 from autopart.errors import UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
+from autopart.limits import check_fits
 from autopart.ops import bind, has_kernel, refusal
 
 # Ops whose result is not a function of their inputs must never be folded.
@@ -58,6 +59,7 @@ def fold_constants(graph: Graph) -> bool:
                 else (np.array(np.prod(shape), dtype=np.int64),)
             )
         elif all(v.is_const for v in inputs):
+            _check_fold_size(graph, node)
             try:
                 folded = _evaluate(graph, node)
             except UnsupportedOpError:
@@ -73,6 +75,33 @@ def fold_constants(graph: Graph) -> bool:
         graph.nodes = [n for n in graph.nodes if id(n) not in gone]
         graph.rebuild()
     return bool(removed)
+
+
+def _check_fold_size(graph: Graph, node: Node) -> None:
+    """Weigh what folding ``node`` would allocate against the memory available.
+
+    Shape inference declares most outputs; the ops that make a tensor of a size given by
+    data are also bounded from their constant inputs, in case inference left them open.
+    """
+    for name in node.outputs:
+        if name and graph.value(name).shape is not None:
+            check_fits(graph.value(name).nbytes, f"folding {node.op_type} node {node.name!r}")
+    consts = [graph.value(name).const if name else None for name in node.inputs]
+    elements = 0
+    if node.op_type == "ConstantOfShape" and consts and consts[0] is not None:
+        elements = int(np.prod(np.asarray(consts[0], dtype=np.float64)))
+    elif node.op_type in ("Expand", "Tile") and len(consts) > 1 and consts[1] is not None:
+        data, other = np.asarray(consts[0]), np.asarray(consts[1], dtype=np.float64)
+        if node.op_type == "Tile":
+            elements = int(data.size * np.prod(other))
+        else:
+            rank = max(data.ndim, other.size)
+            dims = np.ones(rank)
+            dims[rank - data.ndim :] = data.shape
+            dims = np.maximum(dims, np.concatenate([np.ones(rank - other.size), other]))
+            elements = int(np.prod(dims))
+    if elements:
+        check_fits(elements * 8, f"folding {node.op_type} node {node.name!r}")
 
 
 def _make_const(value: Value, data: np.ndarray) -> None:
