@@ -71,6 +71,9 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except AutopartError as error:
             click.echo(f"error: {one_line(str(error))}", err=True)
             sys.exit(2)
+        except MemoryError as error:  # the last guard: the size checks should come first
+            click.echo(f"error: out of memory: {one_line(str(error)) or 'no detail'}", err=True)
+            sys.exit(2)
         except KeyboardInterrupt:
             click.echo("interrupted", err=True)
             sys.exit(130)

@@ -8,6 +8,7 @@ import numpy as np
 
 from autopart.errors import InputError
 from autopart.ir.graph import Graph
+from autopart.limits import check_fits
 
 
 def describe(graph: Graph, name: str) -> str:
@@ -69,3 +70,13 @@ def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
         else:
             feeds[name] = rng.integers(0, _index_bound(graph, name) or 2, shape).astype(dtype)
     return feeds
+
+
+def check_run_fits(graph: Graph) -> None:
+    """Refuse to run ``graph`` when all its tensors together exceed the memory available.
+
+    The bound adds every value's declared size, weights included, as if no buffer were
+    reused: a model that passes it can be run whatever the schedule.
+    """
+    total = sum(value.nbytes for value in graph.values.values())
+    check_fits(total, f"running {graph.name!r} (all its tensors)")

@@ -8,6 +8,7 @@ and the order, and refuses cycles. Analysis results go in ``meta`` dicts.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,7 +46,7 @@ class Value:
             return 0
         if not all(isinstance(dim, int | np.integer) for dim in self.shape):
             return 0
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(int(dim) for dim in self.shape) * self.dtype.itemsize  # no overflow
 
 
 @dataclass(eq=False)

@@ -16,10 +16,10 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, external_data_helper, helper, numpy_helper
 
-from autopart.errors import ModelError, UnsupportedOpError
+from autopart.errors import ModelError, ResourceError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.onnx_export import to_onnx
-from autopart.ir.passes import simplify
+from autopart.ir.passes import check_made_size, simplify
 from autopart.limits import check_fits
 
 # Every default-domain opset the installed onnx defines.
@@ -269,11 +269,17 @@ def _fix_input_shape(value: Value, given: Sequence[int] | None) -> None:
 
 def infer_shapes(graph: Graph) -> None:
     """Run ONNX shape inference (with data propagation) and record static shapes."""
+    for node in graph.nodes:
+        check_made_size(graph, node)  # inference propagates data: it would make them too
     skeleton = to_onnx(graph, inputs=graph.inputs, embed_constants=_SHAPE_INFERENCE_CONST_BYTES)
     try:
         inferred = onnx.shape_inference.infer_shapes(skeleton, strict_mode=False, data_prop=True)
     except (onnx.shape_inference.InferenceError, RuntimeError) as error:
         raise ModelError(f"shape inference failed: {_first_line(error)}") from None
+    except MemoryError:
+        raise ResourceError(
+            "shape inference ran out of memory: a declared size is too big"
+        ) from None
     for info in [*inferred.graph.value_info, *inferred.graph.output]:
         shape, dtype = _type_of(info)
         value = graph.values.get(info.name)

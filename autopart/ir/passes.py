@@ -78,30 +78,39 @@ def fold_constants(graph: Graph) -> bool:
 
 
 def _check_fold_size(graph: Graph, node: Node) -> None:
-    """Weigh what folding ``node`` would allocate against the memory available.
-
-    Shape inference declares most outputs; the ops that make a tensor of a size given by
-    data are also bounded from their constant inputs, in case inference left them open.
-    """
+    """Weigh what folding ``node`` would allocate against the memory available."""
     for name in node.outputs:
         if name and graph.value(name).shape is not None:
             check_fits(graph.value(name).nbytes, f"folding {node.op_type} node {node.name!r}")
+    check_made_size(graph, node)
+
+
+def check_made_size(graph: Graph, node: Node) -> None:
+    """Bound the tensor a ConstantOfShape, Expand or Tile makes from its constant inputs.
+
+    Their output size is given by data, so shape inference (which propagates that data)
+    and folding would allocate it: both ask here first.
+    """
+    if node.op_type not in ("ConstantOfShape", "Expand", "Tile"):
+        return
     consts = [graph.value(name).const if name else None for name in node.inputs]
     elements = 0
     if node.op_type == "ConstantOfShape" and consts and consts[0] is not None:
         elements = int(np.prod(np.asarray(consts[0], dtype=np.float64)))
-    elif node.op_type in ("Expand", "Tile") and len(consts) > 1 and consts[1] is not None:
-        data, other = np.asarray(consts[0]), np.asarray(consts[1], dtype=np.float64)
+    elif len(consts) > 1 and consts[1] is not None:
+        other = np.asarray(consts[1], dtype=np.float64).reshape(-1)
+        value = graph.value(node.inputs[0])
+        shape = value.shape if value.shape is not None else ()
         if node.op_type == "Tile":
-            elements = int(data.size * np.prod(other))
+            elements = int(np.prod(np.asarray(shape, dtype=np.float64)) * np.prod(other))
         else:
-            rank = max(data.ndim, other.size)
+            rank = max(len(shape), other.size)
             dims = np.ones(rank)
-            dims[rank - data.ndim :] = data.shape
+            dims[rank - len(shape) :] = shape
             dims = np.maximum(dims, np.concatenate([np.ones(rank - other.size), other]))
             elements = int(np.prod(dims))
     if elements:
-        check_fits(elements * 8, f"folding {node.op_type} node {node.name!r}")
+        check_fits(elements * 8, f"the output of {node.op_type} node {node.name!r}")
 
 
 def _make_const(value: Value, data: np.ndarray) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 
 from autopart.costmodel.measurements import Latencies
 from autopart.host_memory import retain_freed_memory
-from autopart.ir.feeds import validate_feeds
+from autopart.ir.feeds import check_run_fits, validate_feeds
 from autopart.ir.graph import Graph
 from autopart.targets.codegen import get_codegen
 
@@ -35,6 +35,7 @@ class Executor:
 
     def __init__(self, graph: Graph, codegen: str = "numpy") -> None:
         retain_freed_memory()  # runs reuse their buffers, as in a serving process
+        check_run_fits(graph)
         self.graph = graph
         self.codegen = get_codegen(codegen)
         self.compiled = self.codegen.compile(graph, graph.nodes, graph.inputs, graph.outputs)

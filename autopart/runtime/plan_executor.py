@@ -22,7 +22,7 @@ import numpy as np
 
 from autopart.costmodel.measurements import Latencies
 from autopart.host_memory import retain_freed_memory
-from autopart.ir.feeds import validate_feeds
+from autopart.ir.feeds import check_run_fits, validate_feeds
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.build import place_plan
@@ -74,6 +74,7 @@ class PlanExecutor:
 
     def __init__(self, plan: Plan, graph: Graph, machine: Machine | None = None) -> None:
         retain_freed_memory()  # runs reuse their buffers, as in a serving process
+        check_run_fits(graph)
         self.machine = machine or discover()
         validate_plan(plan, graph, self.machine)
         self.plan = plan
