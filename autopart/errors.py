@@ -32,5 +32,9 @@ class ProfileError(AutopartError):
     """A profile file is corrupt, of another schema, or belongs to another machine."""
 
 
+class OutputError(AutopartError):
+    """A file or folder autopart was asked to write cannot be written."""
+
+
 class ResourceError(AutopartError):
     """A model, input or saved file declares more data than this machine can hold."""

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from autopart.errors import AutopartError, InputError
+from autopart.errors import AutopartError, InputError, OutputError
 from autopart.limits import check_fits, format_size
 
 MAX_DOCUMENT_BYTES = 256 << 20  # a saved plan or profile larger than this is not one
@@ -26,8 +26,11 @@ def _umask() -> int:
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new, never half."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as failure:
+        raise OutputError(f"cannot write {path}: {failure.strerror or failure}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -141,3 +144,28 @@ def parse_json(text: str, prefix: str, error: type[AutopartError]) -> object:
         raise error(f"{prefix}it is nested too deeply") from None
     except ValueError as failure:  # JSONDecodeError, too many digits, NaN
         raise error(f"{prefix}not valid JSON: {failure}") from None
+
+
+def check_writable(path: str | Path, what: str, directory: bool = False) -> None:
+    """Raise :class:`OutputError` unless ``path`` can be written; leave nothing behind.
+
+    ``path`` is a file, or with ``directory`` a folder. A file is written and removed in the
+    nearest folder that exists, so a read-only or pseudo file system (``/proc``) fails here,
+    before long work, instead of at the end.
+    """
+    path = Path(path)
+    if path.exists() and path.is_dir() != directory:
+        kind = "a folder" if path.is_dir() else "a file"
+        raise OutputError(f"{what} {path} is {kind}")
+    probe = path if directory else path.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputError(f"{what} {path} cannot be made: {probe} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as failure:
+        raise OutputError(
+            f"{what} {path} cannot be written: {failure.strerror or failure}"
+        ) from None

@@ -57,7 +57,7 @@ def _rewrite_rows(source: Path, target: Path, change: dict[str, object], kind: s
         ("launch", {"median_s": "inf"}, "infinite"),
         ("op", {"median_s": "inf"}, "infinite"),
         ("op", {"median_s": "1e300"}, "over 3600 s"),
-        ("launch", {"median_s": "0"}, "took no time"),
+        ("transfer", {"median_s": "0"}, "took no time"),
         ("op", {"median_s": "-1e-3"}, "negative"),
         ("op", {"median_s": "nan"}, "corrupt"),
         ("op", {"runs": "-3"}, "runs count"),

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import click
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from autopart.cli.common import console, print_table, split_list, user_errors
+from autopart.cli.common import console, print_table, progress_display, split_list, user_errors
+from autopart.io import check_writable
 from autopart.tuning.plan_rows import plan_label
 
 
@@ -35,8 +36,10 @@ def bench_command(
     from autopart.tuning.bench import bench_models, write_csv
     from autopart.tuning.options import BenchOptions
 
-    with Progress(TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn(),
-                  console=console, transient=True) as bar:  # fmt: skip
+    options = BenchOptions(split_list(targets) or None, rounds, search_dir, profiles)
+    check_writable(csv_path, "CSV file")
+    columns = (TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn())
+    with progress_display(*columns) as bar:
         task = bar.add_task("preparing", total=None)
 
         def progress(stage: str, done: int, total: int, label: str) -> None:
@@ -44,7 +47,6 @@ def bench_command(
                 task, completed=done, total=total or None, description=f"{stage} {label}"[:44]
             )
 
-        options = BenchOptions(split_list(targets) or None, rounds, search_dir, profiles)
         table = bench_models(models, options, progress=progress)
     write_csv(table, csv_path)
     for model, rows in table.groupby("model", sort=False):

@@ -18,6 +18,7 @@ from typing import Any
 
 import click
 from rich.console import Console
+from rich.progress import Progress, ProgressColumn, TaskID
 from rich.table import Table
 from rich.text import Text
 
@@ -137,3 +138,27 @@ def format_bytes(count: float) -> str:
 def split_list(values: Sequence[str]) -> list[str]:
     """Repeated and comma-separated option values as one list: ``("a,b", "c")`` -> a, b, c."""
     return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+class _Silent:
+    """A progress display that shows nothing, for output that is not a terminal."""
+
+    def __enter__(self) -> _Silent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, **fields: Any) -> TaskID:
+        """Accept a task and show nothing."""
+        return TaskID(0)
+
+    def update(self, task: TaskID, **fields: Any) -> None:
+        """Accept an update and show nothing."""
+
+
+def progress_display(*columns: str | ProgressColumn) -> Progress | _Silent:
+    """Progress bars on a terminal that vanish when done; nothing in a pipe or a log."""
+    if console.is_terminal:
+        return Progress(*columns, console=console, transient=True)
+    return _Silent()

@@ -6,7 +6,6 @@ import click
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -19,6 +18,7 @@ from autopart.cli.common import (
     input_shape_option,
     parse_input_shapes,
     print_table,
+    progress_display,
     user_errors,
 )
 from autopart.costmodel.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
@@ -67,7 +67,7 @@ def profile_command(
         TextColumn("left"),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=True) as bar:
+    with progress_display(*columns) as bar:
         task = bar.add_task("preparing", total=None)
 
         def progress(done: int, total: int, label: str) -> None:

@@ -16,7 +16,7 @@ from autopart.cli.common import (
     print_table,
     user_errors,
 )
-from autopart.io import load_tensors, save_tensors
+from autopart.io import check_writable, load_tensors, save_tensors
 from autopart.ir.feeds import random_inputs
 from autopart.plan.schema import PartitionSpec, Plan
 from autopart.runtime.plan_executor import PlanRunResult
@@ -92,6 +92,9 @@ def run(
     MODEL_OR_PLAN is a zoo name, an .onnx file, or a plan .json written by --save-plan,
     `autopart tune` or by hand.
     """
+    for path, what in ((save_plan, "plan file"), (out_path, "outputs file")):
+        if path:
+            check_writable(path, what)
     if model.endswith(".json"):
         if assign or input_shapes:
             raise click.UsageError("--assign and --input-shape apply to models, not to plans")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 from rich.progress import (
     BarColumn,
-    Progress,
     TaskID,
     TextColumn,
     TimeElapsedColumn,
@@ -19,6 +18,7 @@ from autopart.cli.common import (
     input_shape_option,
     parse_input_shapes,
     print_table,
+    progress_display,
     split_list,
     user_errors,
 )
@@ -96,7 +96,7 @@ def tune_command(
         TimeElapsedColumn(),
         TimeRemainingColumn(),
     )
-    with Progress(*columns, console=console, transient=True) as bar:
+    with progress_display(*columns) as bar:
         tasks: dict[str, TaskID] = {}
 
         def progress(stage: str, done: int, total: int, label: str) -> None:

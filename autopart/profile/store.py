@@ -65,7 +65,7 @@ SCHEMA = "autopart.profile"
 SCHEMA_VERSION = 2
 TIMINGS = ["median_s", "q1_s", "q3_s", "min_s", "max_s"]
 MAX_TIMING_S = 3600.0  # no one measurement the profiler takes lasts an hour
-MAY_TAKE_NO_TIME = (RowKind.OP, RowKind.LAYOUT, RowKind.UNSUPPORTED)
+MAY_TAKE_NO_TIME = (RowKind.OP, RowKind.LAYOUT, RowKind.LAUNCH, RowKind.UNSUPPORTED)
 REFERENCES = list(REFERENCE_COLUMNS.values())
 COLUMNS = [
     "kind", "target", "key", "op_type", *TIMINGS, "runs", "passes", "timer", "nbytes",
@@ -317,10 +317,11 @@ def _check_table(table: pd.DataFrame, origin: str) -> None:
     measured = table["kind"] != RowKind.UNSUPPORTED.value
     if not (numeric[measured] <= MAX_TIMING_S).all().all():
         raise ProfileError(f"{origin} is corrupt: a time is infinite or over {MAX_TIMING_S:.0f} s")
-    # a view costs no kernel time, an op with no layout conversion none either; the rest do
+    # a view, a missing layout conversion or an empty probe under a profiler take no kernel
+    # time; copies, windows, cuts, cold entries and fused pairs are timed whole
     timed = ~table["kind"].isin([kind.value for kind in MAY_TAKE_NO_TIME])
     if not (numeric["median_s"][timed] > 0).all():
-        raise ProfileError(f"{origin} is corrupt: a launch, copy or window took no time")
+        raise ProfileError(f"{origin} is corrupt: a copy, window or fused pair took no time")
     for column in ("runs", "nbytes", *(["passes"] if "passes" in table else [])):
         counts = pd.to_numeric(table[column], errors="coerce")
         if counts.isna().any() or (counts < 0).any():

@@ -9,11 +9,14 @@ only, and each worker pulls the others' finished trials before every trial.
 
 from __future__ import annotations
 
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import optuna
+import sqlalchemy
+import sqlalchemy.exc
 from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, Trial, TrialState
@@ -24,6 +27,7 @@ from autopart.ir.hashing import graph_hash
 from autopart.search.options import Objective
 from autopart.search.optuna_space import Codes, SearchSpace
 
+CREATE_ATTEMPTS = 20  # workers racing to create a new study
 STUDY_ATTR = "autopart"  # the study's user attribute that holds the search space
 
 
@@ -110,21 +114,65 @@ def default_study_name(costs: Costs, objective: Objective) -> str:
     return f"autopart-{objective}-{graph_hash(costs.graph)[:12]}"
 
 
-def open_study(storage: str | None, name: str, objective: Objective) -> optuna.Study | None:
-    """The stored study ``name`` at the RDB URL ``storage``, created if new (None: no storage)."""
-    if storage is None:
-        return None
+def _backend(storage: str) -> optuna.storages.RDBStorage:
+    """The RDB storage at URL ``storage``, its tables made; one-line errors, safe to race.
+
+    Workers started together on a new database all try to create its tables; the losers
+    of that race see an IntegrityError (or a locked SQLite file) and try again.
+    """
     engine: dict[str, Any] = {}
     if storage.startswith("sqlite:///"):
         path = storage.removeprefix("sqlite:///")
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         engine = {"connect_args": {"timeout": 60}}
-    backend = optuna.storages.RDBStorage(storage, engine_kwargs=engine)
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            return optuna.storages.RDBStorage(storage, engine_kwargs=engine)
+        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as error:
+            racing = isinstance(error, sqlalchemy.exc.IntegrityError) or "locked" in str(error)
+            if not racing or attempt == CREATE_ATTEMPTS - 1:
+                raise OptunaSearchError(_storage_failure(storage, error)) from None
+            time.sleep(0.05 * (attempt + 1))
+        except (ImportError, ValueError, sqlalchemy.exc.SQLAlchemyError) as error:
+            raise OptunaSearchError(_storage_failure(storage, error)) from None
+    raise OptunaSearchError(f"cannot open the study storage {_safe_url(storage)}")
+
+
+def _safe_url(storage: str) -> str:
+    """``storage`` with any password replaced, for messages."""
+    try:
+        return sqlalchemy.engine.make_url(storage).render_as_string(hide_password=True)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        return storage
+
+
+def _storage_failure(storage: str, error: BaseException) -> str:
+    detail = str(error).strip().splitlines()
+    return f"cannot open the study storage {_safe_url(storage)}: {detail[0] if detail else error}"
+
+
+def check_storage(storage: str) -> None:
+    """Open ``storage`` once, so a bad URL fails before any work (raises OptunaSearchError)."""
+    _backend(storage).engine.dispose()
+
+
+def open_study(storage: str | None, name: str, objective: Objective) -> optuna.Study | None:
+    """The stored study ``name`` at the RDB URL ``storage``, created if new (None: no storage)."""
+    if storage is None:
+        return None
+    backend = _backend(storage)
     directions = _directions(objective)
-    study = optuna.create_study(
-        storage=backend, study_name=name, directions=directions, load_if_exists=True
-    )
+    for attempt in range(CREATE_ATTEMPTS):
+        try:
+            study = optuna.create_study(
+                storage=backend, study_name=name, directions=directions, load_if_exists=True
+            )
+            break
+        except (sqlalchemy.exc.IntegrityError, optuna.exceptions.DuplicatedStudyError):
+            if attempt == CREATE_ATTEMPTS - 1:
+                raise OptunaSearchError(f"cannot create study {name!r} in the storage") from None
+            time.sleep(0.05 * (attempt + 1))
     if len(study.directions) != len(directions):
         raise OptunaSearchError(f"study {name!r} was made for another objective")
     return study

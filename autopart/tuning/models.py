@@ -11,6 +11,7 @@ from pathlib import Path
 
 import onnx
 
+from autopart.io import check_writable
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_import import load_graph
 from autopart.profile import (
@@ -25,6 +26,7 @@ from autopart.profile import (
 from autopart.progress import Progress
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
+from autopart.tuning.options import check_budget
 from autopart.zoo import resolve_model
 
 ModelLike = str | Path | onnx.ModelProto | Graph
@@ -63,9 +65,12 @@ def profile_model(
     needs on ``targets`` is measured again and replaces the saved rows. Returns the report,
     the profile and its path.
     """
+    if budget_s is not None:
+        check_budget(budget_s, "budget", allow_zero=True)
     machine = discover()
     chosen = list(targets) if targets else [str(t) for t in available_targets(machine)]
     path = machine_profile_path(profiles or default_profiles_dir(), machine)
+    check_writable(path, "profile")
     saved = open_for_measuring(path, machine)
     profiler = Profiler(saved, machine, path, settings, checkpoint_s)
     report = profiler.profile_graph(graph, chosen, budget_s, progress, refresh)

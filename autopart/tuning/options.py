@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from autopart.errors import AutopartError
+from autopart.io import check_writable
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective
 
@@ -43,6 +46,32 @@ class TuneOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "objective", Objective.parse(self.objective))
         object.__setattr__(self, "method", Method.parse(self.method))
+        if self.budget_s is not None:
+            check_budget(self.budget_s, "budget")
+        check_count(self.rounds, "rounds", 1)
+        check_count(self.seed, "seed", 0)
+
+    def check_outputs(self) -> None:
+        """Raise :class:`~autopart.errors.InputError` for an output that cannot be written."""
+        check_writable(self.search_dir, "search folder", directory=True)
+        if self.output is not None:
+            check_writable(self.output, "plan file")
+        if self.profiles_dir is not None and self.profile_file is None:
+            check_writable(self.profiles_dir, "profiles folder", directory=True)
+
+
+def check_budget(seconds: float, name: str, allow_zero: bool = False) -> None:
+    """Raise :class:`AutopartError` unless ``seconds`` is finite and positive (or 0)."""
+    valid = isinstance(seconds, int | float) and math.isfinite(seconds)
+    if not valid or seconds < 0 or (seconds == 0 and not allow_zero):
+        least = "0 or more" if allow_zero else "more than 0"
+        raise AutopartError(f"--{name} must be a finite number of seconds, {least}, not {seconds}")
+
+
+def check_count(value: int, name: str, least: int) -> None:
+    """Raise :class:`AutopartError` unless ``value`` is an integer of at least ``least``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise AutopartError(f"--{name} must be an integer of at least {least}, not {value!r}")
 
 
 @dataclass(frozen=True)
@@ -58,3 +87,6 @@ class BenchOptions:
     rounds: int = 15
     search_dir: str | Path = "search"
     profiles_dir: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        check_count(self.rounds, "rounds", 1)

@@ -28,6 +28,7 @@ from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate
 from autopart.search.options import SearchOptions
 from autopart.search.optuna_search import SearchProgress
+from autopart.search.optuna_study import check_storage
 from autopart.search.planner import SearchOutcome, annotate, search
 from autopart.settings import VERIFY
 from autopart.targets.devices import discover
@@ -107,6 +108,9 @@ def tune_model(
     cannot hold, or a profile that lacks what the model needs.
     """
     options = options or TuneOptions()
+    options.check_outputs()
+    if options.storage is not None:
+        check_storage(options.storage)
     prepared = prepare(model, options, progress=progress)
     graph, profile, outcome = prepared.graph, prepared.profile, prepared.outcome
     candidates, twins = _runnable(outcome)
