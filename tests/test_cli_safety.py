@@ -6,6 +6,7 @@ import io
 import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -91,3 +92,56 @@ def test_importing_autopart_leaves_the_process_alone() -> None:
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
     )
     assert done.stdout.split() == ["None", "None"]
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["tune", "squeezenet", "--budget", "nan"], "--budget must be a finite"),
+        (["tune", "squeezenet", "--budget", "inf"], "--budget must be a finite"),
+        (["tune", "squeezenet", "--budget", "-5"], "--budget must be a finite"),
+        (["tune", "squeezenet", "--rounds", "0"], "--rounds must be an integer"),
+        (["tune", "squeezenet", "--seed", "-1"], "--seed must be an integer"),
+        (["bench", "squeezenet", "--rounds", "0"], "--rounds must be an integer"),
+        (["profile", "squeezenet", "--budget", "nan"], "--budget must be a finite"),
+        (["tune", "squeezenet", "--storage", "foo://x"], "cannot open the study storage"),
+        (
+            ["tune", "squeezenet", "--storage", "postgresql://nobody@127.0.0.1:1/none"],
+            "cannot open the study storage",
+        ),
+    ],
+)
+def test_nonsense_options_are_refused_before_any_work(args: list[str], fragment: str) -> None:
+    assert_one_line_error(*invoke(*args), fragment)
+
+
+def test_a_storage_file_that_is_not_a_database_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "study.db"
+    path.write_text("not a database")
+    code, output = invoke("tune", "squeezenet", "--storage", f"sqlite:///{path}")
+    assert_one_line_error(code, output, "cannot open the study storage", "not a database")
+
+
+@pytest.mark.parametrize(
+    ("args", "what"),
+    [
+        (["tune", "squeezenet", "-o", "{ro}/plan.json"], "plan file"),
+        (["tune", "squeezenet", "--search-dir", "{ro}/search"], "search folder"),
+        (["bench", "squeezenet", "--csv", "{ro}/bench.csv"], "CSV file"),
+        (["run", "squeezenet", "--out", "{ro}/out.npz"], "outputs file"),
+        (["run", "squeezenet", "--save-plan", "{ro}/plan.json"], "plan file"),
+        (["profile", "squeezenet", "--profiles", "{ro}/profiles"], "profile"),
+    ],
+)
+def test_unwritable_outputs_are_refused_before_the_work(
+    args: list[str], what: str, tmp_path: Path
+) -> None:
+    if os.geteuid() == 0:
+        read_only = "/proc"  # root may write anywhere on disk; not in /proc
+    else:
+        read_only = str(tmp_path / "ro")
+        os.mkdir(read_only, 0o500)
+    started = time.perf_counter()
+    code, output = invoke(*[arg.replace("{ro}", read_only) for arg in args])
+    assert_one_line_error(code, output, what, "cannot be written")
+    assert time.perf_counter() - started < 30  # refused at once, not after profiling
