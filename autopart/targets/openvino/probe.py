@@ -104,6 +104,9 @@ def known_mismatch(node: Node, graph: Graph) -> str | None:
       after ``axis`` are all 1.
     - Pooling with ``ceil_mode`` drops a last window that would start past the input and
       its begin padding; OpenVINO keeps it, and its output is one longer there.
+    - AveragePool with ``ceil_mode`` and ``count_include_pad``: a last window that runs
+      past the end padding averages over the padded input it covers; OpenVINO divides by
+      the whole window.
     """
     first = graph.value(node.inputs[0]).shape if node.inputs and node.inputs[0] else None
     if node.op_type in ("Softmax", "LogSoftmax", "Hardmax") and graph.opset_of(node) < 13:
@@ -125,6 +128,13 @@ def known_mismatch(node: Node, graph: Graph) -> str | None:
             if (windows - 1) * strides[i] >= sizes[i] + pads[i]:
                 return (
                     f"{node.op_type} with ceil_mode and a window past the input (OpenVINO keeps it)"
+                )
+            reach = (windows - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+            overhang = reach > sizes[i] + pads[i] + pads[i + count]
+            if node.op_type == "AveragePool" and node.attrs.get("count_include_pad") and overhang:
+                return (
+                    "AveragePool with ceil_mode and count_include_pad whose last window runs past "
+                    "the padding (OpenVINO divides by the whole window)"
                 )
     return None
 
