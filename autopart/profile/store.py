@@ -47,6 +47,7 @@ import fcntl
 import io
 import json
 import math
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -262,14 +263,21 @@ class Profile:
             )
         meta = parse_json(lines[1].removeprefix("#"), f"{origin} is corrupt: ", ProfileError)
         try:
-            table = pd.read_csv(
-                io.StringIO(lines[2]),
-                dtype=_DTYPES,
-                lineterminator="\n",  # to_csv leaves a carriage return in a key unquoted
-                keep_default_na=False,
-                na_values={column: ["", "nan"] for column in [*REFERENCES, "reference_s"]},
-            )
-        except (ValueError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a bad cell is reported below, in one line
+                table = pd.read_csv(
+                    io.StringIO(lines[2]),
+                    dtype=_DTYPES,
+                    lineterminator="\n",  # to_csv leaves a carriage return in a key unquoted
+                    keep_default_na=False,
+                    na_values={column: ["", "nan"] for column in [*REFERENCES, "reference_s"]},
+                )
+        except (
+            ValueError,
+            OverflowError,
+            pd.errors.ParserError,
+            pd.errors.EmptyDataError,
+        ) as error:
             raise ProfileError(f"{origin} is corrupt: {error}") from None
         if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), str):
             raise ProfileError(f"{origin} is corrupt: its header has no machine fingerprint")
