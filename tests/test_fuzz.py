@@ -56,7 +56,18 @@ class Worker:
         return process
 
     def run(self, args: list[str], files: dict[str, bytes] | None = None) -> dict[str, Any]:
-        """Run ``autopart ARGS`` with ``files`` in ``{dir}``; the worker's answer."""
+        """Run ``autopart ARGS`` with ``files`` in ``{dir}``; the worker's answer.
+
+        A worker that dies is asked again from a fresh start: one command a process, as
+        the command line runs, it must not die (a death after many cases in one capped
+        address space can come from the cases before, not from this one).
+        """
+        answer = self._run_once(args, files)
+        if answer["crash"] is not None and answer["crash"].startswith("worker died"):
+            answer = self._run_once(args, files)
+        return answer
+
+    def _run_once(self, args: list[str], files: dict[str, bytes] | None) -> dict[str, Any]:
         if self.process is None or self.process.poll() is not None:
             self.process = self._start()
         assert self.process.stdin is not None and self.process.stdout is not None
