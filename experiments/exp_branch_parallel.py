@@ -53,7 +53,8 @@ from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.search.options import Method, Objective, SearchOptions
 from autopart.search.planner import search
 from autopart.search.simulator import plan_for, simulate
-from autopart.tuning.bench import PEER, onnxruntime_alone
+from autopart.tuning.bench import PEER
+from autopart.tuning.peers import onnxruntime_alone
 
 MODELS = ["inception_v1", "inception_v2", "densenet121", "squeezenet"]
 WHOLE = VirtualDevice.parse("cpu@onnxruntime")

@@ -211,6 +211,13 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     assert set(table.loc[table["plan"] == "onnxruntime alone", "kind"]) == {"peer"}
     peer = table[table["plan"] == "onnxruntime alone"].iloc[0]
     assert peer["vs_onnxruntime"] == pytest.approx(1.0)
+    # both peers at their defaults; every row's ratio to the best of them
+    assert set(table.loc[table["plan"] == "openvino alone", "kind"]) == {"peer"}
+    peers = table[table["kind"] == "peer"].set_index("plan")["median_ms"]
+    best = peers.min()
+    ratios = (table["median_ms"] / best).to_numpy()  # of rounded medians
+    assert table["vs_best_peer"].to_numpy() == pytest.approx(ratios, rel=5e-3)
+    assert table.loc[table["plan"] == "openvino alone", "vs_openvino"].iloc[0] == pytest.approx(1.0)
     assert (table["max_rel_error"] < 1e-3).all()
     assert json.loads(json.dumps(table.to_dict()))  # plain data only
     # a plan equal to another (the tuned plan is often a single target) is timed once
@@ -462,7 +469,7 @@ def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measuremen
 def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Path) -> None:  # noqa: F811
     from autopart import api
     from autopart.ir.feeds import random_inputs
-    from autopart.tuning.bench import onnxruntime_alone
+    from autopart.tuning.peers import onnxruntime_alone
 
     feeds = random_inputs(api.load(str(tiny_path)), 0)
     plain = onnxruntime_alone(str(tiny_path))(feeds)

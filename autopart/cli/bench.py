@@ -32,7 +32,7 @@ def bench_command(
     search_dir: str,
     profiles: str | None,
 ) -> None:
-    """Time onnxruntime alone, every single target, the baselines and the tuned plan."""
+    """Time the peers (onnxruntime, OpenVINO), every single target, baselines and the tuned plan."""
     from autopart.tuning.bench import bench_models, write_csv
     from autopart.tuning.options import BenchOptions
 
@@ -57,15 +57,23 @@ def bench_command(
         ]
         rows = rows.assign(label=labels)
         view.add_column("plan", no_wrap=True, min_width=max(len(label) for label in labels))
-        for column in ("median", "predicted", "vs onnxruntime", "vs best single", "partitions"):
+        columns = ("median", "predicted", "vs onnxruntime", "vs openvino", "vs best peer",
+                   "vs best single", "partitions", "copies")  # fmt: skip
+        for column in columns:
             view.add_column(column)
-        view.add_column("copies")
         for row in rows.sort_values("median_ms").itertuples():
             view.add_row(
-                str(row.label), f"{row.median_ms:.2f} ms",
-                "-" if row.predicted_ms != row.predicted_ms else f"{row.predicted_ms:.2f} ms",
-                f"{row.vs_onnxruntime:.2f}x", f"{row.vs_best_single:.2f}x",
-                str(row.partitions), str(row.copies),
+                str(row.label), f"{row.median_ms:.2f} ms", _ms(row.predicted_ms),
+                _ratio(row.vs_onnxruntime), _ratio(row.vs_openvino), _ratio(row.vs_best_peer),
+                _ratio(row.vs_best_single), str(row.partitions), str(row.copies),
             )  # fmt: skip
         print_table(view)
     console.print(f"wrote {csv_path}")
+
+
+def _ms(value: float) -> str:
+    return "-" if value != value else f"{value:.2f} ms"
+
+
+def _ratio(value: float) -> str:
+    return "-" if value != value else f"{value:.2f}x"

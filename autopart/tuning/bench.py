@@ -1,6 +1,7 @@
 """`autopart bench MODEL...`: every way of running a model, timed side by side in one run.
 
-onnxruntime alone, every single target, the peer baselines and the tuned plan run in
+The peers (onnxruntime alone and openvino alone, each at its defaults: see
+:mod:`autopart.tuning.peers`), every single target, the baselines and the tuned plan run in
 interleaved rounds on the same inputs; the result is a CSV and a table of ratios.
 
 The tuned plan is the one `autopart tune` saved for the model and target set when there is
@@ -13,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pandas as pd
 
 from autopart.errors import AutopartError
@@ -24,38 +24,13 @@ from autopart.plan.validate import validate_plan
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.tuning.options import BenchOptions, TuneOptions
-from autopart.tuning.verify import Runner, measure_plans
+from autopart.tuning.peers import ONNXRUNTIME, OPENVINO, peers
+from autopart.tuning.verify import measure_plans
 from autopart.tuning.workflow import prepare
-from autopart.zoo import resolve_model
 
-PEER = "onnxruntime alone"
+PEER = ONNXRUNTIME  # the peer every benchmark has
 TUNED = "autopart (tuned)"
 BASELINES = (CandidateKind.ORT_EP_RULE, CandidateKind.HEFT, CandidateKind.PER_OP_BEST)
-
-
-def onnxruntime_alone(model: str, parallel: bool = False) -> Runner:
-    """A runner for the model in a plain onnxruntime CPU session (spinning off, as ours).
-
-    With ``parallel``, the session runs independent branches itself (``ORT_PARALLEL``: two
-    inter-op threads of one intra-op thread each) instead of threading inside each op.
-    """
-    options = ort.SessionOptions()
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if parallel:
-        options.execution_mode = ort.ExecutionMode.ORT_PARALLEL
-        options.inter_op_num_threads = 2
-        options.intra_op_num_threads = 1
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    proto = resolve_model(model)
-    session = ort.InferenceSession(
-        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    names = [output.name for output in session.get_outputs()]
-
-    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(names, session.run(names, dict(feeds)), strict=True))
-
-    return run
 
 
 def bench_models(
@@ -69,6 +44,8 @@ def bench_models(
     Columns: ``model``, ``plan`` (its name), ``kind`` (a :class:`CandidateKind` value,
     ``peer`` for onnxruntime alone, ``chosen`` for the tuned plan), ``target`` (a single
     target's, else empty), ``median_ms``, ``predicted_ms``, ``vs_onnxruntime``,
+    ``vs_openvino``, ``vs_best_peer`` (each peer at its library's defaults,
+    :mod:`autopart.tuning.peers`),
     ``vs_best_single``, ``partitions``, ``copies``, ``max_rel_error``, ``runs``,
     ``same_plan_as`` (the plan whose run it shares, if equal) and ``off_target_nodes``.
     """
@@ -104,18 +81,21 @@ def _bench_model(
     saved_s = None if saved is None else saved.makespan_s
     predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
     twins = _twins(plans)
+    peers_run = peers(model)
     measured = measure_plans(
         graph,
         {name: plan for name, plan in plans.items() if twins[name] == name},
         random_inputs(graph, 0),
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("bench", d, t, s),
-        peers={PEER: onnxruntime_alone(model)},
+        peers=peers_run,
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     if PEER not in measured:
         raise AutopartError("the benchmark was interrupted before onnxruntime ran")
     peer = measured[PEER].median_s
+    peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
+    best_peer = min(peer_medians.values())
     singles = [
         m.median_s
         for n, m in measured.items()
@@ -136,6 +116,8 @@ def _bench_model(
                 "median_ms": result.median_s * 1e3,
                 "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
                 "vs_onnxruntime": result.median_s / peer,
+                "vs_openvino": result.median_s / peer_medians.get(OPENVINO, float("nan")),
+                "vs_best_peer": result.median_s / best_peer,
                 "vs_best_single": result.median_s / best_single,
                 "partitions": len(plan.partitions) if plan else 1,
                 "copies": len(plan.copies) if plan else 0,
@@ -152,7 +134,7 @@ def _kind(name: str, candidate: Candidate | None) -> str:
     """The ``kind`` column of a row: the candidate's kind, ``peer`` or ``chosen``."""
     if candidate is not None:
         return candidate.kind.value
-    return "peer" if name == PEER else "chosen"
+    return "peer" if name in (ONNXRUNTIME, OPENVINO) else "chosen"
 
 
 def _twins(plans: Mapping[str, Plan]) -> dict[str, str]:
