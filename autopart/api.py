@@ -1,48 +1,62 @@
-"""The Python API; each function mirrors one CLI command."""
+"""The Python API; each function mirrors one CLI command.
+
+Everything here is public and stable: the docstrings are the contract. ``autopart.tune``,
+``autopart.bench``, ``autopart.load``, ``autopart.info`` and ``autopart.run`` are also
+exported from the package.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import onnx
 
 from autopart.errors import AutopartError
 from autopart.ir.analysis import GraphSummary, summarise
+from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
-from autopart.ir.onnx_import import load_graph
 from autopart.plan.assign import plan_from_rules
+from autopart.plan.build import place_plan
 from autopart.plan.schema import Plan, PlanError
 from autopart.plan.validate import validate_plan
-from autopart.profile import (
-    Profile,
-    Profiler,
-    ProfileReport,
-    TimingSettings,
-    default_profiles_dir,
-    machine_profile_path,
-    open_for_measuring,
-)
-from autopart.profile.profiler import Progress
+from autopart.profile import Profile, ProfileReport, TimingSettings
+from autopart.progress import Progress, StageProgress
 from autopart.runtime.executor import Executor, RunResult
-from autopart.runtime.feeds import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
 from autopart.targets.devices import Machine, discover
-from autopart.targets.resolve import available_targets
-from autopart.zoo import resolve_model
+from autopart.tuning.models import ModelLike, load_model, profile_model
+from autopart.tuning.options import BenchOptions, TuneOptions
+from autopart.tuning.verify import check_outputs
 
-ModelLike = str | Path | onnx.ModelProto | Graph
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from autopart.tuning.workflow import TuneReport
+
+__all__ = [
+    "BenchOptions",
+    "ModelLike",
+    "TuneOptions",
+    "bench",
+    "check_outputs",
+    "devices",
+    "info",
+    "load",
+    "load_plan",
+    "make_plan",
+    "profile",
+    "run",
+    "run_plan",
+    "tune",
+]
 
 
 def load(model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
     """Import a zoo name, an ``.onnx`` path, a ModelProto (or pass a Graph through)."""
-    if isinstance(model, Graph):
-        return model
-    graph = load_graph(resolve_model(model), input_shapes)
-    if isinstance(model, str | Path):
-        graph.meta["source"] = str(model)
-    return graph
+    return load_model(model, input_shapes)
 
 
 def info(model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> GraphSummary:
@@ -86,14 +100,17 @@ def make_plan(
 
 
 def load_plan(path: str | Path) -> tuple[Plan, Graph]:
-    """Read a plan file and import the model it names (checked against the plan's hash)."""
+    """Read a plan file and import the model it names (checked against the plan's hash).
+
+    The returned graph's nodes carry the plan's targets (:func:`autopart.plan.build.place_plan`).
+    """
     plan = Plan.load(path)
     try:
         graph = load(plan.model.source, plan.model.input_shapes or None)
     except AutopartError as error:
         raise PlanError(f"the plan's model {plan.model.source!r} cannot load: {error}") from None
     validate_plan(plan, graph)
-    return plan, graph
+    return plan, place_plan(graph, plan)
 
 
 def run_plan(
@@ -111,26 +128,6 @@ def run_plan(
         return executor.run(feeds, repeat=repeat, warmup=warmup, concurrent=concurrent)
 
 
-def check_outputs(
-    graph: Graph,
-    inputs: Mapping[str, np.ndarray],
-    outputs: Mapping[str, np.ndarray],
-    reference: Mapping[str, np.ndarray] | None = None,
-) -> dict[str, float]:
-    """Max relative error of each output against the numpy reference on the same inputs.
-
-    ``reference`` passes outputs of the numpy reference computed earlier on ``inputs``.
-    """
-    if reference is None:
-        reference = Executor(graph).run(inputs).outputs
-    errors = {}
-    for name, expected in reference.items():
-        got = np.asarray(outputs[name], dtype=np.float64)
-        scale = float(np.abs(expected).max()) or 1.0
-        errors[name] = float(np.abs(got - expected).max()) / scale if expected.size else 0.0
-    return errors
-
-
 def profile(
     model: ModelLike,
     targets: Sequence[str] | None = None,
@@ -145,16 +142,65 @@ def profile(
     """Measure what this machine's saved profile lacks for ``model`` (``autopart profile``).
 
     ``targets`` are target specs (default: every target found). Measurements go to
-    ``<profiles>/<fingerprint>.csv`` (default directory: :func:`default_profiles_dir`),
+    ``<profiles>/<fingerprint>.csv`` (default: :func:`autopart.profile.default_profiles_dir`),
     checkpointed every ``checkpoint_s`` seconds. With ``refresh`` everything ``model`` needs
     on ``targets`` is measured again, and the new rows replace the saved ones (a profile
     taken in a slow spell of the machine, say). Returns the report, the profile and its path.
     """
     graph = load(model, input_shapes)
-    machine = discover()
-    chosen = list(targets) if targets else [str(t) for t in available_targets(machine)]
-    path = machine_profile_path(profiles or default_profiles_dir(), machine)
-    saved = open_for_measuring(path, machine)
-    profiler = Profiler(saved, machine, path, settings, checkpoint_s)
-    report = profiler.profile_graph(graph, chosen, budget_s, progress, refresh)
-    return report, saved, path
+    return profile_model(
+        graph,
+        targets,
+        profiles,
+        budget_s=budget_s,
+        progress=progress,
+        settings=settings,
+        checkpoint_s=checkpoint_s,
+        refresh=refresh,
+    )
+
+
+def tune(
+    model: ModelLike,
+    options: TuneOptions | None = None,
+    *,
+    progress: StageProgress | None = None,
+    **fields: Any,
+) -> TuneReport:
+    """Take ``model`` to a verified, saved plan (``autopart tune MODEL``).
+
+    Profiles what this machine's profile lacks, searches every candidate plan, runs the
+    distinct ones side by side with their outputs checked, keeps the fastest correct plan
+    (the simplest among those the noise cannot tell apart) and saves it with its report
+    under ``search_dir``. Options are the fields of :class:`TuneOptions`, given as
+    ``options`` or as keywords (keywords win), e.g. ``tune("squeezenet",
+    objective="makespan", budget_s=30)``; an unknown keyword raises TypeError.
+    ``progress(stage, done, total, label)`` is called as the stages advance. Raises an
+    :class:`AutopartError` subclass (one-line message) for what a user can get wrong.
+    """
+    from autopart.tuning.workflow import tune_model  # optuna and scipy load on first use
+
+    chosen = dataclasses.replace(options or TuneOptions(), **fields)
+    return tune_model(model, chosen, progress=progress)
+
+
+def bench(
+    models: str | Sequence[str],
+    options: BenchOptions | None = None,
+    *,
+    progress: StageProgress | None = None,
+    **fields: Any,
+) -> pd.DataFrame:
+    """Time every way of running ``models`` side by side (``autopart bench MODEL...``).
+
+    For each model: onnxruntime alone, every single target, the peer baselines and the
+    tuned plan (the one ``tune`` saved, else the search's pick now) run in interleaved
+    rounds on the same inputs. Options are the fields of :class:`BenchOptions` (targets,
+    rounds, search_dir, profiles_dir), as ``options`` or keywords. Returns one row per
+    (model, plan), with the columns :func:`autopart.tuning.bench.bench_models` lists.
+    """
+    from autopart.tuning.bench import bench_models  # onnxruntime loads on first use
+
+    chosen = dataclasses.replace(options or BenchOptions(), **fields)
+    names = [models] if isinstance(models, str) else list(models)
+    return bench_models(names, chosen, progress=progress)

@@ -26,3 +26,15 @@ class InputError(AutopartError):
 
 class TargetError(AutopartError):
     """A target (device, unit or codegen) is malformed or absent."""
+
+
+class ProfileError(AutopartError):
+    """A profile file is corrupt, of another schema, or belongs to another machine."""
+
+
+class OutputError(AutopartError):
+    """A file or folder autopart was asked to write cannot be written."""
+
+
+class ResourceError(AutopartError):
+    """A model, input or saved file declares more data than this machine can hold."""

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
-from collections.abc import Mapping
+import zipfile
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 import numpy as np
 
-from autopart.errors import InputError
+from autopart.errors import AutopartError, InputError, OutputError
+from autopart.limits import check_fits, format_size
+
+MAX_DOCUMENT_BYTES = 256 << 20  # a saved plan or profile larger than this is not one
 
 
 def _umask() -> int:
@@ -21,8 +26,11 @@ def _umask() -> int:
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new, never half."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as failure:
+        raise OutputError(f"cannot write {path}: {failure.strerror or failure}") from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -35,15 +43,56 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         raise
 
 
-def load_tensors(path: str | Path) -> dict[str, np.ndarray]:
-    """Load named arrays from an ``.npz`` file (never unpickling objects)."""
+def load_tensors(
+    path: str | Path, expected: Collection[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Load named arrays from an ``.npz`` file (never unpickling objects).
+
+    Before any array is read, its name is checked against ``expected`` (when given) and the
+    sizes the archive declares are weighed against the memory available
+    (:func:`autopart.limits.check_fits`), so a zip bomb or a misnamed file costs nothing.
+    Raises :class:`InputError` for an unreadable file or an unexpected name.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = archive.infolist()
+            names = [member.filename.removesuffix(".npy") for member in members]
+            if expected is not None:
+                _check_names(path, names, expected)
+            declared = sum(_declared_nbytes(archive, member) for member in members)
+    except FileNotFoundError:
+        raise InputError(f"inputs file not found: {path}") from None
+    except Exception as error:  # any failure to parse the user's file is theirs to fix
+        raise InputError(f"cannot read {path} as an .npz file of arrays: {error}") from None
+    check_fits(max(declared, sum(m.file_size for m in members)), f"the arrays in {path}")
     try:
         with np.load(path, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
-    except FileNotFoundError:
-        raise InputError(f"inputs file not found: {path}") from None
-    except (OSError, ValueError) as error:
+    except Exception as error:  # as above: the archive's members can be corrupt too
         raise InputError(f"cannot read {path} as an .npz file of arrays: {error}") from None
+
+
+def _check_names(path: str | Path, names: Collection[str], expected: Collection[str]) -> None:
+    unknown = sorted(set(names) - set(expected))
+    if unknown:
+        missing = [name for name in expected if name not in names]
+        also = f"; missing input {', '.join(missing)}" if missing else ""
+        raise InputError(
+            f"{path} holds arrays the model has no input for: {', '.join(unknown)}{also}"
+        )
+
+
+def _declared_nbytes(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> int:
+    """The bytes the ``.npy`` header of ``member`` declares, read without its data."""
+    with archive.open(member) as handle:
+        version = np.lib.format.read_magic(handle)
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
+        else:
+            shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
+    if dtype.hasobject:
+        raise ValueError(f"array {member.filename!r} holds Python objects")
+    return int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
 
 
 def save_tensors(path: str | Path, tensors: Mapping[str, np.ndarray]) -> None:
@@ -53,3 +102,70 @@ def save_tensors(path: str | Path, tensors: Mapping[str, np.ndarray]) -> None:
     buffer = io.BytesIO()
     np.savez(buffer, **tensors)  # type: ignore[arg-type]
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def read_document(
+    path: str | Path, what: str, error: type[AutopartError], max_bytes: int = MAX_DOCUMENT_BYTES
+) -> str:
+    """The UTF-8 text of a saved ``what`` (a plan, a profile), read at most ``max_bytes``.
+
+    A missing, unreadable, oversized (a symlink to ``/dev/zero``, say) or non-UTF-8 file
+    raises ``error`` with one line; nothing past the limit is read.
+    """
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except FileNotFoundError:
+        raise error(f"{what} not found: {path}") from None
+    except OSError as failure:
+        raise error(f"{what} {path} cannot be read: {failure.strerror or failure}") from None
+    if len(data) > max_bytes:
+        raise error(f"{what} {path} is larger than {format_size(max_bytes)}: not a {what}")
+    check_fits(len(data) * 8, f"{what} {path}")  # parsing takes several times the text
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as failure:
+        raise error(f"{what} {path} is not UTF-8 text: {failure.reason}") from None
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def parse_json(text: str, prefix: str, error: type[AutopartError]) -> object:
+    """Parse ``text`` as strict JSON (no NaN or Infinity), or raise ``error(prefix + why)``.
+
+    Documents nested too deeply for the parser and integers of more digits than Python
+    converts are refused the same way, never raised as RecursionError or ValueError.
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise error(f"{prefix}it is nested too deeply") from None
+    except ValueError as failure:  # JSONDecodeError, too many digits, NaN
+        raise error(f"{prefix}not valid JSON: {failure}") from None
+
+
+def check_writable(path: str | Path, what: str, directory: bool = False) -> None:
+    """Raise :class:`OutputError` unless ``path`` can be written; leave nothing behind.
+
+    ``path`` is a file, or with ``directory`` a folder. A file is written and removed in the
+    nearest folder that exists, so a read-only or pseudo file system (``/proc``) fails here,
+    before long work, instead of at the end.
+    """
+    path = Path(path)
+    if path.exists() and path.is_dir() != directory:
+        kind = "a folder" if path.is_dir() else "a file"
+        raise OutputError(f"{what} {path} is {kind}")
+    probe = path if directory else path.parent
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise OutputError(f"{what} {path} cannot be made: {probe} is not a folder")
+    try:
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as failure:
+        raise OutputError(
+            f"{what} {path} cannot be written: {failure.strerror or failure}"
+        ) from None

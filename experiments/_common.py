@@ -23,13 +23,13 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from autopart import api
+from autopart.costmodel import costs_from_profile
+from autopart.costmodel.costs import Costs
+from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
-from autopart.profile import costs_from_profile
-from autopart.runtime.feeds import random_inputs
 from autopart.search.baselines import default_fallback
-from autopart.search.costs import Costs
 from autopart.targets.resolve import available_targets
 from autopart.tuning.verify import Measured, Runner, measure_plans
 
@@ -183,7 +183,7 @@ def plain_log(axes: Axes, *which: str) -> None:
 
 def target_colour(target: str) -> str:
     """The plots' colour of a single target: greys on the host, browns on OpenCL."""
-    return TARGET_COLOURS.get(target.removeprefix("single:"), "0.5")
+    return TARGET_COLOURS.get(target, "0.5")
 
 
 def save_figure(figure: Figure, name: str) -> Path:

@@ -27,10 +27,10 @@ from rich.console import Console
 from rich.table import Table
 
 import autopart.api
+from autopart.costmodel.costs import Costs, TransferModel
 from autopart.ir.analysis import node_flops
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.target import VirtualDevice
-from autopart.search.costs import Costs, TransferModel
 from autopart.search.ilp import solve_ilp
 from autopart.search.simulator import evaluate, plan_for, simulate
 

@@ -26,10 +26,10 @@ from rich.console import Console
 from rich.table import Table
 
 from autopart import api
-from autopart.runtime.feeds import random_inputs
+from autopart.ir.feeds import random_inputs
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
-from autopart.tuning.bench import onnxruntime_alone
+from autopart.tuning.peers import onnxruntime_alone
 
 RESULTS = Path(__file__).parent / "results"
 Runner = Callable[[Mapping[str, np.ndarray]], Any]

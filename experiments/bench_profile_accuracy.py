@@ -32,10 +32,11 @@ from rich.console import Console
 from rich.table import Table
 
 from autopart import api
-from autopart.profile import Profile, costs_from_profile, transfer_fits
+from autopart.costmodel import costs_from_profile, transfer_fits
+from autopart.ir.feeds import random_inputs
+from autopart.profile import Profile
 from autopart.profile.timing import TimingSettings, collect
 from autopart.profile.transfer import copy_sampler
-from autopart.runtime.feeds import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.simulator import plan_for, simulate
 from autopart.targets.devices import Machine, discover

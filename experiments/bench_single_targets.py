@@ -26,7 +26,7 @@ import autopart.api
 from autopart.runtime import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.resolve import available_targets
-from autopart.tuning.bench import onnxruntime_alone
+from autopart.tuning.peers import onnxruntime_alone
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -45,13 +45,16 @@ from _common import (
     zoo_arguments,
 )
 
+from autopart.costmodel.costs import Costs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
-from autopart.search.costs import Costs
+from autopart.search.candidates import CandidateKind, candidate_name
+from autopart.search.options import Method, Objective, SearchOptions
 from autopart.search.planner import search
 from autopart.search.simulator import plan_for, simulate
-from autopart.tuning.bench import PEER, onnxruntime_alone
+from autopart.tuning.bench import PEER
+from autopart.tuning.peers import onnxruntime_alone
 
 MODELS = ["inception_v1", "inception_v2", "densenet121", "squeezenet"]
 WHOLE = VirtualDevice.parse("cpu@onnxruntime")
@@ -147,13 +150,16 @@ def structure(model: str, costs: Costs) -> dict:
 def run_model(model: str, rounds: int, budget: float, profiles: str | None) -> tuple[list, dict]:
     """Measure ``model``'s branch-parallel plans against onnxruntime; one row per plan."""
     graph, costs = model_costs(model, profiles)
-    outcome = search(costs, objective="makespan", method="optuna", budget_s=budget)
+    options = SearchOptions(objective=Objective.MAKESPAN, method=Method.OPTUNA, budget_s=budget)
+    outcome = search(costs, options)
+    whole = candidate_name(CandidateKind.SINGLE, WHOLE)
+    one_unit = candidate_name(CandidateKind.SINGLE, UNITS[0])
     plans: dict[str, Plan] = {
-        f"single:{WHOLE}": outcome.candidates[f"single:{WHOLE}"].plan,
-        f"single:{UNITS[0]}": outcome.candidates[f"single:{UNITS[0]}"].plan,
+        whole: outcome.candidates[whole].plan,
+        one_unit: outcome.candidates[one_unit].plan,
         f"branches, trunk {WHOLE}": plan_for(branch_plan(costs, WHOLE), costs),
         f"branches, trunk {UNITS[0]}": plan_for(branch_plan(costs, UNITS[0]), costs),
-        "optuna (makespan)": outcome.candidates["tuned"].plan,
+        "optuna (makespan)": outcome.candidates[candidate_name(CandidateKind.TUNED)].plan,
     }
     peers = {PEER: onnxruntime_alone(model), PEER_PARALLEL: onnxruntime_alone(model, True)}
     measured = measure(graph, plans, rounds, peers=peers)
@@ -175,8 +181,8 @@ def run_model(model: str, rounds: int, budget: float, profiles: str | None) -> t
             }
         )
     shape = structure(model, costs)
-    one_core = measured[f"single:{UNITS[0]}"].median_s
-    speedup = one_core / measured[f"single:{WHOLE}"].median_s
+    one_core = measured[one_unit].median_s
+    speedup = one_core / measured[whole].median_s
     trunk = 1.0 - shape["branch_share"]
     shape["intra_op_speedup"] = speedup
     shape["ideal_units_vs_onnxruntime"] = shape["balanced"] * one_core / alone

@@ -28,12 +28,14 @@ import pandas as pd
 from _common import console, show, write_csv
 
 from autopart import api
+from autopart.costmodel import costs_from_profile
+from autopart.costmodel.calibration import model_tag, op_sum, window_bounds
+from autopart.costmodel.costs import Costs
+from autopart.costmodel.op_costs import op_costs
 from autopart.ir.graph import Graph
-from autopart.profile import Profile, costs_from_profile, default_profiles_dir
-from autopart.profile.calibration import model_tag, op_sum, window_bounds
-from autopart.profile.op_costs import op_costs
+from autopart.profile import Profile, default_profiles_dir
 from autopart.profile.saved import machine_profile_path
-from autopart.search.costs import Costs
+from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.search.simulator import plan_for, simulate
 from autopart.targets.devices import discover
 
@@ -82,7 +84,8 @@ def main() -> None:
         factor = costs_from_profile(graph, profile, calibration="on")
         gross = costs_from_profile(graph, profile)
         for target in plain.targets:
-            measured_rows = bench[(bench["model"] == model) & (bench["plan"] == f"single:{target}")]
+            single_name = candidate_name(CandidateKind.SINGLE, target)
+            measured_rows = bench[(bench["model"] == model) & (bench["plan"] == single_name)]
             predicted = predict(plain, graph, model, target)
             if measured_rows.empty or predicted is None:
                 continue

@@ -27,7 +27,12 @@ from scipy.optimize import curve_fit
 
 from autopart import api
 from autopart.profile.probe import launch_probe_graph
-from autopart.profile.profiler import _busy, _compiled, _reference_values, wall_sampler
+from autopart.profile.samplers import (
+    busy,
+    compiled_with_inputs,
+    reference_values,
+    wall_sampler,
+)
 from autopart.targets.resolve import available_targets, resolve
 
 GAPS_MS = (0.0, 0.1, 0.3, 1.0, 2.0, 5.0, 20.0)
@@ -41,8 +46,8 @@ def entry_sampler(target: str, op: str) -> Callable[[], float]:
         nodes, values = graph.nodes, {"x": np.ones((1, 1), np.float32)}
     else:
         graph = api.load("inception_v1")
-        nodes, values = [next(n for n in graph.nodes if n.op_type == op)], _reference_values(graph)
-    compiled, env = _compiled(resolved, graph, nodes, values)
+        nodes, values = [next(n for n in graph.nodes if n.op_type == op)], reference_values(graph)
+    compiled, env = compiled_with_inputs(resolved, graph, nodes, values)
     return wall_sampler(resolved, compiled, env)
 
 
@@ -58,7 +63,7 @@ def measure(targets: list[str], runs: int) -> pd.DataFrame:
                 times = []
                 for _ in range(runs):
                     if gap_ms:
-                        _busy(gap_ms * 1e-3)
+                        busy(gap_ms * 1e-3)
                     times.append(sample())
                 median = statistics.median(times[3:])
                 rows.append(

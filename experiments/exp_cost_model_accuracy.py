@@ -42,6 +42,7 @@ from _common import (
 from scipy.stats import kendalltau
 
 from autopart.search.baselines import default_fallback
+from autopart.search.options import Method, Objective, SearchOptions
 from autopart.search.planner import search
 from autopart.search.simulator import plan_for, simulate
 
@@ -51,7 +52,9 @@ MODELS = ["squeezenet", "resnet50", "inception_v1"]
 def run_model(model: str, plans: int, rounds: int, profiles: str | None, seed: int) -> list[dict]:
     """Predict and measure the search candidates and ``plans`` random plans of ``model``."""
     graph, costs = model_costs(model, profiles)
-    outcome = search(costs, objective="latency", method="ilp", budget_s=30.0)
+    outcome = search(
+        costs, SearchOptions(objective=Objective.LATENCY, method=Method.ILP, budget_s=30.0)
+    )
     chosen = {name: c.plan for name, c in outcome.candidates.items()}
     kinds = dict.fromkeys(chosen, "candidate")
     rng = np.random.default_rng(seed)

@@ -2,7 +2,7 @@
 
 A fusing codegen's consumer (a Relu after a Conv) costs what the pair takes beyond its
 producer. The profiler times the pair and the producer alone in turn, in one job
-(``reference_s`` of the ``fused`` row); before, it took the producer from the producer's
+(``producer_s`` of the ``fused`` row); before, it took the producer from the producer's
 own op job, measured seconds away. For every fusion pair of the models, on every fusing
 target, this writes both estimates as multiples of the consumer's one-op cost. A ratio
 near 0 means the pair fused. A ratio near 1 means the consumer costs what it costs alone.
@@ -27,8 +27,8 @@ import pandas as pd
 from _common import console, new_figure, save_figure, show, write_csv
 
 from autopart import api
-from autopart.profile.fusion import pairs_to_measure
-from autopart.profile.signature import op_signature
+from autopart.costmodel.fusion import pairs_to_measure
+from autopart.ir.signature import op_signature
 
 
 def pair_ratios(models: list[str], store: Path) -> pd.DataFrame:
@@ -51,7 +51,7 @@ def pair_ratios(models: list[str], store: Path) -> pd.DataFrame:
                 rows.append({
                     "model": model, "pair": "+".join(pair.kind), "target": target,
                     "consumer_ms": other.median_s * 1e3,
-                    "in_turn": (together - float(row["reference_s"])) / other.median_s,
+                    "in_turn": (together - float(row["producer_s"])) / other.median_s,
                     "other_job": (together - alone.median_s) / other.median_s,
                 })  # fmt: skip
     return pd.DataFrame(rows)

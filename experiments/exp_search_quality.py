@@ -32,6 +32,8 @@ from _common import (
     zoo_arguments,
 )
 
+from autopart.search.candidates import CandidateKind
+from autopart.search.options import Method, Objective, SearchOptions
 from autopart.search.planner import search
 
 MODELS = ["squeezenet", "resnet50", "inception_v1", "densenet121", "shufflenet"]
@@ -52,7 +54,7 @@ COLOURS = {
 
 
 def method_name(candidate: str) -> str:
-    """The experiment's name of a planner candidate (``single:T`` stays as it is)."""
+    """The experiment's name of a planner candidate (a single target's stays as it is)."""
     return METHODS.get(candidate, candidate)
 
 
@@ -62,13 +64,20 @@ def run_model(
     """Search ``model``, measure every distinct candidate plan, one row per candidate."""
     graph, costs = model_costs(model, profiles)
     start = time.perf_counter()
-    outcome = search(costs, objective="makespan", method="optuna", budget_s=budget, seed=seed)
+    options = SearchOptions(
+        objective=Objective.MAKESPAN, method=Method.OPTUNA, budget_s=budget, seed=seed
+    )
+    outcome = search(costs, options)
     searched = time.perf_counter() - start
     candidates = {method_name(name): c for name, c in outcome.candidates.items() if c.fits_memory}
     measured = measure(graph, {name: c.plan for name, c in candidates.items()}, rounds)
-    singles = [m.median_s for n, m in measured.items() if n.startswith("single:") and m.correct]
+    singles = [
+        m.median_s
+        for n, m in measured.items()
+        if candidates[n].kind is CandidateKind.SINGLE and m.correct
+    ]
     best_single = min(singles) if singles else float("nan")
-    trials = outcome.tuned.trials if outcome.tuned is not None else 0
+    trials = outcome.optuna.trials if outcome.optuna is not None else 0
     console.print(
         f"{model}: search {searched:.1f} s (ILP gap {outcome.ilp.gap:.1e}, {trials} trials)"
         if outcome.ilp is not None
@@ -80,6 +89,8 @@ def run_model(
         rows.append({
             "model": model,
             "method": name,
+            "kind": candidate.kind.value,
+            "target": "" if candidate.target is None else str(candidate.target),
             "predicted_ms": candidate.simulation.makespan_s * 1e3,
             "predicted_seq_ms": candidate.simulation.sequential_s * 1e3,
             "measured_ms": result.median_s * 1e3 if result else np.nan,
@@ -95,7 +106,9 @@ def run_model(
 def plot(frame: pd.DataFrame) -> None:
     """Grouped bars: measured latency relative to the best single target, per model."""
     models = list(dict.fromkeys(frame["model"]))
-    singles = [m for m in frame["method"].unique() if m.startswith("single:")]
+    single_rows = frame[frame["kind"] == CandidateKind.SINGLE.value]
+    target_of = dict(zip(single_rows["method"], single_rows["target"], strict=True))
+    singles = list(dict.fromkeys(single_rows["method"]))
     methods = [*COLOURS, *singles]
     figure = new_figure(max(10.0, 2.4 * len(models)), 5.0)
     axes = figure.add_subplot()
@@ -111,7 +124,7 @@ def plot(frame: pd.DataFrame) -> None:
             heights,
             width,
             label=method,
-            color=COLOURS.get(method) or target_colour(method),
+            color=COLOURS.get(method) or target_colour(target_of[method]),
             edgecolor="black" if method in COLOURS else "none",
             linewidth=0.5,
         )
@@ -141,7 +154,7 @@ def main() -> None:
     path = write_csv(frame, "search_quality.csv")
     shown = ["model", "method", "predicted_ms", "measured_ms", "ratio_to_best_single"]
     show("search methods, predicted vs measured", frame[[*shown, "correct", "partitions"]])
-    summary = frame[~frame.method.str.startswith("single:")].pivot(
+    summary = frame[frame["kind"] != CandidateKind.SINGLE.value].pivot(
         index="model", columns="method", values="ratio_to_best_single"
     )
     show("measured latency / best single target", summary.reset_index())

@@ -31,12 +31,12 @@ import pandas as pd
 from _common import console, new_figure, save_figure, show, write_csv
 from bench_ilp_scaling import flop_costs, network_graph, targets_here
 
+from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
 from autopart.search.baselines import heft, per_op_best
-from autopart.search.costs import Costs
 from autopart.search.ilp import solve_ilp
+from autopart.search.optuna_search import optuna_search
 from autopart.search.simulator import evaluate
-from autopart.search.tuner import tune
 
 SIZES = [100, 300, 1000, 3000, 10000]
 MARKERS = {"ilp": "o", "optuna": "s", "heft": "^", "greedy": "v"}
@@ -66,7 +66,9 @@ def run_size(
     answers["greedy"] = timed(lambda: per_op_best(costs))
     seeds = {"heft": answers["heft"][0], "greedy": answers["greedy"][0]}
     start = time.perf_counter()
-    tuned = tune(costs, "makespan", seeds, budget_s=tune_budget, n_trials=trials, seed=seed)
+    tuned = optuna_search(
+        costs, "makespan", seeds, budget_s=tune_budget, n_trials=trials, seed=seed
+    )
     answers["optuna"] = (tuned.assignment, time.perf_counter() - start)
     bound = ilp.bound_s
     rows = []

@@ -25,7 +25,7 @@ import pandas as pd
 from _common import console, new_figure, save_figure, show, target_colour, write_csv
 
 from autopart import api
-from autopart.runtime.feeds import random_inputs
+from autopart.ir.feeds import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.resolve import available_targets
 

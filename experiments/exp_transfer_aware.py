@@ -34,9 +34,10 @@ from _common import (
     zoo_arguments,
 )
 
+from autopart.costmodel.costs import HOST_DEVICE, Costs, TransferModel
 from autopart.ir.target import VirtualDevice
 from autopart.search.baselines import default_fallback
-from autopart.search.costs import HOST_DEVICE, Costs, TransferModel
+from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.search.ilp import solve_ilp
 from autopart.search.simulator import plan_for, simulate
 
@@ -67,7 +68,8 @@ def run_model(model: str, rounds: int, time_limit: float, profiles: str | None) 
         if all(target in costs.node_cost[n.name] for n in graph.nodes)
     }
     best = min(single, key=lambda t: simulate(single[t], costs).makespan_s)
-    plans[f"single:{best}"] = single[best]
+    best_name = candidate_name(CandidateKind.SINGLE, best)
+    plans[best_name] = single[best]
     measured = measure(graph, plans, rounds)
     rows = []
     for name, plan in plans.items():
@@ -76,6 +78,7 @@ def run_model(model: str, rounds: int, time_limit: float, profiles: str | None) 
         ilp = results.get(name)
         rows.append({
             "model": model, "search": name,
+            "single_target": str(best) if name == best_name else "",
             "predicted_true_ms": truth.makespan_s * 1e3,
             "predicted_true_seq_ms": truth.sequential_s * 1e3,
             "predicted_by_search_ms": ilp.objective_s * 1e3 if ilp else truth.sequential_s * 1e3,
@@ -99,7 +102,7 @@ def plot(frame: pd.DataFrame) -> None:
     searches = ["aware", "unaware", "best single"]
     colours = {"aware": "tab:blue", "unaware": "tab:red", "best single": "tab:grey"}
     frame = frame.assign(
-        group=frame["search"].where(~frame["search"].str.startswith("single:"), "best single")
+        group=frame["search"].where(frame["single_target"].fillna("") == "", "best single")
     )
     width = 0.8 / (2 * len(searches))
     for k, search in enumerate(searches):
@@ -116,8 +119,8 @@ def plot(frame: pd.DataFrame) -> None:
             )  # fmt: skip
             if j == 1:
                 axes.bar_label(bars, fmt="%.0f", fontsize="x-small", padding=1)
-    singles = frame[frame.group == "best single"].set_index("model")["search"]
-    labels = [f"{m}\n(best single: {singles.get(m, '?').removeprefix('single:')})" for m in models]
+    singles = frame[frame.group == "best single"].set_index("model")["single_target"]
+    labels = [f"{m}\n(best single: {singles.get(m, '?')})" for m in models]
     axes.set_xticks(np.arange(len(models)), labels)
     axes.set_yscale("log")
     plain_log(axes, "y")

@@ -14,7 +14,9 @@ import sys
 from pathlib import Path
 
 import autopart
-from autopart.profile import Profile, costs_from_profile
+from autopart.costmodel import costs_from_profile
+from autopart.profile import Profile
+from autopart.search.options import Method, Objective, SearchOptions
 from autopart.search.planner import search
 
 
@@ -29,7 +31,8 @@ def digest(profile_path: Path) -> dict[str, object]:
             out[name] = {"error": str(error)}
             print(name, "skipped:", error, flush=True)
             continue
-        outcome = search(costs, objective="latency", method="ilp", source=name)
+        options = SearchOptions(objective=Objective.LATENCY, method=Method.ILP, source=name)
+        outcome = search(costs, options)
         out[name] = {
             "chosen": outcome.chosen.name,
             "candidates": {

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 
 from autopart import api
+from autopart.costmodel.calibration import model_tag
+from autopart.costmodel.cuts import cold_cost, cut_cost, cut_index
+from autopart.costmodel.from_profile import costs_from_profile
+from autopart.costmodel.fusion import fusion_pairs
+from autopart.costmodel.measurements import Measurement
 from autopart.profile import Profile
-from autopart.profile.calibration import model_tag
-from autopart.profile.costs import costs_from_profile
-from autopart.profile.cuts import cold_cost, cut_cost, cut_index
-from autopart.profile.fusion import fusion_pairs
 from autopart.profile.profiler import ProfileReport, plan_jobs
-from autopart.profile.store import Measurement
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
 from tests.test_profile import FAST
@@ -42,12 +42,12 @@ def test_a_targets_cut_cost_is_the_median_window_difference_of_its_own_model_fir
     assert cut_cost(profile, graph, "cpu@onnxruntime") == 0.0
     for index, (split, whole) in enumerate([(3e-3, 1e-3), (2e-3, 1.5e-3), (9e-3, 1e-3)]):
         key = f"other@0123456789ab[{index}:{index + 8}]"
-        profile.record("cut", "cpu@onnxruntime", key, _row(split), reference_s=whole)
+        profile.record("cut", "cpu@onnxruntime", key, _row(split), whole_s=whole)
     assert cut_cost(profile, graph, "cpu@onnxruntime") == pytest.approx(2e-3)  # other models
     own = f"{model_tag(graph)}[7:15]"
-    profile.record("cut", "cpu@onnxruntime", own, _row(1.2e-3), reference_s=1e-3)
+    profile.record("cut", "cpu@onnxruntime", own, _row(1.2e-3), whole_s=1e-3)
     assert cut_cost(profile, graph, "cpu@onnxruntime") == pytest.approx(0.2e-3)
-    profile.record("cut", "cpu@onnxruntime", own, _row(0.9e-3), reference_s=1e-3)
+    profile.record("cut", "cpu@onnxruntime", own, _row(0.9e-3), whole_s=1e-3)
     assert cut_cost(profile, graph, "cpu@onnxruntime") == 0.0  # noise is not a negative cost
     assert cut_cost(profile, graph, "cpu/0@onnxruntime") == 0.0
 
@@ -73,7 +73,7 @@ def test_profiling_cuts_the_calibration_windows_and_charges_the_cut_per_partitio
     cuts = profile.rows("cut", target)
     windows = profile.rows("calibration", target)
     assert sorted(cuts["key"]) == sorted(windows["key"]) and len(cuts) == 3
-    assert (cuts["median_s"] > 0).all() and (cuts["reference_s"] > 0).all()
+    assert (cuts["median_s"] > 0).all() and (cuts["whole_s"] > 0).all()
     assert (cuts["runs"] >= FAST.min_runs).all()
     # one job per window: its whole runs, alternating with the halves, calibrate the window
     jobs = plan_jobs(graph, [resolve(target, discover())], Profile({"fingerprint": "empty"}))[0]
@@ -86,7 +86,7 @@ def test_profiling_cuts_the_calibration_windows_and_charges_the_cut_per_partitio
     assert wall is not None
     assert costs.launch[vdev] == pytest.approx(max(wall.median_s, cut_cost(profile, graph, target)))
     for key in cuts["key"]:  # a cut dearer than the probe is what a partition is charged
-        profile.record("cut", target, key, _row(0.06), reference_s=0.01)
+        profile.record("cut", target, key, _row(0.06), whole_s=0.01)
     assert costs_from_profile(graph, profile, [target]).launch[vdev] == pytest.approx(0.05)
     again, _, _ = api.profile("squeezenet", [target], store, settings=FAST)
     assert again.new == 0 and again.reused == report.new
@@ -101,13 +101,13 @@ def test_windows_entered_cold_are_charged_to_every_partition_of_a_split_plan(
     colds, cuts = profile.rows("cold", target), profile.rows("cut", target)
     assert sorted(colds["key"]) == sorted(cuts["key"])
     assert (colds["median_s"] > 0).all() and (colds["runs"] >= FAST.min_runs).all()
-    whole = cuts.set_index("key")["reference_s"]
-    assert (colds.set_index("key")["reference_s"] == whole).all()  # the same back-to-back runs
+    whole = cuts.set_index("key")["whole_s"]
+    assert (colds.set_index("key")["warm_s"] == whole).all()  # the same back-to-back runs
     costs = costs_from_profile(graph, profile, [target])
     (vdev,) = costs.targets
     assert costs.cold[vdev] == pytest.approx(cold_cost(profile, graph, target))
     for key in colds["key"]:
-        profile.record("cold", target, key, _row(0.013), reference_s=0.01)
+        profile.record("cold", target, key, _row(0.013), warm_s=0.01)
     assert cold_cost(profile, graph, target) == pytest.approx(0.003)
     assert cold_cost(profile, graph, "cpu/1@onnxruntime") == 0.0
     costs = costs_from_profile(graph, profile, [target])
@@ -122,8 +122,8 @@ def test_windows_entered_cold_are_charged_to_every_partition_of_a_split_plan(
 
 
 def test_partitions_pay_back_unfused_consumers_and_layout_conversions_at_their_edges() -> None:
+    from autopart.costmodel.costs import Costs
     from autopart.ir.target import VirtualDevice
-    from autopart.search.costs import Costs
     from autopart.search.simulator import simulate
     from tests.test_profile import tiny_cnn
 
@@ -146,8 +146,8 @@ def test_partitions_pay_back_unfused_consumers_and_layout_conversions_at_their_e
 
 
 def test_op_costs_keep_what_fusion_and_layout_took_off_for_the_edges(tmp_path: Path) -> None:
-    from autopart.profile.op_costs import op_costs
-    from autopart.profile.signature import op_signature
+    from autopart.costmodel.op_costs import op_costs
+    from autopart.ir.signature import op_signature
 
     target = "cpu@onnxruntime"
     _, profile, _ = api.profile("squeezenet", [target], tmp_path, settings=FAST)
@@ -167,8 +167,8 @@ def test_op_costs_keep_what_fusion_and_layout_took_off_for_the_edges(tmp_path: P
 
 
 def test_the_kernel_floor_leaves_out_what_onnxruntimes_profiler_adds_to_every_kernel() -> None:
-    from autopart.profile.op_costs import op_costs
-    from autopart.profile.signature import op_signature
+    from autopart.costmodel.op_costs import op_costs
+    from autopart.ir.signature import op_signature
 
     graph = api.load("squeezenet")
     node = graph.nodes[0]
@@ -177,7 +177,7 @@ def test_the_kernel_floor_leaves_out_what_onnxruntimes_profiler_adds_to_every_ke
     signature = op_signature(node, graph)
     profile.record("op", target, signature, _row(20e-6))
     # its one-op run: 10 µs entry, 8 µs of layout kernels and 9 µs of its own, as profiled
-    profile.record("layout", target, signature, _row(8e-6), reference_s=9e-6)
+    profile.record("layout", target, signature, _row(8e-6), kernel_s=9e-6)
     assert op_costs(profile, graph, target, 10e-6).seconds[node.name] == pytest.approx(9e-6)
     # the profiler puts 7 µs on a one-element Relu: the kernel floor is 2 µs, not 9
     profile.record("launch", target, "profiled", _row(7e-6))

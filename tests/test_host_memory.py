@@ -12,7 +12,7 @@ _FAULTS = """
 import resource
 import numpy as np
 import autopart
-from autopart.runtime.host_memory import retain_freed_memory
+from autopart.host_memory import retain_freed_memory
 
 def faults_of_a_run() -> int:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
@@ -36,7 +36,7 @@ def _faults(env: dict[str, str]) -> tuple[bool, int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc mallopt is Linux-only")
-def test_importing_autopart_keeps_freed_activations_in_the_heap() -> None:
+def test_retaining_freed_memory_keeps_activations_in_the_heap() -> None:
     applied, faults = _faults(dict(os.environ, AUTOPART_MALLOC=""))
     assert applied and faults < 100  # 76 MiB is 19456 pages: none faulted in again
     applied, faults = _faults(dict(os.environ, AUTOPART_MALLOC="default"))

@@ -61,9 +61,24 @@ def test_cycles_are_refused() -> None:
 def test_erase_virtual_devices_copies() -> None:
     graph = _chain_graph()
     graph.node("second").virtual_device = VirtualDevice.parse("opencl:0/1@opencl")
+    graph.node("second").forbidden = frozenset({VirtualDevice.parse("cpu")})
+    copied = graph.copy()
+    assert copied.assignment() == graph.assignment()
+    assert copied.node("second").forbidden == graph.node("second").forbidden
+    assert [n.name for n in copied.nodes] == [n.name for n in graph.nodes]
     erased = graph.erase_virtual_devices()
-    assert not any(n.virtual_device.is_set for n in erased.nodes)
+    assert not any(n.virtual_device.is_set or n.forbidden for n in erased.nodes)
     assert str(graph.node("second").virtual_device) == "opencl:0/1@opencl"
+
+
+def test_virtual_devices_narrow_part_by_part() -> None:
+    v = VirtualDevice.parse
+    assert v("opencl:0").narrow(v("@opencl")) == v("opencl:0@opencl")
+    assert v("opencl:0/1@opencl").narrow(v("opencl:0")) == v("opencl:0/1@opencl")
+    assert v("cpu@numpy").narrow(VirtualDevice()) == v("cpu@numpy")
+    assert v("cpu@numpy").narrow(v("cpu@onnxruntime")) is None
+    assert v("cpu/0@numpy").narrow(v("cpu/1")) is None
+    assert v("cpu@numpy").is_complete and not v("cpu/1").is_complete
 
 
 def _conv_bn_model(extra_use: bool) -> tuple[Graph, Graph]:
@@ -119,11 +134,14 @@ def test_batchnorm_does_not_fold_when_conv_output_is_shared() -> None:
 def test_passes_carry_the_virtual_device() -> None:
     raw, _ = _conv_bn_model(extra_use=False)
     target = VirtualDevice.parse("opencl:0/1@opencl")
+    forbids = frozenset({VirtualDevice.parse("cpu")})
     raw.node("conv").virtual_device = target
+    raw.node("conv").forbidden = forbids
     assert fold_batchnorm_into_conv(raw)
     assert remove_passthrough(raw)
     (conv,) = raw.nodes
     assert conv.virtual_device == target and conv.outputs == ["z"]
+    assert conv.forbidden == forbids
 
 
 UNARY = ["Relu", "Sigmoid", "Tanh", "Neg", "Abs", "Identity", "Dropout", "Softsign"]

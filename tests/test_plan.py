@@ -14,12 +14,15 @@ from onnx import TensorProto, helper, numpy_helper
 import autopart
 import autopart.api
 import autopart.runtime
+from autopart.errors import ModelError
 from autopart.ir import VirtualDevice, load_graph
-from autopart.plan.build import build_plan
+from autopart.ir.placement import erase, place
+from autopart.plan.build import build_plan, build_plan_for, place_plan
 from autopart.plan.partition import check_acyclic, partition_graph
 from autopart.plan.schema import Plan, PlanError
 from autopart.plan.selectors import Selector, SelectorError
 from autopart.plan.validate import validate_plan
+from autopart.runtime.plan_executor import PlanExecutor
 from tests.conftest import make_model
 
 TARGETS = [VirtualDevice.parse(t) for t in ("cpu@numpy", "cpu/0@onnxruntime", "opencl:0@opencl")]
@@ -61,15 +64,27 @@ def random_graphs(draw: st.DrawFn) -> tuple:
 @given(random_graphs())
 def test_partitions_never_form_a_cycle(case: tuple) -> None:
     graph, targets = case
-    partitions = partition_graph(graph, targets)
-    check_acyclic(graph, partitions)
+    annotated = place(graph, targets)
+    assert not any(node.virtual_device.is_set for node in graph.nodes)  # place copies
+    partitions = partition_graph(annotated)
+    check_acyclic(annotated, partitions)
     placed = [node.name for p in partitions for node in p.nodes]
     assert sorted(placed) == sorted(targets)
     for partition in partitions:
         assert all(targets[node.name] == partition.target for node in partition.nodes)
-    plan = build_plan(graph, targets, FALLBACK, "random")
+        assert all(node.virtual_device == partition.target for node in partition.nodes)
+    plan = build_plan(annotated, FALLBACK, "random")
+    assert build_plan_for(graph, targets, FALLBACK, "random").to_dict() == plan.to_dict()
     validate_plan(plan, graph)
-    assert Plan.from_dict(json.loads(json.dumps(plan.to_dict()))).to_dict() == plan.to_dict()
+    loaded = Plan.from_dict(json.loads(json.dumps(plan.to_dict())))
+    assert loaded.to_dict() == plan.to_dict()
+    # loading writes the plan's targets onto the nodes, and they partition alike
+    reloaded = place_plan(graph, loaded)
+    assert reloaded.assignment() == targets
+    assert build_plan(reloaded, FALLBACK, "random").to_dict() == plan.to_dict()
+    assert place_plan(annotated, loaded).assignment() == targets  # a placed graph agrees
+    with pytest.raises(ModelError, match="plan the graph first"):
+        partition_graph(erase(annotated))
     for storage in plan.storage.values():  # values reuse buffers only on their own device
         for buffer in storage.buffers:
             assert buffer.nbytes >= max(graph.value(v).nbytes for v in buffer.values)
@@ -78,7 +93,7 @@ def test_partitions_never_form_a_cycle(case: tuple) -> None:
 def test_one_copy_per_value_and_destination() -> None:
     graph = autopart.load("squeezenet")
     targets = {n.name: TARGETS[2] if n.op_type == "Relu" else FALLBACK for n in graph.nodes}
-    plan = build_plan(graph, targets, FALLBACK, "squeezenet")
+    plan = build_plan_for(graph, targets, FALLBACK, "squeezenet")
     keys = [(c.value, c.dst) for c in plan.copies]
     assert len(keys) == len(set(keys))
     assert {c.dst for c in plan.copies} == {"cpu", "opencl:0"}
@@ -114,6 +129,24 @@ def test_tampered_assignment_is_refused() -> None:
     plan.assignment[node] = "cpu@numpy"
     with pytest.raises(PlanError, match=f"node '{node}' is assigned"):
         validate_plan(plan, graph)
+
+
+def test_the_executor_reads_targets_from_the_nodes() -> None:
+    plan, graph = _chain_plan()
+    with PlanExecutor(plan, graph) as executor:
+        assert not any(node.virtual_device.is_set for node in graph.nodes)  # a copy is placed
+        for spec in plan.partitions:
+            for name in spec.nodes:
+                assert executor.graph.node(name).virtual_device == VirtualDevice.parse(spec.target)
+    node = plan.partitions[0].nodes[0]
+    moved = place_plan(graph, plan)
+    moved.node(node).virtual_device = VirtualDevice.parse("opencl:0@opencl")
+    with pytest.raises(PlanError, match=f"node '{node}' is placed on opencl:0@opencl but the plan"):
+        PlanExecutor(plan, moved)
+    partial = graph.copy()
+    partial.node(node).virtual_device = VirtualDevice(plan.assignment[node].split("/")[0])
+    with PlanExecutor(plan, partial) as executor:  # a partial device agrees
+        assert str(executor.graph.node(node).virtual_device) == plan.assignment[node]
 
 
 def test_plan_for_another_model_is_refused() -> None:

@@ -13,36 +13,37 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 from autopart import api
-from autopart.ir.graph import Graph
-from autopart.profile import (
-    Measurement,
-    Profile,
-    ProfileError,
-    TimingSettings,
-    costs_from_profile,
-    machine_profile_path,
-    new_profile,
-    open_for_measuring,
-)
-from autopart.profile.calibration import (
+from autopart.costmodel import Measurement, costs_from_profile
+from autopart.costmodel.calibration import (
     calibrate,
     calibration_windows,
     model_tag,
     op_sum,
     window_key,
 )
-from autopart.profile.fusion import fusion_pairs, pairs_to_measure
-from autopart.profile.op_costs import op_costs
+from autopart.costmodel.fusion import fusion_pairs, pairs_to_measure
+from autopart.costmodel.op_costs import op_costs
+from autopart.costmodel.transfer import fit_transfer
+from autopart.errors import ProfileError
+from autopart.ir.graph import Graph
+from autopart.ir.signature import op_signature
+from autopart.profile import (
+    Profile,
+    TimingSettings,
+    machine_profile_path,
+    new_profile,
+    open_for_measuring,
+)
 from autopart.profile.profiler import plan_jobs
-from autopart.profile.signature import op_signature
 from autopart.profile.timing import collect, summarise_passes
-from autopart.profile.transfer import SIZES, fit_transfer
+from autopart.profile.transfer import SIZES
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
 from tests.conftest import make_model
@@ -105,7 +106,7 @@ def test_store_round_trip_and_merge_keeps_the_newer_row(tmp_path: Path) -> None:
     path = tmp_path / "p.csv"
     first.save(path)
     text = path.read_text()
-    assert text.startswith("# autopart.profile 1\n") and "kind,target,key" in text
+    assert text.startswith("# autopart.profile 2\n") and "kind,target,key" in text
     loaded = Profile.load(path)
     assert loaded.measurement("op", "cpu@numpy", 'Conv:13 {"a":[1,2]} (x) -> (y)') == _measurement(
         1e-3
@@ -173,7 +174,7 @@ def test_profiling_twice_reuses_every_measurement(tmp_path: Path) -> None:
     # per size each way
     assert report.new == 3 * 3 + 3 + 2 * 2 + 3 + 2 * len(SIZES) and report.reused == 0, report
     fused = Profile.load(path).rows("fused")
-    assert len(fused) == 4 and (fused["reference_s"] > 0).all()  # the producer, in turn
+    assert len(fused) == 4 and (fused["producer_s"] > 0).all()  # the producer, in turn
     assert len(Profile.load(path).rows("layout")) == 3
     assert set(Profile.load(path).rows("enqueue")["target"]) == {"opencl:0/0@opencl"}
     # copies are sampled for a share of the time budget, past the op settings' max_runs
@@ -207,34 +208,64 @@ _KILLED_RUN = """
 import sys
 from autopart import api
 from autopart.profile import TimingSettings
-settings = TimingSettings(warmup=1, min_runs=40, max_runs=40, batch=40, max_seconds=0.4)
-api.profile("squeezenet", ["cpu@numpy", "cpu/0@onnxruntime"], sys.argv[1], settings=settings,
-            checkpoint_s=0.0)
+# every step samples for 0.15 s, so that a pass of the 13 jobs spans about 2 s
+settings = TimingSettings(warmup=1, min_runs=3, max_runs=100_000, batch=3, max_seconds=1.0,
+                          min_seconds=0.45)
+api.profile(sys.argv[1], ["cpu@numpy", "cpu/0@onnxruntime"], sys.argv[2], budget_s=60.0,
+            settings=settings, checkpoint_s=0.0)
 """
 
 
+def _passes(profile: Profile) -> dict[tuple[str, str, str], int]:
+    rows = profile.table
+    return {
+        (kind, target, key): int(passes)
+        for kind, target, key, passes in zip(
+            rows["kind"], rows["target"], rows["key"], rows["passes"], strict=True
+        )
+    }
+
+
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
-def test_a_killed_run_leaves_a_readable_profile_and_the_rerun_resumes(
-    tmp_path: Path, how: signal.Signals
+def test_a_killed_run_leaves_a_readable_profile_and_the_rerun_measures_only_incomplete_rows(
+    tmp_path: Path, tiny_path: Path, how: signal.Signals
 ) -> None:
     script = tmp_path / "run.py"
     script.write_text(textwrap.dedent(_KILLED_RUN))
-    process = subprocess.Popen([sys.executable, str(script), str(tmp_path)])
-    path = machine_profile_path(tmp_path, discover())
+    store = tmp_path / "profiles"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    process = subprocess.Popen([sys.executable, str(script), str(tiny_path), str(store)], env=env)
+    path = machine_profile_path(store, discover())
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and (
-        not path.exists() or len(Profile.load(path).rows("op")) < 5
-    ):
+    seen: set[int] = set()
+    # kill in the last pass: some rows have all 3 passes in, others not yet
+    while time.monotonic() < deadline and process.poll() is None and not {2, 3} <= seen:
         time.sleep(0.05)
+        if path.exists():
+            passes = _passes(Profile.load(path))
+            seen = {n for (kind, *_), n in passes.items() if kind != "fused"}
+    assert process.poll() is None, "the profiling run ended before it could be killed"
     os.kill(process.pid, how)
     process.wait(timeout=60)
-    done = Profile.load(path)  # readable whatever the moment of the kill
-    measured = len(done.rows("op"))
-    assert measured >= 5
-    report, _, _ = api.profile(
-        "squeezenet", ["cpu@numpy", "cpu/0@onnxruntime"], tmp_path, budget_s=0.0, settings=FAST
-    )
-    assert report.reused >= measured and report.missing > 0  # only the rest is left to do
+    killed = Profile.load(path)  # readable whatever the moment of the kill
+    before = _passes(killed)
+    complete = {row for row, n in before.items() if n == 3 or row[0] == "fused"}
+    partial = set(before) - complete
+    assert complete and partial
+    report, _, _ = api.profile(tiny_cnn(), ["cpu@numpy", "cpu/0@onnxruntime"], store, settings=FAST)
+    assert report.new > 0 and report.reused > 0 and report.missing == 0
+    assert report.new + report.reused == 3 * 2 + 3 + 2 + 2  # ops, layouts, pairs, launches
+    after = Profile.load(path)
+    assert all(after.complete(kind, target, key, 3) for kind, target, key in partial)
+    for row in complete:  # kept as the killed run left them
+        assert _same(after.row(*row), killed.row(*row)), row
+    for row in partial:  # measured again, from their first pass
+        assert not _same(after.row(*row), killed.row(*row)), row
+
+
+def _same(row: dict[str, object] | None, other: dict[str, object] | None) -> bool:
+    """Whether two profile rows hold the same values (empty reference columns alike)."""
+    return row is not None and other is not None and pd.Series(row).equals(pd.Series(other))
 
 
 def test_transfer_fit_recovers_latency_and_bandwidth_and_finds_regimes() -> None:
@@ -351,7 +382,7 @@ def test_calibration_rows_scale_the_op_costs_of_their_target() -> None:
     for end, body in ((3, 45e-6), (4, 48e-6)):
         measured = Measurement(10e-6 + body, 0, 0, 0, 0, 9, "wall")
         profile.record("calibration", "cpu@numpy", window_key(other, 0, end), measured,
-                       "", 0, reference)  # fmt: skip
+                       predicted_s=reference)  # fmt: skip
     found = calibrate(profile, graph, "cpu@numpy")
     assert found.source == "other models" and found.applied
     assert found.factor == pytest.approx((0.75 + 0.8) / 2)
@@ -360,7 +391,7 @@ def test_calibration_rows_scale_the_op_costs_of_their_target() -> None:
     for start, body in ((4, 90e-6), (8, 93e-6), (12, 84e-6)):
         measured = Measurement(10e-6 + body, 0, 0, 0, 0, 9, "wall")
         profile.record("calibration", "cpu@numpy", window_key(graph, start, start + 3),
-                       measured, "", 0, reference)  # fmt: skip
+                       measured, predicted_s=reference)  # fmt: skip
     own = calibrate(profile, graph, "cpu@numpy")
     assert own.source == "model" and own.windows == 3 and own.factor == pytest.approx(1.5)
     scaled = costs_from_profile(graph, profile, calibration="on")
@@ -374,7 +405,9 @@ def test_calibration_rows_scale_the_op_costs_of_their_target() -> None:
     assert costs_from_profile(graph, profile).node_cost == plain.node_cost
     # windows that disagree (one on each side of 1, or far apart) correct nothing
     slow = Measurement(10e-6 + 30e-6, 0, 0, 0, 0, 9, "wall")
-    profile.record("calibration", "cpu@numpy", window_key(graph, 16, 19), slow, "", 0, reference)
+    profile.record(
+        "calibration", "cpu@numpy", window_key(graph, 16, 19), slow, predicted_s=reference
+    )
     mixed = calibrate(profile, graph, "cpu@numpy")
     assert mixed.windows == 4 and not mixed.applied and mixed.factor == 1.0
     assert costs_from_profile(graph, profile, calibration="on").node_cost == plain.node_cost
@@ -387,7 +420,7 @@ def test_op_sums_grossly_off_in_agreeing_windows_are_scaled_by_default() -> None
     for start, body in ((4, 24e-6), (8, 22e-6), (12, 26e-6)):
         measured = Measurement(10e-6 + body, 0, 0, 0, 0, 9, "wall")
         profile.record("calibration", "cpu@numpy", window_key(graph, start, start + 3),
-                       measured, "", 0, 70e-6)  # fmt: skip
+                       measured, predicted_s=70e-6)  # fmt: skip
     found = calibrate(profile, graph, "cpu@numpy")
     assert found.gross and found.factor == pytest.approx(0.4)
     assert found.factor_for("off") == 1.0 and found.factor_for("gross") == found.factor_for("on")
@@ -403,11 +436,13 @@ def test_op_sums_grossly_off_in_agreeing_windows_are_scaled_by_default() -> None
     for start, body in ((4, 8e-6), (8, 16e-6), (12, 12e-6)):
         measured = Measurement(10e-6 + body, 0, 0, 0, 0, 9, "wall")
         profile.record("calibration", "cpu@numpy", window_key(graph, start, start + 3),
-                       measured, "", 0, 70e-6)  # fmt: skip
+                       measured, predicted_s=70e-6)  # fmt: skip
     assert calibrate(profile, graph, "cpu@numpy").factor == pytest.approx(0.2)
     # ... and not where one of them is within half of it
     measured = Measurement(10e-6 + 45e-6, 0, 0, 0, 0, 9, "wall")
-    profile.record("calibration", "cpu@numpy", window_key(graph, 12, 15), measured, "", 0, 70e-6)
+    profile.record(
+        "calibration", "cpu@numpy", window_key(graph, 12, 15), measured, predicted_s=70e-6
+    )
     assert not calibrate(profile, graph, "cpu@numpy").applied
 
 
@@ -421,7 +456,7 @@ def test_profiling_times_calibration_windows_and_reuses_them(tmp_path: Path) -> 
         start, end = (int(part) for part in row.key.rsplit("[", 1)[1].rstrip("]").split(":"))
         assert end - start == len(graph.nodes) // 8
         expected = op_sum(profile, graph, graph.nodes[start:end], target)
-        assert row.reference_s == pytest.approx(expected) and row.median_s > 0
+        assert row.predicted_s == pytest.approx(expected) and row.median_s > 0
     (calibration,) = report.calibrations
     assert calibration.source == "model" and calibration.windows == 3
     assert 0.2 <= calibration.factor <= 5.0
@@ -501,7 +536,7 @@ def test_a_fused_consumer_is_charged_beyond_its_producer_timed_in_turn_with_the_
     profile.record("op", target, op_signature(relu, graph), _measurement(40e-6))
     (pair,) = pairs_to_measure(graph)
     # the Conv job ran in a quick spell; in the pair's job the Conv took 130 us, the pair 131
-    profile.record("fused", target, pair.key(graph), _measurement(131e-6), reference_s=130e-6)
+    profile.record("fused", target, pair.key(graph), _measurement(131e-6), producer_s=130e-6)
     costs = op_costs(profile, graph, target, base=10e-6)
     assert costs.seconds[relu.name] == pytest.approx(1e-6)
     assert costs.unfused[relu.name] == pytest.approx(29e-6)
@@ -591,7 +626,7 @@ def test_layout_conversions_of_one_op_subgraphs_are_taken_off_wall_timings() -> 
     }
     # never below the op's own kernels, timed in the same runs as the conversions
     big = Measurement(30e-6, 29e-6, 31e-6, 28e-6, 32e-6, 9, "event")
-    profile.record("layout", "cpu@onnxruntime", op_signature(relu, graph), big, reference_s=4e-6)
+    profile.record("layout", "cpu@onnxruntime", op_signature(relu, graph), big, kernel_s=4e-6)
     assert op_costs(profile, graph, "cpu@onnxruntime", base=5e-6).seconds[relu.name] == (
         pytest.approx(4e-6)
     )

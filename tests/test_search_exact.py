@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import autopart.api
+from autopart.costmodel.cold import COLD_GAP_S
+from autopart.costmodel.costs import Costs, TransferModel
 from autopart.errors import AutopartError
 from autopart.ir.analysis import node_flops
 from autopart.ir.graph import Graph, Node, Value
@@ -27,8 +29,6 @@ from autopart.search.constraints import (
     parse_bytes,
     parse_memory,
 )
-from autopart.search.costs import COLD_GAP_S, Costs, TransferModel
-from autopart.search.exhaustive import ExhaustiveError, exhaustive
 from autopart.search.ilp import memory_estimate, solve_ilp
 from autopart.search.simulator import (
     COLD_RAMP_S,
@@ -37,8 +37,8 @@ from autopart.search.simulator import (
     peak_memory_bytes,
     plan_for,
     simulate,
-    simulate_pipeline,
 )
+from autopart.testing.exhaustive import ExhaustiveError, exhaustive
 
 V = VirtualDevice.parse
 NUMPY, ORT, OPENCL = V("cpu@numpy"), V("cpu@onnxruntime"), V("opencl:0@opencl")
@@ -381,18 +381,6 @@ def test_copies_have_their_own_lane_and_cost() -> None:
     assert math.isclose(sim.makespan_s, max(copy_cost + 3 + copy_cost, 5.0) + 1.0)
     assert any(item.lane == "copy:cpu->opencl:0" for item in sim.schedule)
     _check_schedule(plan, costs)
-
-
-def test_pipeline_overlaps_requests_on_free_lanes() -> None:
-    cpu0, cpu1 = V("cpu/0@onnxruntime"), V("cpu/1@onnxruntime")
-    costs, plan = _fork({"a": cpu0, "b": cpu1, "c": cpu0})
-    single = simulate(plan, costs).makespan_s
-    assert simulate_pipeline(plan, costs, 1) == single
-    assert simulate_pipeline(plan, costs, 0) == 0.0
-    three = simulate_pipeline(plan, costs, 3)
-    assert single < three < 3 * single
-    costs, plan = _fork({"a": NUMPY, "b": NUMPY, "c": NUMPY})
-    assert simulate_pipeline(plan, costs, 3) == 3 * simulate(plan, costs).sequential_s
 
 
 def test_peak_memory_sums_weights_and_activation_peaks() -> None:

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
+from autopart.costmodel.costs import Costs, TransferModel
 from autopart.ir import VirtualDevice, load_graph
 from autopart.ir.graph import Graph
 from autopart.search.baselines import (
@@ -21,15 +22,9 @@ from autopart.search.baselines import (
     per_op_best,
     single_target,
 )
-from autopart.search.costs import Costs, TransferModel
-from autopart.search.simulator import (
-    evaluate,
-    peak_memory_bytes,
-    plan_for,
-    simulate,
-    simulate_pipeline,
-)
-from autopart.search.tuner import TuneError, TuneProgress, build_space, tune
+from autopart.search.optuna_search import OptunaSearchError, SearchProgress, optuna_search
+from autopart.search.optuna_space import build_space
+from autopart.search.simulator import evaluate, peak_memory_bytes, plan_for, simulate
 from tests.conftest import make_model
 
 T = VirtualDevice.parse
@@ -241,9 +236,8 @@ def test_chains_with_one_supported_set_share_a_parameter_unless_a_seed_splits_th
 # -- tuner ------------------------------------------------------------------------------------
 def tuned(costs: Costs, n_extra: int = 6, **kwargs):
     seeds = all_baselines(costs, NUMPY)
-    result = tune(
-        costs, kwargs.pop("objective", "makespan"), seeds, None, len(seeds) + n_extra, **kwargs
-    )
+    objective = kwargs.pop("objective", "makespan")
+    result = optuna_search(costs, objective, seeds, n_trials=len(seeds) + n_extra, **kwargs)
     return result, seeds
 
 
@@ -270,7 +264,7 @@ def test_tuning_finds_better_than_every_seed_when_one_exists() -> None:
         "numpy": single_target(costs, NUMPY, NUMPY),
         "unit0": single_target(costs, ORT0, NUMPY),
     }
-    result = tune(costs, "makespan", seeds, None, 40, seed=1)
+    result = optuna_search(costs, "makespan", seeds, n_trials=40, seed=1)
     assert result.best_seed_value == pytest.approx(2.01)
     assert result.value_s == pytest.approx(1.01)
     assert {result.assignment["a"], result.assignment["b"]} == {ORT0, ORT1}
@@ -303,10 +297,10 @@ def test_resume_keeps_trials_and_does_not_enqueue_seeds_again(tmp_path) -> None:
     costs = random_costs(7, 12)
     seeds = {"numpy": single_target(costs, NUMPY, NUMPY), "heft": heft(costs)}
     storage = f"sqlite:///{tmp_path}/search/fork/study.db"
-    first = tune(costs, "makespan", seeds, None, 10, storage=storage, study_name="s")
+    first = optuna_search(costs, "makespan", seeds, n_trials=10, storage=storage, study_name="s")
     assert (tmp_path / "search" / "fork" / "study.db").is_file()
     assert first.trials == 10
-    second = tune(costs, "makespan", seeds, None, 5, storage=storage, study_name="s")
+    second = optuna_search(costs, "makespan", seeds, n_trials=5, storage=storage, study_name="s")
     study = optuna.load_study(study_name="s", storage=storage)
     assert len(study.trials) == 15 and second.trials == 15 and second.new_trials == 5
     assert sorted(t.user_attrs["seed"] for t in study.trials if "seed" in t.user_attrs) == [
@@ -323,14 +317,22 @@ def test_workers_sharing_a_study_see_each_others_trials(tmp_path) -> None:
     storage = f"sqlite:///{tmp_path}/study.db"
     inner = []
 
-    def second_worker(progress: TuneProgress) -> None:
+    def second_worker(progress: SearchProgress) -> None:
         if progress.new_trials == 3:  # another worker joins and finishes 4 trials meanwhile
             inner.append(
-                tune(costs, "makespan", seeds, None, 4, seed=9, storage=storage, study_name="s")
+                optuna_search(
+                    costs, "makespan", seeds, n_trials=4, seed=9, storage=storage, study_name="s"
+                )
             )
 
-    outer = tune(
-        costs, "makespan", seeds, None, 8, storage=storage, study_name="s", progress=second_worker
+    outer = optuna_search(
+        costs,
+        "makespan",
+        seeds,
+        n_trials=8,
+        storage=storage,
+        study_name="s",
+        progress=second_worker,
     )
     assert inner[0].trials == 7 and outer.trials == 12 and outer.new_trials == 8
     assert outer.value_s <= inner[0].value_s
@@ -345,32 +347,31 @@ def test_workers_sharing_a_study_see_each_others_trials(tmp_path) -> None:
 def test_resume_refuses_a_study_of_other_constraints(tmp_path) -> None:
     costs = random_costs(7, 8)
     storage = f"sqlite:///{tmp_path}/study.db"
-    tune(costs, "makespan", {}, None, 3, storage=storage, study_name="s")
+    optuna_search(costs, "makespan", {}, n_trials=3, storage=storage, study_name="s")
     victim = next(n.name for n in costs.graph.nodes if len(costs.supported(n)) > 1)
     costs.node_cost[victim] = {NUMPY: 1e-4}
-    with pytest.raises(TuneError, match="constraints"):
-        tune(costs, "makespan", {}, None, 3, storage=storage, study_name="s")
-    with pytest.raises(TuneError, match="objective"):
-        tune(costs, "pipeline", {}, None, 3, storage=storage, study_name="s")
+    with pytest.raises(OptunaSearchError, match="constraints"):
+        optuna_search(costs, "makespan", {}, n_trials=3, storage=storage, study_name="s")
+    with pytest.raises(OptunaSearchError, match="objective"):
+        optuna_search(costs, "pareto", {}, n_trials=3, storage=storage, study_name="s")
 
 
 def test_interrupt_keeps_finished_trials_and_a_later_call_resumes(tmp_path) -> None:
     costs = random_costs(9, 12)
     seeds = {"numpy": single_target(costs, NUMPY, NUMPY)}
     storage = f"sqlite:///{tmp_path}/study.db"
-    seen: list[TuneProgress] = []
+    seen: list[SearchProgress] = []
 
-    def stop_after_four(progress: TuneProgress) -> None:
+    def stop_after_four(progress: SearchProgress) -> None:
         seen.append(progress)
         if progress.new_trials == 4:
             raise KeyboardInterrupt
 
-    first = tune(
+    first = optuna_search(
         costs,
         "makespan",
         seeds,
-        None,
-        50,
+        n_trials=50,
         storage=storage,
         study_name="s",
         progress=stop_after_four,
@@ -380,7 +381,7 @@ def test_interrupt_keeps_finished_trials_and_a_later_call_resumes(tmp_path) -> N
     assert seen[-1].best_s == pytest.approx(first.value_s)
     study = optuna.load_study(study_name="s", storage=storage)
     assert len(study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))) == 4
-    second = tune(costs, "makespan", seeds, None, 3, storage=storage, study_name="s")
+    second = optuna_search(costs, "makespan", seeds, n_trials=3, storage=storage, study_name="s")
     assert not second.interrupted and second.trials == 7 and second.new_trials == 3
     assert second.value_s <= first.value_s
 
@@ -396,13 +397,13 @@ def test_interrupt_inside_a_trial_stores_only_finished_trials(monkeypatch, tmp_p
             raise KeyboardInterrupt
         return simulate(plan, costs_)
 
-    monkeypatch.setattr("autopart.search.tuner.simulate", interrupted_once)
+    monkeypatch.setattr("autopart.search.optuna_search.simulate", interrupted_once)
     seeds = {"numpy": single_target(costs, NUMPY, NUMPY)}
-    first = tune(costs, "makespan", seeds, None, 10, storage=storage, study_name="s")
+    first = optuna_search(costs, "makespan", seeds, n_trials=10, storage=storage, study_name="s")
     assert first.interrupted and first.trials == first.new_trials == 0
     assert first.assignment == seeds["numpy"] and first.best_seed_name == "numpy"
     assert optuna.load_study(study_name="s", storage=storage).trials == []
-    second = tune(costs, "makespan", seeds, None, 10, storage=storage, study_name="s")
+    second = optuna_search(costs, "makespan", seeds, n_trials=10, storage=storage, study_name="s")
     assert second.interrupted and second.trials == second.new_trials == 1
     (trial,) = optuna.load_study(study_name="s", storage=storage).trials
     assert trial.state == optuna.trial.TrialState.COMPLETE
@@ -432,20 +433,51 @@ def test_pareto_front_is_non_dominated_and_holds_the_fastest_seed(seed: int, n_n
         assert any(f[1] <= span and f[2] <= peak for f in front)
 
 
-def test_pipeline_objective_is_the_pipelined_time() -> None:
-    costs = random_costs(21, 14)
-    result, seeds = tuned(costs, objective="pipeline", pipeline_requests=3)
-    plan = plan_for(result.assignment, costs)
-    assert result.value_s == pytest.approx(simulate_pipeline(plan, costs, 3))
-    best = min(simulate_pipeline(plan_for(s, costs), costs, 3) for s in seeds.values())
-    assert result.value_s <= best * (1 + 1e-12)
-
-
 def test_seeds_with_unsupported_targets_are_refused() -> None:
     costs = random_costs(2, 6)
     victim = next(n.name for n in costs.graph.nodes if CL not in costs.supported(n))
     bad = {n.name: CL for n in costs.graph.nodes}
-    with pytest.raises(TuneError, match=victim):
-        tune(costs, "makespan", {"all-cl": bad}, None, 2)
-    with pytest.raises(TuneError, match="misses"):
-        tune(costs, "makespan", {"empty": {}}, None, 2)
+    with pytest.raises(OptunaSearchError, match=victim):
+        optuna_search(costs, "makespan", {"all-cl": bad}, n_trials=2)
+    with pytest.raises(OptunaSearchError, match="misses"):
+        optuna_search(costs, "makespan", {"empty": {}}, n_trials=2)
+
+
+def test_baselines_carry_their_kind_and_target_and_names_are_built_from_them() -> None:
+    from autopart.search.baselines import baselines
+    from autopart.search.candidates import CandidateKind, candidate_name
+
+    costs = random_costs(4, 10)
+    found = baselines(costs, NUMPY)
+    singles = [b for b in found if b.kind is CandidateKind.SINGLE]
+    assert [b.target for b in singles] == TARGETS
+    assert all(b.kind.is_baseline for b in found)
+    assert [b.kind for b in found[len(singles) :]] == [
+        CandidateKind.ORT_EP_RULE,
+        CandidateKind.PER_OP_BEST,
+        CandidateKind.HEFT,
+    ]
+    assert {b.name: b.assignment for b in found} == all_baselines(costs, NUMPY)
+    assert candidate_name(CandidateKind.SINGLE, CL0) == "single:opencl:0/0@opencl"
+    assert candidate_name(CandidateKind.PARETO, index=2) == "pareto-2"
+    assert candidate_name(CandidateKind.ILP) == "ilp"
+    assert not CandidateKind.TUNED.is_baseline
+
+
+def test_the_optuna_search_refuses_the_latency_objective() -> None:
+    costs = random_costs(2, 6)
+    with pytest.raises(OptunaSearchError, match="latency"):
+        optuna_search(costs, "latency", {}, n_trials=2)
+
+
+def test_search_options_take_objectives_and_methods_by_name_and_refuse_others() -> None:
+    from autopart.errors import AutopartError
+    from autopart.search.options import Method, Objective, SearchOptions
+
+    options = SearchOptions(objective="makespan", method="optuna")
+    assert options.objective is Objective.MAKESPAN and options.method is Method.OPTUNA
+    assert f"{options.objective}" == "makespan"  # study names and saved plans spell the value
+    with pytest.raises(AutopartError, match="latency, makespan or pareto"):
+        SearchOptions(objective="fastest")
+    with pytest.raises(AutopartError, match="ilp, optuna or auto"):
+        SearchOptions(method="exhaustive")

@@ -7,14 +7,20 @@ import shutil
 import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from autopart import api
 from autopart.ir.graph import Graph
-from autopart.plan.schema import PartitionSpec, Plan
+from autopart.plan.schema import (
+    MeasuredRun,
+    PartitionSpec,
+    Plan,
+    PlanError,
+    Prediction,
+    ScheduleStep,
+)
 from autopart.report.html import render_html, write_html
 from autopart.report.svg import target_colours, tint
 from autopart.report.tree import describe_saving, explain
@@ -45,7 +51,7 @@ def costs_for(plan: Plan) -> dict[str, dict[str, float]]:
 
 def schedule_for(
     plan: Plan, costs: dict[str, dict[str, float]], scale: float
-) -> list[dict[str, Any]]:
+) -> list[ScheduleStep]:
     """Steps back to back in plan order on the executor's lanes."""
     entries, now = [], 0.0
     for step_id in plan.order:
@@ -56,7 +62,7 @@ def schedule_for(
         else:
             lane, seconds = f"copy:{step.src}->{step.dst}", 1e-6 + step.nbytes / 1e10
         start, end = now * scale, (now + seconds) * scale
-        entries.append({"step": step_id, "lane": lane, "start_s": start, "end_s": end})
+        entries.append(ScheduleStep(step_id, lane, start, end))
         now += seconds
     return entries
 
@@ -64,16 +70,18 @@ def schedule_for(
 def with_timings(plan: Plan) -> Plan:
     costs = costs_for(plan)
     predicted = schedule_for(plan, costs, 1.0)
-    total = predicted[-1]["end_s"]
-    plan.predicted = {
-        "objective": "latency",
-        "sequential_s": total,
-        "makespan_s": total,
-        "schedule": predicted,
-        "node_costs": costs,
-        "profile": "0123456789abcdef",
-    }
-    plan.measured = {"median_s": total * 1.5, "runs": 7, "schedule": schedule_for(plan, costs, 1.5)}
+    total = predicted[-1].end_s
+    plan.predicted = Prediction(
+        objective="latency",
+        sequential_s=total,
+        makespan_s=total,
+        schedule=predicted,
+        node_costs=costs,
+        profile="0123456789abcdef",
+    )
+    plan.measured = MeasuredRun(
+        median_s=total * 1.5, runs=7, schedule=schedule_for(plan, costs, 1.5)
+    )
     return plan
 
 
@@ -94,7 +102,7 @@ def timed_path(tmp_path: Path, timed: tuple[Plan, Graph]) -> Path:
 def test_rows_give_cost_next_best_and_saving(timed: tuple[Plan, Graph]) -> None:
     plan, graph = timed
     assert plan.predicted is not None
-    costs = plan.predicted["node_costs"]
+    costs = plan.predicted.node_costs
     rows = {node.name: node for part in explain(plan, graph).partitions for node in part.nodes}
     assert set(rows) == {node.name for node in graph.nodes}
     first_conv = plan.partitions[0].nodes[0]
@@ -121,9 +129,9 @@ def test_rows_give_partition_copy_and_total_times(timed: tuple[Plan, Graph]) -> 
     plan, graph = timed
     explanation = explain(plan, graph)
     assert plan.predicted is not None and plan.measured is not None
-    costs = plan.predicted["node_costs"]
-    predicted = {e["step"]: e["end_s"] - e["start_s"] for e in plan.predicted["schedule"]}
-    measured = {e["step"]: e["end_s"] - e["start_s"] for e in plan.measured["schedule"]}
+    costs = plan.predicted.node_costs
+    predicted = {e.step: e.end_s - e.start_s for e in plan.predicted.schedule}
+    measured = {e.step: e.end_s - e.start_s for e in plan.measured.schedule}
     assert [row.id for row in explanation.partitions] == [p.id for p in plan.partitions]
     for row, spec in zip(explanation.partitions, plan.partitions, strict=True):
         assert (row.device, row.unit, row.codegen) == (
@@ -135,8 +143,8 @@ def test_rows_give_partition_copy_and_total_times(timed: tuple[Plan, Graph]) -> 
     assert [(c.id, c.nbytes) for c in explanation.copies] == [(c.id, c.nbytes) for c in plan.copies]
     for row in explanation.copies:
         assert row.predicted_s == pytest.approx(predicted[row.id])
-    assert explanation.sequential_s == pytest.approx(plan.predicted["sequential_s"])
-    assert explanation.measured_median_s == pytest.approx(plan.measured["median_s"])
+    assert explanation.sequential_s == pytest.approx(plan.predicted.sequential_s)
+    assert explanation.measured_median_s == pytest.approx(plan.measured.median_s)
     assert explanation.measured_runs == 7 and explanation.missing == []
 
 
@@ -149,6 +157,63 @@ def test_measured_survives_save_and_old_plans_load(
     document = json.loads(path.read_text())
     del document["measured"]
     assert Plan.from_dict(document).measured is None
+
+
+def test_results_round_trip_typed(tmp_path: Path, timed: tuple[Plan, Graph]) -> None:
+    plan = timed[0]
+    path = tmp_path / "plan.json"
+    plan.save(path)
+    loaded = Plan.load(path)
+    assert isinstance(loaded.predicted, Prediction) and isinstance(loaded.measured, MeasuredRun)
+    assert loaded.predicted == plan.predicted and loaded.measured == plan.measured
+    assert all(isinstance(step, ScheduleStep) for step in loaded.predicted.schedule)
+    assert json.loads(path.read_text())["version"] == 2
+
+
+def test_version_1_plans_convert(tmp_path: Path, timed: tuple[Plan, Graph]) -> None:
+    document = timed[0].to_dict()
+    document["version"] = 1
+    document["predicted"]["written_by"] = "an older autopart"  # v1 kept free dicts
+    document["measured"].pop("round_medians_s")
+    old = Plan.from_dict(json.loads(json.dumps(document)))
+    assert old.predicted == timed[0].predicted and old.measured == timed[0].measured
+    document["version"] = 2
+    with pytest.raises(PlanError, match=r"predicted has unknown key\(s\) written_by"):
+        Plan.from_dict(document)
+
+
+@pytest.mark.parametrize(
+    ("section", "edit", "message"),
+    [
+        ("predicted", {"sequential_s": "fast"}, "predicted.sequential_s must be a finite number"),
+        ("predicted", {"sequential_s": True}, "predicted.sequential_s must be a finite number"),
+        ("predicted", {"objective": 3}, "predicted.objective must be a string"),
+        ("predicted", {"schedule": [{"step": "p0", "lane": "cpu/*"}, 3]},
+         "predicted.schedule[0].start_s must be a finite number"),
+        ("predicted", {"schedule": [3]}, "predicted.schedule[0] must be an object"),
+        ("predicted", {"schedule": [{"step": "p0", "lane": "x", "start_s": 2, "end_s": 1}]},
+         "end_s 1.0 is before start_s 2.0"),
+        ("predicted", {"node_costs": {"a": {"cpu@numpy": "1"}}},
+         "predicted.node_costs.a.cpu@numpy must be a number"),
+        ("predicted", {"ilp": {"gap": 0}}, "predicted.ilp.objective_s must be a number"),
+        ("measured", {"runs": -1}, "measured.runs must be a non-negative integer"),
+        ("measured", {"round_medians_s": [1, None]},
+         "measured.round_medians_s[1] must be a finite number"),
+        ("measured", {"schedule": {}}, "measured.schedule must be a list"),
+        ("measured", [], "measured must be an object"),
+    ],
+)  # fmt: skip
+def test_ill_typed_results_are_refused_in_one_line(
+    timed: tuple[Plan, Graph], section: str, edit: object, message: str
+) -> None:
+    document = json.loads(json.dumps(timed[0].to_dict()))
+    if isinstance(edit, dict):
+        document[section].update(edit)
+    else:
+        document[section] = edit
+    with pytest.raises(PlanError) as raised:
+        Plan.from_dict(document)
+    assert message in str(raised.value) and "\n" not in str(raised.value)
 
 
 # -- CLI -----------------------------------------------------------------------------------
@@ -173,12 +238,11 @@ def test_show_says_what_is_missing(tmp_path: Path) -> None:
     text = page.read_text()
     assert "no predicted schedule in this plan" in text and "no measured schedule" in text
 
-    plan.predicted = {"node_costs": {}, "schedule": [{"step": "p0", "lane": "cpu/*"}, 3]}
+    plan.predicted = Prediction(schedule=[ScheduleStep("p0", "cpu/*", 0.0, 1e-3)])
     explanation = explain(plan, graph)
     assert "the prediction lacks objective, sequential_s, makespan_s, node_costs, profile" in (
         explanation.missing
     )
-    assert "2 malformed predicted schedule entries were ignored" in explanation.missing
     assert all(node.cost_s is None for part in explanation.partitions for node in part.nodes)
     assert 'class="node"' in render_html(plan, graph)
 

@@ -11,9 +11,11 @@ import onnx
 import pandas as pd
 import pytest
 
+import autopart
 from autopart.plan.schema import Plan
 from autopart.profile import Profile, machine_profile_path
 from autopart.targets.devices import discover
+from autopart.tuning.options import TuneOptions
 from autopart.tuning.workflow import tune_model
 from tests.test_errors import assert_one_line_error, invoke
 from tests.test_profile import FAST, tiny_cnn, tiny_path  # noqa: F401 - fixture
@@ -44,8 +46,9 @@ def test_tune_saves_a_verified_plan_with_prediction_and_report(
     assert "0 new measurements" in text and "single:cpu@onnxruntime" in text and "ilp" in text
     plan = Plan.load(out)
     assert plan.predicted is not None and plan.measured is not None
-    assert plan.predicted["makespan_s"] > 0 and plan.measured["max_error"] < 1e-3
-    assert set(plan.predicted["node_costs"]) == set(plan.assignment)
+    assert plan.predicted.makespan_s and plan.predicted.makespan_s > 0
+    assert plan.measured.max_error is not None and plan.measured.max_error < 1e-3
+    assert set(plan.predicted.node_costs) == set(plan.assignment)
     directory = next((tmp_path / "search").iterdir())
     assert {"plan.json", "report.json", "report.csv"} <= {p.name for p in directory.iterdir()}
     report = pd.read_csv(directory / "report.csv")
@@ -65,8 +68,8 @@ def test_tune_notes_a_target_its_profile_is_far_off_on_and_how_to_measure_it_aga
     table = saved.table.assign(median_s=saved.table["median_s"].where(~slow, 0.05))
     Profile(saved.meta, table).save(tmp_path / "slow.csv")
     os.replace(tmp_path / "slow.csv", path)
-    report = tune_model(
-        str(model), TARGETS.split(","), profiles_dir=profiles,
+    report = autopart.tune(
+        str(model), targets=TARGETS.split(","), profiles_dir=profiles,
         search_dir=tmp_path / "search", rounds=1,
     )  # fmt: skip
     (note,) = [note for note in report.notes if "--refresh" in note]
@@ -80,11 +83,12 @@ def test_makespan_objective_runs_the_tuner_seeded_by_every_baseline(
     tmp_path: Path, profiled: tuple[Path, Path]
 ) -> None:
     profiles, model = profiled
-    report = tune_model(
-        str(model), TARGETS.split(","), objective="makespan", budget_s=3.0,
+    options = TuneOptions(
+        targets=TARGETS.split(","), objective="makespan", budget_s=3.0,
         profiles_dir=profiles, search_dir=tmp_path / "search", rounds=1,
     )  # fmt: skip
-    tuned = report.outcome.tuned
+    report = tune_model(str(model), options)
+    tuned = report.outcome.optuna
     assert tuned is not None and tuned.trials >= len(report.outcome.candidates) - 1
     best_baseline = min(
         c.simulation.makespan_s for n, c in report.outcome.candidates.items() if n != "tuned"
@@ -116,7 +120,7 @@ def test_profile_of_another_machine_plans_without_running(
     assert code == 0, output
     assert "nothing was run" in " ".join(output.split())
     plan = Plan.load(out)
-    assert plan.measured is None and plan.predicted["profile"] == "feedfacecafebeef"
+    assert plan.measured is None and plan.predicted.profile == "feedfacecafebeef"
     assert plan.assignment["conv1"] == "opencl:5/0@opencl"
     assert foreign.read_text() == before
     code, output = invoke("run", str(out), "--repeat", "1")
@@ -202,8 +206,18 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     plans = set(table["plan"])
     assert {"onnxruntime alone", "autopart (tuned)", "ort-ep-rule", "heft", "per-op-best"} <= plans
     assert {f"single:{t}" for t in TARGETS.split(",")} <= plans
+    singles = table[table["kind"] == "single"]
+    assert set(singles["target"]) == set(TARGETS.split(","))
+    assert set(table.loc[table["plan"] == "onnxruntime alone", "kind"]) == {"peer"}
     peer = table[table["plan"] == "onnxruntime alone"].iloc[0]
     assert peer["vs_onnxruntime"] == pytest.approx(1.0)
+    # both peers at their defaults; every row's ratio to the best of them
+    assert set(table.loc[table["plan"] == "openvino alone", "kind"]) == {"peer"}
+    peers = table[table["kind"] == "peer"].set_index("plan")["median_ms"]
+    best = peers.min()
+    ratios = (table["median_ms"] / best).to_numpy()  # of rounded medians
+    assert table["vs_best_peer"].to_numpy() == pytest.approx(ratios, rel=5e-3)
+    assert table.loc[table["plan"] == "openvino alone", "vs_openvino"].iloc[0] == pytest.approx(1.0)
     assert (table["max_rel_error"] < 1e-3).all()
     assert json.loads(json.dumps(table.to_dict()))  # plain data only
     # a plan equal to another (the tuned plan is often a single target) is timed once
@@ -282,7 +296,7 @@ def test_among_as_simple_plans_within_the_noise_the_predicted_quickest_is_kept()
 
 def test_quick_plans_get_more_rounds_until_the_timed_rounds_fill_the_minimum() -> None:
     from autopart import api
-    from autopart.runtime.feeds import random_inputs
+    from autopart.ir.feeds import random_inputs
     from autopart.tuning.verify import MAX_ROUND_STRETCH, _stretched, measure_plans
 
     plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
@@ -300,8 +314,8 @@ def test_quick_plans_run_in_blocks_that_settle_before_they_are_timed() -> None:
     import time
 
     from autopart import api
+    from autopart.ir.feeds import random_inputs
     from autopart.runtime.executor import Executor
-    from autopart.runtime.feeds import random_inputs
     from autopart.tuning.verify import Block, block_for, measure_plans
 
     assert block_for(0.05) == Block(settle=0, timed=1)  # a slow plan: once per round, timed
@@ -348,8 +362,8 @@ def test_a_split_plan_must_be_significantly_faster_to_be_kept() -> None:
 
 def test_contested_plans_race_on_alone_in_batches_of_rounds() -> None:
     from autopart import api
+    from autopart.ir.feeds import random_inputs
     from autopart.runtime.executor import Executor
-    from autopart.runtime.feeds import random_inputs
     from autopart.tuning.verify import measure_plans
 
     _, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
@@ -419,36 +433,67 @@ def test_the_note_says_when_the_simpler_plan_kept_was_also_faster() -> None:
 
 
 def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measurement() -> None:
-    from autopart.tuning.workflow import PlanRow, _drift_note
+    from autopart.ir.target import VirtualDevice
+    from autopart.search.candidates import CandidateKind, candidate_name
+    from autopart.tuning.plan_rows import PlanRow, drift_note
 
-    def row(name: str, predicted_ms: float, measured_ms: float | None) -> PlanRow:
+    def row(
+        kind: CandidateKind, target: str | None, predicted_ms: float, measured_ms: float | None
+    ) -> PlanRow:
         measured = None if measured_ms is None else measured_ms * 1e-3
-        return PlanRow(name, predicted_ms * 1e-3, measured, None, 1, 0, {}, None)
+        where = None if target is None else VirtualDevice.parse(target)
+        name = candidate_name(kind, where)
+        return PlanRow(
+            name, kind, predicted_ms * 1e-3, measured, None, 1, 0, {}, None, target=where
+        )  # fmt: skip
+
+    single = CandidateKind.SINGLE
 
     # resnet50 in one bench: its cpu@onnxruntime ops were profiled in a slow spell
     rows = [
-        row("single:cpu@onnxruntime", 56.14, 45.84),
-        row("single:cpu/0@onnxruntime", 78.0, 76.1),
-        row("ilp", 40.0, 60.0),  # a split plan's error is the cost model's, not drift
-        row("single:opencl:0@opencl", 20.0, None),  # not measured (planned only)
+        row(single, "cpu@onnxruntime", 56.14, 45.84),
+        row(single, "cpu/0@onnxruntime", 78.0, 76.1),
+        row(CandidateKind.ILP, None, 40.0, 60.0),  # a split plan's error: the cost model's
+        row(single, "opencl:0@opencl", 20.0, None),  # not measured (planned only)
     ]
-    (note,) = _drift_note(rows, "resnet50")
+    (note,) = drift_note(rows, "resnet50")
     assert "cpu@onnxruntime 56.14 ms predicted, 45.84 measured (+22%)" in note
     assert "cpu/0" not in note and "opencl" not in note
     assert "autopart profile resnet50 --targets cpu@onnxruntime --refresh" in note
-    assert _drift_note(rows[1:], "resnet50") == []
+    assert drift_note(rows[1:], "resnet50") == []
     # a 20 us model 30% off is one launch's swing, not a profile to take again
-    assert _drift_note([row("single:cpu@onnxruntime", 0.026, 0.020)], "conv") == []
-    assert _drift_note([row("single:cpu@onnxruntime", 0.26, 0.20)], "conv") != []
+    assert drift_note([row(single, "cpu@onnxruntime", 0.026, 0.020)], "conv") == []
+    assert drift_note([row(single, "cpu@onnxruntime", 0.26, 0.20)], "conv") != []
 
 
 def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Path) -> None:  # noqa: F811
     from autopart import api
-    from autopart.runtime.feeds import random_inputs
-    from autopart.tuning.bench import onnxruntime_alone
+    from autopart.ir.feeds import random_inputs
+    from autopart.tuning.peers import onnxruntime_alone
 
     feeds = random_inputs(api.load(str(tiny_path)), 0)
     plain = onnxruntime_alone(str(tiny_path))(feeds)
     parallel = onnxruntime_alone(str(tiny_path), parallel=True)(feeds)
     assert plain.keys() == parallel.keys() == {"y"}
     np.testing.assert_allclose(parallel["y"], plain["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_the_python_api_tunes_and_benches_as_the_commands_do(
+    tmp_path: Path, profiled: tuple[Path, Path]
+) -> None:
+    profiles, model = profiled
+    search = tmp_path / "search"
+    common = {"targets": TARGETS.split(","), "profiles_dir": profiles, "search_dir": search}
+    with pytest.raises(TypeError):
+        autopart.tune(str(model), budget=1.0, **common)  # the option is budget_s
+    report = autopart.tune(str(model), rounds=1, **common)
+    assert report.plan_path == report.directory / "plan.json" and report.plan_path.is_file()
+    kinds = {row.name: row.kind for row in report.rows}
+    assert {name for name, kind in kinds.items() if kind.value == "single"} == {
+        f"single:{t}" for t in TARGETS.split(",")
+    }
+    table = autopart.bench(str(model), rounds=1, **common)
+    assert set(table["model"]) == {str(model)}
+    tuned = table[table["plan"] == "autopart (tuned)"].iloc[0]
+    assert tuned["kind"] == "chosen"
+    assert tuned["predicted_ms"] == pytest.approx(report.plan.predicted.makespan_s * 1e3)

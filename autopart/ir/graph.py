@@ -8,6 +8,7 @@ and the order, and refuses cycles. Analysis results go in ``meta`` dicts.
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,10 +41,12 @@ class Value:
 
     @property
     def nbytes(self) -> int:
-        """Size of the tensor in bytes (0 when the shape or dtype is unknown)."""
+        """Size of the tensor in bytes (0 when the shape, a dim or the dtype is unknown)."""
         if self.shape is None or self.dtype is None:
             return 0
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        if not all(isinstance(dim, int | np.integer) for dim in self.shape):
+            return 0
+        return math.prod(int(dim) for dim in self.shape) * self.dtype.itemsize  # no overflow
 
 
 @dataclass(eq=False)
@@ -52,8 +55,11 @@ class Node:
 
     ``inputs`` and ``outputs`` are value names; ``""`` marks an absent optional input.
     ``attrs`` are Python values spelled as in the ONNX spec (tensors as numpy arrays).
-    ``virtual_device`` is where the node runs; it is unset until planning, and passes that
-    rewrite a node carry it over to the node's replacement.
+    ``virtual_device`` is where the node runs. It is unset until planning; a user's pin may
+    set part of it (e.g. only the device) before the search, which then fills it in
+    (:func:`autopart.ir.placement.place`). ``forbidden`` holds the target patterns the node
+    must not run on (a part left out matches anything), written from the user's forbids.
+    Passes that rewrite a node carry both over to the node's replacement.
     """
 
     name: str
@@ -64,6 +70,7 @@ class Node:
     domain: str = ""
     virtual_device: VirtualDevice = UNPLANNED
     meta: dict[str, Any] = field(default_factory=dict)
+    forbidden: frozenset[VirtualDevice] = frozenset()
 
     @property
     def present_inputs(self) -> list[str]:
@@ -96,6 +103,12 @@ class Graph:
     # -- structure -------------------------------------------------------------------------
     def rebuild(self) -> None:
         """Recompute producers, consumers and a stable topological order; refuse cycles."""
+        self._link()
+        self.nodes = self._topological_order()
+        self._by_name = {node.name: node for node in self.nodes}
+
+    def _link(self) -> None:
+        """Recompute every value's producer and consumers from the nodes."""
         for value in self.values.values():
             value.producer = None
             value.consumers = []
@@ -105,8 +118,6 @@ class Graph:
                     self.value(name).producer = node
             for name in node.present_inputs:
                 self.value(name).consumers.append(node)
-        self.nodes = self._topological_order()
-        self._by_name = {node.name: node for node in self.nodes}
 
     def _topological_order(self) -> list[Node]:
         position = {id(node): i for i, node in enumerate(self.nodes)}
@@ -170,7 +181,10 @@ class Graph:
         return last
 
     def copy(self) -> Graph:
-        """A structural copy that shares constant arrays (they are never mutated)."""
+        """A structural copy that shares constant arrays (they are never mutated).
+
+        The copy keeps this graph's node order, which :meth:`rebuild` made topological.
+        """
         values = {name: Value(v.name, v.shape, v.dtype, v.const) for name, v in self.values.items()}
         nodes = [
             Node(
@@ -181,26 +195,30 @@ class Graph:
                 dict(n.attrs),
                 n.domain,
                 n.virtual_device,
-                copy.deepcopy(n.meta),
+                copy.deepcopy(n.meta) if n.meta else {},
+                n.forbidden,
             )
             for n in self.nodes
         ]
-        return Graph(
-            self.name,
-            nodes,
-            values,
-            list(self.inputs),
-            list(self.outputs),
-            dict(self.opsets),
-            copy.deepcopy(self.meta),
-        )
+        copied = Graph.__new__(Graph)
+        copied.name = self.name
+        copied.nodes = nodes
+        copied.values = values
+        copied.inputs = list(self.inputs)
+        copied.outputs = list(self.outputs)
+        copied.opsets = dict(self.opsets)
+        copied.meta = copy.deepcopy(self.meta)
+        copied._link()
+        copied._by_name = {node.name: node for node in nodes}
+        return copied
 
     # -- virtual devices -------------------------------------------------------------------
     def erase_virtual_devices(self) -> Graph:
-        """A copy with every node's virtual device unset."""
+        """A copy as before planning: every node's virtual device unset, no forbids."""
         erased = self.copy()
         for node in erased.nodes:
             node.virtual_device = UNPLANNED
+            node.forbidden = frozenset()
         return erased
 
     def assignment(self) -> dict[str, VirtualDevice]:

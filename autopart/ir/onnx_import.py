@@ -16,12 +16,14 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import AttributeProto, external_data_helper, helper, numpy_helper
 
-from autopart.errors import ModelError, UnsupportedOpError
+from autopart.errors import ModelError, ResourceError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.onnx_export import to_onnx
-from autopart.ir.passes import simplify
+from autopart.ir.passes import check_made_size, simplify
+from autopart.limits import check_fits
 
-MIN_OPSET, MAX_OPSET = 1, 21
+# Every default-domain opset the installed onnx defines.
+MIN_OPSET, MAX_OPSET = 1, onnx.defs.onnx_opset_version()
 _SHAPE_INFERENCE_CONST_BYTES = 4096
 
 
@@ -78,6 +80,7 @@ def load_graph(
     proto = model if isinstance(model, onnx.ModelProto) else read_model(model)
     _check(proto)
     graph = _graph_from_proto(proto, input_shapes or {})
+    check_declared_sizes(graph)
     infer_shapes(graph)
     if simplify_graph:
         while simplify(graph):
@@ -89,14 +92,26 @@ def load_graph(
 def _check(proto: onnx.ModelProto) -> None:
     if not proto.HasField("graph") or not (proto.graph.node or proto.graph.output):
         raise ModelError("the file holds no ONNX graph")
+    default = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    if default is not None and not MIN_OPSET <= default <= MAX_OPSET:
+        raise ModelError(f"opset {default} is not supported (supported: {MIN_OPSET}-{MAX_OPSET})")
+    _check_text(proto.graph)
     _check_ops_exist(proto)
     try:
         onnx.checker.check_model(_skeleton(proto))
     except (onnx.checker.ValidationError, ValueError) as error:
         raise ModelError(f"invalid ONNX model: {_first_line(error)}") from None
-    default = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
-    if default is not None and not MIN_OPSET <= default <= MAX_OPSET:
-        raise ModelError(f"opset {default} is not supported (supported: {MIN_OPSET}-{MAX_OPSET})")
+
+
+def _check_text(graph: onnx.GraphProto) -> None:
+    """Refuse names that are not UTF-8 text (protobuf hands them over as bytes)."""
+    names: list[object] = [graph.name]
+    for node in graph.node:
+        names += [node.op_type, node.domain, node.name, *node.input, *node.output]
+    for values in (graph.input, graph.output, graph.value_info, graph.initializer):
+        names += [value.name for value in values]
+    if not all(isinstance(name, str) for name in names):
+        raise ModelError("invalid ONNX model: a name in its graph is not UTF-8 text")
 
 
 def _check_ops_exist(proto: onnx.ModelProto) -> None:
@@ -254,11 +269,17 @@ def _fix_input_shape(value: Value, given: Sequence[int] | None) -> None:
 
 def infer_shapes(graph: Graph) -> None:
     """Run ONNX shape inference (with data propagation) and record static shapes."""
+    for node in graph.nodes:
+        check_made_size(graph, node)  # inference propagates data: it would make them too
     skeleton = to_onnx(graph, inputs=graph.inputs, embed_constants=_SHAPE_INFERENCE_CONST_BYTES)
     try:
         inferred = onnx.shape_inference.infer_shapes(skeleton, strict_mode=False, data_prop=True)
     except (onnx.shape_inference.InferenceError, RuntimeError) as error:
         raise ModelError(f"shape inference failed: {_first_line(error)}") from None
+    except MemoryError:
+        raise ResourceError(
+            "shape inference ran out of memory: a declared size is too big"
+        ) from None
     for info in [*inferred.graph.value_info, *inferred.graph.output]:
         shape, dtype = _type_of(info)
         value = graph.values.get(info.name)
@@ -268,6 +289,23 @@ def infer_shapes(graph: Graph) -> None:
             value.shape = shape  # type: ignore[assignment]
         if dtype is not None:
             value.dtype = dtype
+    check_declared_sizes(graph)
+
+
+def check_declared_sizes(graph: Graph) -> None:
+    """Refuse negative dims, and any value larger than the memory available, before use.
+
+    Runs after every shape inference, so before constants are folded and before inputs
+    are made: a declared ``[100000, 100000]`` input or a ``ConstantOfShape`` of 1e11
+    elements is one clear error, not an allocation (:func:`autopart.limits.check_fits`).
+    """
+    for value in graph.values.values():
+        shape = value.shape
+        if shape is None:
+            continue
+        if any(isinstance(dim, int | np.integer) and dim < 0 for dim in shape):
+            raise ModelError(f"value {value.name!r} has a negative dimension: {list(shape)}")
+        check_fits(value.nbytes, f"value {value.name!r} {value.dtype}{list(shape)}")
 
 
 def _require_static_shapes(graph: Graph) -> None:

@@ -10,7 +10,8 @@ import numpy as np
 
 from autopart.errors import UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
-from autopart.ops import bind, has_kernel
+from autopart.limits import check_fits
+from autopart.ops import bind, has_kernel, refusal
 
 # Ops whose result is not a function of their inputs must never be folded.
 _NEVER_FOLD = frozenset(
@@ -58,6 +59,7 @@ def fold_constants(graph: Graph) -> bool:
                 else (np.array(np.prod(shape), dtype=np.int64),)
             )
         elif all(v.is_const for v in inputs):
+            _check_fold_size(graph, node)
             try:
                 folded = _evaluate(graph, node)
             except UnsupportedOpError:
@@ -75,6 +77,42 @@ def fold_constants(graph: Graph) -> bool:
     return bool(removed)
 
 
+def _check_fold_size(graph: Graph, node: Node) -> None:
+    """Weigh what folding ``node`` would allocate against the memory available."""
+    for name in node.outputs:
+        if name and graph.value(name).shape is not None:
+            check_fits(graph.value(name).nbytes, f"folding {node.op_type} node {node.name!r}")
+    check_made_size(graph, node)
+
+
+def check_made_size(graph: Graph, node: Node) -> None:
+    """Bound the tensor a ConstantOfShape, Expand or Tile makes from its constant inputs.
+
+    Their output size is given by data, so shape inference (which propagates that data)
+    and folding would allocate it: both ask here first.
+    """
+    if node.op_type not in ("ConstantOfShape", "Expand", "Tile"):
+        return
+    consts = [graph.value(name).const if name else None for name in node.inputs]
+    elements = 0
+    if node.op_type == "ConstantOfShape" and consts and consts[0] is not None:
+        elements = int(np.prod(np.asarray(consts[0], dtype=np.float64)))
+    elif len(consts) > 1 and consts[1] is not None:
+        other = np.asarray(consts[1], dtype=np.float64).reshape(-1)
+        value = graph.value(node.inputs[0])
+        shape = value.shape if value.shape is not None else ()
+        if node.op_type == "Tile":
+            elements = int(np.prod(np.asarray(shape, dtype=np.float64)) * np.prod(other))
+        else:
+            rank = max(len(shape), other.size)
+            dims = np.ones(rank)
+            dims[rank - len(shape) :] = shape
+            dims = np.maximum(dims, np.concatenate([np.ones(rank - other.size), other]))
+            elements = int(np.prod(dims))
+    if elements:
+        check_fits(elements * 8, f"the output of {node.op_type} node {node.name!r}")
+
+
 def _make_const(value: Value, data: np.ndarray) -> None:
     value.const = data if data.flags.c_contiguous else data.copy()
     value.shape = tuple(data.shape)
@@ -87,6 +125,8 @@ def remove_passthrough(graph: Graph) -> bool:
     for node in list(graph.nodes):
         if node.op_type not in _PASSTHROUGH or not node.present_inputs:
             continue
+        if node.op_type == "Dropout" and (_may_train(graph, node) or _refused(graph, node)):
+            continue  # training drops at random: the kernel refuses it, never ignores it
         source, result = node.inputs[0], node.outputs[0]
         if any(
             name
@@ -108,6 +148,20 @@ def remove_passthrough(graph: Graph) -> bool:
     return changed
 
 
+def _refused(graph: Graph, node: Node) -> bool:
+    """Whether the reference kernels refuse ``node`` (so no pass may compute it either)."""
+    opset = graph.opset_of(node)
+    return refusal(node.op_type, node.domain, opset, node.attrs, len(node.inputs)) is not None
+
+
+def _may_train(graph: Graph, node: Node) -> bool:
+    """Whether a Dropout's ``training_mode`` input is present and not a constant false."""
+    if len(node.inputs) < 3 or not node.inputs[2]:
+        return False
+    flag = graph.value(node.inputs[2]).const
+    return flag is None or bool(np.asarray(flag).item())
+
+
 def _rename_uses(graph: Graph, old: str, new: str) -> None:
     for node in graph.nodes:
         node.inputs = [new if name == old else name for name in node.inputs]
@@ -122,6 +176,8 @@ def fold_batchnorm_into_conv(graph: Graph) -> bool:
     for bn in list(graph.nodes):
         if bn.op_type != "BatchNormalization" or len([o for o in bn.outputs if o]) != 1:
             continue
+        if _refused(graph, bn):
+            continue  # training or per-activation statistics: not a fold of running stats
         conv = graph.value(bn.inputs[0]).producer
         params = [graph.value(name) for name in bn.inputs[1:5]]
         if (

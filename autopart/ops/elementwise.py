@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import reduce
 
 import numpy as np
+from onnx import helper, numpy_helper
 from scipy import special
 
+from autopart.errors import UnsupportedOpError
 from autopart.ops.registry import register
 
 
@@ -258,15 +260,40 @@ def clip(
     return np.minimum(np.maximum(input, low), high).astype(input.dtype, copy=False)
 
 
-@register("Cast")
+_FLOAT8_E8M0 = 24  # TensorProto.FLOAT8E8M0: its "up" rounding is not implemented
+
+
+def _cast_check(attrs: Mapping[str, object]) -> str | None:
+    if attrs.get("to") == _FLOAT8_E8M0:
+        return "casting to float8e8m0 is not implemented"
+    return None
+
+
+def _cast_to(input: np.ndarray, dtype: np.dtype, saturate: int) -> np.ndarray:
+    """``input`` as ``dtype``; float8 targets saturate to their finite range if asked."""
+    dtype = np.dtype(dtype)
+    if dtype.name == "float8_e8m0fnu":
+        raise UnsupportedOpError("casting to float8e8m0 is not implemented")
+    if dtype.name.startswith("float8") and saturate:
+        wide = input.astype(np.float32) if input.dtype != np.float64 else input
+        return numpy_helper.saturate_cast(wide, dtype)
+    return input.astype(dtype)
+
+
+@register("Cast", accepts={"round_mode": ("up",)}, check=_cast_check)
 def cast(input: np.ndarray, to: int, saturate: int = 1, round_mode: str = "up") -> np.ndarray:
-    """ONNX Cast to the ONNX element type ``to``."""
-    from onnx.helper import tensor_dtype_to_np_dtype
-
-    return input.astype(tensor_dtype_to_np_dtype(to))
+    """ONNX Cast to the ONNX element type ``to``; float8 targets saturate unless told not to."""
+    return _cast_to(input, helper.tensor_dtype_to_np_dtype(to), saturate)
 
 
-@register("CastLike")
-def cast_like(input: np.ndarray, target_type: np.ndarray, saturate: int = 1) -> np.ndarray:
+@register("CastLike", accepts={"round_mode": ("up",)})
+def cast_like(
+    input: np.ndarray, target_type: np.ndarray, saturate: int = 1, round_mode: str = "up"
+) -> np.ndarray:
     """ONNX CastLike."""
-    return input.astype(target_type.dtype)
+    return _cast_to(input, target_type.dtype, saturate)
+
+
+# Opset 24 adds ``round_mode`` (only "up" is implemented), 25 and 28 only element types.
+register("Cast", since=24, accepts={"round_mode": ("up",)}, check=_cast_check)(cast)
+register("CastLike", since=24, accepts={"round_mode": ("up",)})(cast_like)

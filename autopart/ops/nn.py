@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -121,7 +122,14 @@ def conv(
     pads: Sequence[int] | None = None,
     strides: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """ONNX Conv for any number of spatial dims, groups, dilations, strides and padding."""
+    """ONNX Conv for any number of spatial dims, groups, dilations, strides and padding.
+
+    float16 accumulates in float32, as onnx's reference does.
+    """
+    if X.dtype == np.float16:
+        wide = [None if a is None else a.astype(np.float32) for a in (X, W, B)]
+        out = conv(*wide, auto_pad, dilations, group, kernel_shape, pads, strides)
+        return out.astype(np.float16)
     n, c = X.shape[:2]
     m = W.shape[0]
     geo = window_geometry(X.shape[2:], W.shape[2:], strides, dilations, pads, auto_pad)
@@ -174,8 +182,8 @@ def conv_transpose(
     ]
     if output_shape is not None:
         target = list(output_shape)[-d:]
-        totals = [full[i] - target[i] for i in range(d)]
-        upper = auto_pad != "SAME_LOWER"
+        totals = [max(full[i] - target[i], 0) for i in range(d)]  # a larger shape pads the end
+        upper = auto_pad == "SAME_UPPER"
         begin = [t // 2 if upper else t - t // 2 for t in totals]
     elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
         target = [in_sizes[i] * strides[i] for i in range(d)]
@@ -198,6 +206,9 @@ def conv_transpose(
             start = k * dilations[i]
             index.append(slice(start, start + (in_sizes[i] - 1) * strides[i] + 1, strides[i]))
         out[tuple(index)] += cols[(slice(None), slice(None), *offsets)]
+    short = [max(b + t - f, 0) for b, t, f in zip(begin, target, full, strict=True)]
+    if any(short):
+        out = np.pad(out, [(0, 0), (0, 0), *((0, extra) for extra in short)])
     out = out[
         (slice(None), slice(None), *(slice(b, b + t) for b, t in zip(begin, target, strict=True)))
     ]
@@ -221,7 +232,6 @@ def _pool(
     return out
 
 
-@register("MaxPool")
 def max_pool(
     X: np.ndarray,
     auto_pad: str = "NOTSET",
@@ -232,7 +242,7 @@ def max_pool(
     storage_order: int = 0,
     strides: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """ONNX MaxPool (the optional Indices output is not produced)."""
+    """ONNX MaxPool's values (registered with its Indices output in ``ops.pooling``)."""
     geo = window_geometry(X.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
     lowest = -np.inf if np.issubdtype(X.dtype, np.floating) else np.iinfo(X.dtype).min
     return _pool(X, geo, lowest, np.maximum)
@@ -269,6 +279,23 @@ def average_pool(
     return (total / counts).astype(X.dtype, copy=False)
 
 
+@register("LpPool")
+def lp_pool(
+    X: np.ndarray,
+    auto_pad: str = "NOTSET",
+    ceil_mode: int = 0,
+    dilations: Sequence[int] | None = None,
+    kernel_shape: Sequence[int] = (),
+    p: int = 2,
+    pads: Sequence[int] | None = None,
+    strides: Sequence[int] | None = None,
+) -> np.ndarray:
+    """ONNX LpPool: the p-norm of each window (padding counts as zeros)."""
+    geo = window_geometry(X.shape[2:], kernel_shape, strides, dilations, pads, auto_pad, ceil_mode)
+    total = _pool(np.power(np.abs(X), p), geo, 0.0, np.add)
+    return np.power(total, 1.0 / p).astype(X.dtype, copy=False)
+
+
 @register("GlobalAveragePool")
 def global_average_pool(X: np.ndarray) -> np.ndarray:
     """ONNX GlobalAveragePool."""
@@ -299,7 +326,15 @@ def _channel(param: np.ndarray, rank: int) -> np.ndarray:
     return param.reshape(1, -1, *([1] * (rank - 2)))
 
 
-@register("BatchNormalization")
+def legacy_test_mode(attrs: Mapping[str, Any]) -> str | None:
+    """Before opset 7, ``is_test`` defaults to 0: training. Only ``is_test=1`` is inference."""
+    if attrs.get("is_test", 0) != 1:
+        return f"attribute is_test={attrs.get('is_test', 0)} (training) is not implemented"
+    return None
+
+
+@register("BatchNormalization", accepts={"spatial": (1,)}, check=legacy_test_mode)
+@register("BatchNormalization", since=7, accepts={"training_mode": (0,), "spatial": (1,)})
 def batch_normalization(
     X: np.ndarray,
     scale: np.ndarray,
@@ -332,7 +367,7 @@ def instance_normalization(
     return (normed * _channel(scale, input.ndim) + _channel(B, input.ndim)).astype(input.dtype)
 
 
-@register("LayerNormalization")
+@register("LayerNormalization", accepts={"stash_type": (1,)})
 def layer_normalization(
     X: np.ndarray,
     Scale: np.ndarray,
@@ -341,14 +376,18 @@ def layer_normalization(
     epsilon: float = 1e-5,
     stash_type: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """ONNX LayerNormalization over the dims from ``axis`` on; returns Y, Mean, InvStdDev."""
+    """ONNX LayerNormalization over the dims from ``axis`` on; returns Y, Mean, InvStdDev.
+
+    Statistics are computed in float32 (``stash_type`` 1), also for 16-bit inputs.
+    """
     axes = tuple(range(axis % X.ndim, X.ndim))
-    mean = X.mean(axis=axes, keepdims=True)
-    centred = X - mean
+    wide = X.astype(np.float32) if X.dtype.itemsize < 4 else X
+    mean = wide.mean(axis=axes, keepdims=True)
+    centred = wide - mean
     inv_std = 1 / np.sqrt(np.mean(np.square(centred), axis=axes, keepdims=True) + epsilon)
-    out = centred * inv_std * Scale
+    out = centred * inv_std * Scale.astype(wide.dtype, copy=False)
     if B is not None:
-        out = out + B
+        out = out + B.astype(wide.dtype, copy=False)
     return out.astype(X.dtype, copy=False), mean, inv_std
 
 

@@ -35,8 +35,23 @@ def _reducer(op_type: str, fn: Callable[[np.ndarray, tuple | None, bool], np.nda
 
 _reducer("ReduceSum", lambda x, a, k: np.sum(x, axis=a, keepdims=k))
 _reducer("ReduceMean", lambda x, a, k: np.mean(x, axis=a, keepdims=k))
-_reducer("ReduceMax", lambda x, a, k: np.max(x, axis=a, keepdims=k))
-_reducer("ReduceMin", lambda x, a, k: np.min(x, axis=a, keepdims=k))
+
+
+def _lowest(dtype: np.dtype) -> object:
+    if dtype == np.bool_:
+        return False
+    return np.iinfo(dtype).min if np.issubdtype(dtype, np.integer) else -np.inf
+
+
+def _highest(dtype: np.dtype) -> object:
+    if dtype == np.bool_:
+        return True
+    return np.iinfo(dtype).max if np.issubdtype(dtype, np.integer) else np.inf
+
+
+# Over an empty set, ReduceMax gives the lowest value of the type and ReduceMin the highest.
+_reducer("ReduceMax", lambda x, a, k: np.max(x, axis=a, keepdims=k, initial=_lowest(x.dtype)))
+_reducer("ReduceMin", lambda x, a, k: np.min(x, axis=a, keepdims=k, initial=_highest(x.dtype)))
 _reducer("ReduceProd", lambda x, a, k: np.prod(x, axis=a, keepdims=k))
 _reducer("ReduceL1", lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k))
 _reducer("ReduceL2", lambda x, a, k: np.sqrt(np.sum(np.square(x), axis=a, keepdims=k)))

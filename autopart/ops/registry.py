@@ -6,44 +6,101 @@ spec. Because old opsets pass some operands as attributes (``axes`` of Squeeze, 
 Pad, ``min`` of Clip) and new opsets as inputs of the same name, one Python signature usually
 serves every version. Where semantics really changed, a kernel is registered with the opset
 version it applies ``since``, and lookup picks the newest version no later than the model's.
+
+Nothing is computed with semantics a kernel does not implement. Every attribute of a node is
+checked against the kernel's parameters and the values it ``accepts`` (plus an optional
+``check`` for combinations), and a model whose opset selects an ONNX schema newer than the
+ones the kernels were written against (:data:`REVIEWED_OPSET`) is refused unless that schema
+differs from the reviewed one only in the element types it allows. Each refusal is one line.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import inspect
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
+import onnx
 
 from autopart.errors import UnsupportedOpError
 
 Kernel = Callable[..., Any]
+# Given a node's attributes, the reason the kernel cannot run it, or None.
+AttributeCheck = Callable[[Mapping[str, Any]], str | None]
+
+# The newest default-domain opset whose schemas every kernel was written against.
+REVIEWED_OPSET = 21
+# Attributes with no effect on a result (legacy optimiser hints).
+_INERT_ATTRIBUTES = frozenset({"consumed_inputs"})
+# Ops whose kernels are told how many outputs the node has (``_num_outputs``).
+_COUNTS_OUTPUTS = frozenset({"Split", "MaxPool"})
 
 
 @dataclass(frozen=True, slots=True)
 class OpKernel:
-    """A reference implementation of ``domain::op_type`` valid from opset ``since``."""
+    """A reference implementation of ``domain::op_type`` valid from opset ``since``.
+
+    ``accepts`` maps an attribute to the only values the kernel implements; ``check`` refuses
+    combinations a value set cannot express. ``params`` are the names the kernel takes;
+    ``max_inputs`` how many inputs it takes (None: any number).
+    """
 
     op_type: str
     domain: str
     since: int
     fn: Kernel
+    accepts: Mapping[str, Collection[Any]] = field(default_factory=dict)
+    check: AttributeCheck | None = None
+    params: frozenset[str] = frozenset()
+    max_inputs: int | None = None
 
 
 _REGISTRY: dict[tuple[str, str], list[OpKernel]] = {}
 
 
-def register(op_type: str, since: int = 1, domain: str = "") -> Callable[[Kernel], Kernel]:
-    """Register the decorated function as the kernel of ``op_type`` from opset ``since``."""
+def register(
+    op_type: str,
+    since: int = 1,
+    domain: str = "",
+    accepts: Mapping[str, Collection[Any]] | None = None,
+    check: AttributeCheck | None = None,
+) -> Callable[[Kernel], Kernel]:
+    """Register the decorated function as the kernel of ``op_type`` from opset ``since``.
+
+    ``accepts`` lists, per attribute, the values the kernel implements; ``check`` returns the
+    reason a node's attributes cannot be run (or None).
+    """
 
     def decorate(fn: Kernel) -> Kernel:
+        params, max_inputs = _signature(fn)
         versions = _REGISTRY.setdefault((_canonical_domain(domain), op_type), [])
-        versions.append(OpKernel(op_type, _canonical_domain(domain), since, fn))
+        kernel = OpKernel(
+            op_type,
+            _canonical_domain(domain),
+            since,
+            fn,
+            dict(accepts or {}),
+            check,
+            params,
+            max_inputs,
+        )
+        versions.append(kernel)
         versions.sort(key=lambda kernel: kernel.since)
         return fn
 
     return decorate
+
+
+def _signature(fn: Kernel) -> tuple[frozenset[str], int | None]:
+    parameters = inspect.signature(fn).parameters.values()
+    names = frozenset(p.name for p in parameters if p.kind is not p.VAR_POSITIONAL)
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return names, None
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return names, len(positional)
 
 
 def _canonical_domain(domain: str) -> str:
@@ -59,12 +116,20 @@ def has_kernel(op_type: str, domain: str, opset: int) -> bool:
 def lookup(op_type: str, domain: str, opset: int) -> Kernel:
     """Return the newest kernel of ``op_type`` no later than ``opset``.
 
-    Raises :class:`UnsupportedOpError` naming the versions that do exist.
+    Raises :class:`UnsupportedOpError` naming the versions that do exist, or the schema
+    change at ``opset`` that the kernel does not implement.
     """
+    return _kernel(op_type, domain, opset).fn
+
+
+def _kernel(op_type: str, domain: str, opset: int) -> OpKernel:
     versions = _REGISTRY.get((_canonical_domain(domain), op_type), [])
     usable = [kernel for kernel in versions if kernel.since <= opset]
     if usable:
-        return usable[-1].fn
+        changed = _unreviewed_schema(op_type, domain, usable[-1].since, opset)
+        if changed:
+            raise UnsupportedOpError(changed)
+        return usable[-1]
     if versions:
         known = ", ".join(str(kernel.since) for kernel in versions)
         raise UnsupportedOpError(
@@ -73,16 +138,89 @@ def lookup(op_type: str, domain: str, opset: int) -> Kernel:
     raise UnsupportedOpError(f"op {_qualified(op_type, domain)} has no reference kernel")
 
 
+@cache
+def _unreviewed_schema(op_type: str, domain: str, since: int, opset: int) -> str | None:
+    """Why the schema ``opset`` selects is not the one a kernel ``since`` implements, or None.
+
+    A default-domain schema newer than both :data:`REVIEWED_OPSET` and ``since`` is accepted
+    only when it differs from the reviewed one in element types alone.
+    """
+    if _canonical_domain(domain) or opset <= REVIEWED_OPSET:
+        return None
+    try:
+        current = onnx.defs.get_schema(op_type, opset, "")
+        reviewed = onnx.defs.get_schema(op_type, max(since, REVIEWED_OPSET), "")
+    except onnx.defs.SchemaError:
+        return None
+    if current.since_version <= reviewed.since_version:
+        return None
+    if _interface(current) == _interface(reviewed):
+        return None
+    return (
+        f"op {op_type} at opset {opset} follows schema version {current.since_version}; "
+        f"the numpy kernel implements version {reviewed.since_version}"
+    )
+
+
+def _interface(schema: onnx.defs.OpSchema) -> tuple:
+    attributes = sorted(
+        (a.name, int(a.type), str(a.default_value)) for a in schema.attributes.values()
+    )
+    inputs = [(p.name, int(p.option)) for p in schema.inputs]
+    outputs = [(p.name, int(p.option)) for p in schema.outputs]
+    return attributes, inputs, outputs, schema.min_input, schema.max_input
+
+
+def refusal(
+    op_type: str, domain: str, opset: int, attrs: Mapping[str, Any], num_inputs: int
+) -> str | None:
+    """Why the reference kernel cannot run this node (one line), or None when it can.
+
+    Checks that a kernel exists for ``opset``, takes ``num_inputs`` inputs, knows every
+    attribute, and implements each attribute's value.
+    """
+    try:
+        kernel = _kernel(op_type, domain, opset)
+    except UnsupportedOpError as error:
+        return str(error)
+    if kernel.max_inputs is not None and num_inputs > kernel.max_inputs:
+        return f"{num_inputs} inputs (the kernel takes {kernel.max_inputs})"
+    for name, value in attrs.items():
+        if name in _INERT_ATTRIBUTES:
+            continue
+        if name not in kernel.params:
+            return f"attribute {name}={_shown(value)} is not implemented"
+        allowed = kernel.accepts.get(name)
+        if allowed is not None and _hashable(value) not in allowed:
+            return f"attribute {name}={_shown(value)} is not implemented"
+    return kernel.check(attrs) if kernel.check else None
+
+
+def _hashable(value: Any) -> Any:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"<{value.dtype} tensor {list(value.shape)}>"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def bind(
     op_type: str, domain: str, opset: int, attrs: dict[str, Any], num_outputs: int
 ) -> Callable[..., tuple[np.ndarray, ...]]:
     """The kernel of a node with its attributes bound: ``f(*inputs) -> tuple of outputs``.
 
     Some ops take their output count from the node itself (an equal Split before opset 18
-    has only its outputs to say how many parts); ``num_outputs`` carries it.
+    has only its outputs to say how many parts); ``num_outputs`` carries it. Attributes the
+    kernel does not implement raise :class:`UnsupportedOpError`.
     """
+    reason = refusal(op_type, domain, opset, attrs, 0)
+    if reason:
+        raise UnsupportedOpError(f"{op_type}: {reason}")
     kernel = lookup(op_type, domain, opset)
-    extra = {"_num_outputs": num_outputs} if op_type == "Split" else {}
+    extra = {"_num_outputs": num_outputs} if op_type in _COUNTS_OUTPUTS else {}
     bound_attrs = {**attrs, **extra}
 
     def call(*inputs: np.ndarray | None) -> tuple[np.ndarray, ...]:

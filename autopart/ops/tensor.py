@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 from onnx import numpy_helper
 
+from autopart.errors import UnsupportedOpError
+from autopart.ops.nn import legacy_test_mode
 from autopart.ops.registry import register
 
 
@@ -20,7 +22,8 @@ def identity(input: np.ndarray) -> np.ndarray:
     return input
 
 
-@register("Dropout")
+@register("Dropout", check=legacy_test_mode)
+@register("Dropout", since=7)
 def dropout(
     data: np.ndarray,
     ratio: np.ndarray | float | None = None,
@@ -28,7 +31,14 @@ def dropout(
     seed: int | None = None,
     is_test: int = 1,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """ONNX Dropout at inference: the data passes through and the mask is all true."""
+    """ONNX Dropout at inference: the data passes through and the mask is all true.
+
+    Training mode with a non-zero ratio drops at random and is refused.
+    """
+    training = training_mode is not None and bool(np.asarray(training_mode).item())
+    drop = 0.5 if ratio is None else float(np.asarray(ratio).item())
+    if training and drop != 0:
+        raise UnsupportedOpError("Dropout in training mode (random dropping) is not supported")
     return data, np.ones(data.shape, dtype=bool)
 
 
@@ -155,7 +165,7 @@ def tile(input: np.ndarray, repeats: np.ndarray) -> np.ndarray:
     return np.tile(input, _ints(repeats))
 
 
-@register("Pad")
+@register("Pad", accepts={"mode": ("constant", "reflect", "edge", "wrap")})
 def pad(
     data: np.ndarray,
     pads: np.ndarray | Sequence[int] | None = None,
@@ -222,6 +232,10 @@ def constant(
         return np.array(value_int, dtype=np.int64)
     if value_ints is not None:
         return np.array(value_ints, dtype=np.int64)
+    if value_string is not None:
+        return np.array(value_string, dtype=object)
+    if value_strings is not None:
+        return np.array(value_strings, dtype=object)
     if sparse_value is not None:
         return numpy_helper.to_array(sparse_value)  # type: ignore[arg-type]
     raise ValueError("Constant node has no supported value attribute")
@@ -233,7 +247,7 @@ def range_(start: np.ndarray, limit: np.ndarray, delta: np.ndarray) -> np.ndarra
     return np.arange(start.item(), limit.item(), delta.item()).astype(start.dtype)
 
 
-@register("DepthToSpace")
+@register("DepthToSpace", accepts={"mode": ("DCR", "CRD")})
 def depth_to_space(input: np.ndarray, blocksize: int, mode: str = "DCR") -> np.ndarray:
     """ONNX DepthToSpace in DCR or CRD order."""
     n, c, h, w = input.shape
@@ -245,13 +259,17 @@ def depth_to_space(input: np.ndarray, blocksize: int, mode: str = "DCR") -> np.n
     return tmp.reshape(n, c // (b * b), h * b, w * b)
 
 
-@register("SpaceToDepth")
-def space_to_depth(input: np.ndarray, blocksize: int) -> np.ndarray:
-    """ONNX SpaceToDepth."""
+@register("SpaceToDepth", accepts={"mode": ("DCR", "CRD")})
+def space_to_depth(input: np.ndarray, blocksize: int, mode: str = "DCR") -> np.ndarray:
+    """ONNX SpaceToDepth, the inverse of DepthToSpace in the same ``mode`` (from opset 28)."""
     n, c, h, w = input.shape
     b = blocksize
-    tmp = input.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
-    return tmp.reshape(n, c * b * b, h // b, w // b)
+    tmp = input.reshape(n, c, h // b, b, w // b, b)
+    order = (0, 3, 5, 1, 2, 4) if mode == "DCR" else (0, 1, 3, 5, 2, 4)
+    return tmp.transpose(order).reshape(n, c * b * b, h // b, w // b)
+
+
+register("SpaceToDepth", since=28, accepts={"mode": ("DCR", "CRD")})(space_to_depth)
 
 
 @register("CumSum")

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
-from autopart.plan.build import build_plan
+from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
 from autopart.plan.selectors import Selector
 from autopart.targets.devices import Machine
@@ -69,4 +69,4 @@ def plan_from_rules(
     """Build a runnable plan from ``SELECTOR=TARGET`` rules and a fallback target."""
     assignment, notes = assign_by_rules(graph, rules, fallback, machine)
     fallback_target = VirtualDevice.parse(fallback) if isinstance(fallback, str) else fallback
-    return build_plan(graph, assignment, fallback_target, source, notes)
+    return build_plan_for(graph, assignment, fallback_target, source, notes)

@@ -1,12 +1,19 @@
-"""Building a plan from an assignment: partitions, copy nodes, schedule and storage."""
+"""Building a plan from a placed graph: partitions, copy nodes, schedule and storage.
+
+The graph's nodes carry their targets (:func:`autopart.ir.placement.place`);
+:func:`build_plan` reads them, and :func:`place_plan` writes a loaded plan's targets back
+onto a graph's nodes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from autopart.errors import AutopartError
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
-from autopart.ir.target import VirtualDevice
+from autopart.ir.placement import place
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.memory import Lifetime, peak_bytes, plan_buffers
 from autopart.plan.partition import Partition, partition_graph
 from autopart.plan.schema import (
@@ -16,9 +23,8 @@ from autopart.plan.schema import (
     ModelRef,
     PartitionSpec,
     Plan,
+    PlanError,
 )
-
-HOST_DEVICE = "cpu"
 
 
 def model_ref(graph: Graph, source: str) -> ModelRef:
@@ -29,17 +35,17 @@ def model_ref(graph: Graph, source: str) -> ModelRef:
 
 def build_plan(
     graph: Graph,
-    assignment: Mapping[str, VirtualDevice],
     fallback: VirtualDevice,
     source: str,
     notes: list[str] | None = None,
 ) -> Plan:
-    """Partition ``graph`` by ``assignment`` (every node's full target) and add copy nodes.
+    """Partition ``graph`` by its nodes' virtual devices and add copy nodes.
 
-    Graph inputs live on the host and graph outputs are copied back to it. One copy is made
-    per (value, destination device) and shared by every consumer there.
+    Every node's virtual device must name a target (a device and a codegen). Graph inputs
+    live on the host and graph outputs are copied back to it. One copy is made per (value,
+    destination device) and shared by every consumer there.
     """
-    partitions = partition_graph(graph, assignment)
+    partitions = partition_graph(graph)
     home: dict[str, str] = {name: HOST_DEVICE for name in graph.inputs}
     producer_step: dict[str, str] = {}
     for partition in partitions:
@@ -85,13 +91,54 @@ def build_plan(
     return Plan(
         model=model_ref(graph, source),
         fallback=str(fallback),
-        assignment={node.name: str(assignment[node.name]) for node in graph.nodes},
+        assignment={node.name: str(node.virtual_device) for node in graph.nodes},
         partitions=specs,
         copies=list(copies.values()),
         order=order,
         storage=storage,
         notes=notes or [],
     )
+
+
+def build_plan_for(
+    graph: Graph,
+    assignment: Mapping[str, VirtualDevice],
+    fallback: VirtualDevice,
+    source: str,
+    notes: list[str] | None = None,
+) -> Plan:
+    """:func:`build_plan` of ``graph`` placed by ``assignment`` (for callers holding a dict)."""
+    return build_plan(place(graph, assignment), fallback, source, notes)
+
+
+def place_plan(graph: Graph, plan: Plan) -> Graph:
+    """A copy of ``graph`` whose nodes carry ``plan``'s targets (what loading a plan does).
+
+    A node that already has a virtual device keeps it only if the plan's target agrees
+    (fills in what it leaves unset); otherwise :class:`PlanError` names the node. Nodes the
+    plan does not assign raise :class:`PlanError` too.
+    """
+    placed = graph.copy()
+    for node in placed.nodes:
+        text = plan.assignment.get(node.name)
+        if text is None:
+            raise PlanError(f"the plan assigns no target to node {node.name!r}")
+        target = _parse(text)
+        merged = node.virtual_device.narrow(target)
+        if merged != target:
+            raise PlanError(
+                f"node {node.name!r} is placed on {node.virtual_device} "
+                f"but the plan runs it on {target}"
+            )
+        node.virtual_device = target
+    return placed
+
+
+def _parse(text: str) -> VirtualDevice:
+    try:
+        return VirtualDevice.parse(text)
+    except AutopartError as error:
+        raise PlanError(f"plan refused: {error}") from None
 
 
 def _step_key(step_id: str) -> tuple[str, int]:
@@ -108,7 +155,7 @@ def _storage(
 ) -> dict[str, DeviceStorage]:
     """Lifetimes of boundary tensors per device in ``order``, packed into reused buffers."""
     position = {step: index for index, step in enumerate(order)}
-    first: dict[tuple[str, str], int] = {(name, "cpu"): -1 for name in graph.inputs}
+    first: dict[tuple[str, str], int] = {(name, HOST_DEVICE): -1 for name in graph.inputs}
     last: dict[tuple[str, str], int] = {}
     for spec in specs:
         device = str(_target(spec).device)
@@ -121,7 +168,7 @@ def _storage(
         last[(copy.value, copy.src)] = max(last.get((copy.value, copy.src), -1), position[copy.id])
     for name in graph.outputs:
         if name in home:
-            last[(name, "cpu")] = len(order)
+            last[(name, HOST_DEVICE)] = len(order)
     lifetimes = [
         Lifetime(name, device, graph.value(name).nbytes, start, last.get((name, device), start))
         for (name, device), start in first.items()
@@ -134,7 +181,7 @@ def _storage(
         }
         weights[device] = weights.get(device, 0) + sum(graph.value(n).nbytes for n in constants)
     buffers = plan_buffers(lifetimes)
-    devices = sorted(set(weights) | set(buffers) | {"cpu"})
+    devices = sorted(set(weights) | set(buffers) | {HOST_DEVICE})
     return {
         device: DeviceStorage(
             weights.get(device, 0),
@@ -146,4 +193,4 @@ def _storage(
 
 
 def _target(spec: PartitionSpec) -> VirtualDevice:
-    return VirtualDevice.parse(spec.target)
+    return _parse(spec.target)

@@ -1,5 +1,8 @@
 """Group nodes that share a target into partitions without ever creating a cycle.
 
+Each node's target is its :attr:`~autopart.ir.graph.Node.virtual_device`, which planning
+(:func:`autopart.ir.placement.place`) or a loaded plan wrote onto it.
+
 Merging regions is where BYOC and Relax grew cycles between partitions: a node joins a
 partition of the same target only if no path leads from that partition to the node
 through another partition. The result is checked again at the end.
@@ -8,11 +11,12 @@ through another partition. The result is checked again at the end.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
+from autopart.ir.placement import placement
 from autopart.ir.target import VirtualDevice
 
 
@@ -31,11 +35,13 @@ class Partition:
     outputs: list[str] = field(default_factory=list)
 
 
-def partition_graph(graph: Graph, assignment: Mapping[str, VirtualDevice]) -> list[Partition]:
+def partition_graph(graph: Graph) -> list[Partition]:
     """Split ``graph`` into partitions of equal target, in a topological order of partitions.
 
-    ``assignment`` gives every node's target by node name.
+    Every node's virtual device must name a target (a device and a codegen), else
+    :class:`autopart.errors.ModelError` names the unplanned nodes.
     """
+    assignment = placement(graph)
     owner: dict[str, int] = {}  # node name -> partition index
     partitions: list[Partition] = []
     depends: list[set[int]] = []  # partition -> partitions that feed it directly

@@ -1,8 +1,13 @@
 """The plan document: a versioned, human-readable JSON record of where everything runs.
 
-A plan is data only. Loading checks the schema, the JSON shape and internal consistency;
+A plan is data only. Loading checks the schema, the JSON shape, the types of the recorded
+prediction and measurement, and internal consistency;
 :func:`autopart.plan.validate.validate_plan` checks it against a graph and a machine.
 Plans are never pickled.
+
+Version 2 types the two result records: ``predicted`` is a :class:`Prediction` and
+``measured`` a :class:`MeasuredRun`. Version 1 kept them as free dicts of the same JSON
+shape; loading one converts them (keys that version 2 does not know are dropped).
 """
 
 from __future__ import annotations
@@ -12,15 +17,28 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autopart.errors import AutopartError
-from autopart.io import atomic_write_bytes
+from autopart.io import atomic_write_bytes, parse_json, read_document
+from autopart.plan.fields import PlanError, Reader
+
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "BufferSpec",
+    "CopySpec",
+    "DeviceStorage",
+    "IlpSummary",
+    "MeasuredRun",
+    "ModelRef",
+    "PartitionSpec",
+    "Plan",
+    "PlanError",
+    "Prediction",
+    "ScheduleStep",
+]
 
 SCHEMA = "autopart.plan"
-SCHEMA_VERSION = 1
-
-
-class PlanError(AutopartError):
-    """A plan file is corrupt, of another schema, or does not fit the model or machine."""
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass
@@ -75,13 +93,148 @@ class DeviceStorage:
     buffers: list[BufferSpec]
 
 
+@dataclass(frozen=True)
+class ScheduleStep:
+    """One step of a schedule: when it ran (or is predicted to run) and on which lane.
+
+    Copies run on lanes named ``copy:SRC->DST``; partitions on ``DEVICE/UNIT`` (``*`` for
+    the whole device), as :class:`autopart.runtime.plan_executor.StepTiming` names them.
+    """
+
+    step: str
+    lane: str
+    start_s: float
+    end_s: float
+
+    @property
+    def duration_s(self) -> float:
+        """Seconds the step took."""
+        return self.end_s - self.start_s
+
+
+@dataclass(frozen=True)
+class IlpSummary:
+    """What the exact search reported: its answer's and its bound's seconds, gap and time."""
+
+    objective_s: float
+    bound_s: float
+    gap: float
+    optimal: bool
+    solve_s: float
+
+
+@dataclass
+class Prediction:
+    """A plan's predicted cost, as the search's simulator gave it (what ``show`` draws).
+
+    ``objective`` is what the search ranked by (``latency``, ``makespan`` or ``pareto``);
+    ``sequential_s`` the sum of every step's cost, ``makespan_s`` the end of the concurrent
+    ``schedule``; ``node_costs`` every node's seconds by target text. ``profile`` names the
+    machine profile the costs came from, ``method`` the search, ``candidate`` the chosen
+    candidate and ``ilp`` the exact search's report. A field a writer did not record is
+    ``None`` (or empty); readers say so rather than guess.
+    """
+
+    objective: str | None = None
+    sequential_s: float | None = None
+    makespan_s: float | None = None
+    schedule: list[ScheduleStep] = field(default_factory=list)
+    node_costs: dict[str, dict[str, float]] = field(default_factory=dict)
+    profile: str | None = None
+    method: str | None = None
+    candidate: str | None = None
+    ilp: IlpSummary | None = None
+
+    @classmethod
+    def from_dict(cls, document: Any, strict: bool = True) -> Prediction:
+        """Read a ``predicted`` section; :class:`PlanError` names the first ill-typed field.
+
+        With ``strict`` (version 2) unknown keys are refused; else they are dropped.
+        """
+        read = Reader(document, "predicted", strict, _field_names(cls))
+        ilp = read.section("ilp", _field_names(IlpSummary))
+        return cls(
+            objective=read.text("objective"),
+            sequential_s=read.number("sequential_s"),
+            makespan_s=read.number("makespan_s"),
+            schedule=_schedule(read, "schedule"),
+            node_costs=read.nested_numbers("node_costs"),
+            profile=read.text("profile"),
+            method=read.text("method"),
+            candidate=read.text("candidate"),
+            ilp=None if ilp is None else _ilp_summary(ilp),
+        )
+
+
+@dataclass
+class MeasuredRun:
+    """A plan measured on the real targets (written by ``autopart tune``).
+
+    ``median_s`` is the median of ``runs`` timed runs; ``round_medians_s`` one median per
+    round of interleaved runs (the independent samples); ``max_error`` the largest relative
+    output error against the numpy reference; ``schedule`` the last run's step timings. A
+    field a writer did not record is ``None`` (or empty).
+    """
+
+    median_s: float | None = None
+    runs: int | None = None
+    max_error: float | None = None
+    round_medians_s: list[float] = field(default_factory=list)
+    schedule: list[ScheduleStep] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, document: Any, strict: bool = True) -> MeasuredRun:
+        """Read a ``measured`` section; :class:`PlanError` names the first ill-typed field.
+
+        With ``strict`` (version 2) unknown keys are refused; else they are dropped.
+        """
+        read = Reader(document, "measured", strict, _field_names(cls))
+        return cls(
+            median_s=read.number("median_s"),
+            runs=read.count("runs"),
+            max_error=read.number("max_error", finite=False),
+            round_medians_s=read.numbers("round_medians_s"),
+            schedule=_schedule(read, "schedule"),
+        )
+
+
+def _field_names(cls: type) -> set[str]:
+    return set(cls.__dataclass_fields__)  # type: ignore[attr-defined]
+
+
+def _schedule(read: Reader, key: str) -> list[ScheduleStep]:
+    steps = []
+    for index, entry in enumerate(read.items(key)):
+        item = read.child(entry, f"{key}[{index}]", _field_names(ScheduleStep))
+        start, end = item.required_number("start_s"), item.required_number("end_s")
+        if end < start:
+            raise PlanError(f"plan field {item.where}: end_s {end} is before start_s {start}")
+        steps.append(
+            ScheduleStep(item.required_text("step"), item.required_text("lane"), start, end)
+        )
+    return steps
+
+
+def _ilp_summary(read: Reader) -> IlpSummary:
+    return IlpSummary(
+        objective_s=read.required_number("objective_s", finite=False),
+        bound_s=read.required_number("bound_s", finite=False),
+        gap=read.required_number("gap", finite=False),
+        optimal=read.required_flag("optimal"),
+        solve_s=read.required_number("solve_s", finite=False),
+    )
+
+
 @dataclass
 class Plan:
     """Every node's target, the partitions, the copy nodes, the storage and the predicted cost.
 
-    ``order`` is one valid sequential schedule of the step ids (partitions ``p*`` and
-    copies ``c*``); ``after`` lists on each step give the dependencies that a concurrent
-    executor honours.
+    ``assignment`` is every node's target text, as planning wrote it onto the graph's nodes
+    (:func:`autopart.plan.build.place_plan` writes it back). ``order`` is one valid
+    sequential schedule of the step ids (partitions ``p*`` and copies ``c*``); ``after``
+    lists on each step give the dependencies that a concurrent executor honours.
+    ``predicted`` is the search's :class:`Prediction` and ``measured`` a
+    :class:`MeasuredRun` on the real targets; either may be ``None``.
     """
 
     model: ModelRef
@@ -91,9 +244,9 @@ class Plan:
     copies: list[CopySpec]
     order: list[str]
     storage: dict[str, DeviceStorage]
-    predicted: dict[str, Any] | None = None
+    predicted: Prediction | None = None
     notes: list[str] = field(default_factory=list)
-    measured: dict[str, Any] | None = None  # a measured run's timings, see autopart.report
+    measured: MeasuredRun | None = None
 
     def tree(self) -> dict[str, dict[str, dict[str, list[str]]]]:
         """Partitions nested device -> unit ('*' for the whole device) -> codegen -> ids."""
@@ -132,33 +285,32 @@ class Plan:
         if not isinstance(document, dict) or document.get("schema") != SCHEMA:
             raise PlanError("not an autopart plan (missing schema 'autopart.plan')")
         version = document.get("version")
-        if version != SCHEMA_VERSION:
+        if version not in READABLE_VERSIONS or isinstance(version, bool):
             raise PlanError(
-                f"plan schema version {version!r} is not supported (expected {SCHEMA_VERSION})"
+                f"plan schema version {version!r} is not supported (this autopart reads "
+                f"{' and '.join(map(str, READABLE_VERSIONS))})"
             )
-        try:
-            storage = {
-                device: DeviceStorage(
-                    entry["weights_bytes"],
-                    entry["activation_peak_bytes"],
-                    [BufferSpec(**buffer) for buffer in entry["buffers"]],
-                )
-                for device, entry in document["storage"].items()
-            }
-            plan = cls(
-                model=ModelRef(**document["model"]),
-                fallback=str(document["fallback"]),
-                assignment={str(k): str(v) for k, v in document["assignment"].items()},
-                partitions=[PartitionSpec(**p) for p in document["partitions"]],
-                copies=[CopySpec(**c) for c in document["copies"]],
-                order=[str(s) for s in document["order"]],
-                storage=storage,
-                predicted=document.get("predicted"),
-                notes=list(document.get("notes", [])),
-                measured=document.get("measured"),
-            )
-        except (KeyError, TypeError, AttributeError) as error:
-            raise PlanError(f"plan document is malformed: {type(error).__name__} {error}") from None
+        strict = version == SCHEMA_VERSION
+        missing = [key for key in _REQUIRED_KEYS if key not in document]
+        if missing:
+            raise PlanError(f"plan document is malformed: it has no {', '.join(missing)}")
+        read = Reader(document, "plan", False, ())
+        predicted, measured = document.get("predicted"), document.get("measured")
+        plan = cls(
+            model=_model_ref(read.child(read.mapping("model"), "model", _field_names(ModelRef))),
+            fallback=read.required_text("fallback"),
+            assignment=read.text_mapping("assignment"),
+            partitions=[_partition(p) for p in read.objects("partitions", _PARTITION_KEYS)],
+            copies=[_copy(c) for c in read.objects("copies", _field_names(CopySpec))],
+            order=read.strings("order"),
+            storage={
+                str(device): _storage(read.child(entry, f"storage.{device}", _STORAGE_KEYS))
+                for device, entry in read.mapping("storage").items()
+            },
+            predicted=None if predicted is None else Prediction.from_dict(predicted, strict),
+            notes=read.strings("notes"),
+            measured=None if measured is None else MeasuredRun.from_dict(measured, strict),
+        )
         if document.get("tree") is not None and document["tree"] != plan.tree():
             raise PlanError("plan's partition tree disagrees with its partitions (edited by hand?)")
         return plan
@@ -166,10 +318,48 @@ class Plan:
     @classmethod
     def load(cls, path: str | Path) -> Plan:
         """Read a plan file; corrupt or foreign files raise :class:`PlanError`."""
-        try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise PlanError(f"plan file not found: {path}") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise PlanError(f"{path} is not a readable plan: {error}") from None
-        return cls.from_dict(document)
+        text = read_document(path, "plan file", PlanError)
+        return cls.from_dict(parse_json(text, f"{path} is not a readable plan: ", PlanError))
+
+
+_REQUIRED_KEYS = ("model", "fallback", "assignment", "partitions", "copies", "order", "storage")
+_PARTITION_KEYS = ("id", "target", "nodes", "inputs", "outputs", "after")
+_STORAGE_KEYS = ("weights_bytes", "activation_peak_bytes", "buffers")
+
+
+def _model_ref(read: Reader) -> ModelRef:
+    shapes = read.mapping("input_shapes")
+    for name, dims in shapes.items():
+        if not isinstance(dims, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims
+        ):
+            raise PlanError(f"plan field model.input_shapes.{name} must be a list of dims >= 0")
+    return ModelRef(
+        read.required_text("name"), read.required_text("source"), read.required_text("hash"),
+        {str(name): list(dims) for name, dims in shapes.items()},
+    )  # fmt: skip
+
+
+def _partition(read: Reader) -> PartitionSpec:
+    return PartitionSpec(
+        read.required_text("id"), read.required_text("target"), read.strings("nodes"),
+        read.strings("inputs"), read.strings("outputs"), read.strings("after"),
+    )  # fmt: skip
+
+
+def _copy(read: Reader) -> CopySpec:
+    return CopySpec(
+        read.required_text("id"), read.required_text("value"), read.required_text("src"),
+        read.required_text("dst"), read.required_count("nbytes"), read.strings("after"),
+    )  # fmt: skip
+
+
+def _storage(read: Reader) -> DeviceStorage:
+    buffers = [
+        BufferSpec(buffer.required_count("id"), buffer.required_count("nbytes"),
+                   buffer.strings("values"))
+        for buffer in read.objects("buffers", ("id", "nbytes", "values"))
+    ]  # fmt: skip
+    return DeviceStorage(
+        read.required_count("weights_bytes"), read.required_count("activation_peak_bytes"), buffers
+    )

@@ -5,8 +5,7 @@ from __future__ import annotations
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
-from autopart.ir.target import VirtualDevice
-from autopart.plan.build import HOST_DEVICE
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.partition import Partition, PartitionCycleError, boundary, check_acyclic
 from autopart.plan.schema import Plan, PlanError
 from autopart.targets.devices import Machine
@@ -35,7 +34,7 @@ def validate_plan(plan: Plan, graph: Graph, machine: Machine | None = None) -> N
         raise PlanError(f"plan refused: {error}") from None
     home = _check_copies(plan, graph)
     _check_order(plan)
-    _check_storage(plan, home)
+    _check_storage(plan, home, graph)
     if machine is not None:
         _check_machine(plan, graph, machine)
 
@@ -136,10 +135,27 @@ def _check_order(plan: Plan) -> None:
         done.add(step_id)
 
 
-def _check_storage(plan: Plan, resident: dict[str, set[str]]) -> None:
+def _check_storage(plan: Plan, resident: dict[str, set[str]], graph: Graph) -> None:
     owners: dict[int, str] = {}
+    devices = {HOST_DEVICE} | {str(VirtualDevice.parse(p.target).device) for p in plan.partitions}
     for device, storage in plan.storage.items():
+        if device not in devices:
+            raise PlanError(f"plan stores buffers on {device!r}, a device none of its steps uses")
+        held: dict[str, int] = {}
         for buffer in storage.buffers:
+            for value in buffer.values:
+                if value in held:
+                    raise PlanError(
+                        f"value {value!r} is held by buffers {held[value]} and {buffer.id} "
+                        f"on {device}"
+                    )
+                held[value] = buffer.id
+                needed = graph.value(value).nbytes if value in graph.values else 0
+                if needed > buffer.nbytes:
+                    raise PlanError(
+                        f"buffer {buffer.id} on {device} has {buffer.nbytes} bytes, too few "
+                        f"for {value!r} ({needed})"
+                    )
             if buffer.id in owners:
                 raise PlanError(
                     f"buffer {buffer.id} is shared by devices {owners[buffer.id]} and {device}"

@@ -1,6 +1,12 @@
-"""Profiling: per-op, launch and transfer costs on every target, kept in per-machine files."""
+"""Profiling: measure per-op, launch and transfer times on every target; keep them per machine.
 
-from autopart.profile.costs import costs_from_profile, profile_targets, transfer_fits
+:mod:`~autopart.profile.profiler` runs the jobs that :mod:`~autopart.profile.kinds` plans
+and measures (with :mod:`~autopart.profile.samplers` and :mod:`~autopart.profile.timing`)
+into a :class:`Profile` (:mod:`~autopart.profile.store`), kept per machine
+(:mod:`~autopart.profile.saved`). Pricing the measurements is :mod:`autopart.costmodel`'s job.
+"""
+
+from autopart.costmodel.measurements import RowKind
 from autopart.profile.profiler import Profiler, ProfileReport
 from autopart.profile.saved import (
     default_profiles_dir,
@@ -8,21 +14,17 @@ from autopart.profile.saved import (
     new_profile,
     open_for_measuring,
 )
-from autopart.profile.store import Measurement, Profile, ProfileError
-from autopart.profile.timing import TimingSettings
+from autopart.profile.store import Profile
+from autopart.settings import TimingSettings
 
 __all__ = [
-    "Measurement",
     "Profile",
-    "ProfileError",
     "ProfileReport",
     "Profiler",
+    "RowKind",
     "TimingSettings",
-    "costs_from_profile",
     "default_profiles_dir",
     "machine_profile_path",
     "new_profile",
     "open_for_measuring",
-    "profile_targets",
-    "transfer_fits",
 ]

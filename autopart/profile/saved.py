@@ -12,11 +12,12 @@ import os
 import platform
 from pathlib import Path
 
-from autopart.profile.store import Profile, ProfileError, now
+from autopart.errors import ProfileError
+from autopart.profile.store import Profile, now
 from autopart.targets.devices import Machine
 
 DEFAULT_DIR = "profiles"
-_VERSIONED = ("autopart", "numpy", "onnxruntime", "pyopencl", "onnx", "scipy")
+_VERSIONED = ("autopart", "numpy", "onnxruntime", "openvino", "pyopencl", "onnx", "scipy")
 
 
 def default_profiles_dir() -> Path:

@@ -2,26 +2,40 @@
 
 A profile file looks like::
 
-    # autopart.profile 1
+    # autopart.profile 2
     # {"fingerprint": "…", "machine": {…}, "created": "…", "settings": {…}, …}
-    kind,target,key,op_type,median_s,q1_s,q3_s,min_s,max_s,runs,timer,nbytes,reference_s,measured_at
+    kind,target,key,op_type,median_s,q1_s,q3_s,min_s,max_s,runs,passes,timer,nbytes,kernel_s,…
     op,cpu@onnxruntime,"Conv:11 {…} (float32[1x64x56x56],…) -> (…)",Conv,0.00021,…
 
-Row kinds: ``op`` (``key`` is the op signature), ``unsupported`` (a signature the target
-cannot run), ``layout`` (the layout conversions of an op's one-node subgraph;
-``reference_s`` is that op's own kernel time in the same runs), ``fused`` (a producer and
-its consumer timed together; ``key`` joins both signatures; ``reference_s`` is the producer
-alone, timed in turn with the pair in the same runs), ``launch`` (entering one
-partition: ``key`` ``wall`` around ``run`` and synchronisation, ``timed`` as ``run_timed``
-reports it, and on layout-converting codegens ``profiled``, the probe's kernel time under
-the codegen's own profiler), ``transfer`` (``target`` is ``src->dst``, ``key`` the size in
-bytes), ``calibration`` (a measured subgraph; ``reference_s`` is the op-sum prediction it
-is compared with), ``cut`` (the wall time of such a subgraph cut in two, its halves run in a
-row; ``reference_s`` is its wall time whole; see :mod:`autopart.profile.cuts`), ``cold``
-(the wall time of such a subgraph entered after the host worked elsewhere for a few
-milliseconds; ``reference_s`` is its wall time back to back) and ``enqueue`` (the host's
-wall time to enqueue an op's one-node subgraph, for codegens timed by device events, whose
-kernels can be quicker than the host hands them out).
+Every row holds a :class:`~autopart.costmodel.measurements.Measurement` (``median_s`` to
+``timer``, and ``passes``: how many of the profiler's passes through its job list its
+samples came from), ``op_type`` (a label), ``nbytes`` and ``measured_at``. Row kinds
+(:class:`~autopart.costmodel.measurements.RowKind`):
+
+- ``op``: ``key`` is the op signature;
+- ``unsupported``: a signature the target cannot run (no timing, ``passes`` 0);
+- ``layout``: the layout conversions of an op's one-node subgraph; ``kernel_s`` is that
+  op's own kernel time in the same runs;
+- ``fused``: a producer and its consumer timed together; ``key`` joins both signatures;
+  ``producer_s`` is the producer alone, timed in turn with the pair in the same runs;
+- ``launch``: entering one partition: ``key`` ``wall`` around ``run`` and synchronisation,
+  ``timed`` as ``run_timed`` reports it, and on layout-converting codegens ``profiled``, the
+  probe's kernel time under the codegen's own profiler;
+- ``transfer``: ``target`` is ``src->dst``, ``key`` and ``nbytes`` the size in bytes;
+- ``calibration``: a measured window of a model; ``predicted_s`` is the op-sum prediction it
+  is compared with;
+- ``cut``: the wall time of such a window cut in two, its halves run in a row; ``whole_s``
+  is its wall time whole, timed alternately with them (see :mod:`autopart.costmodel.cuts`);
+- ``cold``: the wall time of such a window entered after the host worked elsewhere for a
+  few milliseconds; ``warm_s`` is its wall time back to back (the cut row's ``whole_s``);
+- ``enqueue``: the host's wall time to enqueue an op's one-node subgraph, for codegens
+  timed by device events, whose kernels can be quicker than the host hands them out.
+
+The named reference columns (:data:`~autopart.costmodel.measurements.REFERENCE_COLUMNS`)
+are empty on every other kind. Files of schema version 1 held all five in one column,
+``reference_s``, and no ``passes``; they are read by moving ``reference_s`` to the column of
+the row's kind and taking ``passes`` from the profile's recorded settings
+(:func:`migrate_v1`), and are written back as version 2.
 Rows are unique by (kind, target, key); when two profiles of one machine merge, the newer
 measurement wins. Files are never pickled, never half-written, and a file that cannot be
 read is reported, never overwritten.
@@ -33,63 +47,37 @@ import fcntl
 import io
 import json
 import math
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from autopart.errors import AutopartError
-from autopart.io import atomic_write_bytes
+from autopart.costmodel.measurements import REFERENCE_COLUMNS, Measurement, RowKind
+from autopart.errors import AutopartError, ProfileError
+from autopart.io import atomic_write_bytes, parse_json, read_document
+from autopart.ir.target import VirtualDevice
 
 SCHEMA = "autopart.profile"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+TIMINGS = ["median_s", "q1_s", "q3_s", "min_s", "max_s"]
+MAX_TIMING_S = 3600.0  # no one measurement the profiler takes lasts an hour
+MAY_TAKE_NO_TIME = (RowKind.OP, RowKind.LAYOUT, RowKind.LAUNCH, RowKind.UNSUPPORTED)
+REFERENCES = list(REFERENCE_COLUMNS.values())
 COLUMNS = [
-    "kind",
-    "target",
-    "key",
-    "op_type",
-    "median_s",
-    "q1_s",
-    "q3_s",
-    "min_s",
-    "max_s",
-    "runs",
-    "timer",
-    "nbytes",
-    "reference_s",
+    "kind", "target", "key", "op_type", *TIMINGS, "runs", "passes", "timer", "nbytes",
+    *REFERENCES, "measured_at",
+]  # fmt: skip
+COLUMNS_V1 = [
+    "kind", "target", "key", "op_type", *TIMINGS, "runs", "timer", "nbytes", "reference_s",
     "measured_at",
-]
+]  # fmt: skip
 KEY = ["kind", "target", "key"]
-KINDS = (
-    "op", "unsupported", "layout", "fused", "launch", "transfer", "calibration", "cut", "cold",
-    "enqueue",
-)  # fmt: skip
-
-
-class ProfileError(AutopartError):
-    """A profile file is corrupt, of another schema, or belongs to another machine."""
-
-
-@dataclass(frozen=True)
-class Measurement:
-    """Summary of repeated timings in seconds: median, quartiles, extremes, run count."""
-
-    median_s: float
-    q1_s: float
-    q3_s: float
-    min_s: float
-    max_s: float
-    runs: int
-    timer: str = "wall"
-
-    @property
-    def spread(self) -> float:
-        """Interquartile range relative to the median (0 when the median is 0)."""
-        return (self.q3_s - self.q1_s) / self.median_s if self.median_s > 0 else 0.0
+V1_ONE_PASS = (RowKind.FUSED,)  # schema-1 profilers timed these in one pass whatever the settings
 
 
 def now() -> str:
@@ -101,6 +89,8 @@ class Profile:
     """Measurements of one machine: a table of rows plus metadata (fingerprint, settings…).
 
     ``meta["fingerprint"]`` identifies the machine; ``meta["machine"]`` describes its devices.
+    Methods taking a ``kind`` take a :class:`RowKind` or its value, and raise
+    ``ValueError`` for anything else.
     """
 
     def __init__(self, meta: dict[str, Any], table: pd.DataFrame | None = None) -> None:
@@ -122,69 +112,87 @@ class Profile:
             self._index = {key: i for i, key in enumerate(keys)}
         return self._index
 
-    def row(self, kind: str, target: str, key: str = "") -> dict[str, Any] | None:
+    def row(self, kind: RowKind, target: str, key: str = "") -> dict[str, Any] | None:
         """The row stored under (kind, target, key), or ``None``."""
-        position = self._lookup().get((kind, target, key))
+        position = self._lookup().get((RowKind(kind), target, key))
         return None if position is None else self.table.iloc[position].to_dict()
 
-    def has(self, kind: str, target: str, key: str = "") -> bool:
+    def has(self, kind: RowKind, target: str, key: str = "") -> bool:
         """Whether a measurement is stored under (kind, target, key)."""
-        return (kind, target, key) in self._lookup()
+        return (RowKind(kind), target, key) in self._lookup()
 
-    def measurement(self, kind: str, target: str, key: str = "") -> Measurement | None:
+    def complete(self, kind: RowKind, target: str, key: str, passes: int) -> bool:
+        """Whether (kind, target, key) is stored with samples of at least ``passes`` passes.
+
+        A row recorded after only some of its passes (the profiler was killed, or its
+        budget ran out) is stored, and priced, but is not complete.
+        """
+        row = self.row(kind, target, key)
+        return row is not None and int(row["passes"]) >= passes
+
+    def measurement(self, kind: RowKind, target: str, key: str = "") -> Measurement | None:
         """The stored :class:`Measurement` under (kind, target, key), or ``None``."""
         row = self.row(kind, target, key)
         if row is None:
             return None
         return Measurement(
-            float(row["median_s"]),
-            float(row["q1_s"]),
-            float(row["q3_s"]),
-            float(row["min_s"]),
-            float(row["max_s"]),
+            *(float(row[column]) for column in TIMINGS),
             int(row["runs"]),
             str(row["timer"]),
+            int(row["passes"]),
         )
 
-    def rows(self, kind: str, target: str | None = None) -> pd.DataFrame:
+    def rows(self, kind: RowKind, target: str | None = None) -> pd.DataFrame:
         """Every row of ``kind`` (optionally of one ``target``)."""
-        selected = self.table["kind"] == kind
+        selected = self.table["kind"] == RowKind(kind)
         if target is not None:
             selected &= self.table["target"] == target
         return self.table[selected]
 
     def targets(self) -> list[str]:
         """Targets with at least one op measurement."""
-        return sorted(set(self.rows("op")["target"]))
+        return sorted(set(self.rows(RowKind.OP)["target"]))
 
     # -- writing ---------------------------------------------------------------------------
     def record(
         self,
-        kind: str,
+        kind: RowKind,
         target: str,
         key: str,
         measurement: Measurement,
         op_type: str = "",
         nbytes: int = 0,
-        reference_s: float = math.nan,
+        *,
+        kernel_s: float = math.nan,
+        producer_s: float = math.nan,
+        predicted_s: float = math.nan,
+        whole_s: float = math.nan,
+        warm_s: float = math.nan,
     ) -> None:
-        """Store (or replace) one measurement."""
-        if kind not in KINDS:
-            raise ValueError(f"unknown row kind {kind!r}")
+        """Store (or replace) one measurement, with the reference column of its kind.
+
+        Raises ``ValueError`` for an unknown kind, or for a reference column given to a
+        kind that has another (or none): see the module docstring.
+        """
+        kind = RowKind(kind)
+        given = {
+            "kernel_s": kernel_s, "producer_s": producer_s, "predicted_s": predicted_s,
+            "whole_s": whole_s, "warm_s": warm_s,
+        }  # fmt: skip
+        stray = [name for name, value in given.items() if not math.isnan(value)]
+        if any(name != REFERENCE_COLUMNS.get(kind) for name in stray):
+            raise ValueError(f"{kind} rows have no {', '.join(stray)} column")
         row = {
-            "kind": kind,
+            "kind": kind.value,
             "target": target,
             "key": key,
             "op_type": op_type,
-            "median_s": float(measurement.median_s),
-            "q1_s": float(measurement.q1_s),
-            "q3_s": float(measurement.q3_s),
-            "min_s": float(measurement.min_s),
-            "max_s": float(measurement.max_s),
+            **{column: float(getattr(measurement, column)) for column in TIMINGS},
             "runs": int(measurement.runs),
+            "passes": int(measurement.passes),
             "timer": measurement.timer,
             "nbytes": int(nbytes),
-            "reference_s": float(reference_s),
+            **{name: float(value) for name, value in given.items()},
             "measured_at": now(),
         }
         position = self._lookup().get((kind, target, key))
@@ -197,6 +205,8 @@ class Profile:
     def merge(self, other: Profile) -> Profile:
         """A new profile holding both tables; the newer row wins on equal keys.
 
+        Of two rows measured in the same second, this profile's wins (saving a profile
+        merges it with the file, whose copy of a row may be from earlier in that second).
         Both must come from the same machine (equal fingerprints).
         """
         if other.fingerprint != self.fingerprint:
@@ -204,7 +214,7 @@ class Profile:
                 f"cannot merge profiles of different machines "
                 f"({self.fingerprint} and {other.fingerprint})"
             )
-        table = pd.concat([self.table, other.table], ignore_index=True)
+        table = pd.concat([other.table, self.table], ignore_index=True)
         table = table.sort_values("measured_at", kind="stable")
         table = table.drop_duplicates(KEY, keep="last").sort_values(KEY, kind="stable")
         meta = {**other.meta, **self.meta}
@@ -213,7 +223,7 @@ class Profile:
         return Profile(meta, table.reset_index(drop=True))
 
     def to_text(self) -> str:
-        """The file contents: the two header lines, then the CSV table."""
+        """The file contents: the two header lines, then the CSV table (schema version 2)."""
         meta = {**self.meta, "updated": now()}
         buffer = io.StringIO()
         buffer.write(f"# {SCHEMA} {SCHEMA_VERSION}\n")
@@ -233,58 +243,118 @@ class Profile:
     @classmethod
     def load(cls, path: str | Path) -> Profile:
         """Read a profile file; raise :class:`ProfileError` naming what is wrong with it."""
-        path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ProfileError(f"profile not found: {path}") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise ProfileError(f"profile {path} cannot be read: {error}") from None
+        text = read_document(path, "profile", ProfileError)
         return cls.from_text(text, str(path))
 
     @classmethod
     def from_text(cls, text: str, origin: str = "<text>") -> Profile:
-        """Parse the contents of a profile file (see :meth:`to_text`)."""
+        """Parse the contents of a profile file (see :meth:`to_text`).
+
+        Files of schema version 1 are migrated in memory (:func:`migrate_v1`).
+        """
         lines = text.split("\n", 2)
         if len(lines) < 3 or not lines[0].startswith(f"# {SCHEMA} "):
             raise ProfileError(f"{origin} is not an autopart profile (no '# {SCHEMA}' header)")
         version = lines[0].removeprefix(f"# {SCHEMA} ").strip()
-        if version != str(SCHEMA_VERSION):
+        if version not in ("1", str(SCHEMA_VERSION)):
             raise ProfileError(
                 f"{origin} has profile schema version {version!r}; this autopart reads "
-                f"version {SCHEMA_VERSION}"
+                f"versions 1 to {SCHEMA_VERSION}"
             )
+        meta = parse_json(lines[1].removeprefix("#"), f"{origin} is corrupt: ", ProfileError)
         try:
-            meta = json.loads(lines[1].removeprefix("#"))
-            table = pd.read_csv(
-                io.StringIO(lines[2]),
-                dtype=_DTYPES,
-                keep_default_na=False,
-                na_values={"reference_s": ["", "nan"]},
-            )
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a bad cell is reported below, in one line
+                table = pd.read_csv(
+                    io.StringIO(lines[2]),
+                    dtype=_DTYPES,
+                    lineterminator="\n",  # to_csv leaves a carriage return in a key unquoted
+                    keep_default_na=False,
+                    na_values={column: ["", "nan"] for column in [*REFERENCES, "reference_s"]},
+                )
         except (
-            json.JSONDecodeError,
             ValueError,
+            OverflowError,
             pd.errors.ParserError,
             pd.errors.EmptyDataError,
         ) as error:
             raise ProfileError(f"{origin} is corrupt: {error}") from None
-        if not isinstance(meta, dict) or "fingerprint" not in meta:
+        if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), str):
             raise ProfileError(f"{origin} is corrupt: its header has no machine fingerprint")
-        missing = [column for column in COLUMNS if column not in table.columns]
+        expected = COLUMNS_V1 if version == "1" else COLUMNS
+        missing = [column for column in expected if column not in table.columns]
         if missing:
             raise ProfileError(f"{origin} is corrupt: columns {', '.join(missing)} are missing")
-        table = table[COLUMNS]
-        try:
-            numeric = table[["median_s", "q1_s", "q3_s", "min_s", "max_s"]].astype(float)
-        except ValueError as error:
-            raise ProfileError(f"{origin} is corrupt: {error}") from None
-        if numeric.isna().any().any() or (numeric < 0).any().any():
-            raise ProfileError(f"{origin} is corrupt: a timing is missing or negative")
-        unknown = sorted(set(table["kind"]) - set(KINDS))
-        if unknown:
-            raise ProfileError(f"{origin} is corrupt: unknown row kinds {unknown}")
+        table = table[expected]
+        _check_table(table, origin)
+        if version == "1":
+            table = migrate_v1(table, meta)
         return cls(meta, table.reset_index(drop=True))
+
+
+def migrate_v1(table: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame:
+    """A schema-1 table in the columns of schema 2.
+
+    ``reference_s`` moves to the reference column of each row's kind. ``passes`` is what the
+    profiler that wrote the file asked for (``meta["settings"]["passes"]``; 1 if it
+    recorded none, as profilers before passes), 1 for the kinds it timed in one pass, and 0
+    for ``unsupported`` rows. A schema-1 row cut short by a kill cannot be told apart.
+    """
+    table = table.copy()
+    kinds = table["kind"]
+    for kind, column in REFERENCE_COLUMNS.items():
+        table[column] = table["reference_s"].where(kinds == kind, np.nan)
+    settings = meta.get("settings")
+    asked = settings.get("passes", 1) if isinstance(settings, dict) else 1
+    passes = np.where(kinds.isin(V1_ONE_PASS), 1, int(asked))
+    table["passes"] = np.where(kinds == RowKind.UNSUPPORTED, 0, passes).astype("int64")
+    return table[COLUMNS]
+
+
+def _check_table(table: pd.DataFrame, origin: str) -> None:
+    """Raise :class:`ProfileError` for missing or negative timings, or unknown kinds."""
+    try:
+        numeric = table[TIMINGS].astype(float)
+    except ValueError as error:
+        raise ProfileError(f"{origin} is corrupt: {error}") from None
+    if numeric.isna().any().any() or (numeric < 0).any().any():
+        raise ProfileError(f"{origin} is corrupt: a timing is missing or negative")
+    unknown = sorted(set(table["kind"]) - {kind.value for kind in RowKind})
+    if unknown:
+        raise ProfileError(f"{origin} is corrupt: unknown row kinds {unknown}")
+    measured = table["kind"] != RowKind.UNSUPPORTED.value
+    if not (numeric[measured] <= MAX_TIMING_S).all().all():
+        raise ProfileError(f"{origin} is corrupt: a time is infinite or over {MAX_TIMING_S:.0f} s")
+    # a view, a missing layout conversion or an empty probe under a profiler take no kernel
+    # time; copies, windows, cuts, cold entries and fused pairs are timed whole
+    timed = ~table["kind"].isin([kind.value for kind in MAY_TAKE_NO_TIME])
+    if not (numeric["median_s"][timed] > 0).all():
+        raise ProfileError(f"{origin} is corrupt: a copy, window or fused pair took no time")
+    for column in ("runs", "nbytes", *(["passes"] if "passes" in table else [])):
+        counts = pd.to_numeric(table[column], errors="coerce")
+        if counts.isna().any() or (counts < 0).any():
+            raise ProfileError(f"{origin} is corrupt: a {column} count is missing or negative")
+    if not (pd.to_numeric(table["runs"])[measured] > 0).all():
+        raise ProfileError(f"{origin} is corrupt: a measured row has no runs")
+    references = [c for c in REFERENCES if c in table]
+    values = table[references].astype(float) if references else pd.DataFrame()
+    if (np.isinf(values) | (values < 0)).any().any() or (values > MAX_TIMING_S).any().any():
+        raise ProfileError(f"{origin} is corrupt: a reference time is infinite or out of range")
+    for kind, target in zip(table["kind"], table["target"], strict=True):
+        _check_target(kind, target, origin)
+
+
+def _check_target(kind: str, target: str, origin: str) -> None:
+    """Raise :class:`ProfileError` unless ``target`` is a full target (a pair for copies)."""
+    copy = kind == RowKind.TRANSFER.value
+    names = target.split("->") if copy else [target]
+    try:
+        parsed = [VirtualDevice.parse(name) for name in names if name]
+    except AutopartError:
+        parsed = []
+    complete = all(t.device and (t.codegen is None) == copy for t in parsed)
+    if len(parsed) != (2 if copy else 1) or len(names) != len(parsed) or not complete:
+        raise ProfileError(f"{origin} is corrupt: {target!r} is not a target of a {kind} row")
 
 
 _DTYPES = {
@@ -294,8 +364,8 @@ _DTYPES = {
     "op_type": str,
     "timer": str,
     "measured_at": str,
-    **dict.fromkeys(("median_s", "q1_s", "q3_s", "min_s", "max_s", "reference_s"), "float64"),
-    **dict.fromkeys(("runs", "nbytes"), "int64"),
+    **dict.fromkeys([*TIMINGS, *REFERENCES, "reference_s"], "float64"),
+    **dict.fromkeys(("runs", "passes", "nbytes"), "int64"),
 }
 
 

@@ -4,78 +4,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from autopart.profile.store import Measurement
-
-
-@dataclass(frozen=True)
-class TimingSettings:
-    """How hard to time one thing.
-
-    After ``warmup`` untimed runs (fewer for slow subgraphs, see :func:`collect`), runs
-    come in batches of ``batch``. Timing stops once at least ``min_runs`` were taken, at
-    least ``min_seconds`` of wall time were spent, and one more batch moved the median by
-    less than ``tolerance`` (relative); or after ``max_runs`` runs; or once ``max_seconds``
-    of wall time were spent on this one measurement.
-
-    The profiler spreads each measurement over ``passes`` passes through its whole job list
-    (each pass taking a ``passes``-th of the runs and time) and keeps the median of the
-    passes' medians (:func:`summarise_passes`), so that a burst of host speed-up or
-    slow-down lasting a few seconds skews no single op.
-    """
-
-    warmup: int = 8
-    min_runs: int = 7
-    max_runs: int = 60
-    batch: int = 4
-    tolerance: float = 0.02
-    max_seconds: float = 1.0
-    passes: int = 3
-    min_seconds: float = 0.0
-
-    def per_pass(self) -> TimingSettings:
-        """The settings of one of ``passes`` passes: a share of the runs and of the time."""
-        share = max(self.passes, 1)
-        return replace(
-            self,
-            min_runs=max(-(-self.min_runs // share), 3),
-            max_runs=max(-(-self.max_runs // share), 3),
-            batch=min(self.batch, max(-(-self.min_runs // share), 3)),
-            max_seconds=self.max_seconds / share,
-            min_seconds=self.min_seconds / share,
-            passes=1,
-        )
-
-    def for_short_runs(self) -> TimingSettings:
-        """The settings for copies and launch probes: sampled for 30% of ``max_seconds``.
-
-        A small copy or an empty launch takes microseconds, so ``min_runs`` of them span a
-        few milliseconds, and on a shared machine such a cost swings by 2x from one such
-        moment to the next (the PoCL worker threads and the host share two cores).
-        Sampling for a share of the time budget instead averages over those swings.
-        """
-        return replace(
-            self,
-            min_seconds=max(self.min_seconds, 0.3 * self.max_seconds),
-            max_runs=max(self.max_runs, 3000),
-        )
-
-    def to_dict(self) -> dict[str, float | int]:
-        """The settings as a plain dict (stored in profile metadata)."""
-        return asdict(self)
+from autopart.costmodel.measurements import Measurement
+from autopart.settings import TimingSettings
 
 
 def summarise(samples: list[float], timer: str) -> Measurement:
-    """Median, quartiles and extremes of ``samples`` (seconds)."""
-    values = np.asarray(samples, dtype=np.float64)
-    q1, median, q3 = np.percentile(values, [25, 50, 75])
-    return Measurement(
-        float(median), float(q1), float(q3), float(values.min()), float(values.max()),
-        len(samples), timer,
-    )  # fmt: skip
+    """Median, quartiles and extremes of ``samples`` (:meth:`Measurement.from_samples`)."""
+    return Measurement.from_samples(samples, timer)
 
 
 def summarise_passes(passes: Sequence[Sequence[float]], timer: str) -> Measurement:
@@ -83,10 +22,10 @@ def summarise_passes(passes: Sequence[Sequence[float]], timer: str) -> Measureme
 
     A pass that ran through a slow (or quick) spell of the host then moves the median no
     further than the other passes' medians allow; the quartiles, extremes and run count
-    still pool every sample.
+    still pool every sample, and ``passes`` counts the passes.
     """
     pooled = summarise([value for samples in passes for value in samples], timer)
-    return replace(pooled, median_s=median_of_passes(passes))
+    return replace(pooled, median_s=median_of_passes(passes), passes=len(passes))
 
 
 def median_of_passes(passes: Sequence[Sequence[float]]) -> float:

@@ -7,8 +7,7 @@ edges they serve, and every element has a ``<title>`` with its details.
 from __future__ import annotations
 
 from autopart.ir.graph import Graph
-from autopart.ir.target import VirtualDevice
-from autopart.plan.build import HOST_DEVICE
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.report.layout import NODE_H, PITCH_Y, Box, Key, Layout, Route, layered_layout
 from autopart.report.svg import COPY_COLOUR, attr, clip, num, tint

@@ -1,40 +1,24 @@
-"""The text explanation of a plan: rows of numbers, and a rich tree drawn from them.
+"""The text explanation of a plan: the rows of numbers that ``autopart show`` draws.
 
 :func:`explain` turns a plan (and its graph) into plain rows: each partition with its nodes,
 each node with its cost on its target and the saving against its next-best target, each
-copy with its bytes and time, and the predicted and measured totals. :func:`render_tree`
-draws those rows as device -> unit -> codegen -> partition -> nodes.
+copy with its bytes and time, and the predicted and measured totals. The command line draws
+those rows as device -> unit -> codegen -> partition -> nodes (:mod:`autopart.cli.show`).
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
-
-from rich.markup import escape
-from rich.tree import Tree
 
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
-from autopart.plan.schema import Plan
+from autopart.plan.schema import MeasuredRun, Plan, Prediction, ScheduleStep
 
 WHOLE_DEVICE = "*"
 
 
-@dataclass(frozen=True)
-class ScheduleEntry:
-    """One step of a schedule: when it ran (or is predicted to run) and on which lane."""
-
-    step: str
-    lane: str
-    start_s: float
-    end_s: float
-
-    @property
-    def duration_s(self) -> float:
-        """Seconds the step took."""
-        return self.end_s - self.start_s
+ScheduleEntry = ScheduleStep  # one step of a predicted or measured schedule
 
 
 @dataclass(frozen=True)
@@ -121,13 +105,14 @@ class Explanation:
 
 
 def explain(plan: Plan, graph: Graph) -> Explanation:
-    """The rows of ``plan`` for ``graph``; tolerant of absent, partial or malformed timings."""
-    predicted = plan.predicted if isinstance(plan.predicted, dict) else None
-    measured = plan.measured if isinstance(plan.measured, dict) else None
-    missing: list[str] = []
-    node_costs = _node_costs(predicted.get("node_costs") if predicted else None)
-    predicted_schedule, bad_predicted = _schedule(predicted.get("schedule") if predicted else None)
-    measured_schedule, bad_measured = _schedule(measured.get("schedule") if measured else None)
+    """The rows of ``plan`` for ``graph``; tolerant of an absent or partial prediction."""
+    predicted, measured = plan.predicted, plan.measured
+    node_costs = {
+        node: {target: s for target, s in entry.items() if math.isfinite(s)}
+        for node, entry in (predicted.node_costs if predicted is not None else {}).items()
+    }
+    predicted_schedule = list(predicted.schedule) if predicted is not None else []
+    measured_schedule = list(measured.schedule) if measured is not None else []
     predicted_time = {entry.step: entry.duration_s for entry in predicted_schedule}
     measured_time = {entry.step: entry.duration_s for entry in measured_schedule}
 
@@ -156,29 +141,6 @@ def explain(plan: Plan, graph: Graph) -> Explanation:
         for c in plan.copies
     ]
 
-    if predicted is None:
-        missing.append(
-            "no prediction: the plan was made by hand or by `autopart run --save-plan` "
-            "(no node costs, no predicted schedule)"
-        )
-    else:
-        absent = [key for key in _PREDICTED_KEYS if not predicted.get(key)]
-        if absent:
-            missing.append("the prediction lacks " + ", ".join(absent))
-        if bad_predicted:
-            missing.append(f"{bad_predicted} malformed predicted schedule entries were ignored")
-    if measured is None:
-        missing.append("no measurement recorded in the plan")
-    else:
-        absent = [key for key in _MEASURED_KEYS if not measured.get(key)]
-        if absent:
-            missing.append("the measurement lacks " + ", ".join(absent))
-        if bad_measured:
-            missing.append(f"{bad_measured} malformed measured schedule entries were ignored")
-
-    runs = _number(measured.get("runs")) if measured else None
-    objective = predicted.get("objective") if predicted else None
-    profile = predicted.get("profile") if predicted else None
     return Explanation(
         model=plan.model.name,
         source=plan.model.source,
@@ -186,15 +148,15 @@ def explain(plan: Plan, graph: Graph) -> Explanation:
         node_count=len(graph.nodes),
         partitions=partitions,
         copies=copies,
-        objective=objective if isinstance(objective, str) else None,
-        sequential_s=_number(predicted.get("sequential_s")) if predicted else None,
-        makespan_s=_number(predicted.get("makespan_s")) if predicted else None,
-        profile=profile if isinstance(profile, str) else None,
+        objective=predicted.objective if predicted is not None else None,
+        sequential_s=predicted.sequential_s if predicted is not None else None,
+        makespan_s=predicted.makespan_s if predicted is not None else None,
+        profile=predicted.profile if predicted is not None else None,
         predicted_schedule=predicted_schedule,
-        measured_median_s=_number(measured.get("median_s")) if measured else None,
-        measured_runs=int(runs) if runs is not None else None,
+        measured_median_s=measured.median_s if measured is not None else None,
+        measured_runs=measured.runs if measured is not None else None,
         measured_schedule=measured_schedule,
-        missing=missing,
+        missing=_missing(predicted, measured),
     )
 
 
@@ -202,39 +164,25 @@ _PREDICTED_KEYS = ("objective", "sequential_s", "makespan_s", "schedule", "node_
 _MEASURED_KEYS = ("median_s", "runs", "schedule")
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _node_costs(section: Any) -> dict[str, dict[str, float]]:
-    if not isinstance(section, dict):
-        return {}
-    costs: dict[str, dict[str, float]] = {}
-    for node, entry in section.items():
-        if isinstance(entry, dict):
-            known = {str(t): s for t, c in entry.items() if (s := _number(c)) is not None}
-            costs[str(node)] = known
-    return costs
-
-
-def _schedule(section: Any) -> tuple[list[ScheduleEntry], int]:
-    """The well-formed entries of a schedule, and how many others there were."""
-    if not isinstance(section, list):
-        return [], 0
-    entries, bad = [], 0
-    for item in section:
-        if not isinstance(item, dict):
-            bad += 1
-            continue
-        start, end = _number(item.get("start_s")), _number(item.get("end_s"))
-        step, lane = item.get("step"), item.get("lane")
-        if start is None or end is None or end < start or not isinstance(step, str):
-            bad += 1
-            continue
-        entries.append(ScheduleEntry(step, str(lane), start, end))
-    return entries, bad
+def _missing(predicted: Prediction | None, measured: MeasuredRun | None) -> list[str]:
+    """One sentence for each result record, or part of one, that the plan lacks."""
+    missing = []
+    if predicted is None:
+        missing.append(
+            "no prediction: the plan was made by hand or by `autopart run --save-plan` "
+            "(no node costs, no predicted schedule)"
+        )
+    else:
+        absent = [key for key in _PREDICTED_KEYS if not getattr(predicted, key)]
+        if absent:
+            missing.append("the prediction lacks " + ", ".join(absent))
+    if measured is None:
+        missing.append("no measurement recorded in the plan")
+    else:
+        absent = [key for key in _MEASURED_KEYS if not getattr(measured, key)]
+        if absent:
+            missing.append("the measurement lacks " + ", ".join(absent))
+    return missing
 
 
 def _node_row(graph: Graph, name: str, target: str, costs: dict[str, dict[str, float]]) -> NodeRow:
@@ -293,59 +241,3 @@ def totals(explanation: Explanation) -> list[str]:
         runs = f" over {explanation.measured_runs} runs" if explanation.measured_runs else ""
         lines.append(f"measured median {format_seconds(explanation.measured_median_s)}{runs}")
     return lines
-
-
-def render_tree(explanation: Explanation) -> Tree:
-    """Device -> unit -> codegen -> partition -> nodes, then copies, then what is missing."""
-    root = Tree(
-        f"[bold]{escape(explanation.model)}[/bold]: {explanation.node_count} nodes in "
-        f"{len(explanation.partitions)} partition(s), {len(explanation.copies)} copies"
-    )
-    branches: dict[tuple[str, ...], Tree] = {}
-
-    def branch(key: tuple[str, ...], parent: Tree, label: str) -> Tree:
-        if key not in branches:
-            branches[key] = parent.add(label)
-        return branches[key]
-
-    for row in sorted(explanation.partitions, key=lambda r: (r.device != "cpu", r.device)):
-        device = branch((row.device,), root, f"[bold cyan]{escape(row.device)}[/bold cyan]")
-        unit_label = "* (whole device)" if row.unit == WHOLE_DEVICE else f"unit {row.unit}"
-        unit = branch((row.device, row.unit), device, escape(unit_label))
-        codegen = branch(
-            (row.device, row.unit, row.codegen), unit, f"[magenta]@{escape(row.codegen)}[/magenta]"
-        )
-        times = [f"{len(row.nodes)} node(s)"]
-        if row.predicted_s is not None:
-            times.append(f"predicted {format_seconds(row.predicted_s)}")
-        elif row.nodes_s is not None:
-            times.append(f"nodes {format_seconds(row.nodes_s)}")
-        if row.measured_s is not None:
-            times.append(f"measured {format_seconds(row.measured_s)}")
-        part = codegen.add(f"[bold]{row.id}[/bold] · " + " · ".join(times))
-        for node in row.nodes:
-            cost = "" if node.cost_s is None else f" {format_seconds(node.cost_s)}"
-            part.add(
-                f"{escape(node.name)} [dim]{escape(node.op_type)}[/dim]{cost} · "
-                f"{escape(describe_saving(node))}"
-            )
-    if explanation.copies:
-        total = sum(c.nbytes for c in explanation.copies)
-        copies = root.add(
-            f"[bold yellow]copies[/bold yellow] ({len(explanation.copies)}, {format_bytes(total)})"
-        )
-        for copy in explanation.copies:
-            times = f" · predicted {format_seconds(copy.predicted_s)}"
-            if copy.measured_s is not None:
-                times += f", measured {format_seconds(copy.measured_s)}"
-            copies.add(
-                f"[bold]{copy.id}[/bold] {escape(copy.value)} {escape(copy.src)}->"
-                f"{escape(copy.dst)} · {format_bytes(copy.nbytes)}{times}"
-            )
-    for line in totals(explanation):
-        root.add(f"[bold green]{escape(line)}[/bold green]")
-    if explanation.missing:
-        missing = root.add("[yellow]missing[/yellow]")
-        for sentence in explanation.missing:
-            missing.add(escape(sentence))
-    return root

@@ -2,29 +2,24 @@
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from autopart.costmodel.measurements import Latencies
+from autopart.host_memory import retain_freed_memory
+from autopart.ir.feeds import check_run_fits, validate_feeds
 from autopart.ir.graph import Graph
-from autopart.runtime.feeds import validate_feeds
 from autopart.targets.codegen import get_codegen
 
 
 @dataclass
-class RunResult:
+class RunResult(Latencies):
     """Outputs of the last run and the wall-clock latency of every run, in seconds."""
 
     outputs: dict[str, np.ndarray]
-    latencies: list[float] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        """Median latency in seconds."""
-        return statistics.median(self.latencies)
 
 
 def collect_outputs(graph: Graph, env: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -39,6 +34,8 @@ class Executor:
     """Runs every node of ``graph`` with one codegen (``numpy`` by default)."""
 
     def __init__(self, graph: Graph, codegen: str = "numpy") -> None:
+        retain_freed_memory()  # runs reuse their buffers, as in a serving process
+        check_run_fits(graph)
         self.graph = graph
         self.codegen = get_codegen(codegen)
         self.compiled = self.codegen.compile(graph, graph.nodes, graph.inputs, graph.outputs)

@@ -1,7 +1,10 @@
 """Running a plan on real targets: one worker per lane, dependency counting, copy nodes.
 
-The executor does what the plan says and decides nothing. Each partition runs on its
-target's lane (a unit, or the whole device); each copy on the lane of its device pair.
+The executor does what the plan says and decides nothing. It writes the plan's targets onto
+its copy of the graph's nodes (:func:`autopart.plan.build.place_plan`), and compiles each
+partition for the virtual device its nodes carry, which must be the partition's target.
+Each partition runs on its target's lane (a unit, or the whole device); each copy on the
+lane of its device pair.
 Steps start when the steps they depend on have finished, so different units and devices
 run at the same time. Tensors live in one environment per device and are dropped as soon
 as their last reader on that device has finished.
@@ -17,11 +20,15 @@ from typing import Any
 
 import numpy as np
 
-from autopart.ir.graph import Graph
-from autopart.plan.schema import CopySpec, PartitionSpec, Plan
+from autopart.costmodel.measurements import Latencies
+from autopart.host_memory import retain_freed_memory
+from autopart.ir.feeds import check_run_fits, validate_feeds
+from autopart.ir.graph import Graph, Node
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
+from autopart.plan.build import place_plan
+from autopart.plan.schema import CopySpec, PartitionSpec, Plan, PlanError
 from autopart.plan.validate import validate_plan
 from autopart.runtime.executor import collect_outputs
-from autopart.runtime.feeds import validate_feeds
 from autopart.targets.codegen import CompiledSubgraph
 from autopart.targets.devices import Device, Machine, discover
 from autopart.targets.resolve import resolve
@@ -38,17 +45,11 @@ class StepTiming:
 
 
 @dataclass
-class PlanRunResult:
+class PlanRunResult(Latencies):
     """Outputs of the last run, whole-plan latencies, and per-step timings of the last run."""
 
     outputs: dict[str, np.ndarray]
-    latencies: list[float] = field(default_factory=list)
     steps: list[StepTiming] = field(default_factory=list)
-
-    @property
-    def median(self) -> float:
-        """Median whole-plan latency in seconds."""
-        return float(np.median(self.latencies))
 
 
 @dataclass
@@ -65,13 +66,19 @@ class _Step:
 
 
 class PlanExecutor:
-    """Compiles every partition of ``plan`` once, then runs it as often as asked."""
+    """Compiles every partition of ``plan`` once, then runs it as often as asked.
+
+    ``graph`` may be unplanned or already carry targets; :class:`PlanError` is raised when
+    a node's virtual device disagrees with the plan.
+    """
 
     def __init__(self, plan: Plan, graph: Graph, machine: Machine | None = None) -> None:
+        retain_freed_memory()  # runs reuse their buffers, as in a serving process
+        check_run_fits(graph)
         self.machine = machine or discover()
         validate_plan(plan, graph, self.machine)
         self.plan = plan
-        self.graph = graph
+        self.graph = place_plan(graph, plan)
         self.steps = {step.id: step for step in self._compile()}
         self.users: dict[str, list[str]] = {step_id: [] for step_id in self.steps}
         for step in self.steps.values():
@@ -87,8 +94,8 @@ class PlanExecutor:
     def _compile(self) -> list[_Step]:
         steps = []
         for spec in self.plan.partitions:
-            resolved = resolve(spec.target, self.machine)
             nodes = [self.graph.node(name) for name in spec.nodes]
+            resolved = resolve(_target_of(spec, nodes), self.machine)
             compiled = resolved.codegen.compile(
                 self.graph, nodes, spec.inputs, spec.outputs, resolved.placement
             )
@@ -133,12 +140,12 @@ class PlanExecutor:
             if index >= warmup:
                 result.latencies.append(elapsed)
                 result.steps = timings
-            result.outputs = collect_outputs(self.graph, envs.get("cpu", {}))
+            result.outputs = collect_outputs(self.graph, envs.get(HOST_DEVICE, {}))
         return result
 
     def _fresh_envs(self, feeds: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
         envs: dict[str, dict[str, Any]] = {name: {} for name in self.machine.devices}
-        envs["cpu"].update(feeds)
+        envs[HOST_DEVICE].update(feeds)
         return envs
 
     def _execute(self, step: _Step, envs: dict[str, dict[str, Any]], origin: float) -> StepTiming:
@@ -161,7 +168,7 @@ class PlanExecutor:
         for key in step.reads:
             remaining[key] -= 1
             device, value = key
-            if remaining[key] == 0 and not (device == "cpu" and value in self.graph.outputs):
+            if remaining[key] == 0 and not (device == HOST_DEVICE and value in self.graph.outputs):
                 envs[device].pop(value, None)
 
     def _run_sequential(self, feeds: Mapping[str, np.ndarray], origin: float) -> tuple[dict, list]:
@@ -224,3 +231,12 @@ class PlanExecutor:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _target_of(spec: PartitionSpec, nodes: list[Node]) -> VirtualDevice:
+    """The virtual device every node of ``spec`` carries; it must be the partition's target."""
+    devices = {node.virtual_device for node in nodes}
+    if devices != {VirtualDevice.parse(spec.target)}:
+        shown = ", ".join(sorted(map(str, devices)))
+        raise PlanError(f"partition {spec.id} runs on {spec.target} but its nodes are on {shown}")
+    return devices.pop()

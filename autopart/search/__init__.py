@@ -1,1 +1,1 @@
-"""Search: cost model, simulator, exact ILP, optuna tuner and peer baselines."""
+"""Search: simulator, exact ILP, optuna search, peer baselines and the planner over them."""

@@ -12,12 +12,14 @@ import bisect
 import contextlib
 import heapq
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from statistics import fmean
 
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
-from autopart.ir.target import VirtualDevice
-from autopart.search.costs import HOST_DEVICE, Costs
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
+from autopart.search.candidates import CandidateKind, candidate_name
 
 Assignment = dict[str, VirtualDevice]
 Lane = tuple[str, int | None]
@@ -190,27 +192,48 @@ def heft(costs: Costs) -> Assignment:
     return {node.name: placed[node.name] for node in graph.nodes}
 
 
-def all_baselines(costs: Costs, fallback: VirtualDevice | None = None) -> dict[str, Assignment]:
-    """Every baseline by name.
+@dataclass(frozen=True)
+class Baseline:
+    """One baseline's assignment, with its kind and (for a single target) its target."""
 
-    Names are ``single:<target>`` for each target (whole-device and unit), ``ort-ep-rule``,
-    ``per-op-best`` and ``heft``.
+    kind: CandidateKind
+    assignment: Assignment
+    target: VirtualDevice | None = None
 
+    @property
+    def name(self) -> str:
+        """The baseline's candidate name (:func:`candidate_name`)."""
+        return candidate_name(self.kind, self.target)
+
+
+def baselines(costs: Costs, fallback: VirtualDevice | None = None) -> list[Baseline]:
+    """Every baseline, in order: each single target, the provider rule, per-op best, HEFT.
+
+    Single targets are whole devices and units alike, in the order of ``costs.targets``.
     ``fallback`` (default :func:`default_fallback`) takes what a single target or the
     provider rule cannot run; a baseline that still leaves a node unplaceable is left out.
     """
     last = default_fallback(costs) if fallback is None else fallback
-    baselines: dict[str, Assignment] = {}
+    found: list[Baseline] = []
     for target in costs.targets:
         try:
-            baselines[f"single:{target}"] = single_target(costs, target, last)
+            found.append(Baseline(CandidateKind.SINGLE, single_target(costs, target, last), target))
         except BaselineError:
             continue
     with contextlib.suppress(BaselineError):
-        baselines["ort-ep-rule"] = onnxruntime_ep_rule(costs, None, last)
-    baselines["per-op-best"] = per_op_best(costs)
-    baselines["heft"] = heft(costs)
-    return baselines
+        found.append(Baseline(CandidateKind.ORT_EP_RULE, onnxruntime_ep_rule(costs, None, last)))
+    found.append(Baseline(CandidateKind.PER_OP_BEST, per_op_best(costs)))
+    found.append(Baseline(CandidateKind.HEFT, heft(costs)))
+    return found
+
+
+def all_baselines(costs: Costs, fallback: VirtualDevice | None = None) -> dict[str, Assignment]:
+    """Every baseline of :func:`baselines`, as assignments by candidate name.
+
+    Names are ``single:<target>`` for each target, ``ort-ep-rule``, ``per-op-best`` and
+    ``heft``.
+    """
+    return {baseline.name: baseline.assignment for baseline in baselines(costs, fallback)}
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -1,10 +1,15 @@
 """User constraints on a search: pins, forbids, a fallback target and per-device memory caps.
 
-Constraints act on :class:`Costs`: :func:`apply` returns a copy whose ``node_cost`` keeps only
-the targets the constraints allow, so every search that picks from ``costs.supported`` obeys
-them by construction. Memory caps cannot be expressed that way; the ILP takes them as
-``solve_ilp(costs, memory=constraints.memory)`` and :func:`apply` only refuses caps that the
-weights of forced nodes alone exceed.
+Pins and forbids are written onto the graph's nodes before the search
+(:func:`write_constraints`): a pin sets the node's virtual device, a forbid adds its pattern
+to the node's ``forbidden`` set. :func:`restrict` then reads the nodes and returns costs whose
+``node_cost`` keeps only the targets they allow, so every search that picks from
+``costs.supported`` obeys them by construction; :func:`apply` does both. A node's virtual
+device that is one of ``costs.targets`` allows exactly that target; a partial one (e.g. only
+a device, ``opencl:0``) allows every target it matches. So a graph planned before (every
+node carrying its target) plans again to the same targets. Memory caps cannot be expressed
+on nodes; the ILP takes them as ``solve_ilp(costs, memory=constraints.memory)`` and
+:func:`apply` only refuses caps that the weights of forced nodes alone exceed.
 
 Target patterns of forbids: a device (``opencl:0``) forbids every target on it; a device and
 codegen (``opencl:0@opencl``) that codegen on the device and all its units; a full target
@@ -18,11 +23,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
+from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
 from autopart.plan.assign import parse_rule
 from autopart.plan.selectors import Selector
-from autopart.search.costs import Costs
 
 _BYTES = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?)\s*(?P<unit>(?:[KMGT]i?)?B?)\s*$", re.IGNORECASE)
 _SCALE = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
@@ -104,22 +110,97 @@ def matches(pattern: VirtualDevice, target: VirtualDevice) -> bool:
 
 
 def apply(costs: Costs, constraints: Constraints) -> Costs:
-    """A copy of ``costs`` in which each node keeps only the targets ``constraints`` allow.
+    """Costs whose graph carries ``constraints``, each node keeping only the targets allowed.
 
-    Raises :class:`ConstraintError` naming the conflict when a pin names an unknown target or
-    one that cannot run a selected node, two pins disagree on a node, a pin and a forbid hit
-    the same node and target, a node is left with no target, the fallback or a capped
-    device is unknown, or the weights of nodes forced onto a device exceed its memory cap.
-    Selectors matching no node raise :class:`autopart.plan.selectors.SelectorError`.
+    :func:`write_constraints`, then :func:`restrict`; virtual devices already on the nodes
+    (a graph planned before) count as pins. Raises :class:`ConstraintError` naming the
+    conflict when a pin names an unknown target or one that cannot run a selected node, two
+    pins disagree on a node, a pin disagrees with the node's virtual device, a pin and a
+    forbid hit the same node and target, a node is left with no target, the fallback or a
+    capped device is unknown, or the weights of nodes forced onto a device exceed its memory
+    cap. Selectors matching no node raise :class:`autopart.plan.selectors.SelectorError`.
     """
-    graph = costs.graph
+    marked = dataclasses.replace(costs, graph=write_constraints(costs, constraints))
+    restricted = restrict(marked)
+    if constraints.fallback is not None:
+        fallback = _target(constraints.fallback, f"fallback {constraints.fallback!r}")
+        if fallback not in costs.targets:
+            known = ", ".join(str(t) for t in costs.targets)
+            raise ConstraintError(f"fallback {fallback} is not a known target; targets: {known}")
+    _check_memory(restricted, constraints.memory)
+    return restricted
+
+
+def allowed_targets(costs: Costs, node: Node) -> list[VirtualDevice]:
+    """The targets of ``costs.supported(node)`` that the node's virtual device and forbids allow.
+
+    A virtual device that is one of ``costs.targets`` allows exactly itself; a partial one
+    every target it matches; an unset one every target.
+    """
+    pin = node.virtual_device
+    supported = costs.supported(node)
+    if pin in costs.targets:
+        supported = [pin] if pin in supported else []
+    elif pin.is_set:
+        supported = [t for t in supported if matches(pin, t)]
+    return [t for t in supported if not any(matches(p, t) for p in node.forbidden)]
+
+
+def restrict(costs: Costs) -> Costs:
+    """A copy of ``costs`` in which each node keeps only :func:`allowed_targets`.
+
+    Raises :class:`ConstraintError` naming a node that is left with no target.
+    """
+    allowed = {node.name: allowed_targets(costs, node) for node in costs.graph.nodes}
+    for node in costs.graph.nodes:
+        if not allowed[node.name]:
+            raise ConstraintError(
+                f"{node.op_type} node {node.name!r} is left with no target "
+                f"(supported: {', '.join(map(str, costs.supported(node))) or 'none'})"
+            )
+    return dataclasses.replace(
+        costs,
+        node_cost={
+            name: {t: entry[t] for t in allowed.get(name, entry)}
+            for name, entry in costs.node_cost.items()
+        },
+    )
+
+
+def write_constraints(costs: Costs, constraints: Constraints) -> Graph:
+    """A copy of ``costs.graph`` carrying ``constraints`` (see :func:`apply` for the errors).
+
+    Each pin becomes its nodes' virtual device; a node already placed keeps its virtual
+    device if the pin allows it. Each forbid's pattern joins its nodes' ``forbidden`` set.
+    """
+    graph = costs.graph.copy()
+    pinned = _write_pins(costs, graph, constraints.pins)
     known = ", ".join(str(t) for t in costs.targets)
-    allowed = {node.name: costs.supported(node) for node in graph.nodes}
+    for selector_text, pattern_text in constraints.forbids:
+        rule = f"{selector_text}={pattern_text}"
+        pattern = _target(pattern_text, f"forbid {rule}")
+        if not any(matches(pattern, target) for target in costs.targets):
+            raise ConstraintError(f"forbid {rule}: {pattern} matches no target; targets: {known}")
+        for node in Selector(selector_text).select(graph):
+            if node.name in pinned:
+                allowed = allowed_targets(costs, node)
+                if allowed and all(matches(pattern, t) for t in allowed):
+                    raise ConstraintError(
+                        f"node {node.name!r} is pinned by {pinned[node.name]} "
+                        f"and forbidden there by {rule}"
+                    )
+            node.forbidden = node.forbidden | {pattern}
+    return graph
+
+
+def _write_pins(costs: Costs, graph: Graph, pins: list[tuple[str, str]]) -> dict[str, str]:
+    """Set each pin on its nodes' virtual devices; the rule that pinned each node, by name."""
+    known = ", ".join(str(t) for t in costs.targets)
     pinned: dict[str, tuple[VirtualDevice, str]] = {}
-    for selector_text, target_text in constraints.pins:
+    for selector_text, target_text in pins:
         rule = f"{selector_text}={target_text}"
         target = _target(target_text, f"pin {rule}")
-        if target not in costs.targets:
+        if not any(matches(target, t) for t in costs.targets):
             raise ConstraintError(f"pin {rule}: unknown target {target}; targets here: {known}")
         for node in Selector(selector_text).select(graph):
             earlier = pinned.get(node.name)
@@ -127,44 +208,16 @@ def apply(costs: Costs, constraints: Constraints) -> Costs:
                 raise ConstraintError(
                     f"node {node.name!r} has two pins: {earlier[1]} and {rule} disagree"
                 )
-            if target not in allowed[node.name]:
+            placed = node.virtual_device
+            if placed.is_set and placed != target and not matches(target, placed):
+                raise ConstraintError(f"pin {rule}: node {node.name!r} is placed on {placed}")
+            node.virtual_device = placed if placed.is_set else target
+            if not allowed_targets(costs, node):
                 raise ConstraintError(
                     f"pin {rule}: {target} cannot run {node.op_type} node {node.name!r}"
                 )
             pinned[node.name] = (target, rule)
-    for name, (target, _) in pinned.items():
-        allowed[name] = [target]
-    for selector_text, pattern_text in constraints.forbids:
-        rule = f"{selector_text}={pattern_text}"
-        pattern = _target(pattern_text, f"forbid {rule}")
-        if not any(matches(pattern, target) for target in costs.targets):
-            raise ConstraintError(f"forbid {rule}: {pattern} matches no target; targets: {known}")
-        for node in Selector(selector_text).select(graph):
-            if node.name in pinned and matches(pattern, pinned[node.name][0]):
-                raise ConstraintError(
-                    f"node {node.name!r} is pinned by {pinned[node.name][1]} "
-                    f"and forbidden there by {rule}"
-                )
-            allowed[node.name] = [t for t in allowed[node.name] if not matches(pattern, t)]
-    for node in graph.nodes:
-        if not allowed[node.name]:
-            raise ConstraintError(
-                f"{node.op_type} node {node.name!r} is left with no target "
-                f"(supported: {', '.join(map(str, costs.supported(node))) or 'none'})"
-            )
-    if constraints.fallback is not None:
-        fallback = _target(constraints.fallback, f"fallback {constraints.fallback!r}")
-        if fallback not in costs.targets:
-            raise ConstraintError(f"fallback {fallback} is not a known target; targets: {known}")
-    restricted = dataclasses.replace(
-        costs,
-        node_cost={
-            name: {t: entry[t] for t in allowed.get(name, entry)}
-            for name, entry in costs.node_cost.items()
-        },
-    )
-    _check_memory(restricted, constraints.memory)
-    return restricted
+    return {name: rule for name, (_, rule) in pinned.items()}
 
 
 def forced_weight_bytes(costs: Costs) -> dict[str, int]:

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from autopart.costmodel.costs import Costs
 from autopart.ir.graph import Graph
-from autopart.ir.target import VirtualDevice
-from autopart.search.costs import HOST_DEVICE, Costs
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.search.milp_model import Columns, Expr, MilpModel, negate
 
 if TYPE_CHECKING:
-    from autopart.search.ilp import Formulation
+    from autopart.search.ilp_formulation import Formulation
 
 
 class CopyTerms:
@@ -189,7 +189,7 @@ def live_span(graph: Graph, index: dict[str, int], name: str) -> tuple[int, int]
 
 def activations(graph: Graph, index: dict[str, int]) -> list[tuple[str, int | None]]:
     """Non-constant values that are read or output, with their producer's position."""
-    found = []
+    found: list[tuple[str, int | None]] = []
     for name, value in graph.values.items():
         if value.is_const or not (value.consumers or name in graph.outputs):
             continue

@@ -124,7 +124,9 @@ def shortest_join_path(
     assert b >= 0, "a component's nodes are connected"
     path = []
     n = b
-    while (edge := parent[n]) is not None:
-        path.append(edge)
-        n = edge[0] if edge[1] == n else edge[1]
+    step = parent[n]
+    while step is not None:
+        path.append(step)
+        n = step[0] if step[1] == n else step[1]
+        step = parent[n]
     return tuple(path), n, b

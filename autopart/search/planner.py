@@ -1,6 +1,6 @@
-"""Choosing a plan: the exact ILP, the optuna tuner and the peer baselines, compared alike.
+"""Choosing a plan: the exact ILP, the optuna search and the peer baselines, compared alike.
 
-Every candidate assignment (ILP answer, tuned answer, each baseline) becomes a plan and is
+Every candidate assignment (ILP answer, optuna's answer, each baseline) becomes a plan and is
 costed by the same simulator, so the comparison is fair. Constraints restrict the costs
 before any method runs, so every candidate honours pins and forbids; candidates that break
 a memory cap are kept for comparison but never chosen.
@@ -10,90 +10,58 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
 
-from autopart.errors import AutopartError
+from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
-from autopart.plan.schema import Plan
-from autopart.search.baselines import all_baselines, default_fallback
+from autopart.plan.schema import IlpSummary, Plan, Prediction, ScheduleStep
+from autopart.search.baselines import baselines, default_fallback
+from autopart.search.candidates import Candidate, CandidateKind
 from autopart.search.constraints import ConstraintError, Constraints, apply
-from autopart.search.costs import Costs
 from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
+from autopart.search.options import Method, Objective, SearchOptions
+from autopart.search.optuna_search import OptunaResult, SearchProgress, optuna_search
 from autopart.search.simulator import Simulation, plan_for, simulate
-from autopart.search.tuner import TuneProgress, TuneResult, tune
+from autopart.settings import SEARCH
 
-Objective = Literal["latency", "makespan", "pareto"]
-Method = Literal["auto", "ilp", "optuna"]
 Assignment = dict[str, VirtualDevice]
-DEFAULT_TRIALS = 300
-
-
-@dataclass
-class Candidate:
-    """One assignment, its plan and its simulated cost."""
-
-    name: str
-    assignment: Assignment
-    plan: Plan
-    simulation: Simulation
-    fits_memory: bool = True
-
-    @property
-    def off_target_nodes(self) -> int:
-        """How many nodes a ``single:T`` candidate runs off ``T`` (T cannot run them); else 0.
-
-        Such a plan is not really one target: its label alone would hide the fallback.
-        """
-        if not self.name.startswith("single:"):
-            return 0
-        target = self.name.removeprefix("single:")
-        return sum(str(where) != target for where in self.assignment.values())
-
-    def value(self, objective: Objective) -> float:
-        """The predicted seconds ``objective`` ranks by (sequential or concurrent)."""
-        if objective == "latency":
-            return self.simulation.sequential_s
-        return self.simulation.makespan_s
+DEFAULT_TRIALS = SEARCH.default_trials  # machine-tuned: autopart.settings.SearchSettings
+ILP_TIME_LIMIT_S = SEARCH.ilp_time_limit_s
 
 
 @dataclass
 class SearchOutcome:
-    """The chosen candidate, every candidate by name, and what the ILP and tuner reported."""
+    """The chosen candidate, every candidate by name, and what the ILP and optuna reported.
+
+    ``method`` says what ran: ``ilp``, or ``ilp+optuna``; ``optuna`` is the optuna search's
+    result (its best is the ``tuned`` candidate), ``pareto`` its front as candidates.
+    """
 
     objective: Objective
     method: str
     chosen: Candidate
     candidates: dict[str, Candidate]
     ilp: IlpResult | None = None
-    tuned: TuneResult | None = None
+    optuna: OptunaResult | None = None
     pareto: list[Candidate] = field(default_factory=list)
 
 
 def search(
     costs: Costs,
-    constraints: Constraints | None = None,
-    objective: Objective = "latency",
-    method: Method = "auto",
-    budget_s: float | None = None,
-    seed: int = 0,
-    storage: str | None = None,
-    study_name: str | None = None,
-    source: str = "",
-    progress: Callable[[TuneProgress], None] | None = None,
+    options: SearchOptions | None = None,
+    *,
+    progress: Callable[[SearchProgress], None] | None = None,
 ) -> SearchOutcome:
-    """Find the best plan of ``costs.graph`` for ``objective`` under ``constraints``.
+    """Find the best plan of ``costs.graph`` for ``options.objective`` under its constraints.
 
-    ``method="auto"`` solves the ILP (exact for ``latency``) and, for ``makespan`` and
-    ``pareto``, tunes with optuna seeded by the ILP answer and every baseline. ``ilp`` and
-    ``optuna`` force one. ``budget_s`` bounds the ILP and the tuner; ``storage`` is the
-    optuna study's RDB URL (resumable). Raises :class:`ConstraintError` when the
+    Method ``auto`` solves the ILP (exact for ``latency``) and, for ``makespan`` and
+    ``pareto``, runs the optuna search seeded by the ILP answer and every baseline that fits
+    memory; ``ilp`` and ``optuna`` force one. Every baseline is a candidate too; the chosen
+    one is the best that fits memory, ties going to the method's own answer. ``progress``
+    is called after every optuna trial. Raises :class:`ConstraintError` when the
     constraints cannot hold.
     """
-    if objective not in ("latency", "makespan", "pareto"):
-        raise AutopartError(f"unknown objective {objective!r}: use latency, makespan or pareto")
-    if method not in ("auto", "ilp", "optuna"):
-        raise AutopartError(f"unknown search {method!r}: use ilp, optuna or auto")
-    constraints = constraints or Constraints()
+    options = options or SearchOptions()
+    constraints = options.constraints or Constraints()
     restricted = apply(costs, constraints)
     fallback = (
         VirtualDevice.parse(constraints.fallback)
@@ -101,46 +69,65 @@ def search(
         else default_fallback(restricted)
     )
 
-    def candidate(name: str, assignment: Assignment) -> Candidate:
-        plan = plan_for(assignment, restricted, source, fallback)
-        return Candidate(
-            name, dict(assignment), plan, simulate(plan, restricted),
-            _fits(restricted, assignment, constraints.memory),
-        )  # fmt: skip
+    def candidate(
+        kind: CandidateKind,
+        assignment: Assignment,
+        target: VirtualDevice | None = None,
+        index: int | None = None,
+    ) -> Candidate:
+        plan = plan_for(assignment, restricted, options.source, fallback)
+        fits = _fits(restricted, assignment, constraints.memory)
+        simulation = simulate(plan, restricted)
+        return Candidate(kind, dict(assignment), plan, simulation, fits, target, index)
 
-    candidates = {
-        name: candidate(name, assignment)
-        for name, assignment in all_baselines(restricted, fallback).items()
-    }
-    ilp = solve_ilp(restricted, constraints.memory, time_limit_s=min(budget_s or 60.0, 60.0))
-    candidates["ilp"] = candidate("ilp", ilp.assignment)
-    tuned: TuneResult | None = None
+    candidates: dict[str, Candidate] = {}
+    for baseline in baselines(restricted, fallback):
+        made = candidate(baseline.kind, baseline.assignment, baseline.target)
+        candidates[made.name] = made
+    time_limit = min(options.budget_s or ILP_TIME_LIMIT_S, ILP_TIME_LIMIT_S)
+    ilp = solve_ilp(restricted, constraints.memory, time_limit_s=time_limit)
+    made = candidate(CandidateKind.ILP, ilp.assignment)
+    candidates[made.name] = made
+    optuna: OptunaResult | None = None
     pareto: list[Candidate] = []
-    if method == "optuna" or (method == "auto" and objective != "latency"):
+    if options.method == Method.OPTUNA or (
+        options.method == Method.AUTO and options.objective != Objective.LATENCY
+    ):
         seeds = {name: c.assignment for name, c in candidates.items() if c.fits_memory}
-        tuned = tune(
-            restricted,
-            "pareto" if objective == "pareto" else "makespan",
-            seeds,
-            budget_s=budget_s,
-            n_trials=None if budget_s else DEFAULT_TRIALS,
-            seed=seed,
-            storage=storage,
-            study_name=study_name,
-            progress=progress,
-        )
-        candidates["tuned"] = candidate("tuned", tuned.assignment)
+        optuna = _optuna(restricted, seeds, options, progress)
+        made = candidate(CandidateKind.TUNED, optuna.assignment)
+        candidates[made.name] = made
         pareto = [
-            candidate(f"pareto-{i}", assignment)
-            for i, (assignment, _, _) in enumerate(tuned.pareto)
+            candidate(CandidateKind.PARETO, assignment, index=i)
+            for i, (assignment, _, _) in enumerate(optuna.pareto)
         ]
     fitting = [c for c in candidates.values() if c.fits_memory]
     if not fitting:
         raise ConstraintError("no plan found fits the memory caps " + str(constraints.memory))
-    preferred = "ilp" if method == "ilp" else ("tuned" if tuned is not None else "ilp")
-    ranked = sorted(fitting, key=lambda c: (c.value(objective), c.name != preferred))
-    used = "ilp" if tuned is None else "ilp+optuna"
-    return SearchOutcome(objective, used, ranked[0], candidates, ilp, tuned, pareto)
+    preferred = CandidateKind.TUNED if optuna is not None else CandidateKind.ILP
+    ranked = sorted(fitting, key=lambda c: (c.value(options.objective), c.kind != preferred))
+    used = "ilp" if optuna is None else "ilp+optuna"
+    return SearchOutcome(options.objective, used, ranked[0], candidates, ilp, optuna, pareto)
+
+
+def _optuna(
+    costs: Costs,
+    seeds: dict[str, Assignment],
+    options: SearchOptions,
+    progress: Callable[[SearchProgress], None] | None,
+) -> OptunaResult:
+    """The optuna search for ``options``: the front for ``pareto``, else the makespan."""
+    return optuna_search(
+        costs,
+        Objective.PARETO if options.objective == Objective.PARETO else Objective.MAKESPAN,
+        seeds,
+        budget_s=options.budget_s,
+        n_trials=None if options.budget_s else DEFAULT_TRIALS,
+        seed=options.seed,
+        storage=options.storage,
+        study_name=options.study_name,
+        progress=progress,
+    )
 
 
 def _fits(costs: Costs, assignment: Assignment, memory: dict[str, int]) -> bool:
@@ -152,20 +139,32 @@ def _fits(costs: Costs, assignment: Assignment, memory: dict[str, int]) -> bool:
 
 
 def annotate(
-    plan: Plan, simulation: Simulation, costs: Costs, objective: str, **extra: object
+    plan: Plan,
+    simulation: Simulation,
+    costs: Costs,
+    objective: str,
+    *,
+    profile: str | None = None,
+    method: str | None = None,
+    candidate: str | None = None,
+    ilp: IlpSummary | None = None,
 ) -> None:
-    """Record the prediction in ``plan.predicted`` (what ``autopart show`` draws)."""
-    plan.predicted = {
-        "objective": objective,
-        "sequential_s": simulation.sequential_s,
-        "makespan_s": simulation.makespan_s,
-        "schedule": [
-            {"step": s.step, "lane": s.lane, "start_s": s.start_s, "end_s": s.end_s}
-            for s in simulation.schedule
-        ],
-        "node_costs": {
+    """Record the prediction in ``plan.predicted`` (what ``autopart show`` draws).
+
+    The one writer of :class:`Prediction`: the simulated totals and schedule, every node's
+    costs, and what the search reported.
+    """
+    plan.predicted = Prediction(
+        objective=objective,
+        sequential_s=simulation.sequential_s,
+        makespan_s=simulation.makespan_s,
+        schedule=[ScheduleStep(s.step, s.lane, s.start_s, s.end_s) for s in simulation.schedule],
+        node_costs={
             node: {str(target): seconds for target, seconds in entry.items()}
             for node, entry in costs.node_cost.items()
         },
-        **extra,
-    }
+        profile=profile,
+        method=method,
+        candidate=candidate,
+        ilp=ilp,
+    )

@@ -26,13 +26,12 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from autopart.costmodel.cold import COLD_RAMP_S, cold_share
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.target import VirtualDevice
-from autopart.plan.build import build_plan
+from autopart.plan.build import build_plan_for
 from autopart.plan.schema import CopySpec, PartitionSpec, Plan
-from autopart.search.costs import COLD_GAP_S, Costs
-
-COLD_RAMP_S = 5e-3  # the time constant of a target going cold (exp_cold_entry.py)
 
 
 class SimulationError(AutopartError):
@@ -75,36 +74,23 @@ class _Step:
     cold: float = 0.0  # the part of ``cost`` that is its cold entry
 
 
-def cold_share(idle_s: float | None, ramp_s: float = COLD_RAMP_S) -> float:
-    """The share of a target's cold entry due after it sat idle for ``idle_s`` seconds.
-
-    The profile measures the entry after :data:`COLD_GAP_S` of idling; the penalty grows as
-    ``1 - exp(-idle / ramp_s)``, so that gap pays 1 and shorter ones less. Longer idling
-    pays no more than 1 (the profile measured none longer), nor does a target's first
-    partition of a run (``None``: it sat idle since the run before). ``ramp_s <= 0`` pays
-    every entry whole (the cost model before idle times were counted).
-    """
-    if idle_s is None or ramp_s <= 0:
-        return 1.0
-    ramp = -math.expm1(-max(idle_s, 0.0) / ramp_s)
-    return min(ramp / -math.expm1(-COLD_GAP_S / ramp_s), 1.0)
-
-
 def plan_for(
     assignment: Mapping[str, VirtualDevice],
     costs: Costs,
     source: str = "",
     fallback: VirtualDevice | None = None,
 ) -> Plan:
-    """The plan :func:`autopart.plan.build.build_plan` makes of ``assignment``.
+    """The plan of ``costs.graph`` placed by ``assignment`` (every node's full target).
 
-    ``source`` defaults to the graph's recorded source (else its name); ``fallback`` to the
-    first of ``costs.targets``.
+    Writes ``assignment`` onto a copy of the graph's nodes (:func:`autopart.ir.placement.place`)
+    and builds the plan from them (:func:`autopart.plan.build.build_plan`). ``source``
+    defaults to the graph's recorded source (else its name); ``fallback`` to the first of
+    ``costs.targets``.
     """
     graph = costs.graph
     chosen_fallback = fallback if fallback is not None else costs.targets[0]
     where = source or str(graph.meta.get("source", graph.name))
-    return build_plan(graph, assignment, chosen_fallback, where)
+    return build_plan_for(graph, assignment, chosen_fallback, where)
 
 
 def simulate(plan: Plan, costs: Costs, cold_ramp_s: float = COLD_RAMP_S) -> Simulation:
@@ -130,19 +116,6 @@ def simulate(plan: Plan, costs: Costs, cold_ramp_s: float = COLD_RAMP_S) -> Simu
 def evaluate(assignment: Mapping[str, VirtualDevice], costs: Costs) -> Simulation:
     """Simulate the plan of ``assignment`` (:func:`plan_for` then :func:`simulate`)."""
     return simulate(plan_for(assignment, costs), costs)
-
-
-def simulate_pipeline(plan: Plan, costs: Costs, requests: int) -> float:
-    """Makespan of ``requests`` independent runs of ``plan`` submitted together.
-
-    The runs share the lanes; among ready steps, earlier requests go first, then earlier
-    steps in ``plan.order``. One request gives :func:`simulate`'s makespan; zero gives 0.
-    """
-    if requests <= 0:
-        return 0.0
-    steps = _steps(plan, costs)
-    _, ends, _ = _schedule([steps] * requests, COLD_RAMP_S)
-    return max((max(e, default=0.0) for e in ends), default=0.0)
 
 
 def peak_memory_bytes(plan: Plan) -> int:

@@ -131,6 +131,7 @@ _CODEGENS: dict[str, Callable[[], Codegen]] = {}
 _BUILTIN_MODULES = (
     "autopart.targets.numpy_codegen",
     "autopart.targets.onnxruntime_codegen",
+    "autopart.targets.openvino.codegen",
     "autopart.targets.opencl.codegen",
 )
 ENTRY_POINT_GROUP = "autopart.codegens"
@@ -158,7 +159,7 @@ def load_codegens() -> None:
                 and not module.startswith(error.name)
             ):
                 raise
-            # an optional dependency (pyopencl, onnxruntime) is absent
+            # an optional dependency (pyopencl, onnxruntime, openvino) is absent
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             loaded = entry_point.load()

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from autopart.errors import TargetError
+from autopart.ir.target import HOST_DEVICE
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class Device(ABC):
 class HostDevice(Device):
     """The host CPU. Its units are single cores this process may run on."""
 
-    name = "cpu"
+    name = HOST_DEVICE
     kind = "cpu"
 
     def __init__(self) -> None:
@@ -140,7 +141,7 @@ class Machine:
 @cache
 def discover() -> Machine:
     """Find the host and every OpenCL device (OpenCL is skipped when pyopencl is absent)."""
-    machine = Machine({"cpu": HostDevice()})
+    machine = Machine({HOST_DEVICE: HostDevice()})
     try:
         from autopart.targets.opencl.device import discover_opencl_devices
     except ImportError:

@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from autopart.errors import UnsupportedOpError
 from autopart.ir.graph import Graph, Node
-from autopart.ops import bind, has_kernel
+from autopart.ops import bind, refusal
 from autopart.targets.codegen import (
     HOST,
     Codegen,
@@ -16,8 +19,41 @@ from autopart.targets.codegen import (
     register_codegen,
 )
 
-# Ops whose optional outputs the reference kernels do not produce.
-_SINGLE_OUTPUT_ONLY = frozenset({"MaxPool"})
+# Ops whose result depends on the exact element type of an input.
+_TYPE_EXACT = frozenset({"Cast", "CastLike"})
+
+
+def _is_narrow_float(dtype: Any) -> bool:
+    """bfloat16 and the float8 types: numpy computes with them poorly, float32 exactly."""
+    return dtype is not None and np.dtype(dtype).name.startswith(("bfloat16", "float8"))
+
+
+def _widened(kernel: Any, out_dtypes: list[Any]) -> Any:
+    """``kernel`` on narrow floats natively where numpy can, else in float32 rounded back.
+
+    Native first, so that results round like onnx's reference, which computes in the type.
+    """
+
+    def call(*inputs: Any) -> tuple[np.ndarray, ...]:
+        try:
+            results = kernel(*inputs)
+        except TypeError:
+            results = None
+        if results is not None and all(
+            want is None or r.dtype == want for r, want in zip(results, out_dtypes, strict=False)
+        ):
+            return results
+        wide = [
+            x.astype(np.float32) if x is not None and _is_narrow_float(x.dtype) else x
+            for x in inputs
+        ]
+        results = kernel(*wide)
+        return tuple(
+            r.astype(want) if want is not None and r.dtype != want else r
+            for r, want in zip(results, [*out_dtypes, *[None] * len(results)], strict=False)
+        )
+
+    return call
 
 
 class NumpyStep:
@@ -73,10 +109,29 @@ class NumpyCodegen(Codegen):
     device_kind = "cpu"
 
     def supports(self, node: Node, graph: Graph) -> bool:
-        """Supported when a reference kernel exists for the node's op at the graph's opset."""
-        if node.op_type in _SINGLE_OUTPUT_ONLY and len([o for o in node.outputs if o]) > 1:
-            return False
-        return has_kernel(node.op_type, node.domain, graph.opset_of(node))
+        """Supported when a reference kernel implements the node's op, opset and attributes."""
+        return self.unsupported_reason(node, graph) is None
+
+    def unsupported_reason(self, node: Node, graph: Graph) -> str | None:
+        """Why the reference kernels cannot run ``node`` (one line), or None when they can."""
+        return refusal(
+            node.op_type, node.domain, graph.opset_of(node), node.attrs, len(node.inputs)
+        )
+
+    def check_supported(self, graph: Graph, nodes: Sequence[Node] | None = None) -> None:
+        """Raise :class:`UnsupportedOpError` naming every unsupported op, its nodes and why."""
+        rejected: dict[tuple[str, str], list[str]] = {}
+        for node in graph.nodes if nodes is None else nodes:
+            reason = self.unsupported_reason(node, graph)
+            if reason:
+                rejected.setdefault((node.op_type, reason), []).append(node.name)
+        if rejected:
+            parts = [
+                f"{op} (node{'s' if len(names) > 1 else ''} {', '.join(names[:4])}"
+                f"{f' and {len(names) - 4} more' if len(names) > 4 else ''}): {reason}"
+                for (op, reason), names in sorted(rejected.items())
+            ]
+            raise UnsupportedOpError(f"codegen numpy does not support: {'; '.join(parts)}")
 
     def compile(
         self,
@@ -92,6 +147,12 @@ class NumpyCodegen(Codegen):
         for node in nodes:
             opset = graph.opset_of(node)
             kernel = bind(node.op_type, node.domain, opset, node.attrs, len(node.outputs))
+            dtypes = [graph.value(name).dtype if name else None for name in node.outputs]
+            if node.op_type not in _TYPE_EXACT and any(
+                _is_narrow_float(graph.value(name).dtype)
+                for name in [*node.present_inputs, *filter(None, node.outputs)]
+            ):
+                kernel = _widened(kernel, [d if _is_narrow_float(d) else None for d in dtypes])
             bound = [graph.value(name).const if name else None for name in node.inputs]
             steps.append(NumpyStep(node.name, kernel, list(node.inputs), bound, list(node.outputs)))
         keep = set(outputs) | set(inputs)

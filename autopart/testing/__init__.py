@@ -1,4 +1,5 @@
-"""Test helpers for codegen authors: the conformance suite every codegen must pass.
+"""Test helpers: the conformance suite every codegen must pass, and search oracles.
 
-Needs the ``test`` extra (pytest and hypothesis). See :mod:`autopart.testing.conformance`.
+:mod:`autopart.testing.conformance` needs the ``test`` extra (pytest and hypothesis);
+:mod:`autopart.testing.exhaustive` is the brute-force ground truth the ILP is tested against.
 """

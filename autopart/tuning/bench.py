@@ -1,6 +1,7 @@
 """`autopart bench MODEL...`: every way of running a model, timed side by side in one run.
 
-onnxruntime alone, every single target, the peer baselines and the tuned plan run in
+The peers (onnxruntime alone and openvino alone, each at its defaults: see
+:mod:`autopart.tuning.peers`), every single target, the baselines and the tuned plan run in
 interleaved rounds on the same inputs; the result is a CSV and a table of ratios.
 
 The tuned plan is the one `autopart tune` saved for the model and target set when there is
@@ -13,117 +14,127 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pandas as pd
 
 from autopart.errors import AutopartError
 from autopart.io import atomic_write_bytes
+from autopart.ir.feeds import random_inputs
 from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
-from autopart.runtime.feeds import random_inputs
-from autopart.tuning.verify import Runner, measure_plans
-from autopart.tuning.workflow import Progress, prepare
-from autopart.zoo import resolve_model
+from autopart.progress import StageProgress
+from autopart.search.candidates import Candidate, CandidateKind, candidate_name
+from autopart.tuning.options import BenchOptions, TuneOptions
+from autopart.tuning.peers import ONNXRUNTIME, OPENVINO, peers
+from autopart.tuning.verify import measure_plans
+from autopart.tuning.workflow import prepare
 
-PEER = "onnxruntime alone"
+PEER = ONNXRUNTIME  # the peer every benchmark has
 TUNED = "autopart (tuned)"
-BASELINES = ("ort-ep-rule", "heft", "per-op-best")
-
-
-def onnxruntime_alone(model: str, parallel: bool = False) -> Runner:
-    """A runner for the model in a plain onnxruntime CPU session (spinning off, as ours).
-
-    With ``parallel``, the session runs independent branches itself (``ORT_PARALLEL``: two
-    inter-op threads of one intra-op thread each) instead of threading inside each op.
-    """
-    options = ort.SessionOptions()
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    if parallel:
-        options.execution_mode = ort.ExecutionMode.ORT_PARALLEL
-        options.inter_op_num_threads = 2
-        options.intra_op_num_threads = 1
-        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    proto = resolve_model(model)
-    session = ort.InferenceSession(
-        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
-    )
-    names = [output.name for output in session.get_outputs()]
-
-    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(names, session.run(names, dict(feeds)), strict=True))
-
-    return run
+BASELINES = (CandidateKind.ORT_EP_RULE, CandidateKind.HEFT, CandidateKind.PER_OP_BEST)
 
 
 def bench_models(
     models: Sequence[str],
-    targets: Sequence[str] | None = None,
-    rounds: int = 15,
-    search_dir: str | Path = "search",
-    profiles_dir: str | Path | None = None,
-    progress: Progress | None = None,
+    options: BenchOptions | None = None,
+    *,
+    progress: StageProgress | None = None,
 ) -> pd.DataFrame:
-    """One row per (model, plan): measured median, ratios to onnxruntime and best single."""
-    rows = []
+    """One row per (model, plan): measured median, ratios to onnxruntime and best single.
+
+    Columns: ``model``, ``plan`` (its name), ``kind`` (a :class:`CandidateKind` value,
+    ``peer`` for onnxruntime alone, ``chosen`` for the tuned plan), ``target`` (a single
+    target's, else empty), ``median_ms``, ``predicted_ms``, ``vs_onnxruntime``,
+    ``vs_openvino``, ``vs_best_peer`` (each peer at its library's defaults,
+    :mod:`autopart.tuning.peers`),
+    ``vs_best_single``, ``partitions``, ``copies``, ``max_rel_error``, ``runs``,
+    ``same_plan_as`` (the plan whose run it shares, if equal) and ``off_target_nodes``.
+    """
+    options = options or BenchOptions()
+    rows: list[dict[str, object]] = []
     for model in models:
-        prepared = prepare(
-            model, targets, profiles_dir=profiles_dir, search_dir=search_dir, progress=progress
-        )
-        graph, outcome = prepared.graph, prepared.outcome
-        plans: dict[str, Plan] = {
-            name: c.plan
-            for name, c in outcome.candidates.items()
-            if name.startswith("single:") and c.fits_memory
-        }
-        plans.update(
+        rows.extend(_bench_model(model, options, progress))
+    return pd.DataFrame(rows)
+
+
+def _bench_model(
+    model: str, options: BenchOptions, progress: StageProgress | None
+) -> list[dict[str, object]]:
+    """The rows of one model (see :func:`bench_models`)."""
+    tune_options = TuneOptions(
+        targets=options.targets, profiles_dir=options.profiles_dir, search_dir=options.search_dir
+    )
+    prepared = prepare(model, tune_options, progress=progress)
+    graph, outcome = prepared.graph, prepared.outcome
+    candidates = {
+        name: c
+        for name, c in outcome.candidates.items()
+        if c.kind is CandidateKind.SINGLE and c.fits_memory
+    }
+    for kind in BASELINES:
+        name = candidate_name(kind)
+        if name in outcome.candidates:
+            candidates[name] = outcome.candidates[name]
+    plans: dict[str, Plan] = {name: c.plan for name, c in candidates.items()}
+    plans[TUNED] = _saved_plan(prepared.directory / "plan.json", graph) or outcome.chosen.plan
+    predicted = {name: c.simulation.makespan_s for name, c in outcome.candidates.items()}
+    saved = plans[TUNED].predicted
+    saved_s = None if saved is None else saved.makespan_s
+    predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
+    twins = _twins(plans)
+    peers_run = peers(model)
+    measured = measure_plans(
+        graph,
+        {name: plan for name, plan in plans.items() if twins[name] == name},
+        random_inputs(graph, 0),
+        options.rounds,
+        progress=None if progress is None else lambda d, t, s: progress("bench", d, t, s),
+        peers=peers_run,
+    )
+    measured.update({n: measured[t] for n, t in twins.items() if t in measured})
+    if PEER not in measured:
+        raise AutopartError("the benchmark was interrupted before onnxruntime ran")
+    peer = measured[PEER].median_s
+    peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
+    best_peer = min(peer_medians.values())
+    singles = [
+        m.median_s
+        for n, m in measured.items()
+        if n in candidates and candidates[n].kind is CandidateKind.SINGLE
+    ]
+    best_single = min(singles) if singles else float("nan")
+    rows = []
+    for name, result in measured.items():
+        plan = plans.get(name)
+        candidate = candidates.get(name)
+        target = None if candidate is None else candidate.target
+        rows.append(
             {
-                name: outcome.candidates[name].plan
-                for name in BASELINES
-                if name in outcome.candidates
+                "model": model,
+                "plan": name,
+                "kind": _kind(name, candidate),
+                "target": "" if target is None else str(target),
+                "median_ms": result.median_s * 1e3,
+                "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
+                "vs_onnxruntime": result.median_s / peer,
+                "vs_openvino": result.median_s / peer_medians.get(OPENVINO, float("nan")),
+                "vs_best_peer": result.median_s / best_peer,
+                "vs_best_single": result.median_s / best_single,
+                "partitions": len(plan.partitions) if plan else 1,
+                "copies": len(plan.copies) if plan else 0,
+                "max_rel_error": result.max_error,
+                "runs": len(result.latencies),
+                "same_plan_as": "" if twins.get(name, name) == name else twins[name],
+                "off_target_nodes": 0 if candidate is None else candidate.off_target_nodes,
             }
         )
-        plans[TUNED] = _saved_plan(prepared.directory / "plan.json", graph) or outcome.chosen.plan
-        predicted = {name: c.simulation.makespan_s for name, c in outcome.candidates.items()}
-        saved = plans[TUNED].predicted or {}
-        predicted[TUNED] = float(saved.get("makespan_s", outcome.chosen.simulation.makespan_s))
-        twins = _twins(plans)
-        measured = measure_plans(
-            graph,
-            {name: plan for name, plan in plans.items() if twins[name] == name},
-            random_inputs(graph, 0),
-            rounds,
-            progress=None if progress is None else lambda d, t, s: progress("bench", d, t, s),
-            peers={PEER: onnxruntime_alone(model)},
-        )
-        measured.update({n: measured[t] for n, t in twins.items() if t in measured})
-        if PEER not in measured:
-            raise AutopartError("the benchmark was interrupted before onnxruntime ran")
-        peer = measured[PEER].median_s
-        singles = [m.median_s for n, m in measured.items() if n.startswith("single:")]
-        best_single = min(singles) if singles else float("nan")
-        for name, result in measured.items():
-            plan = plans.get(name)
-            rows.append(
-                {
-                    "model": model,
-                    "plan": name,
-                    "median_ms": result.median_s * 1e3,
-                    "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
-                    "vs_onnxruntime": result.median_s / peer,
-                    "vs_best_single": result.median_s / best_single,
-                    "partitions": len(plan.partitions) if plan else 1,
-                    "copies": len(plan.copies) if plan else 0,
-                    "max_rel_error": result.max_error,
-                    "runs": len(result.latencies),
-                    "same_plan_as": "" if twins.get(name, name) == name else twins[name],
-                    "off_target_nodes": (
-                        outcome.candidates[name].off_target_nodes
-                        if name in outcome.candidates
-                        else 0
-                    ),
-                }
-            )
-    return pd.DataFrame(rows)
+    return rows
+
+
+def _kind(name: str, candidate: Candidate | None) -> str:
+    """The ``kind`` column of a row: the candidate's kind, ``peer`` or ``chosen``."""
+    if candidate is not None:
+        return candidate.kind.value
+    return "peer" if name in (ONNXRUNTIME, OPENVINO) else "chosen"
 
 
 def _twins(plans: Mapping[str, Plan]) -> dict[str, str]:

@@ -17,32 +17,28 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from autopart.api import check_outputs
+from autopart.costmodel.measurements import Latencies
 from autopart.ir.graph import Graph
-from autopart.plan.schema import Plan
+from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
+from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
+from autopart.settings import VERIFY
 
-CHECK_TOLERANCE = 1e-3
+CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
 
 
 @dataclass
-class Measured:
+class Measured(Latencies):
     """Measured latencies of one plan, its last run's step timings and its output error.
 
     ``latencies`` holds every timed run; ``round_medians`` one median per round (a block of
     back-to-back runs), the independent samples that significance tests compare.
     """
 
-    latencies: list[float] = field(default_factory=list)
     steps: list[StepTiming] = field(default_factory=list)
     max_error: float = 0.0
     round_medians: list[float] = field(default_factory=list)
-
-    @property
-    def median_s(self) -> float:
-        """Median latency in seconds."""
-        return statistics.median(self.latencies)
 
     @property
     def samples(self) -> list[float]:
@@ -54,12 +50,23 @@ class Measured:
         """Whether every output matched the numpy reference within the tolerance."""
         return self.max_error <= CHECK_TOLERANCE
 
+    def run_record(self) -> MeasuredRun:
+        """The record a plan keeps of this measurement (the one writer of ``plan.measured``)."""
+        return MeasuredRun(
+            median_s=self.median_s,
+            runs=len(self.latencies),
+            max_error=self.max_error,
+            round_medians_s=list(self.round_medians),
+            schedule=[ScheduleStep(s.step, s.lane, s.start, s.end) for s in self.steps],
+        )
 
-MAX_ROUND_STRETCH = 20
-SETTLE_S = 1e-3  # untimed runs that open a block last about this long (caches refill) ...
-SETTLE_BELOW_S = 0.02  # ... for plans quicker than this; slower ones hardly notice a switch
-BLOCK_S = 5e-3  # the timed runs of a block last about this long
-MAX_BLOCK_RUNS = 50
+
+# machine-tuned values, with where each came from: autopart.settings.VerifySettings
+MAX_ROUND_STRETCH = VERIFY.max_round_stretch
+SETTLE_S = VERIFY.settle_s  # untimed runs that open a block last about this long ...
+SETTLE_BELOW_S = VERIFY.settle_below_s  # ... for plans quicker than this
+BLOCK_S = VERIFY.block_s  # the timed runs of a block last about this long
+MAX_BLOCK_RUNS = VERIFY.max_block_runs
 
 
 @dataclass(frozen=True)
@@ -124,7 +131,7 @@ def measure_plans(
     feeds: Mapping[str, np.ndarray],
     rounds: int = 10,
     warmup: int = 2,
-    progress: Callable[[int, int, str], None] | None = None,
+    progress: Progress | None = None,
     peers: Mapping[str, Runner] | None = None,
     min_timed_s: float = 2.0,
     race: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
@@ -155,55 +162,113 @@ def measure_plans(
     peers = dict(peers or {})
     results = {name: Measured() for name in [*plans, *peers]}
     reference = Executor(graph).run(feeds).outputs
-    planned = warmup + rounds
-    done = 0
+    state = _Rounds(graph, feeds, reference, results, warmup, warmup + rounds, progress)
     with contextlib.ExitStack() as stack:
-        runners = {name: _peer_block(peer) for name, peer in peers.items()}
-        blocks = {name: Block() for name in results}
+        state.runners = {name: _peer_block(peer) for name, peer in peers.items()}
         try:
-            for name, plan in plans.items():
-                if progress is not None:
-                    progress(done, len(plans) + len(results) * planned, f"compiling {name}")
-                executor = stack.enter_context(PlanExecutor(plan, graph))
-                runners = {name: _plan_block(executor), **runners}
-                done += 1
+            state.compile(plans, stack)
             order = [*plans, *peers]
             round_index, round_started = 0, time.perf_counter()
             batches = 0
             while True:
-                if round_index >= planned:
+                if round_index >= state.planned:
                     if race is None or batches >= race_batches:
                         break
-                    contenders = [n for n in race(results) if n in runners]
+                    contenders = [n for n in race(results) if n in state.runners]
                     if len(contenders) < 2:
                         break
-                    order, planned, batches = contenders, planned + rounds, batches + 1
-                # the order rotates, so that no runner always follows the same one (a lane's
-                # lingering threads slow whatever runs next)
-                shift = round_index % max(len(order), 1)
-                for name in order[shift:] + order[:shift]:
-                    if progress is not None:
-                        total = len(plans) + len(results) * planned
-                        progress(done, total, f"running {name}")
-                    block = blocks[name]
-                    if round_index == warmup - 1:
-                        block = Block(settle=1, timed=1)  # time a run that follows its own
-                    outputs, latencies, steps = runners[name](feeds, block)
-                    done += 1
-                    if round_index == 0:
-                        errors = check_outputs(graph, feeds, outputs, reference)
-                        results[name].max_error = max(errors.values(), default=0.0)
-                    if round_index >= warmup:
-                        results[name].latencies.extend(latencies)
-                        results[name].round_medians.append(statistics.median(latencies))
-                        results[name].steps = steps
-                    elif round_index == warmup - 1:
-                        blocks[name] = block_for(statistics.median(latencies))
+                    order, batches = contenders, batches + 1
+                    state.planned += rounds
+                state.run_round(order, round_index)
                 if round_index == warmup:
-                    planned = warmup + _stretched(rounds, time.perf_counter() - round_started,
-                                                  min_timed_s)  # fmt: skip
+                    spent = time.perf_counter() - round_started
+                    state.planned = warmup + _stretched(rounds, spent, min_timed_s)
                 round_index += 1
                 round_started = time.perf_counter()
         except KeyboardInterrupt:
             pass
     return {name: result for name, result in results.items() if result.latencies}
+
+
+class _Rounds:
+    """The state of :func:`measure_plans`: runners, their blocks, results and the count."""
+
+    def __init__(
+        self,
+        graph: Graph,
+        feeds: Mapping[str, np.ndarray],
+        reference: Mapping[str, np.ndarray],
+        results: dict[str, Measured],
+        warmup: int,
+        planned: int,
+        progress: Progress | None,
+    ) -> None:
+        self.graph, self.feeds, self.reference = graph, feeds, reference
+        self.results, self.warmup, self.planned = results, warmup, planned
+        self.progress = progress
+        self.runners: dict[str, Callable[[Mapping[str, np.ndarray], Block], _RunResult]] = {}
+        self.blocks = {name: Block() for name in results}
+        self.compiled = 0
+        self.done = 0
+
+    def report(self, label: str) -> None:
+        """Tell ``progress`` how far the runs are."""
+        if self.progress is not None:
+            total = self.compiled + len(self.results) * self.planned
+            self.progress(self.done, total, label)
+
+    def compile(self, plans: Mapping[str, Plan], stack: contextlib.ExitStack) -> None:
+        """Compile every plan once (its executor closes with ``stack``)."""
+        self.compiled = len(plans)
+        for name, plan in plans.items():
+            self.report(f"compiling {name}")
+            executor = stack.enter_context(PlanExecutor(plan, self.graph))
+            self.runners = {name: _plan_block(executor), **self.runners}
+            self.done += 1
+
+    def run_round(self, order: Sequence[str], round_index: int) -> None:
+        """One block of each runner in ``order``, rotated by the round; record what counts.
+
+        The first round checks the outputs, the last warm-up round times a run that follows
+        its own to choose each block; later rounds are timed.
+        """
+        # the order rotates, so that no runner always follows the same one (a lane's
+        # lingering threads slow whatever runs next)
+        shift = round_index % max(len(order), 1)
+        for name in [*order[shift:], *order[:shift]]:
+            self.report(f"running {name}")
+            block = self.blocks[name]
+            if round_index == self.warmup - 1:
+                block = Block(settle=1, timed=1)  # time a run that follows its own
+            outputs, latencies, steps = self.runners[name](self.feeds, block)
+            self.done += 1
+            result = self.results[name]
+            if round_index == 0:
+                errors = check_outputs(self.graph, self.feeds, outputs, self.reference)
+                result.max_error = max(errors.values(), default=0.0)
+            if round_index >= self.warmup:
+                result.latencies.extend(latencies)
+                result.round_medians.append(statistics.median(latencies))
+                result.steps = steps
+            elif round_index == self.warmup - 1:
+                self.blocks[name] = block_for(statistics.median(latencies))
+
+
+def check_outputs(
+    graph: Graph,
+    inputs: Mapping[str, np.ndarray],
+    outputs: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray] | None = None,
+) -> dict[str, float]:
+    """Max relative error of each output against the numpy reference on the same inputs.
+
+    ``reference`` passes outputs of the numpy reference computed earlier on ``inputs``.
+    """
+    if reference is None:
+        reference = Executor(graph).run(inputs).outputs
+    errors = {}
+    for name, expected in reference.items():
+        got = np.asarray(outputs[name], dtype=np.float64)
+        scale = float(np.abs(expected).max()) or 1.0
+        errors[name] = float(np.abs(got - expected).max()) / scale if expected.size else 0.0
+    return errors

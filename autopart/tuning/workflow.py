@@ -3,42 +3,43 @@
 The saved results of one model and target set live in ``search/<model>-<targets hash>/``:
 ``plan.json`` (the chosen plan, with its prediction and measurement), ``study.db`` (the
 optuna study, resumable), ``report.json`` and ``report.csv`` (every candidate plan's
-predicted and measured latency). With ``--profile FILE`` of another machine, nothing runs:
-the plan is made for that machine and left unverified.
+predicted and measured latency). With a profile of another machine, nothing runs: the plan
+is made for that machine and left unverified.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import pandas as pd
 from scipy.stats import mannwhitneyu
 
-from autopart import api
-from autopart.io import atomic_write_bytes
+from autopart.costmodel import costs_from_profile, profile_targets
+from autopart.costmodel.costs import Costs
+from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
-from autopart.plan.schema import Plan
-from autopart.profile import Profile, ProfileReport, costs_from_profile, profile_targets
-from autopart.runtime.feeds import random_inputs
-from autopart.search.constraints import Constraints
-from autopart.search.costs import Costs
-from autopart.search.planner import Candidate, Method, Objective, SearchOutcome, annotate, search
-from autopart.search.tuner import TuneProgress
+from autopart.plan.schema import IlpSummary, Plan
+from autopart.profile import Profile, ProfileReport
+from autopart.progress import StageProgress
+from autopart.search.candidates import Candidate
+from autopart.search.options import SearchOptions
+from autopart.search.optuna_search import SearchProgress
+from autopart.search.optuna_study import check_storage
+from autopart.search.planner import SearchOutcome, annotate, search
+from autopart.settings import VERIFY
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
+from autopart.tuning.models import ModelLike, load_model, profile_model
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
 
-Progress = Callable[[str, int, int, str], None]  # stage, done, total, label
-NOISE_MARGIN = 0.02  # a measured win smaller than this is noise, not a reason to switch
-SIGNIFICANCE = 0.05  # and a larger one must also pass a one-sided Mann-Whitney U test
-DRIFT_LIMIT = 0.2  # a single target predicted this far off its measurement gets a note
-DRIFT_FLOOR_S = 20e-6  # ... unless it is off by less than this: one launch's swing
+NOISE_MARGIN = VERIFY.noise_margin  # a measured win smaller than this is noise
+SIGNIFICANCE = VERIFY.significance  # a larger one must also pass a Mann-Whitney U test
 
 
 def clearly_faster(fast: Measured, slow: Measured) -> bool:
@@ -57,33 +58,6 @@ def clearly_faster(fast: Measured, slow: Measured) -> bool:
 
 
 @dataclass
-class PlanRow:
-    """One candidate plan as the report shows it."""
-
-    name: str
-    predicted_s: float
-    measured_s: float | None
-    speedup: float | None
-    partitions: int
-    copies: int
-    memory_bytes: dict[str, int]
-    max_error: float | None
-    off_target_nodes: int = 0
-
-    @property
-    def label(self) -> str:
-        """The name as tables show it (:func:`plan_label`)."""
-        return plan_label(self.name, self.off_target_nodes)
-
-
-def plan_label(name: str, off_target_nodes: int) -> str:
-    """``name``, followed by how many nodes a ``single:T`` plan runs off ``T`` where any do."""
-    if not off_target_nodes:
-        return name
-    return f"{name} (+{off_target_nodes} node{'s' * (off_target_nodes > 1)} on the fallback)"
-
-
-@dataclass
 class Prepared:
     """A model with its costs and search outcome, before anything is run."""
 
@@ -99,7 +73,12 @@ class Prepared:
 
 @dataclass
 class TuneReport:
-    """What ``tune`` did and where it saved it."""
+    """What a tune did and where it saved it.
+
+    ``chosen`` names the plan kept (``plan``, saved at ``plan_path``), ``search_pick`` the
+    one the search preferred before running; ``rows`` has every candidate's predicted and
+    measured figures; ``planned_only`` says nothing ran (another machine's profile).
+    """
 
     model: str
     directory: Path
@@ -120,61 +99,91 @@ def targets_key(targets: Sequence[str]) -> str:
 
 
 def tune_model(
-    model: api.ModelLike,
-    targets: Sequence[str] | None = None,
-    objective: Objective = "latency",
-    method: Method = "auto",
-    budget_s: float | None = None,
-    constraints: Constraints | None = None,
-    profile_file: str | Path | None = None,
-    profiles_dir: str | Path | None = None,
-    output: str | Path | None = None,
-    search_dir: str | Path = "search",
-    rounds: int = 10,
-    seed: int = 0,
-    storage: str | None = None,
-    input_shapes: dict[str, list[int]] | None = None,
-    progress: Progress | None = None,
+    model: ModelLike, options: TuneOptions | None = None, *, progress: StageProgress | None = None
 ) -> TuneReport:
-    """Take ``model`` to a verified, saved plan (see the module docstring)."""
-    prepared = prepare(
-        model, targets, objective, method, budget_s, constraints, profile_file, profiles_dir,
-        search_dir, seed, storage, input_shapes, progress,
-    )  # fmt: skip
-    graph, profile, costs = prepared.graph, prepared.profile, prepared.costs
-    directory, outcome, planned_only = prepared.directory, prepared.outcome, prepared.planned_only
-    chosen_targets, profiled = prepared.targets, prepared.profiled
+    """Take ``model`` to a verified, saved plan (see the module docstring).
+
+    ``progress`` is called at every step of every stage. Raises an
+    :class:`~autopart.errors.AutopartError` subclass for bad options, constraints that
+    cannot hold, or a profile that lacks what the model needs.
+    """
+    options = options or TuneOptions()
+    options.check_outputs()
+    if options.storage is not None:
+        check_storage(options.storage)
+    prepared = prepare(model, options, progress=progress)
+    graph, profile, outcome = prepared.graph, prepared.profile, prepared.outcome
     candidates, twins = _runnable(outcome)
     measured: dict[str, Measured] = {}
     notes: list[str] = []
-    if planned_only:
+    if prepared.planned_only:
         notes.append(
-            f"planned for machine {profile.fingerprint} from {profile_file}; nothing was run"
+            f"planned for machine {profile.fingerprint} from {options.profile_file}; "
+            "nothing was run"
         )
     else:
-        feeds = random_inputs(graph, seed)
-
-        def contested(so_far: Mapping[str, Measured]) -> list[str]:
-            every = {n: so_far[t] for n, t in twins.items() if t in so_far}
-            return sorted({twins[n] for n in _contested(outcome, candidates, every)})
-
-        measured = measure_plans(
-            graph,
-            {name: c.plan for name, c in candidates.items() if twins[name] == name},
-            feeds,
-            rounds,
-            progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
-            race=contested,
-        )
-        measured.update({n: measured[t] for n, t in twins.items() if t in measured})
-        notes.extend(_race_note(measured, twins))
-        wrong = sorted(name for name, m in measured.items() if not m.correct)
-        if wrong:
-            notes.append(f"outputs differ from the reference for: {', '.join(wrong)}")
+        measured, notes = _verify(prepared, candidates, twins, options, progress)
     pick = outcome.chosen.name
     final = _final_choice(outcome, candidates, measured, notes)
     chosen = candidates[final]
     plan = chosen.plan
+    _record(plan, chosen, prepared, options, final, measured)
+    plan.notes.extend(notes)
+    rows = plan_rows(candidates, measured)
+    notes.extend(drift_note(rows, model if isinstance(model, str | Path) else graph.name))
+    plan_path = prepared.directory / "plan.json"
+    plan.save(plan_path)
+    if options.output is not None:
+        plan.save(options.output)
+    save_report(prepared.directory, rows, final, pick, prepared.targets, profile.fingerprint, notes)
+    return TuneReport(
+        graph.name, prepared.directory, Path(options.output) if options.output else plan_path,
+        plan, final, pick, outcome, rows, prepared.profiled, prepared.planned_only, notes,
+    )  # fmt: skip
+
+
+def _verify(
+    prepared: Prepared,
+    candidates: dict[str, Candidate],
+    twins: dict[str, str],
+    options: TuneOptions,
+    progress: StageProgress | None,
+) -> tuple[dict[str, Measured], list[str]]:
+    """Run the distinct candidate plans side by side; the measurements and the notes."""
+    graph, outcome = prepared.graph, prepared.outcome
+    feeds = random_inputs(graph, options.seed)
+
+    def contested(so_far: Mapping[str, Measured]) -> list[str]:
+        every = {n: so_far[t] for n, t in twins.items() if t in so_far}
+        return sorted({twins[n] for n in _contested(outcome, candidates, every)})
+
+    measured = measure_plans(
+        graph,
+        {name: c.plan for name, c in candidates.items() if twins[name] == name},
+        feeds,
+        options.rounds,
+        progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
+        race=contested,
+    )
+    measured.update({n: measured[t] for n, t in twins.items() if t in measured})
+    notes = _race_note(measured, twins)
+    wrong = sorted(name for name, m in measured.items() if not m.correct)
+    if wrong:
+        notes.append(f"outputs differ from the reference for: {', '.join(wrong)}")
+    return measured, notes
+
+
+def _record(
+    plan: Plan,
+    chosen: Candidate,
+    prepared: Prepared,
+    options: TuneOptions,
+    final: str,
+    measured: dict[str, Measured],
+) -> None:
+    """Write the chosen plan's prediction and, if it ran, its measurement into ``plan``."""
+    costs, objective = prepared.costs, options.objective
+    outcome, profile = prepared.outcome, prepared.profile
     annotate(
         plan,
         chosen.simulation,
@@ -186,83 +195,51 @@ def tune_model(
         ilp=None if outcome.ilp is None else _ilp_summary(outcome),
     )
     if final in measured:
-        m = measured[final]
-        plan.measured = {
-            "median_s": m.median_s,
-            "runs": len(m.latencies),
-            "max_error": m.max_error,
-            "schedule": [
-                {"step": s.step, "lane": s.lane, "start_s": s.start, "end_s": s.end}
-                for s in m.steps
-            ],
-        }
-    plan.notes.extend(notes)
-    rows = _rows(candidates, measured, objective)
-    notes.extend(_drift_note(rows, model if isinstance(model, str | Path) else graph.name))
-    plan_path = directory / "plan.json"
-    plan.save(plan_path)
-    if output is not None:
-        plan.save(output)
-    _save_report(directory, rows, final, pick, chosen_targets, profile.fingerprint, notes)
-    return TuneReport(
-        graph.name, directory, Path(output) if output else plan_path, plan, final, pick,
-        outcome, rows, profiled, planned_only, notes,
-    )  # fmt: skip
+        plan.measured = measured[final].run_record()
 
 
 def prepare(
-    model: api.ModelLike,
-    targets: Sequence[str] | None = None,
-    objective: Objective = "latency",
-    method: Method = "auto",
-    budget_s: float | None = None,
-    constraints: Constraints | None = None,
-    profile_file: str | Path | None = None,
-    profiles_dir: str | Path | None = None,
-    search_dir: str | Path = "search",
-    seed: int = 0,
-    storage: str | None = None,
-    input_shapes: dict[str, list[int]] | None = None,
-    progress: Progress | None = None,
+    model: ModelLike, options: TuneOptions | None = None, *, progress: StageProgress | None = None
 ) -> Prepared:
-    """Load ``model``, profile what is missing (unless ``profile_file``), and search."""
-    graph = api.load(model, input_shapes)
+    """Load ``model``, profile what is missing (unless ``options.profile_file``), and search."""
+    options = options or TuneOptions()
+    graph = load_model(model, options.input_shapes)
     machine = discover()
     profiled: ProfileReport | None = None
-    if profile_file is not None:
-        profile = Profile.load(profile_file)
+    targets = options.targets
+    if options.profile_file is not None:
+        profile = Profile.load(options.profile_file)
         planned_only = profile.fingerprint != machine.fingerprint()
         chosen_targets = list(targets) if targets else [str(t) for t in profile_targets(profile)]
     else:
         planned_only = False
         chosen_targets = list(targets) if targets else [str(t) for t in available_targets(machine)]
-        profiled, profile, _ = api.profile(
+        profiled, profile, _ = profile_model(
             graph,
             chosen_targets,
-            profiles_dir,
+            options.profiles_dir,
             progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
         )
     costs = costs_from_profile(graph, profile, chosen_targets)
     name = Path(str(graph.meta.get("source", graph.name))).name.removesuffix(".onnx")
-    directory = Path(search_dir) / f"{name}-{targets_key(chosen_targets)}"
+    directory = Path(options.search_dir) / f"{name}-{targets_key(chosen_targets)}"
     directory.mkdir(parents=True, exist_ok=True)
 
-    def tuner_progress(update: TuneProgress) -> None:
+    def search_progress(update: SearchProgress) -> None:
         if progress is not None:
             progress("search", update.new_trials, 0, f"trial {update.trial}: {update.best_s:.6f}s")
 
-    outcome = search(
-        costs,
-        constraints,
-        objective,
-        method,
-        budget_s,
-        seed,
-        storage or f"sqlite:///{directory / 'study.db'}",
-        f"{objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
-        str(graph.meta.get("source", graph.name)),
-        tuner_progress,
+    search_options = SearchOptions(
+        constraints=options.constraints,
+        objective=options.objective,
+        method=options.method,
+        budget_s=options.budget_s,
+        seed=options.seed,
+        storage=options.storage or f"sqlite:///{directory / 'study.db'}",
+        study_name=f"{options.objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
+        source=str(graph.meta.get("source", graph.name)),
     )
+    outcome = search(costs, search_options, progress=search_progress)
     return Prepared(
         graph, profile, profiled, costs, chosen_targets, directory, planned_only, outcome
     )
@@ -388,105 +365,8 @@ def _race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> li
     ]
 
 
-def _drift_note(rows: Sequence[PlanRow], model: str | Path) -> list[str]:
-    """A note naming the single targets whose prediction is over :data:`DRIFT_LIMIT` off.
-
-    A profile taken in a slow or quick spell of a shared machine predicts every plan on
-    that target off by as much; the note says how to measure it again. It cannot tell such
-    drift from a bias of the cost model on that target, so it says both. Gaps under
-    :data:`DRIFT_FLOOR_S` are not noted: a model of a few microseconds swings by that much
-    from one launch to the next, whatever the profile.
-    """
-    off: list[tuple[str, float, float, float]] = []  # target, predicted, measured, error
-    for row in rows:
-        measured = row.measured_s
-        if row.name.startswith("single:") and measured:
-            error = row.predicted_s / measured - 1
-            if abs(error) > DRIFT_LIMIT and abs(row.predicted_s - measured) >= DRIFT_FLOOR_S:
-                target = row.name.removeprefix("single:")
-                off.append((target, row.predicted_s, measured, error))
-    if not off:
-        return []
-    listing = "; ".join(
-        f"{t} {p * 1e3:.2f} ms predicted, {m * 1e3:.2f} measured ({e:+.0%})" for t, p, m, e in off
-    )
-    targets = ",".join(t for t, *_ in off)
-    return [
-        f"the profile is more than {DRIFT_LIMIT:.0%} off the measurement on {listing}. "
-        "Either the machine was in a slow or quick spell when it was profiled "
-        f"(`autopart profile {model} --targets {targets} --refresh` measures again) "
-        "or the cost model misses something on that target"
-    ]
-
-
-def _ilp_summary(outcome: SearchOutcome) -> dict[str, object]:
+def _ilp_summary(outcome: SearchOutcome) -> IlpSummary:
+    """The ILP figures recorded with the prediction."""
     assert outcome.ilp is not None
     ilp = outcome.ilp
-    return {
-        "objective_s": ilp.objective_s,
-        "bound_s": ilp.bound_s,
-        "gap": ilp.gap,
-        "optimal": ilp.optimal,
-        "solve_s": ilp.solve_s,
-    }
-
-
-def _rows(
-    candidates: dict[str, Candidate], measured: dict[str, Measured], objective: Objective
-) -> list[PlanRow]:
-    singles = [name for name in candidates if name.startswith("single:")]
-    measured_singles = [measured[n].median_s for n in singles if n in measured]
-    predicted_singles = [candidates[n].simulation.makespan_s for n in singles]
-    rows = []
-    for name, candidate in candidates.items():
-        predicted = candidate.simulation.makespan_s
-        result = measured.get(name)
-        if result is not None and measured_singles:
-            speedup = min(measured_singles) / result.median_s
-        elif result is None and predicted_singles:
-            speedup = min(predicted_singles) / predicted if predicted else None
-        else:
-            speedup = None
-        rows.append(
-            PlanRow(
-                name,
-                predicted,
-                None if result is None else result.median_s,
-                speedup,
-                len(candidate.plan.partitions),
-                len(candidate.plan.copies),
-                {
-                    device: s.weights_bytes + s.activation_peak_bytes
-                    for device, s in candidate.plan.storage.items()
-                },
-                None if result is None else result.max_error,
-                candidate.off_target_nodes,
-            )
-        )
-    key = (lambda r: r.measured_s) if measured else (lambda r: r.predicted_s)
-    return sorted(rows, key=lambda r: (key(r) is None, key(r) or 0.0))
-
-
-def _save_report(
-    directory: Path,
-    rows: list[PlanRow],
-    chosen: str,
-    pick: str,
-    targets: list[str],
-    fingerprint: str,
-    notes: list[str],
-) -> None:
-    document = {
-        "chosen": chosen,
-        "search_pick": pick,
-        "targets": targets,
-        "profile": fingerprint,
-        "notes": notes,
-        "plans": [asdict(row) for row in rows],
-    }
-    atomic_write_bytes(directory / "report.json", (json.dumps(document, indent=1) + "\n").encode())
-    table = pd.DataFrame([asdict(row) for row in rows])
-    table["memory_bytes"] = table["memory_bytes"].map(
-        lambda m: ";".join(f"{k}={v}" for k, v in m.items())
-    )
-    atomic_write_bytes(directory / "report.csv", table.to_csv(index=False).encode())
+    return IlpSummary(ilp.objective_s, ilp.bound_s, ilp.gap, ilp.optimal, ilp.solve_s)

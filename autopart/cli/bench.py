@@ -1,0 +1,79 @@
+"""``autopart bench MODEL...``: the peers, every single target, the baselines and the tuned plan."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from autopart.cli.common import console, print_table, progress_display, split_list, user_errors
+from autopart.io import check_writable
+from autopart.tuning.plan_rows import plan_label
+
+
+@click.command("bench")
+@click.argument("models", nargs=-1, required=True, metavar="MODEL...")
+@click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
+@click.option(
+    "--rounds", type=int, default=15, show_default=True,
+    help="timed rounds per plan (more, up to 20x, until they take 2 s; a quick plan "
+    "runs a settled block of runs per round)",
+)  # fmt: skip
+@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default="bench.csv",
+              show_default=True)  # fmt: skip
+@click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
+@click.option("--profiles", type=click.Path(file_okay=False), default=None, help="profile dir")
+@user_errors
+def bench_command(
+    models: tuple[str, ...],
+    targets: tuple[str, ...],
+    rounds: int,
+    csv_path: str,
+    search_dir: str,
+    profiles: str | None,
+) -> None:
+    """Time the peers (onnxruntime, OpenVINO), every single target, baselines and the tuned plan."""
+    from autopart.tuning.bench import bench_models, write_csv
+    from autopart.tuning.options import BenchOptions
+
+    options = BenchOptions(split_list(targets) or None, rounds, search_dir, profiles)
+    check_writable(csv_path, "CSV file")
+    columns = (TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn())
+    with progress_display(*columns) as bar:
+        task = bar.add_task("preparing", total=None)
+
+        def progress(stage: str, done: int, total: int, label: str) -> None:
+            bar.update(
+                task, completed=done, total=total or None, description=f"{stage} {label}"[:44]
+            )
+
+        table = bench_models(models, options, progress=progress)
+    write_csv(table, csv_path)
+    for model, rows in table.groupby("model", sort=False):
+        view = Table(title=f"{model} (medians of {int(rows['runs'].max())} interleaved runs)")
+        labels = [
+            plan_label(plan, int(off))
+            for plan, off in zip(rows["plan"], rows["off_target_nodes"], strict=True)
+        ]
+        rows = rows.assign(label=labels)
+        view.add_column("plan", no_wrap=True, min_width=max(len(label) for label in labels))
+        columns = ("median", "predicted", "vs onnxruntime", "vs openvino", "vs best peer",
+                   "vs best single", "partitions", "copies")  # fmt: skip
+        for column in columns:
+            view.add_column(column)
+        for row in rows.sort_values("median_ms").itertuples():
+            view.add_row(
+                str(row.label), f"{row.median_ms:.2f} ms", _ms(row.predicted_ms),
+                _ratio(row.vs_onnxruntime), _ratio(row.vs_openvino), _ratio(row.vs_best_peer),
+                _ratio(row.vs_best_single), str(row.partitions), str(row.copies),
+            )  # fmt: skip
+        print_table(view)
+    console.print(f"wrote {csv_path}")
+
+
+def _ms(value: float) -> str:
+    return "-" if value != value else f"{value:.2f} ms"
+
+
+def _ratio(value: float) -> str:
+    return "-" if value != value else f"{value:.2f}x"

@@ -1,0 +1,164 @@
+"""What every command shares: the console, tables, option parsing and the error wrapper.
+
+Errors a user can cause are printed as one line on stderr with exit status 2.
+
+Names in models and plans are the user's text, shown as they are: the console parses no
+markup in them (``[bold]`` in a node name prints as written) and shows control characters
+(an ESC or OSC sequence, a bidi override) as visible escapes instead of sending them to the
+terminal. Styling is applied with :func:`styled`, never by markup in a string.
+"""
+
+from __future__ import annotations
+
+import sys
+import unicodedata
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.progress import Progress, ProgressColumn, TaskID
+from rich.table import Table
+from rich.text import Text
+
+from autopart.errors import AutopartError
+
+
+def visible(text: str) -> str:
+    """``text`` with every control or format character written as a Python escape."""
+    if text.isprintable():
+        return text
+    return "".join(
+        char
+        if char == " " or unicodedata.category(char) not in ("Cc", "Cf", "Zl", "Zp")
+        else char.encode("unicode_escape").decode("ascii")
+        for char in text
+    )
+
+
+def one_line(message: str) -> str:
+    """``message`` on one line, every control character in it made visible."""
+    return visible(message)
+
+
+class SafeConsole(Console):
+    """A rich console that shows every string it is given literally (see the module doc)."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """Render ``text`` with no markup, its control characters made visible."""
+        kwargs["markup"] = False
+        return super().render_str(visible(text), **kwargs)
+
+
+def styled(*parts: str | tuple[str, str]) -> Text:
+    """A line of text from plain parts and (text, style) pairs, each shown literally."""
+    return Text.assemble(
+        *(visible(part) if isinstance(part, str) else (visible(part[0]), part[1]) for part in parts)
+    )
+
+
+console = SafeConsole(highlight=False, markup=False)
+PIPED_MAX_WIDTH = 200  # a table printed to a pipe or log gets up to this many columns
+
+
+def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Wrap a command so that an :class:`AutopartError` is one ``error:`` line and exit 2."""
+
+    @wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except AutopartError as error:
+            click.echo(f"error: {one_line(str(error))}", err=True)
+            sys.exit(2)
+        except MemoryError as error:  # the last guard: the size checks should come first
+            click.echo(f"error: out of memory: {one_line(str(error)) or 'no detail'}", err=True)
+            sys.exit(2)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper
+
+
+def parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:
+    """Parse ``--input-shape NAME=D1,D2,...`` options into a name -> dims mapping."""
+    shapes = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition("=")
+        try:
+            if not sep or not name:
+                raise ValueError
+            shapes[name] = [int(d) for d in dims.split(",") if d.strip()]
+            if any(d < 0 for d in shapes[name]):
+                raise ValueError
+        except ValueError:
+            raise click.BadParameter(
+                f"{spec!r} is not NAME=D1,D2,... with dims >= 0", param_hint="--input-shape"
+            ) from None
+    return shapes
+
+
+input_shape_option = click.option(
+    "--input-shape",
+    "input_shapes",
+    multiple=True,
+    metavar="NAME=D1,D2,...",
+    help="fix the shape of an input (symbolic dims default to 1)",
+)
+
+
+def print_table(table: Table) -> None:
+    """Print ``table`` to the console, never cutting its columns only because of a pipe.
+
+    On a terminal rich fits the table to the terminal's width. Elsewhere (a pipe, a log,
+    CI) it would assume 80 columns and wrap every cell; there the table gets its natural
+    width, up to :data:`PIPED_MAX_WIDTH`.
+    """
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = console.measure(table, options=console.options.update_width(PIPED_MAX_WIDTH))
+    wide = SafeConsole(
+        file=console.file, width=max(console.width, natural.maximum), highlight=False, markup=False
+    )
+    wide.print(table)
+
+
+def format_bytes(count: float) -> str:
+    """``count`` bytes in B, KiB, MiB or GiB."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return f"{count:.1f} {unit}" if unit != "B" else f"{int(count)} B"
+        count /= 1024
+    return f"{count} B"
+
+
+def split_list(values: Sequence[str]) -> list[str]:
+    """Repeated and comma-separated option values as one list: ``("a,b", "c")`` -> a, b, c."""
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+
+
+class _Silent:
+    """A progress display that shows nothing, for output that is not a terminal."""
+
+    def __enter__(self) -> _Silent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def add_task(self, description: str, **fields: Any) -> TaskID:
+        """Accept a task and show nothing."""
+        return TaskID(0)
+
+    def update(self, task: TaskID, **fields: Any) -> None:
+        """Accept an update and show nothing."""
+
+
+def progress_display(*columns: str | ProgressColumn) -> Progress | _Silent:
+    """Progress bars on a terminal that vanish when done; nothing in a pipe or a log."""
+    if console.is_terminal:
+        return Progress(*columns, console=console, transient=True)
+    return _Silent()

@@ -1,0 +1,146 @@
+"""``autopart profile MODEL``: measure what this machine's saved profile lacks for MODEL."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from autopart import api
+from autopart.cli.common import (
+    console,
+    input_shape_option,
+    parse_input_shapes,
+    print_table,
+    progress_display,
+    user_errors,
+)
+from autopart.costmodel.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
+from autopart.costmodel.from_profile import transfer_fits
+from autopart.costmodel.measurements import RowKind
+from autopart.profile.store import Profile
+
+
+@click.command("profile")
+@click.argument("model", metavar="MODEL")
+@click.option(
+    "--targets",
+    "targets",
+    multiple=True,
+    metavar="TARGET",
+    help="target spec to measure, e.g. opencl:0/1@opencl (repeatable; default: all found)",
+)
+@click.option(
+    "--profiles",
+    "profiles",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="profile directory (default: $AUTOPART_PROFILES or ./profiles)",
+)
+@click.option("--budget", type=float, default=None, metavar="SECONDS", help="stop measuring after")
+@click.option(
+    "--refresh", is_flag=True, help="measure everything again; new rows replace the saved ones"
+)
+@input_shape_option
+@user_errors
+def profile_command(
+    model: str,
+    targets: tuple[str, ...],
+    profiles: str | None,
+    budget: float | None,
+    refresh: bool,
+    input_shapes: tuple[str, ...],
+) -> None:
+    """Measure op, launch and copy costs of MODEL on every target; reuse what is saved."""
+    targets = tuple(t for spec in targets for t in spec.split(",") if t.strip())
+    columns = (
+        TextColumn("{task.description:<40}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+    )
+    with progress_display(*columns) as bar:
+        task = bar.add_task("preparing", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label[:40])
+
+        report, saved, path = api.profile(
+            model, targets or None, profiles, budget, progress,
+            parse_input_shapes(input_shapes), refresh=refresh,
+        )  # fmt: skip
+    console.print(
+        f"[bold]{model}[/bold] on {len(report.targets)} targets: {report.new} new "
+        f"measurements, {report.reused} reused, {report.unsupported} unsupported op "
+        f"signatures, {report.elapsed_s:.1f} s"
+    )
+    if report.missing:
+        console.print(
+            f"[yellow]budget spent: {report.missing} measurements still missing; "
+            "run again to resume[/yellow]"
+        )
+    _print_profile_summary(saved, report.entries)
+    _print_calibrations(report.calibrations)
+    console.print(f"profile: {path}")
+
+
+def _print_calibrations(calibrations: list[Calibration]) -> None:
+    table = Table(
+        "target", "windows", "op sum vs measured", "factor", "search uses",
+        title="subgraph calibration",
+        caption=f"the search scales op costs only where windows agree on an op sum off by over "
+        f"{GROSS_ERROR:.0%}",
+    )  # fmt: skip
+    for calibration in calibrations:
+        windows = f"{calibration.windows} ({calibration.source})" if calibration.windows else "-"
+        table.add_row(
+            calibration.target,
+            windows,
+            f"{calibration.op_sum_error:+.1%}" if calibration.windows else "-",
+            f"{calibration.factor:.3f}"
+            if calibration.applied or not calibration.windows
+            else "1 (windows disagree)",
+            f"{calibration.factor_for(DEFAULT_MODE):.3f}",
+        )
+    print_table(table)
+
+
+def _print_profile_summary(profile: Profile, entries: dict[str, tuple[float, float]]) -> None:
+    launches = Table(
+        "target", "launch", "cut", "cold entry", "ops measured", title="targets",
+        caption="cut and cold entry: this model's windows (the launch probe is back to back)",
+    )  # fmt: skip
+    for target in sorted(set(profile.rows(RowKind.LAUNCH)["target"])):
+        wall = profile.measurement(RowKind.LAUNCH, target, "wall")
+        count = len(profile.rows(RowKind.OP, target))
+        if target in entries:
+            cut, cold = (f"{seconds * 1e3:.2f} ms" for seconds in entries[target])
+        else:
+            cut = cold = "-"
+        launch = f"{wall.median_s * 1e6:.1f} µs" if wall else "-"
+        launches.add_row(target, launch, cut, cold, str(count))
+    print_table(launches)
+    fits = transfer_fits(profile)
+    if fits:
+        table = Table("copy", "latency", "bandwidth", "max error", title="transfer fits")
+        for (src, dst), fit in sorted(fits.items()):
+            table.add_row(
+                f"{src} -> {dst}",
+                f"{fit.model.latency_s * 1e6:.1f} µs",
+                _bandwidth(fit.model.bandwidth_bps),
+                f"{fit.max_relative_error:.1%}",
+            )
+        print_table(table)
+
+
+def _bandwidth(bytes_per_second: float) -> str:
+    """GB/s, or "latency only" where the fit found no per-byte cost for small copies."""
+    return "latency only" if bytes_per_second >= 1e14 else f"{bytes_per_second / 1e9:.2f} GB/s"

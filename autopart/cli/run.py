@@ -1,0 +1,168 @@
+"""``autopart run MODEL_OR_PLAN``: run a model by placement rules, or a saved plan."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import numpy as np
+from rich.table import Table
+
+from autopart import api
+from autopart.cli.common import (
+    console,
+    input_shape_option,
+    parse_input_shapes,
+    print_table,
+    user_errors,
+)
+from autopart.io import check_writable, load_tensors, save_tensors
+from autopart.ir.feeds import random_inputs
+from autopart.plan.schema import PartitionSpec, Plan
+from autopart.runtime.plan_executor import PlanRunResult
+from autopart.tuning.verify import CHECK_TOLERANCE
+
+
+@click.command("run")
+@click.argument("model", metavar="MODEL_OR_PLAN")
+@click.option(
+    "--inputs",
+    "inputs_path",
+    type=click.Path(dir_okay=False),
+    help=".npz of arrays named after the model's inputs (default: seeded random)",
+)
+@click.option(
+    "--out",
+    "out_path",
+    type=click.Path(dir_okay=False),
+    help="save the outputs to this .npz, under the model's output names",
+)
+@click.option(
+    "--repeat", default=10, show_default=True, type=click.IntRange(min=1), help="timed runs"
+)
+@click.option(
+    "--warmup", default=1, show_default=True, type=click.IntRange(min=0), help="untimed runs first"
+)
+@click.option(
+    "--seed",
+    default=0,
+    show_default=True,
+    type=click.IntRange(min=0),
+    help="seed of the random inputs",
+)
+@click.option(
+    "--assign",
+    multiple=True,
+    metavar="SELECTOR=TARGET",
+    help="place nodes: Conv=opencl:0@opencl, Conv#1=..., name:NODE=..., re:REGEX=..., idx:A-B=...",
+)
+@click.option(
+    "--fallback",
+    default="cpu@numpy",
+    show_default=True,
+    help="target of unassigned and unsupported nodes",
+)
+@click.option(
+    "--save-plan",
+    type=click.Path(dir_okay=False),
+    help="write the plan built from --assign to this JSON file",
+)
+@click.option("--check", is_flag=True, help="compare the outputs with the numpy reference")
+@click.option(
+    "--sequential", is_flag=True, help="run steps one after another instead of concurrently"
+)
+@input_shape_option
+@user_errors
+def run(
+    model: str,
+    inputs_path: str | None,
+    out_path: str | None,
+    repeat: int,
+    warmup: int,
+    seed: int,
+    assign: tuple[str, ...],
+    fallback: str,
+    save_plan: str | None,
+    check: bool,
+    sequential: bool,
+    input_shapes: tuple[str, ...],
+) -> None:
+    """Run a model (every node on --fallback unless --assign places it) or a saved plan.
+
+    MODEL_OR_PLAN is a zoo name, an .onnx file, or a plan .json written by --save-plan,
+    `autopart tune` or by hand.
+    """
+    for path, what in ((save_plan, "plan file"), (out_path, "outputs file")):
+        if path:
+            check_writable(path, what)
+    if model.endswith(".json"):
+        if assign or input_shapes:
+            raise click.UsageError("--assign and --input-shape apply to models, not to plans")
+        plan, graph = api.load_plan(model)
+    else:
+        plan, graph = api.make_plan(model, assign, fallback, parse_input_shapes(input_shapes))
+    if save_plan:
+        plan.save(save_plan)
+    feeds = load_tensors(inputs_path, graph.inputs) if inputs_path else random_inputs(graph, seed)
+    result = api.run_plan(
+        plan, graph, feeds, repeat=repeat, warmup=warmup, concurrent=not sequential
+    )
+    for note in plan.notes:
+        console.print(f"note: {note}")
+    _print_outputs(graph.name, result.outputs)
+    _print_steps(plan, result)
+    console.print(
+        f"{len(graph.nodes)} nodes in {len(plan.partitions)} partition(s) with "
+        f"{len(plan.copies)} copies, {repeat} runs: median {result.median_s * 1e3:.2f} ms "
+        f"(min {min(result.latencies) * 1e3:.2f} ms, max {max(result.latencies) * 1e3:.2f} ms)"
+    )
+    if save_plan:
+        console.print(f"plan saved to {save_plan}")
+    if out_path:
+        save_tensors(out_path, result.outputs)
+        console.print(f"outputs saved to {out_path}")
+    if check:
+        errors = api.check_outputs(graph, feeds, result.outputs)
+        worst = max(errors.values(), default=0.0)
+        verdict = "ok" if worst <= CHECK_TOLERANCE else "MISMATCH"
+        console.print(f"check against numpy reference: max relative error {worst:.2e} ({verdict})")
+        if worst > CHECK_TOLERANCE:
+            sys.exit(1)
+
+
+def _print_outputs(title: str, outputs: dict[str, np.ndarray]) -> None:
+    table = Table("output", "dtype", "shape", "min", "max", "mean", title=title)
+    for name, array in outputs.items():
+        stats = (
+            [f"{array.min():.4g}", f"{array.max():.4g}", f"{array.mean():.4g}"]
+            if array.size and np.issubdtype(array.dtype, np.number)
+            else ["", "", ""]
+        )
+        table.add_row(name, str(array.dtype), str(list(array.shape)), *stats)
+    print_table(table)
+
+
+def _print_steps(plan: Plan, result: PlanRunResult) -> None:
+    """Per-step timings, or busy time per target when there are many steps."""
+    if len(result.steps) > 40:
+        busy: dict[str, float] = {}
+        for timing in result.steps:
+            step = plan.step(timing.step)
+            key = step.target if isinstance(step, PartitionSpec) else "copies"
+            busy[key] = busy.get(key, 0.0) + timing.end - timing.start
+        table = Table("target", "busy ms", title="time per target (last run)")
+        for key, seconds in sorted(busy.items()):
+            table.add_row(key, f"{seconds * 1e3:.2f}")
+    else:
+        table = Table("step", "target", "nodes", "start ms", "ms", title="steps (last run)")
+        for timing in result.steps:
+            step = plan.step(timing.step)
+            if isinstance(step, PartitionSpec):
+                target, count = step.target, str(len(step.nodes))
+            else:
+                target, count = f"copy {step.value} {step.src}->{step.dst}", "-"
+            duration = (timing.end - timing.start) * 1e3
+            table.add_row(
+                timing.step, target, count, f"{timing.start * 1e3:.2f}", f"{duration:.2f}"
+            )
+    print_table(table)

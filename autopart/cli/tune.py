@@ -1,0 +1,162 @@
+"""``autopart tune MODEL``: the whole journey from a model to a verified, saved plan."""
+
+from __future__ import annotations
+
+import click
+from rich.progress import (
+    BarColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from autopart.cli.common import (
+    console,
+    format_bytes,
+    input_shape_option,
+    parse_input_shapes,
+    print_table,
+    progress_display,
+    split_list,
+    user_errors,
+)
+from autopart.search.constraints import Constraints
+from autopart.search.options import Method, Objective
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.workflow import TuneReport, tune_model
+
+
+@click.command("tune")
+@click.argument("model", metavar="MODEL")
+@click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
+@click.option(
+    "--objective",
+    type=click.Choice([o.value for o in Objective]),
+    default=Objective.LATENCY.value,
+    show_default=True,
+    help="sequential latency, makespan with unit concurrency, or latency against memory",
+)
+@click.option(
+    "--search",
+    "method",
+    type=click.Choice([m.value for m in Method]),
+    default=Method.AUTO.value,
+    show_default=True,
+)
+@click.option("--budget", type=float, default=None, metavar="SECONDS", help="search time budget")
+@click.option("--pin", "pins", multiple=True, metavar="SELECTOR=TARGET", help="force nodes")
+@click.option("--forbid", "forbids", multiple=True, metavar="SELECTOR=TARGET", help="keep off")
+@click.option("--memory", multiple=True, metavar="DEVICE=SIZE", help="cap, e.g. opencl:0=512MB")
+@click.option("--fallback", default=None, metavar="TARGET", help="target for what nothing runs")
+@click.option(
+    "--profile",
+    "profile_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="plan from this profile (another machine's: planning only, nothing runs)",
+)
+@click.option("--profiles", type=click.Path(file_okay=False), default=None, help="profile dir")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="plan file")
+@click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
+@click.option(
+    "--rounds", type=int, default=10, show_default=True,
+    help="timed rounds per plan (more, up to 20x, until they take 2 s; a quick plan "
+    "runs a settled block of runs per round)",
+)  # fmt: skip
+@click.option("--storage", default=None, metavar="URL", help="optuna RDB URL shared by workers")
+@click.option("--seed", type=int, default=0, show_default=True)
+@input_shape_option
+@user_errors
+def tune_command(
+    model: str,
+    targets: tuple[str, ...],
+    objective: str,
+    method: str,
+    budget: float | None,
+    pins: tuple[str, ...],
+    forbids: tuple[str, ...],
+    memory: tuple[str, ...],
+    fallback: str | None,
+    profile_file: str | None,
+    profiles: str | None,
+    output: str | None,
+    search_dir: str,
+    rounds: int,
+    storage: str | None,
+    seed: int,
+    input_shapes: tuple[str, ...],
+) -> None:
+    """Profile what is missing, search the best plan, verify it by running, and save it."""
+    constraints = Constraints.from_cli(pins, forbids, memory, fallback)
+    columns = (
+        TextColumn("{task.fields[stage]:<8} {task.description:<36}"),
+        BarColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with progress_display(*columns) as bar:
+        tasks: dict[str, TaskID] = {}
+
+        def progress(stage: str, done: int, total: int, label: str) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(label[:36], total=total or None, stage=stage)
+            bar.update(tasks[stage], completed=done, total=total or None, description=label[:36])
+
+        options = TuneOptions(
+            targets=split_list(targets) or None,
+            objective=Objective(objective),
+            method=Method(method),
+            budget_s=budget,
+            constraints=constraints,
+            profile_file=profile_file,
+            profiles_dir=profiles,
+            output=output,
+            search_dir=search_dir,
+            rounds=rounds,
+            seed=seed,
+            storage=storage,
+            input_shapes=parse_input_shapes(input_shapes),
+        )
+        report = tune_model(model, options, progress=progress)
+    print_report(report)
+
+
+def print_report(report: TuneReport) -> None:
+    """The per-plan table, the notes, and where everything was saved."""
+    if report.profiled is not None:
+        p = report.profiled
+        console.print(f"profile: {p.new} new measurements, {p.reused} reused ({p.elapsed_s:.1f} s)")
+    outcome = report.outcome
+    if outcome.ilp is not None:
+        ilp = outcome.ilp
+        console.print(
+            f"ILP: {ilp.variables} variables, solved in {ilp.solve_s:.2f} s, "
+            f"gap {ilp.gap:.2%} ({ilp.status})"
+        )
+    if outcome.optuna is not None:
+        console.print(
+            f"optuna: {outcome.optuna.new_trials} new trials ({outcome.optuna.trials} in the study)"
+        )
+    table = Table(title=f"{report.model}: plans (speedup over the best single target)")
+    table.add_column("plan", no_wrap=True, min_width=max(len(r.label) + 2 for r in report.rows))
+    for column in ("predicted", "measured", "speedup", "partitions", "copies", "peak memory"):
+        table.add_column(column)
+    for row in report.rows:
+        marker = " *" if row.name == report.chosen else ""
+        table.add_row(
+            row.label + marker,
+            f"{row.predicted_s * 1e3:.2f} ms",
+            "-" if row.measured_s is None else f"{row.measured_s * 1e3:.2f} ms",
+            "-" if row.speedup is None else f"{row.speedup:.2f}x",
+            str(row.partitions),
+            str(row.copies),
+            ", ".join(f"{d} {format_bytes(b)}" for d, b in row.memory_bytes.items()),
+        )
+    print_table(table)
+    for note in report.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    console.print(f"chosen: {report.chosen} (search pick: {report.search_pick})")
+    console.print(f"plan: {report.plan_path}")
+    console.print(f"saved: {report.directory}")

@@ -1,0 +1,99 @@
+"""Fusion pairs: what an op adds when a fusing codegen runs it together with its producer.
+
+Codegens that fuse inside a subgraph (onnxruntime folds a Relu or a residual Add into the
+Conv before it; the OpenCL codegen puts them in the matrix product's epilogue or in one
+elementwise kernel) make a one-op timing of the consumer wrong for a partition: alone it
+reads and writes a whole tensor, fused it is nearly free. For every such *pair* the profiler
+also times producer and consumer as one two-node subgraph (row kind ``fused``); the
+consumer's cost is then what the pair takes beyond the producer alone.
+
+A pair is a node reading, as its only reader, the output of another node, producing as many
+elements as it reads from it (elementwise, batch norm, residual add…). The node is charged
+its fused cost on that target whatever the placement of its producer: plans nearly always
+keep such pairs together, since splitting them costs a launch and a copy. Only a few pairs
+of each class (producer op, consumer op) are timed; the others take their class's median
+ratio of fused to alone cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from autopart.ir.analysis import node_flops
+from autopart.ir.graph import Graph, Node
+from autopart.ir.signature import op_signature
+from autopart.settings import FUSION
+
+LIGHT_FLOPS = FUSION.light_flops  # machine-tuned: autopart.settings.FusionSettings
+PER_CLASS = FUSION.per_class
+
+
+@dataclass(frozen=True)
+class FusionPair:
+    """``consumer`` reads ``producer``'s output at input position ``index``, its only reader."""
+
+    producer: Node
+    consumer: Node
+    index: int
+
+    @property
+    def kind(self) -> tuple[str, str]:
+        """The pair's class: producer and consumer op types."""
+        return self.producer.op_type, self.consumer.op_type
+
+    def key(self, graph: Graph) -> str:
+        """The profile key of the pair: both signatures and the input position."""
+        producer = op_signature(self.producer, graph)
+        return f"{producer} =>{self.index} {op_signature(self.consumer, graph)}"
+
+
+def fusion_pairs(graph: Graph) -> dict[str, FusionPair]:
+    """The pair each node forms with its producer, by consumer node name (see module doc).
+
+    The consumer must be light (at most ``LIGHT_FLOPS`` operations per output element, so a
+    Relu or an Add but not a 1x1 Conv) and produce as many elements as it reads from the
+    producer, whose only output it is the only reader of.
+    """
+    pairs: dict[str, FusionPair] = {}
+    for node in graph.nodes:
+        outputs = [graph.value(name) for name in node.outputs if name]
+        if len(outputs) != 1 or outputs[0].shape is None:
+            continue
+        size = int(np.prod(outputs[0].shape, dtype=np.int64))
+        if node_flops(graph, node) > LIGHT_FLOPS * size:
+            continue
+        for index, name in enumerate(node.inputs):
+            value = graph.values.get(name) if name else None
+            if value is None or value.producer is None or value.shape is None:
+                continue
+            producer = value.producer
+            sole_reader = {id(c) for c in value.consumers} == {id(node)}
+            same_size = int(np.prod(value.shape, dtype=np.int64)) == size
+            single_output = len([n for n in producer.outputs if n]) == 1
+            if sole_reader and same_size and single_output and name not in graph.outputs:
+                pairs[node.name] = FusionPair(producer, node, index)
+                break
+    return pairs
+
+
+def pairs_to_measure(graph: Graph, per_class: int = PER_CLASS) -> list[FusionPair]:
+    """Distinct pairs worth timing: up to ``per_class`` per (producer op, consumer op).
+
+    The largest consumers of each class come first; pairs left out are costed from the
+    fused-to-alone ratio of the measured pairs of their class
+    (:func:`autopart.costmodel.op_costs.op_costs`).
+    """
+    distinct: dict[str, FusionPair] = {}
+    for pair in fusion_pairs(graph).values():
+        distinct.setdefault(pair.key(graph), pair)
+    by_class: dict[tuple[str, str], list[FusionPair]] = {}
+    for pair in distinct.values():
+        by_class.setdefault(pair.kind, []).append(pair)
+    chosen = []
+    for members in by_class.values():
+        members.sort(key=lambda pair: -graph.value(pair.consumer.outputs[0]).nbytes)
+        chosen.extend(members[:per_class])
+    order = {node.name: i for i, node in enumerate(graph.nodes)}
+    return sorted(chosen, key=lambda pair: order[pair.consumer.name])

@@ -1,0 +1,85 @@
+"""Model inputs: validation of user-given arrays and seeded random inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from autopart.errors import InputError
+from autopart.ir.graph import Graph
+from autopart.limits import check_fits
+
+
+def describe(graph: Graph, name: str) -> str:
+    """``name: dtype[shape]`` for messages."""
+    value = graph.value(name)
+    return f"{name}: {value.dtype}{list(value.shape or ())}"
+
+
+def validate_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Check that ``feeds`` name exactly the graph's inputs with their shapes and dtypes."""
+    missing = [name for name in graph.inputs if name not in feeds]
+    if missing:
+        expected = ", ".join(describe(graph, n) for n in missing)
+        raise InputError(f"missing input(s): {expected}")
+    unknown = sorted(set(feeds) - set(graph.inputs))
+    if unknown:
+        raise InputError(f"unknown input(s) {unknown}; the model's inputs are {graph.inputs}")
+    checked = {}
+    for name in graph.inputs:
+        array = np.asarray(feeds[name])
+        value = graph.value(name)
+        if array.dtype != value.dtype:
+            raise InputError(f"input {name!r} has dtype {array.dtype}, expected {value.dtype}")
+        if value.shape is not None and tuple(array.shape) != tuple(value.shape):
+            raise InputError(
+                f"input {name!r} has shape {list(array.shape)}, expected {list(value.shape)}"
+            )
+        checked[name] = array
+    return checked
+
+
+def _index_bound(graph: Graph, name: str) -> int | None:
+    """The smallest table size among Gathers that use ``name`` as indices, if any."""
+    bounds = []
+    for consumer in graph.value(name).consumers:
+        if consumer.op_type == "Gather" and consumer.inputs[1] == name:
+            table = graph.value(consumer.inputs[0])
+            if table.shape is not None:
+                bounds.append(table.shape[consumer.attrs.get("axis", 0)])
+    return min(bounds) if bounds else None
+
+
+def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded random inputs: standard normal floats; integers valid as Gather indices.
+
+    Integer inputs used as Gather indices draw from the table's range; other integer and
+    boolean inputs draw from {0, 1} (typical of masks).
+    """
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for name in graph.inputs:
+        value = graph.value(name)
+        shape, dtype = value.shape or (), value.dtype
+        assert dtype is not None
+        if np.issubdtype(dtype, np.floating):
+            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[name] = rng.integers(0, 2, shape).astype(bool)
+        else:
+            feeds[name] = rng.integers(0, _index_bound(graph, name) or 2, shape).astype(dtype)
+    return feeds
+
+
+def check_run_fits(graph: Graph) -> None:
+    """Refuse to run ``graph`` when all its tensors together exceed the memory available.
+
+    The bound adds every value's declared size, weights included, as if no buffer were
+    reused, and twice the largest again for the temporaries a kernel or the random inputs
+    make (drawn in float64, then cast): a model that passes it can be run whatever the
+    schedule.
+    """
+    sizes = [value.nbytes for value in graph.values.values()]
+    total = sum(sizes) + 2 * max(sizes, default=0)
+    check_fits(total, f"running {graph.name!r} (all its tensors)")

@@ -1,0 +1,29 @@
+"""The ``autopart`` console script: prepares the process for measuring, then runs the CLI.
+
+Importing :mod:`autopart` changes nothing in the process. The command line owns its
+process, so before numpy is loaded it asks OpenBLAS's idle threads to stop spinning soon
+(``OPENBLAS_THREAD_TIMEOUT``, unless the user set it: their spin slowed the next lane's run
+by up to 1.7x on a machine whose cores onnxruntime and OpenCL also use) and keeps freed
+host memory in the heap (:func:`autopart.host_memory.retain_freed_memory`).
+"""
+
+from __future__ import annotations
+
+import os
+
+OPENBLAS_THREAD_TIMEOUT = "4"
+
+
+def main() -> None:
+    """Run the ``autopart`` command line in a process prepared for measuring."""
+    os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_THREAD_TIMEOUT)
+    from autopart.host_memory import retain_freed_memory
+
+    retain_freed_memory()
+    from autopart.cli import main as cli_main
+
+    cli_main()
+
+
+if __name__ == "__main__":
+    main()

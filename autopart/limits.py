@@ -1,0 +1,71 @@
+"""One size guard: declared tensor sizes weighed against the memory this process can get.
+
+Every place that would allocate what a user's file declares (a model's constants and
+shapes, an ``.npz`` of inputs, a saved plan or profile) asks :func:`check_fits` first, so a
+hostile or mistaken size is one clear error instead of a MemoryError, swapping or the
+kernel's OOM killer.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+
+from autopart.errors import ResourceError
+
+
+def _meminfo_available() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def _address_space_left() -> int | None:
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            used = next(
+                int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:")
+            )
+    except (OSError, ValueError, IndexError):
+        used = 0
+    return max(soft - used, 0)
+
+
+def available_memory_bytes() -> int:
+    """The bytes this process can still allocate: free memory, within its address-space limit."""
+    candidates = [_meminfo_available(), _address_space_left()]
+    if candidates[0] is None:
+        pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
+        candidates[0] = int(pages) * int(os.sysconf("SC_PAGE_SIZE")) if pages else None
+    known = [value for value in candidates if value is not None]
+    return min(known) if known else 1 << 62
+
+
+def format_size(nbytes: float) -> str:
+    """``nbytes`` in B, KiB, MiB, GiB or TiB, as error messages show it."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(nbytes) < 1024:
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.1f} TiB"
+
+
+def check_fits(nbytes: int, what: str) -> None:
+    """Raise :class:`ResourceError` when ``nbytes`` exceed the memory available.
+
+    ``what`` names the data in the message, e.g. ``"input 'x' float32[100000, 100000]"``.
+    """
+    available = available_memory_bytes()
+    if nbytes > available:
+        raise ResourceError(
+            f"{what} needs {format_size(nbytes)}, more than the {format_size(available)} "
+            "of memory available"
+        )

@@ -1,0 +1,345 @@
+"""The kinds of measurement job, in the order the profiler plans them (:data:`JOB_KINDS`).
+
+Ops come first in the order of the graph (an op job of a codegen timed by device events
+also times the host's enqueueing, and runs again where that row alone is missing), then the
+layout conversions of each op's one-node subgraph (codegens that convert layouts only),
+fusion pairs (fusing codegens only), launches, calibration windows (timed whole; where they
+can be cut, cut in two and entered cold by the same job), and copies.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import partial
+
+from autopart.costmodel.calibration import calibration_windows, op_sum, window_key
+from autopart.costmodel.cuts import cut_index
+from autopart.costmodel.fusion import pairs_to_measure
+from autopart.costmodel.measurements import Measurement, RowKind
+from autopart.costmodel.transfer import pair_name, split_pair
+from autopart.ir.graph import Node
+from autopart.ir.signature import op_signature
+from autopart.ir.target import HOST_DEVICE
+from autopart.profile.jobs import Job, JobKind, Measuring, Planning
+from autopart.profile.samplers import (
+    compiled_with_inputs,
+    cut_samplers,
+    enqueue_sampler,
+    launch_samples,
+    pair_sampler,
+)
+from autopart.profile.store import Profile
+from autopart.profile.timing import collect
+from autopart.profile.transfer import SIZES, copy_sampler
+from autopart.targets.resolve import ResolvedTarget
+
+CUT_SHARE = 0.5  # of an op's time budget, for jobs timing two things in turn (cut, pair)
+UNSUPPORTED = Measurement(0, 0, 0, 0, 0, 0, "none", passes=0)
+
+
+class OpJobs(JobKind):
+    """One op signature on one target, timed as a one-node subgraph (``op`` rows).
+
+    Signatures a target cannot run are marked with an ``unsupported`` row while planning.
+    """
+
+    kind = RowKind.OP
+
+    def plan(self, planning: Planning) -> list[Job]:
+        """One job per distinct (target, signature) lacking its op (or enqueue) row."""
+        jobs: list[Job] = []
+        graph, profile = planning.graph, planning.profile
+        seen: set[tuple[str, str]] = set()
+        for resolved in planning.targets:
+            target = str(resolved.target)
+            for node in graph.nodes:
+                signature = op_signature(node, graph)
+                if (target, signature) in seen:
+                    continue
+                seen.add((target, signature))
+                known = self.done(planning, RowKind.OP, target, signature) and (
+                    resolved.codegen.clock != "event"
+                    or self.done(planning, RowKind.ENQUEUE, target, signature)
+                )
+                if known or profile.has(RowKind.UNSUPPORTED, target, signature):
+                    planning.reused += 1
+                elif not resolved.codegen.supports(node, graph):
+                    profile.record(
+                        RowKind.UNSUPPORTED, target, signature, UNSUPPORTED, node.op_type
+                    )
+                    planning.unsupported += 1
+                else:
+                    label = f"{node.op_type} on {target}"
+                    jobs.append(Job(self.kind, target, signature, label, [node]))
+        return jobs
+
+    def measure(self, job: Job, measuring: Measuring) -> None:
+        """Time the op's ``run_timed``; on device clocks also the host's enqueueing."""
+        resolved = measuring.targets[job.target]
+        (node,) = job.nodes
+        compiled, env = compiled_with_inputs(resolved, measuring.graph, job.nodes, measuring.values)
+        settings = measuring.per_pass
+        samples = collect(lambda: compiled.run_timed(env), settings)
+        measuring.record(self.kind, job, job.key, samples, resolved.codegen.clock, node.op_type)
+        if resolved.codegen.clock == "event":
+            # host-side times vary little, and each sample waits for the kernels
+            few = replace(settings, warmup=0, min_runs=3, max_runs=3, batch=3)
+            enqueue = collect(enqueue_sampler(resolved, compiled, env), few)
+            measuring.record(RowKind.ENQUEUE, job, job.key, enqueue, "wall", node.op_type)
+
+
+class LayoutJobs(JobKind):
+    """The layout conversions of an op's one-node subgraph (``layout`` rows).
+
+    Only on codegens that convert layouts; ``kernel_s`` is the op's own kernels in the
+    same runs.
+    """
+
+    kind = RowKind.LAYOUT
+
+    def plan(self, planning: Planning) -> list[Job]:
+        """One job per distinct signature the target runs, on layout-converting targets."""
+        jobs: list[Job] = []
+        graph, profile = planning.graph, planning.profile
+        distinct: dict[str, Node] = {}  # each signature's first node, in graph order
+        for node in graph.nodes:
+            distinct.setdefault(op_signature(node, graph), node)
+        for resolved in (r for r in planning.targets if r.codegen.converts_layouts):
+            target = str(resolved.target)
+            for signature, node in distinct.items():
+                if profile.has(RowKind.UNSUPPORTED, target, signature):
+                    continue
+                if self.done(planning, self.kind, target, signature):
+                    planning.reused += 1
+                elif resolved.codegen.supports(node, graph):
+                    label = f"layouts of {node.op_type} on {target}"
+                    jobs.append(Job(self.kind, target, signature, label, [node]))
+        return jobs
+
+    def measure(self, job: Job, measuring: Measuring) -> None:
+        """Take the codegen's layout samples of the op: conversions, and its own kernels."""
+        (node,) = job.nodes
+        resolved = measuring.targets[job.target]
+        compiled, env = compiled_with_inputs(resolved, measuring.graph, job.nodes, measuring.values)
+        samples = compiled.layout_samples(env, measuring.per_pass.min_runs)
+        kernels = measuring.add_pass("kernel_s", job.target, job.key, [k for _, k in samples])
+        layouts = [layout for layout, _ in samples]
+        measuring.record(self.kind, job, job.key, layouts, "event", node.op_type, kernel_s=kernels)
+
+
+class FusedJobs(JobKind):
+    """A producer and the consumer a fusing codegen folds into it (``fused`` rows).
+
+    The pair is timed as one subgraph in turn with the producer alone (``producer_s``).
+    """
+
+    kind = RowKind.FUSED
+    one_pass = True
+
+    def plan(self, planning: Planning) -> list[Job]:
+        """The pairs worth timing (:func:`pairs_to_measure`) that both ops run on a target."""
+        jobs: list[Job] = []
+        graph = planning.graph
+        fusing = [r for r in planning.targets if r.codegen.fuses]
+        pairs = pairs_to_measure(graph) if fusing else []
+        for resolved in fusing:
+            target = str(resolved.target)
+            for pair in pairs:
+                key = pair.key(graph)
+                if not (
+                    resolved.codegen.supports(pair.producer, graph)
+                    and resolved.codegen.supports(pair.consumer, graph)
+                ):
+                    continue
+                if self.done(planning, self.kind, target, key) and _paired(
+                    planning.profile, target, key
+                ):
+                    planning.reused += 1
+                else:
+                    label = f"{pair.producer.op_type}+{pair.consumer.op_type} on {target}"
+                    jobs.append(Job(self.kind, target, key, label, [pair.producer, pair.consumer]))
+        return jobs
+
+    def measure(self, job: Job, measuring: Measuring) -> None:
+        """Time the pair and its producer in turn, in the whole budget's one pass."""
+        resolved = measuring.targets[job.target]
+        alone: list[float] = []
+        settings = measuring.settings
+        # a sample runs the producer and the pair: a share of the time will do
+        share = replace(settings, max_seconds=settings.max_seconds * CUT_SHARE)
+        sampler = pair_sampler(resolved, measuring.graph, job.nodes, measuring.values, alone)
+        together = collect(sampler, share)
+        # the warm-up runs' are left out
+        producer = measuring.add_pass("producer_s", job.target, job.key, alone[-len(together) :])
+        measuring.record(
+            self.kind, job, job.key, together, resolved.codegen.clock,
+            "+".join(node.op_type for node in job.nodes), producer_s=producer,
+        )  # fmt: skip
+
+
+def _paired(profile: Profile, target: str, key: str) -> bool:
+    """Whether the ``fused`` row (target, key) holds its producer timed in turn with it."""
+    row = profile.row(RowKind.FUSED, target, key)
+    return row is not None and math.isfinite(float(row["producer_s"]))
+
+
+class LaunchJobs(JobKind):
+    """Entering a trivial partition on a target: the launch probe (``launch`` rows)."""
+
+    kind = RowKind.LAUNCH
+    needs_values = False
+
+    def plan(self, planning: Planning) -> list[Job]:
+        """One job per target lacking one of its :func:`launch_keys` rows."""
+        jobs: list[Job] = []
+        for resolved in planning.targets:
+            target = str(resolved.target)
+            if all(self.done(planning, self.kind, target, k) for k in launch_keys(resolved)):
+                planning.reused += 1
+            else:
+                jobs.append(Job(self.kind, target, "", f"launch on {target}"))
+        return jobs
+
+    def measure(self, job: Job, measuring: Measuring) -> None:
+        """Time the probe's wall time, its ``run_timed``, and its kernel under a profiler."""
+        resolved = measuring.targets[job.target]
+        short = measuring.settings.for_short_runs().per_pass()
+        wall, timed, profiled = launch_samples(resolved, short)
+        measuring.record(self.kind, job, "wall", wall, "wall", "Relu")
+        measuring.record(self.kind, job, "timed", timed, resolved.codegen.clock, "Relu")
+        if profiled:
+            measuring.record(self.kind, job, "profiled", profiled, "event", "Relu")
+
+
+def launch_keys(resolved: ResolvedTarget) -> tuple[str, ...]:
+    """The ``launch`` row keys a complete profile holds for ``resolved``'s target."""
+    return ("wall", "timed", "profiled") if resolved.codegen.converts_layouts else ("wall", "timed")
+
+
+def _windows(planning: Planning, cut: bool) -> list[tuple[ResolvedTarget, str, list[Node]]]:
+    """Each target's calibration windows (target, key, nodes) that can (or cannot) be cut."""
+    graph = planning.graph
+    found = []
+    for resolved in planning.targets:
+        supported = partial(resolved.codegen.supports, graph=graph)
+        for start, end in calibration_windows(graph, supported):
+            window = graph.nodes[start:end]
+            if (cut_index(graph, window) is not None) == cut:
+                found.append((resolved, window_key(graph, start, end), window))
+    return found
+
+
+def _record_window(job: Job, samples: list[float], timer: str, measuring: Measuring) -> None:
+    """Record ``samples`` of the window ``job.nodes`` run whole as its calibration row."""
+    predicted = op_sum(measuring.profile, measuring.graph, job.nodes, job.target)
+    measuring.record(
+        RowKind.CALIBRATION, job, job.key, samples, timer, f"{len(job.nodes)} ops",
+        predicted_s=math.nan if predicted is None else predicted,
+    )  # fmt: skip
+
+
+class CalibrationJobs(JobKind):
+    """A window of the model that cannot be cut, timed whole (``calibration`` rows)."""
+
+    kind = RowKind.CALIBRATION
+
+    def plan(self, planning: Planning) -> list[Job]:
+        """One job per such window lacking its calibration row."""
+        jobs: list[Job] = []
+        for resolved, key, window in _windows(planning, cut=False):
+            target = str(resolved.target)
+            if self.done(planning, self.kind, target, key):
+                planning.reused += 1
+            else:
+                jobs.append(Job(self.kind, target, key, f"{len(window)} ops on {target}", window))
+        return jobs
+
+    def measure(self, job: Job, measuring: Measuring) -> None:
+        """Time the window's ``run_timed`` as one subgraph."""
+        resolved = measuring.targets[job.target]
+        compiled, env = compiled_with_inputs(resolved, measuring.graph, job.nodes, measuring.values)
+        samples = collect(lambda: compiled.run_timed(env), measuring.per_pass)
+        _record_window(job, samples, resolved.codegen.clock, measuring)
+
+
+class CutJobs(JobKind):
+    """A window timed whole, cut in two, and entered cold (calibration, cut and cold rows)."""
+
+    kind = RowKind.CUT
+
+    def plan(self, planning: Planning) -> list[Job]:
+        """One job per window that can be cut and lacks one of its three rows."""
+        jobs: list[Job] = []
+        for resolved, key, window in _windows(planning, cut=True):
+            target = str(resolved.target)
+            rows = (RowKind.CALIBRATION, RowKind.CUT, RowKind.COLD)
+            if all(self.done(planning, kind, target, key) for kind in rows):
+                planning.reused += 1
+            else:
+                label = f"{len(window)} ops, whole and cut, on {target}"
+                jobs.append(Job(self.kind, target, key, label, window))
+        return jobs
+
+    def measure(self, job: Job, measuring: Measuring) -> None:
+        """Time the window whole and cut in turn, then whole after the host worked elsewhere."""
+        resolved = measuring.targets[job.target]
+        timed: list[float] = []
+        walls: list[float] = []
+        graph, values = measuring.graph, measuring.values
+        sample, cold = cut_samplers(resolved, graph, job.nodes, values, walls, timed)
+        settings = measuring.per_pass
+        # a sample runs the window whole and cut: a share of the time will do
+        share = replace(settings, max_seconds=settings.max_seconds * CUT_SHARE)
+        halves = collect(sample, share)
+        # the warm-up runs' are left out
+        whole = measuring.add_pass("whole_s", job.target, job.key, walls[-len(halves) :])
+        ops = len(job.nodes)
+        measuring.record(
+            self.kind, job, job.key, halves, "wall", f"cut of {ops} ops", whole_s=whole
+        )
+        # apart, after the rest (a run after the gap slows the next few runs too), and
+        # only min_runs of them: each waits COLD_GAP_S first
+        colds = collect(cold, replace(share, warmup=0, batch=1, max_runs=share.min_runs))
+        measuring.record(
+            RowKind.COLD, job, job.key, colds, "wall", f"{ops} ops entered cold", warm_s=whole
+        )
+        _record_window(job, timed[-len(halves) :], resolved.codegen.clock, measuring)
+
+
+class TransferJobs(JobKind):
+    """Copies of each size in :data:`SIZES` between the host and each device (``transfer``)."""
+
+    kind = RowKind.TRANSFER
+    needs_values = False
+
+    def plan(self, planning: Planning) -> list[Job]:
+        """One job per (direction, size) lacking its row, for every device but the host."""
+        jobs: list[Job] = []
+        devices = sorted({str(r.target.device) for r in planning.targets} - {HOST_DEVICE})
+        for device in devices:
+            for src, dst in ((HOST_DEVICE, device), (device, HOST_DEVICE)):
+                pair = pair_name(src, dst)
+                for nbytes in SIZES:
+                    if self.done(planning, self.kind, pair, str(nbytes)):
+                        planning.reused += 1
+                    else:
+                        label = f"copy {pair}"
+                        jobs.append(Job(self.kind, pair, str(nbytes), label, nbytes=nbytes))
+        return jobs
+
+    def measure(self, job: Job, measuring: Measuring) -> None:
+        """Time copies of ``job.nbytes`` as the plan executor makes them."""
+        src, dst = (measuring.machine.device(name) for name in split_pair(job.target))
+        copies = measuring.settings.for_short_runs().per_pass()
+        samples = collect(copy_sampler(src, dst, job.nbytes), copies)
+        measuring.record(self.kind, job, job.key, samples, "wall")
+
+
+JOB_KINDS: tuple[JobKind, ...] = (
+    OpJobs(), LayoutJobs(), FusedJobs(), LaunchJobs(), CalibrationJobs(), CutJobs(),
+    TransferJobs(),
+)  # fmt: skip
+"""Every kind of job, in planning order."""
+BY_KIND: dict[RowKind, JobKind] = {kind.kind: kind for kind in JOB_KINDS}
+"""Each job kind by the row kind its jobs are named after (:attr:`Job.kind`)."""

@@ -1,0 +1,185 @@
+"""Samplers: functions that run a compiled subgraph once and return how long that took.
+
+The profiler's jobs (:mod:`autopart.profile.kinds`) hand these to
+:func:`autopart.profile.timing.collect`. Subgraphs are compiled through the codegens' own
+``compile``, the code the plan executor runs, with their inputs placed on the target's
+device first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from autopart.costmodel.cold import COLD_GAP_S
+from autopart.costmodel.cuts import cut_index
+from autopart.ir.feeds import random_inputs
+from autopart.ir.graph import Graph, Node
+from autopart.plan.partition import boundary
+from autopart.profile.probe import launch_probe_graph
+from autopart.profile.timing import TimingSettings, collect
+from autopart.targets.codegen import CompiledSubgraph, get_codegen
+from autopart.targets.resolve import ResolvedTarget
+
+PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
+
+
+def compiled_with_inputs(
+    resolved: ResolvedTarget, graph: Graph, nodes: list[Node], values: dict[str, np.ndarray]
+) -> tuple[CompiledSubgraph, dict[str, Any]]:
+    """``nodes`` compiled for ``resolved``, and an environment holding their inputs there."""
+    device, unit = resolved.placement.device, resolved.placement.unit
+    env: dict[str, Any] = {
+        name: device.from_host(values[name], unit) for name in boundary(graph, nodes)[0]
+    }
+    device.synchronize(unit)
+    return compile_nodes(resolved, graph, nodes), env
+
+
+def compile_nodes(resolved: ResolvedTarget, graph: Graph, nodes: list[Node]) -> CompiledSubgraph:
+    """``nodes`` compiled for ``resolved`` as one subgraph, its inputs and outputs its edges."""
+    return resolved.codegen.compile(graph, nodes, *boundary(graph, nodes), resolved.placement)
+
+
+def wall_sampler(
+    resolved: ResolvedTarget, compiled: CompiledSubgraph, env: dict[str, Any]
+) -> Callable[[], float]:
+    """A function returning the wall time of one run of ``compiled``, synchronised after."""
+    device, unit = resolved.placement.device, resolved.placement.unit
+
+    def sample() -> float:
+        start = time.perf_counter()
+        compiled.run(env)
+        device.synchronize(unit)
+        return time.perf_counter() - start
+
+    return sample
+
+
+def enqueue_sampler(
+    resolved: ResolvedTarget, compiled: CompiledSubgraph, env: dict[str, Any]
+) -> Callable[[], float]:
+    """A function timing how long the host takes to enqueue ``compiled`` (its ``run``).
+
+    The device is idle when it starts and is waited for after, outside the timing.
+    """
+    device, unit = resolved.placement.device, resolved.placement.unit
+
+    def sample() -> float:
+        start = time.perf_counter()
+        compiled.run(env)
+        elapsed = time.perf_counter() - start
+        device.synchronize(unit)
+        return elapsed
+
+    return sample
+
+
+def pair_sampler(
+    resolved: ResolvedTarget,
+    graph: Graph,
+    pair: list[Node],
+    values: dict[str, np.ndarray],
+    producer_times: list[float],
+) -> Callable[[], float]:
+    """A function timing ``pair`` (producer, consumer) as one subgraph, its producer just before.
+
+    Each call runs the producer alone and appends what ``run_timed`` said of it to
+    ``producer_times``, then returns what it says of the pair. Timed in turn, the two see
+    the same spells of the host, so that the little a fused consumer adds is not lost in
+    the drift between two jobs measured seconds apart (Conv+Relu on onnxruntime: the pair
+    minus a Conv timed in another job came out at -6 to +77 times the Relu alone).
+    """
+    together, env = compiled_with_inputs(resolved, graph, pair, values)
+    alone = compile_nodes(resolved, graph, [pair[0]])
+
+    def sample() -> float:
+        producer_times.append(alone.run_timed(env))
+        return together.run_timed(env)
+
+    return sample
+
+
+def cut_samplers(
+    resolved: ResolvedTarget,
+    graph: Graph,
+    nodes: list[Node],
+    values: dict[str, np.ndarray],
+    whole_walls: list[float],
+    whole_timed: list[float],
+) -> tuple[Callable[[], float], Callable[[], float]]:
+    """Functions timing ``nodes`` cut in two (:func:`cut_index`), and whole entered cold.
+
+    Each call of the first returns the wall time of the two halves in a row on
+    ``resolved``. The whole, run just before (the two alternate, so drift hits both),
+    appends its wall time to ``whole_walls`` and what ``run_timed`` said of it (the
+    calibration sample) to ``whole_timed``. The second keeps the host busy elsewhere for
+    :data:`COLD_GAP_S`, as while another partition of a plan runs, and returns the wall
+    time of the whole run then. Raises ``ValueError`` where ``nodes`` cannot be cut.
+    """
+    index = cut_index(graph, nodes)
+    if index is None:
+        raise ValueError(f"a window of {len(nodes)} ops that cannot be cut")
+    whole, env = compiled_with_inputs(resolved, graph, nodes, values)
+    device, unit = resolved.placement.device, resolved.placement.unit
+    halves = [compile_nodes(resolved, graph, part) for part in (nodes[:index], nodes[index:])]
+
+    def sample() -> float:
+        start = time.perf_counter()
+        whole_timed.append(whole.run_timed(env))
+        device.synchronize(unit)
+        whole_walls.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        for part in halves:
+            part.run(env)
+            device.synchronize(unit)
+        return time.perf_counter() - start
+
+    run_whole = wall_sampler(resolved, whole, env)
+
+    def cold() -> float:
+        busy(COLD_GAP_S)
+        return run_whole()
+
+    return sample, cold
+
+
+def launch_samples(
+    resolved: ResolvedTarget, settings: TimingSettings
+) -> tuple[list[float], list[float], list[float]]:
+    """Wall times of entering a trivial partition, and what ``run_timed`` says of it.
+
+    Layout-converting codegens also give what their own profiler says the probe's one
+    kernel took (empty for the rest): a kernel that does nearly nothing, so that is the
+    profiler's overhead on every kernel it times.
+    """
+    probe = launch_probe_graph()
+    values = {"x": np.ones((1, 1), np.float32)}
+    compiled, env = compiled_with_inputs(resolved, probe, probe.nodes, values)
+    walls = collect(wall_sampler(resolved, compiled, env), settings)
+    timed = collect(lambda: compiled.run_timed(env), settings)
+    if not resolved.codegen.converts_layouts:
+        return walls, timed, []
+    # the profiler counts whole microseconds: many runs, so that the median is not one tick
+    profiled = [kernels for _, kernels in compiled.layout_samples(env, PROFILED_RUNS)]
+    return walls, timed, profiled
+
+
+def busy(seconds: float) -> None:
+    """Keep the calling thread busy for ``seconds`` (a sleep would let its core idle too)."""
+    until = time.perf_counter() + seconds
+    while time.perf_counter() < until:
+        pass
+
+
+def reference_values(graph: Graph) -> dict[str, np.ndarray]:
+    """Every non-constant value of ``graph`` on seeded random inputs (numpy reference)."""
+    feeds = random_inputs(graph, seed=0)
+    produced = [name for node in graph.nodes for name in node.outputs if name]
+    compiled = get_codegen("numpy").compile(graph, graph.nodes, graph.inputs, produced)
+    env: dict[str, Any] = dict(feeds)
+    compiled.run(env)
+    return env

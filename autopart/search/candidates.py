@@ -1,0 +1,99 @@
+"""Candidate plans: what kind of search made each, and the one place their names are built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from autopart.ir.target import VirtualDevice
+from autopart.plan.schema import Plan
+from autopart.search.options import Objective
+from autopart.search.simulator import Simulation
+
+Assignment = dict[str, VirtualDevice]
+
+
+class CandidateKind(Enum):
+    """What made a candidate assignment.
+
+    The first four are the peer baselines (:mod:`autopart.search.baselines`): every node on
+    one target, ONNX Runtime's execution-provider rule, each node on its cheapest target,
+    and HEFT. Then the exact ILP, the optuna search's best, and a point of its Pareto front.
+    """
+
+    SINGLE = "single"
+    ORT_EP_RULE = "ort-ep-rule"
+    PER_OP_BEST = "per-op-best"
+    HEFT = "heft"
+    ILP = "ilp"
+    TUNED = "tuned"
+    PARETO = "pareto"
+
+    @property
+    def is_baseline(self) -> bool:
+        """Whether a peer baseline makes this kind."""
+        return self in _BASELINES
+
+
+_BASELINES = frozenset(
+    {CandidateKind.SINGLE, CandidateKind.ORT_EP_RULE, CandidateKind.PER_OP_BEST, CandidateKind.HEFT}
+)
+
+
+def candidate_name(
+    kind: CandidateKind, target: VirtualDevice | None = None, index: int | None = None
+) -> str:
+    """The name tables, reports and study seeds show for a candidate.
+
+    ``single:<target>`` for a single target, ``pareto-<index>`` for a point of the front,
+    else the kind's value (``ilp``, ``heft``, ...). Names are only ever built here and
+    never parsed: read a candidate's ``kind`` and ``target`` instead.
+    """
+    if kind is CandidateKind.SINGLE:
+        if target is None:
+            raise ValueError("a single-target candidate needs its target")
+        return f"single:{target}"
+    if kind is CandidateKind.PARETO:
+        if index is None:
+            raise ValueError("a Pareto candidate needs its index on the front")
+        return f"pareto-{index}"
+    return kind.value
+
+
+@dataclass
+class Candidate:
+    """One assignment, its plan and its simulated cost.
+
+    ``target`` is the target of a :attr:`CandidateKind.SINGLE` candidate (else None),
+    ``index`` a :attr:`CandidateKind.PARETO` candidate's position on the front; ``name``
+    is built from them by :func:`candidate_name`.
+    """
+
+    kind: CandidateKind
+    assignment: Assignment
+    plan: Plan
+    simulation: Simulation
+    fits_memory: bool = True
+    target: VirtualDevice | None = None
+    index: int | None = None
+    name: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.name = candidate_name(self.kind, self.target, self.index)
+
+    @property
+    def off_target_nodes(self) -> int:
+        """How many nodes a single-target candidate runs off its target; 0 for other kinds.
+
+        Those are the nodes its target cannot run. Such a plan is not really one target: its
+        label alone would hide the fallback.
+        """
+        if self.kind is not CandidateKind.SINGLE:
+            return 0
+        return sum(where != self.target for where in self.assignment.values())
+
+    def value(self, objective: Objective) -> float:
+        """The predicted seconds ``objective`` ranks by (sequential or concurrent)."""
+        if objective == Objective.LATENCY:
+            return self.simulation.sequential_s
+        return self.simulation.makespan_s

@@ -1,0 +1,210 @@
+"""The constants tuned to a machine, in one place, each with where its value came from.
+
+Every number here was chosen by a measurement on this project's development machine (2
+cores of an AMD EPYC VM, PoCL's CPU OpenCL device, onnxruntime), not derived; a machine that
+behaves differently may want other values. They are grouped by the stage that reads them,
+as frozen dataclasses whose fields carry their provenance (``source`` in the field's
+metadata). :func:`settings_in_force` lists them all; ``autopart tune`` records that list in
+``report.json`` so a result can be traced to the values it was made with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any
+
+
+def _tuned(value: Any, source: str) -> Any:
+    return field(default=value, metadata={"source": source})
+
+
+@dataclass(frozen=True)
+class ColdEntrySettings:
+    """How the cost model prices entering a target whose lane sat idle (costmodel.cold)."""
+
+    gap_s: float = _tuned(
+        5e-3,
+        "the idle time before a cold entry is measured: a few ms of host work elsewhere, "
+        "as while another partition runs (profile 'cold' rows)",
+    )
+    ramp_s: float = _tuned(
+        5e-3,
+        "time constant of a target going cold: fitted by experiments/exp_cold_entry.py "
+        "(penalty against idle gap, results/cold_entry_fit.csv)",
+    )
+
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    """When measured subgraph windows rescale op sums (costmodel.calibration)."""
+
+    min_nodes: int = _tuned(12, "models with fewer nodes get no calibration windows")
+    max_window: int = _tuned(40, "at most this many nodes per calibration window")
+    centres: tuple[float, ...] = _tuned(
+        (1 / 6, 1 / 2, 5 / 6), "where the windows sit: the start, middle and end of the node order"
+    )
+    factor_range: tuple[float, float] = _tuned(
+        (0.2, 5.0), "calibration factors are clipped to this range"
+    )
+    agreement: float = _tuned(
+        1.5, "windows whose factors differ by more than this ratio disagree, and give no factor"
+    )
+    gross_error: float = _tuned(
+        0.5,
+        "scale only where the op sum is off by more than half: a second measurement of a "
+        "whole model differs by 4-8% at the median, 30% at worst "
+        "(experiments/exp_calibration_variants.py)",
+    )
+
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """Which producer/consumer pairs the profiler times together (costmodel.fusion)."""
+
+    light_flops: int = _tuned(
+        8, "consumers of at most this many FLOPs per output element are fusion candidates"
+    )
+    per_class: int = _tuned(
+        4,
+        "pairs timed per (producer op, consumer op) class; the rest use the class ratio "
+        "(experiments/exp_fusion_pairs.py)",
+    )
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """How plans are timed against each other and when a win counts (tuning)."""
+
+    check_tolerance: float = _tuned(
+        1e-3, "max relative error of a plan's outputs against the numpy reference"
+    )
+    noise_margin: float = _tuned(
+        0.02, "a measured win smaller than this is noise, not a reason to switch plans"
+    )
+    significance: float = _tuned(0.05, "one-sided Mann-Whitney U on round medians")
+    drift_limit: float = _tuned(
+        0.2,
+        "a single target predicted this far off its measurement gets a note: the two-core "
+        "targets swing p90/p10 1.3-2.0 (experiments/exp_target_noise.py)",
+    )
+    drift_floor_s: float = _tuned(20e-6, "ignore drift under this: one launch's swing")
+    max_round_stretch: int = _tuned(20, "quick plans run up to this many times the rounds")
+    settle_s: float = _tuned(
+        1e-3,
+        "untimed runs opening a block, while caches refill: run once after another plan, "
+        "the 0.2 ms transformer took 1.8x its steady time and its second run 1.15x",
+    )
+    settle_below_s: float = _tuned(0.02, "only plans quicker than this need settling")
+    block_s: float = _tuned(5e-3, "timed runs of one block last about this long")
+    max_block_runs: int = _tuned(50, "at most this many timed runs per block")
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """Bounds of the search (search.planner)."""
+
+    ilp_time_limit_s: float = _tuned(
+        60.0,
+        "the ILP's time limit when no budget is given, and its cap: densenet121 (609 nodes, "
+        "7 targets) solved in 0.36 s, a 3000-node layered graph hit 60 s with a 0.3% gap "
+        "(experiments/results/ilp_scaling.csv)",
+    )
+    default_trials: int = _tuned(300, "optuna trials without a budget")
+
+
+@dataclass(frozen=True)
+class TimingSettings:
+    """How hard to time one thing.
+
+    After ``warmup`` untimed runs (fewer for slow subgraphs, see :func:`collect`), runs
+    come in batches of ``batch``. Timing stops once at least ``min_runs`` were taken, at
+    least ``min_seconds`` of wall time were spent, and one more batch moved the median by
+    less than ``tolerance`` (relative); or after ``max_runs`` runs; or once ``max_seconds``
+    of wall time were spent on this one measurement.
+
+    The profiler spreads each measurement over ``passes`` passes through its whole job list
+    (each pass taking a ``passes``-th of the runs and time) and keeps the median of the
+    passes' medians (:func:`summarise_passes`), so that a burst of host speed-up or
+    slow-down lasting a few seconds skews no single op.
+    """
+
+    warmup: int = _tuned(8, "untimed runs first: caches, lazy allocation, JIT warm-up")
+    min_runs: int = _tuned(7, "fewest timed runs of one thing")
+    max_runs: int = _tuned(60, "most timed runs of one thing")
+    batch: int = _tuned(4, "runs between two looks at the median")
+    tolerance: float = _tuned(0.02, "stop once a batch moves the median by less than this")
+    max_seconds: float = _tuned(1.0, "most wall time spent timing one thing")
+    passes: int = _tuned(
+        3,
+        "passes through the job list, median of their medians: a burst of host speed-up or "
+        "slow-down lasting seconds skews no single op (experiments/exp_target_noise.py)",
+    )
+    min_seconds: float = _tuned(0.0, "least wall time spent timing one thing")
+
+    def per_pass(self) -> TimingSettings:
+        """The settings of one of ``passes`` passes: a share of the runs and of the time."""
+        share = max(self.passes, 1)
+        return replace(
+            self,
+            min_runs=max(-(-self.min_runs // share), 3),
+            max_runs=max(-(-self.max_runs // share), 3),
+            batch=min(self.batch, max(-(-self.min_runs // share), 3)),
+            max_seconds=self.max_seconds / share,
+            min_seconds=self.min_seconds / share,
+            passes=1,
+        )
+
+    def for_short_runs(self) -> TimingSettings:
+        """The settings for copies and launch probes: sampled for 30% of ``max_seconds``.
+
+        A small copy or an empty launch takes microseconds, so ``min_runs`` of them span a
+        few milliseconds, and on a shared machine such a cost swings by 2x from one such
+        moment to the next (the PoCL worker threads and the host share two cores).
+        Sampling for a share of the time budget instead averages over those swings.
+        """
+        return replace(
+            self,
+            min_seconds=max(self.min_seconds, 0.3 * self.max_seconds),
+            max_runs=max(self.max_runs, 3000),
+        )
+
+    def to_dict(self) -> dict[str, float | int]:
+        """The settings as a plain dict (stored in profile metadata)."""
+        return asdict(self)
+
+
+COLD_ENTRY = ColdEntrySettings()
+CALIBRATION = CalibrationSettings()
+FUSION = FusionSettings()
+VERIFY = VerifySettings()
+SEARCH = SearchSettings()
+TIMING = TimingSettings()
+_GROUPS = {
+    "timing": TIMING,
+    "cold_entry": COLD_ENTRY,
+    "calibration": CALIBRATION,
+    "fusion": FUSION,
+    "verify": VERIFY,
+    "search": SEARCH,
+}
+
+
+def settings_in_force() -> dict[str, dict[str, Any]]:
+    """Every tuned constant by group and name, with its value (JSON-ready)."""
+    return {
+        group: {
+            item.name: list(value)
+            if isinstance(value := getattr(settings, item.name), tuple)
+            else value
+            for item in fields(settings)
+        }
+        for group, settings in _GROUPS.items()
+    }
+
+
+def provenance() -> dict[str, dict[str, str]]:
+    """Where every tuned constant's value came from, by group and name."""
+    return {
+        group: {item.name: str(item.metadata.get("source", "")) for item in fields(settings)}
+        for group, settings in _GROUPS.items()
+    }

@@ -1,0 +1,1 @@
+"""The ``openvino`` codegen, OpenVINO's CPU plugin: see :mod:`.codegen`."""

@@ -1,0 +1,217 @@
+"""The ``openvino`` codegen: a whole subgraph compiled by OpenVINO's CPU plugin.
+
+Like the onnxruntime codegen, this is the bring-your-own-codegen pattern. ``supports`` is
+learnt by probing (:mod:`autopart.targets.openvino.probe`). ``compile`` exports the chosen
+nodes as a standalone model whose inputs and outputs are the boundary values and compiles
+it from memory (``Core.read_model(bytes, empty weights tensor)``): no file is written.
+Compiled models are cached per process by the model's hash and the target's settings.
+
+Precision: every model is compiled with ``INFERENCE_PRECISION_HINT=f32``
+(:data:`~autopart.targets.openvino.runtime.PRECISION`, the codegen's ``precision``), so
+outputs match the numpy reference within the project's tolerance, not bf16's 1e-2.
+
+Layouts: the CPU plugin runs convolutions and pooling in blocked or channels-last layouts
+and inserts ``Reorder`` nodes where the plain layout at a subgraph's edges meets them;
+``layout_samples`` times those with OpenVINO's per-node counters (``PERF_COUNT``).
+
+Units: the whole device (``cpu@openvino``) gets only the LATENCY hint and f32 precision,
+so OpenVINO uses every core this process may run on, exactly as OpenVINO alone would. A
+unit (``cpu/N@openvino``) gets one stream of one inference thread per core of the unit,
+OpenVINO's own pinning off, and the calling thread pinned to the unit's cores for the call
+(with one thread OpenVINO computes on the calling thread).
+
+openvino is optional: without it the codegen reports itself unavailable, supports nothing,
+and ``compile`` raises a one-line :class:`~autopart.errors.TargetError`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from autopart.errors import TargetError
+from autopart.ir.graph import Graph, Node
+from autopart.ir.onnx_export import to_onnx
+from autopart.targets.codegen import (
+    HOST,
+    Codegen,
+    CompiledSubgraph,
+    Environment,
+    Placement,
+    register_codegen,
+)
+from autopart.targets.cpu_units import pinned_to
+from autopart.targets.openvino import runtime
+from autopart.targets.openvino.probe import probe
+
+# Node types of OpenVINO's layout conversions in its per-node performance counters.
+LAYOUT_NODE_TYPES = frozenset({"Reorder"})
+
+
+# -- execution ------------------------------------------------------------------------------
+class OpenVinoSubgraph(CompiledSubgraph):
+    """A compiled partition: one OpenVINO CompiledModel and this subgraph's infer request.
+
+    ``feeds`` are the boundary inputs the model reads (constants are embedded), in the
+    model's input order, and ``produced`` the outputs it computes, in its output order.
+    Requested outputs that no node produces are inputs or constants (``passthrough``).
+    ``cores`` is the unit's core set the calling thread is pinned to during ``run``
+    (empty: the whole device, no pinning). Outputs are fresh arrays, never recycled.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        model_bytes: bytes,
+        config: dict[str, str],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        feeds: Sequence[str],
+        produced: Sequence[str],
+        cores: Sequence[int],
+        passthrough: dict[str, np.ndarray],
+    ) -> None:
+        self.model = model
+        self.model_bytes = model_bytes
+        self.config = dict(config)
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        self.feeds = list(feeds)
+        self.produced = list(produced)
+        self.cores = tuple(cores)
+        self._passthrough = passthrough
+        self._request = model.create_infer_request()
+
+    def run(self, env: Environment) -> None:
+        """Feed the boundary inputs from ``env``, infer, store every output."""
+        self.run_timed(env)
+
+    def run_timed(self, env: Environment) -> float:
+        """Like :meth:`run`; returns wall-clock seconds spent in ``infer`` alone."""
+        feeds = {i: np.asarray(env[name], order="C") for i, name in enumerate(self.feeds)}
+        with pinned_to(self.cores):
+            start = time.perf_counter()
+            results = self._request.infer(feeds, share_inputs=True, share_outputs=False)
+            elapsed = time.perf_counter() - start
+        for index, name in enumerate(self.produced):
+            env[name] = results[index]
+        for name in self.outputs:
+            if name not in env:
+                env[name] = self._passthrough[name]
+        return elapsed
+
+    def layout_samples(self, env: Environment, runs: int) -> list[tuple[float, float]]:
+        """Per run, seconds in OpenVINO's ``Reorder`` nodes and in its other nodes.
+
+        A second compiled model with the same settings and ``PERF_COUNT`` on runs
+        ``runs`` times after one warm-up run; each run's per-node real times are summed.
+        Outputs are not stored in ``env``.
+        """
+        model = runtime.core().compile_model(
+            runtime.read_onnx(self.model_bytes),
+            runtime.DEVICE,
+            {**self.config, "PERF_COUNT": "YES"},
+        )
+        request = model.create_infer_request()
+        feeds = {i: np.asarray(env[name], order="C") for i, name in enumerate(self.feeds)}
+        samples = []
+        with pinned_to(self.cores):
+            for _ in range(runs + 1):
+                request.infer(feeds, share_inputs=True)
+                samples.append(layout_seconds(request.get_profiling_info()))
+        return samples[-runs:]
+
+
+def layout_seconds(counters: Sequence[Any]) -> tuple[float, float]:
+    """Seconds in layout conversion nodes and in the other nodes, from one run's counters."""
+    layout = sum(c.real_time.total_seconds() for c in counters if c.node_type in LAYOUT_NODE_TYPES)
+    other = sum(
+        c.real_time.total_seconds() for c in counters if c.node_type not in LAYOUT_NODE_TYPES
+    )
+    return layout, other
+
+
+@register_codegen
+class OpenVinoCodegen(Codegen):
+    """Whole subgraphs compiled by OpenVINO for the CPU, in f32, optionally on one CPU unit.
+
+    Supports what a one-node probe compiles (see :func:`probe`). ``precision`` is the
+    inference precision of every compiled model. Compiling needs the openvino package;
+    without it ``available()`` is false and ``compile`` raises :class:`TargetError`.
+    """
+
+    name = "openvino"
+    device_kind = "cpu"
+    uses_units = True
+    fuses = True
+    converts_layouts = True
+    precision = runtime.PRECISION
+
+    @classmethod
+    def available(cls) -> bool:
+        """Whether the openvino package could be imported."""
+        return runtime.HAVE_OPENVINO
+
+    def supports(self, node: Node, graph: Graph) -> bool:
+        """Whether OpenVINO's CPU plugin compiles ``node`` (memoised probe)."""
+        return probe(node, graph)[0]
+
+    def reason(self, node: Node, graph: Graph) -> str | None:
+        """Why ``node`` is not supported (OpenVINO's first error line), else ``None``."""
+        supported, why = probe(node, graph)
+        return None if supported else why
+
+    def compile(
+        self,
+        graph: Graph,
+        nodes: Sequence[Node],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        placement: Placement = HOST,
+    ) -> OpenVinoSubgraph:
+        """Export ``nodes`` as one model and compile it (cached) for ``placement``.
+
+        Boundary ``inputs`` that are graph constants are embedded and not fed at run time.
+        Raises :class:`TargetError` when openvino is missing, the placement is not a CPU
+        device, a value the nodes read is neither an input nor a constant, or OpenVINO
+        rejects the exported model.
+        """
+        if not self.available():
+            raise TargetError(runtime.MISSING_MESSAGE)
+        if placement.device.kind != self.device_kind:
+            raise TargetError(
+                f"codegen openvino runs on cpu devices, not {placement.device.name!r}"
+            )
+        self.check_supported(graph, nodes)
+        unit = placement.device.unit(placement.unit)
+        produced = {name for node in nodes for name in node.outputs if name}
+        read = {name for node in nodes for name in node.present_inputs} - produced
+        given = set(inputs)
+        constants = {name for name in read | set(outputs) if graph.value(name).is_const}
+        unfed = sorted(read - given - constants)
+        if unfed:
+            raise TargetError(
+                f"subgraph reads {', '.join(unfed[:4])} which are neither inputs nor constants"
+            )
+        for name in outputs:
+            if name not in produced and name not in given and name not in constants:
+                raise TargetError(f"subgraph output {name!r} is produced by none of its nodes")
+        feeds = [name for name in dict.fromkeys(inputs) if name in read and name not in constants]
+        results = [name for name in dict.fromkeys(outputs) if name in produced]
+        if not results:
+            raise TargetError("subgraph computes none of its outputs; nothing to compile")
+        model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
+        cores = tuple(unit.cores) if unit is not None else ()
+        config = runtime.target_config(cores if unit is not None else None)
+        passthrough = {
+            name: graph.value(name).const
+            for name in outputs
+            if name not in produced and graph.value(name).const is not None
+        }
+        model = runtime.compiled_model(model_bytes, config)
+        return OpenVinoSubgraph(
+            model, model_bytes, config, inputs, outputs, feeds, results, cores, passthrough
+        )

@@ -1,0 +1,196 @@
+"""What the ``openvino`` codegen supports: one-node probes compiled once per signature.
+
+For every distinct node signature (the onnxruntime codegen's
+:func:`~autopart.targets.onnxruntime_codegen.node_signature`, plus each input's rank and
+its constant data where small) a one-node ONNX model with the node's static input shapes
+and its constant inputs embedded is read from memory and compiled for the CPU; the answer
+is memoised for the life of the process. Nodes that OpenVINO compiles but computes
+differently from ONNX are refused by rule (:func:`known_mismatch`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from autopart.ir.graph import Graph, Node
+from autopart.ir.onnx_export import attribute_to_proto
+from autopart.targets.onnxruntime_codegen import node_signature
+from autopart.targets.openvino import runtime
+
+# Constant inputs up to this many elements are part of a probe's key by value (shapes,
+# axes, pads); larger ones (weights) by dtype and shape only.
+SMALL_CONSTANT = 64
+
+_PROBES: dict[tuple[Any, ...], tuple[bool, str]] = {}
+_PROBE_LOCK = threading.Lock()
+
+
+def probe_key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
+    """The memoisation key of ``node``'s probe; ``None`` when an input's dtype or rank is unknown.
+
+    It extends onnxruntime's :func:`node_signature` (domain, op, opset, dtypes, attributes)
+    with each input's rank and, for constant inputs, their shape and (when small) their
+    data: OpenVINO's CPU plugin needs a static rank, and some ops accept only constant
+    shape-like inputs. Dimensions are left out, as in onnxruntime's key.
+    """
+    base = node_signature(node, graph)
+    if base is None:
+        return None
+    inputs: list[Any] = []
+    for name in node.inputs:
+        if not name:
+            inputs.append(None)
+            continue
+        value = graph.value(name)
+        if value.shape is None:
+            return None
+        data = value.const
+        if data is None:
+            inputs.append(len(value.shape))
+        elif data.size <= SMALL_CONSTANT:
+            inputs.append(("const", data.shape, data.tobytes()))
+        else:
+            inputs.append(("const", data.shape))
+    return (*base, tuple(inputs))
+
+
+def _probe_model(node: Node, graph: Graph) -> onnx.ModelProto:
+    """A one-node model: fed inputs with their static shapes, constant inputs embedded."""
+    inputs, initializers, input_names = [], [], []
+    for index, name in enumerate(node.inputs):
+        if not name:
+            input_names.append("")
+            continue
+        value = graph.value(name)
+        placeholder = f"in{index}"
+        input_names.append(placeholder)
+        if value.const is not None:
+            initializers.append(numpy_helper.from_array(value.const, placeholder))
+        else:
+            elem = helper.np_dtype_to_tensor_dtype(value.dtype)
+            inputs.append(helper.make_tensor_value_info(placeholder, elem, value.shape))
+    outputs, output_names = [], []
+    for index, name in enumerate(node.outputs):
+        if not name:
+            output_names.append("")
+            continue
+        placeholder = f"out{index}"
+        output_names.append(placeholder)
+        outputs.append(helper.make_empty_tensor_value_info(placeholder))
+    domain = "" if node.domain in ("", "ai.onnx") else node.domain
+    proto = helper.make_node(node.op_type, input_names, output_names, domain=domain)
+    proto.attribute.extend(attribute_to_proto(k, v) for k, v in node.attrs.items())
+    opsets = {"": graph.opsets.get("", 1), domain: graph.opset_of(node)}
+    opset_ids = [helper.make_opsetid(name, version) for name, version in opsets.items()]
+    model = helper.make_model(
+        helper.make_graph([proto], "probe", inputs, outputs, initializers), opset_imports=opset_ids
+    )
+    model.ir_version = max(helper.find_min_ir_version_for(opset_ids, ignore_unknown=True), 4)
+    return model
+
+
+def known_mismatch(node: Node, graph: Graph) -> str | None:
+    """Why OpenVINO would compile ``node`` but compute something else than ONNX says, or None.
+
+    Two differences found by the conformance suite, decided from attributes and shapes:
+
+    - Softmax, LogSoftmax and Hardmax before opset 13 flatten the input from ``axis`` on;
+      OpenVINO applies them along ``axis`` alone, which agrees only when the dimensions
+      after ``axis`` are all 1.
+    - Pooling with ``ceil_mode`` drops a last window that would start past the input and
+      its begin padding; OpenVINO keeps it, and its output is one longer there.
+    - AveragePool with ``ceil_mode`` and ``count_include_pad``: a last window that runs
+      past the end padding averages over the padded input it covers; OpenVINO divides by
+      the whole window.
+    """
+    first = graph.value(node.inputs[0]).shape if node.inputs and node.inputs[0] else None
+    if node.op_type in ("Softmax", "LogSoftmax", "Hardmax") and graph.opset_of(node) < 13:
+        axis = int(node.attrs.get("axis", 1)) % max(len(first or ()), 1)
+        if first is None or int(np.prod(first[axis + 1 :])) != 1:
+            return f"{node.op_type} before opset 13 over several axes (OpenVINO takes one)"
+    if node.attrs.get("ceil_mode") and node.attrs.get("auto_pad", "NOTSET") == "NOTSET":
+        kernel = list(node.attrs.get("kernel_shape", []))
+        sizes = list(first[2:]) if first is not None else []
+        if len(sizes) != len(kernel):
+            return f"{node.op_type} with ceil_mode needs a known spatial shape"
+        count = len(kernel)
+        strides = list(node.attrs.get("strides") or [1] * count)
+        dilations = list(node.attrs.get("dilations") or [1] * count)
+        pads = list(node.attrs.get("pads") or [0] * 2 * count)
+        for i in range(count):
+            span = sizes[i] + pads[i] + pads[i + count] - (kernel[i] - 1) * dilations[i] - 1
+            windows = -(-span // strides[i]) + 1
+            if (windows - 1) * strides[i] >= sizes[i] + pads[i]:
+                return (
+                    f"{node.op_type} with ceil_mode and a window past the input (OpenVINO keeps it)"
+                )
+            reach = (windows - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1
+            overhang = reach > sizes[i] + pads[i] + pads[i + count]
+            if node.op_type == "AveragePool" and node.attrs.get("count_include_pad") and overhang:
+                return (
+                    "AveragePool with ceil_mode and count_include_pad whose last window runs past "
+                    "the padding (OpenVINO divides by the whole window)"
+                )
+    return None
+
+
+def _run_probe(node: Node, graph: Graph) -> tuple[bool, str]:
+    """Compile ``node`` alone for OpenVINO's CPU plugin; any failure means no."""
+    try:
+        model = runtime.read_onnx(_probe_model(node, graph).SerializeToString())
+        runtime.core().compile_model(model, runtime.DEVICE, runtime.target_config((0,)))
+    except Exception as error:  # OpenVINO raises RuntimeError and others; all mean "no"
+        return False, runtime.first_line(error)
+    return True, ""
+
+
+def probe(node: Node, graph: Graph) -> tuple[bool, str]:
+    """Whether OpenVINO's CPU plugin runs ``node``, and why not when it does not.
+
+    Refuses without probing: nodes with graph attributes (If, Loop, Scan), nodes with an
+    input of unknown dtype or rank, nodes OpenVINO computes differently from ONNX
+    (:func:`known_mismatch`), and everything when openvino is missing. Otherwise the
+    answer for the node's :func:`probe_key` is computed once (reading and compiling a
+    one-node model: 15-60 ms on this machine) and memoised in a module-level table.
+    """
+    if not runtime.HAVE_OPENVINO:
+        return False, runtime.MISSING_MESSAGE
+    if _has_graph(node):
+        return False, f"{node.op_type} has a graph attribute (control flow is not partitioned)"
+    key = probe_key(node, graph)
+    if key is None:
+        return False, f"{node.op_type} has an input of unknown dtype or rank"
+    mismatch = known_mismatch(node, graph)
+    if mismatch is not None:
+        return False, mismatch
+    cached = _PROBES.get(key)
+    if cached is not None:
+        return cached
+    with _PROBE_LOCK:
+        cached = _PROBES.get(key)
+        if cached is None:
+            cached = _PROBES[key] = _run_probe(node, graph)
+    return cached
+
+
+def _has_graph(node: Node) -> bool:
+    """Whether an attribute of ``node`` holds graphs (as protos or lists of them)."""
+    for value in node.attrs.values():
+        items = value if isinstance(value, list | tuple) else [value]
+        for item in items:
+            if isinstance(item, onnx.GraphProto) or (
+                isinstance(item, onnx.AttributeProto)
+                and item.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
+            ):
+                return True
+    return False
+
+
+def clear_probe_cache() -> None:
+    """Forget every memoised probe (for tests)."""
+    _PROBES.clear()

@@ -1,0 +1,123 @@
+"""OpenVINO itself, for the ``openvino`` codegen: the lazy import, the Core, compiling.
+
+openvino is optional and imported on first use: the import takes ~0.35 s, and on import
+the package updates a usage counter in ``~/intel`` (OpenVINO's telemetry, which also sends
+an event when the user consented). Importing this module never imports openvino.
+Every model is read from serialised ONNX in memory and compiled with
+``INFERENCE_PRECISION_HINT=f32`` (:data:`PRECISION`): OpenVINO's CPU default on CPUs with
+avx512_bf16 is bf16, about 1e-2 (relative) from the reference. Compiled models are cached
+per process by the hash of the model and the compile properties.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from autopart.errors import TargetError
+
+
+def _installed() -> bool:
+    """Whether the openvino package can be found, without importing it (that takes ~0.35 s)."""
+    try:
+        return importlib.util.find_spec("openvino") is not None
+    except (ImportError, ValueError):  # ValueError: sys.modules holds None or a spec-less stub
+        return False
+
+
+# Module-level flag read at call time (tests monkeypatch it to simulate a missing package).
+HAVE_OPENVINO: bool = _installed()
+
+MISSING_MESSAGE = "codegen openvino needs the openvino package: pip install openvino"
+DEVICE = "CPU"
+PRECISION = "f32"  # INFERENCE_PRECISION_HINT of every model this codegen compiles
+
+# The most recently used compiled models (profiling compiles hundreds of one-op models).
+COMPILED_CACHE_SIZE = 256
+_COMPILED: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], Any] = OrderedDict()
+_COMPILE_LOCK = threading.Lock()
+_ov: Any = None
+_core: Any = None
+
+
+def load_openvino() -> Any:
+    """The openvino module, imported on first use; :class:`TargetError` when it cannot be."""
+    global _ov
+    if _ov is None:
+        try:
+            import openvino
+        except ImportError:
+            raise TargetError(MISSING_MESSAGE) from None
+        _ov = openvino
+    return _ov
+
+
+def core() -> Any:
+    """The process's one ``openvino.Core`` (plugin loading is paid once)."""
+    global _core
+    if _core is None:
+        _core = load_openvino().Core()
+    return _core
+
+
+def target_config(cores: Sequence[int] | None) -> dict[str, str]:
+    """OpenVINO compile properties: the whole device when ``cores`` is None, else a unit.
+
+    The whole device gets the LATENCY hint and :data:`PRECISION`, nothing else. A unit
+    also gets one stream, one inference thread per core and OpenVINO's pinning off: the
+    caller pins the calling thread to the unit's cores.
+    """
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": PRECISION}
+    if cores is not None:
+        config["NUM_STREAMS"] = "1"
+        config["INFERENCE_NUM_THREADS"] = str(max(len(cores), 1))
+        config["ENABLE_CPU_PINNING"] = "NO"
+    return config
+
+
+def first_line(error: BaseException) -> str:
+    """The first informative line of an OpenVINO error (they start with source locations)."""
+    lines = [line.strip() for line in str(error).strip().splitlines() if line.strip()]
+    for line in lines:
+        if not line.startswith("Exception from") and not line.startswith("Check '"):
+            return line
+    return lines[-1] if lines else type(error).__name__
+
+
+def read_onnx(model_bytes: bytes) -> Any:
+    """An ``openvino.Model`` from serialised ONNX, read from memory (no weights file)."""
+    empty_weights = load_openvino().Tensor(np.empty(0, np.uint8))
+    return core().read_model(model_bytes, empty_weights)
+
+
+def compiled_model(model_bytes: bytes, config: dict[str, str]) -> Any:
+    """The ``openvino.CompiledModel`` of ``model_bytes`` under ``config``, cached per process.
+
+    The key is the SHA-256 of the serialised model and the properties; the cache keeps the
+    :data:`COMPILED_CACHE_SIZE` most recently used models (subgraphs keep theirs alive).
+    Raises :class:`TargetError` with OpenVINO's first informative line when it fails.
+    """
+    key = (hashlib.sha256(model_bytes).hexdigest(), tuple(sorted(config.items())))
+    with _COMPILE_LOCK:
+        cached = _COMPILED.get(key)
+        if cached is None:
+            try:
+                cached = core().compile_model(read_onnx(model_bytes), DEVICE, config)
+            except Exception as error:  # OpenVINO's exception types are not specific
+                raise TargetError(f"openvino rejected the subgraph: {first_line(error)}") from None
+            _COMPILED[key] = cached
+            while len(_COMPILED) > COMPILED_CACHE_SIZE:
+                _COMPILED.popitem(last=False)
+        _COMPILED.move_to_end(key)
+    return cached
+
+
+def clear_compiled() -> None:
+    """Forget every compiled model (for tests)."""
+    _COMPILED.clear()

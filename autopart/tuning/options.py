@@ -1,0 +1,92 @@
+"""What a tune or a benchmark is asked for, and how they report their stages."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopart.errors import AutopartError
+from autopart.io import check_writable
+from autopart.search.constraints import Constraints
+from autopart.search.options import Method, Objective
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """The options of a tune (``autopart tune``); every field has a default.
+
+    ``targets`` are target specs (None: every target found here, or in ``profile_file``).
+    ``objective`` and ``method`` are those of :class:`autopart.search.options.SearchOptions`
+    (by name or value); ``budget_s`` bounds the search; ``constraints`` are pins, forbids,
+    a fallback and memory caps. ``profile_file`` plans from that profile instead of
+    profiling here (another machine's: nothing runs); ``profiles_dir`` is where this
+    machine's profile is kept (None: the default). The plan is saved under
+    ``search_dir/<model>-<targets hash>/`` and also to ``output`` if given. ``rounds`` are
+    the timed rounds per plan when verifying; ``seed`` seeds the inputs and the optuna
+    sampler; ``storage`` is an optuna RDB URL (None: the study in the search folder);
+    ``input_shapes`` fixes the model's named input shapes.
+    """
+
+    targets: Sequence[str] | None = None
+    objective: Objective = Objective.LATENCY
+    method: Method = Method.AUTO
+    budget_s: float | None = None
+    constraints: Constraints | None = None
+    profile_file: str | Path | None = None
+    profiles_dir: str | Path | None = None
+    output: str | Path | None = None
+    search_dir: str | Path = "search"
+    rounds: int = 10
+    seed: int = 0
+    storage: str | None = None
+    input_shapes: Mapping[str, Sequence[int]] | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "objective", Objective.parse(self.objective))
+        object.__setattr__(self, "method", Method.parse(self.method))
+        if self.budget_s is not None:
+            check_budget(self.budget_s, "budget")
+        check_count(self.rounds, "rounds", 1)
+        check_count(self.seed, "seed", 0)
+
+    def check_outputs(self) -> None:
+        """Raise :class:`~autopart.errors.InputError` for an output that cannot be written."""
+        check_writable(self.search_dir, "search folder", directory=True)
+        if self.output is not None:
+            check_writable(self.output, "plan file")
+        if self.profiles_dir is not None and self.profile_file is None:
+            check_writable(self.profiles_dir, "profiles folder", directory=True)
+
+
+def check_budget(seconds: float, name: str, allow_zero: bool = False) -> None:
+    """Raise :class:`AutopartError` unless ``seconds`` is finite and positive (or 0)."""
+    valid = isinstance(seconds, int | float) and math.isfinite(seconds)
+    if not valid or seconds < 0 or (seconds == 0 and not allow_zero):
+        least = "0 or more" if allow_zero else "more than 0"
+        raise AutopartError(f"--{name} must be a finite number of seconds, {least}, not {seconds}")
+
+
+def check_count(value: int, name: str, least: int) -> None:
+    """Raise :class:`AutopartError` unless ``value`` is an integer of at least ``least``."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise AutopartError(f"--{name} must be an integer of at least {least}, not {value!r}")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """The options of a benchmark (``autopart bench``).
+
+    ``targets`` are target specs (None: every target found); ``rounds`` the timed rounds
+    per plan; the tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves
+    it); ``profiles_dir`` is where this machine's profile is kept (None: the default).
+    """
+
+    targets: Sequence[str] | None = None
+    rounds: int = 15
+    search_dir: str | Path = "search"
+    profiles_dir: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        check_count(self.rounds, "rounds", 1)

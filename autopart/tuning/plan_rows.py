@@ -1,0 +1,159 @@
+"""The rows of a tune's report: one per candidate plan, saved as ``report.json`` and ``.csv``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from autopart.io import atomic_write_bytes
+from autopart.ir.target import VirtualDevice
+from autopart.search.candidates import Candidate, CandidateKind
+from autopart.settings import VERIFY, settings_in_force
+from autopart.tuning.verify import Measured
+
+DRIFT_LIMIT = VERIFY.drift_limit  # a single target predicted this far off gets a note
+DRIFT_FLOOR_S = VERIFY.drift_floor_s  # ... unless it is off by less than this
+
+
+@dataclass
+class PlanRow:
+    """One candidate plan as the report shows it.
+
+    ``kind`` and ``target`` are the candidate's (:class:`Candidate`); ``speedup`` is over the
+    best single target, measured if measured, else predicted.
+    """
+
+    name: str
+    kind: CandidateKind
+    predicted_s: float
+    measured_s: float | None
+    speedup: float | None
+    partitions: int
+    copies: int
+    memory_bytes: dict[str, int]
+    max_error: float | None
+    off_target_nodes: int = 0
+    target: VirtualDevice | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """The row as plain data (kind and target as text), as the report files hold it."""
+        return {
+            **asdict(self),
+            "kind": self.kind.value,
+            "target": None if self.target is None else str(self.target),
+        }
+
+    @property
+    def label(self) -> str:
+        """The name as tables show it (:func:`plan_label`)."""
+        return plan_label(self.name, self.off_target_nodes)
+
+
+def plan_label(name: str, off_target_nodes: int) -> str:
+    """``name``, followed by how many nodes a single-target plan runs off its target, if any."""
+    if not off_target_nodes:
+        return name
+    return f"{name} (+{off_target_nodes} node{'s' * (off_target_nodes > 1)} on the fallback)"
+
+
+def plan_rows(candidates: dict[str, Candidate], measured: dict[str, Measured]) -> list[PlanRow]:
+    """One row per candidate, measured ones by measured time, else by predicted time."""
+    singles = [name for name, c in candidates.items() if c.kind is CandidateKind.SINGLE]
+    measured_singles = [measured[n].median_s for n in singles if n in measured]
+    predicted_singles = [candidates[n].simulation.makespan_s for n in singles]
+    rows = []
+    for name, candidate in candidates.items():
+        predicted = candidate.simulation.makespan_s
+        result = measured.get(name)
+        speedup: float | None
+        if result is not None and measured_singles:
+            speedup = min(measured_singles) / result.median_s
+        elif result is None and predicted_singles:
+            speedup = min(predicted_singles) / predicted if predicted else None
+        else:
+            speedup = None
+        rows.append(
+            PlanRow(
+                name,
+                candidate.kind,
+                predicted,
+                None if result is None else result.median_s,
+                speedup,
+                len(candidate.plan.partitions),
+                len(candidate.plan.copies),
+                {
+                    device: s.weights_bytes + s.activation_peak_bytes
+                    for device, s in candidate.plan.storage.items()
+                },
+                None if result is None else result.max_error,
+                candidate.off_target_nodes,
+                candidate.target,
+            )
+        )
+    key = (lambda r: r.measured_s) if measured else (lambda r: r.predicted_s)
+    return sorted(rows, key=lambda r: (key(r) is None, key(r) or 0.0))
+
+
+def drift_note(rows: Sequence[PlanRow], model: str | Path) -> list[str]:
+    """A note naming the single targets whose prediction is over :data:`DRIFT_LIMIT` off.
+
+    A profile taken in a slow or quick spell of a shared machine predicts every plan on
+    that target off by as much; the note says how to measure it again. It cannot tell such
+    drift from a bias of the cost model on that target, so it says both. Gaps under
+    :data:`DRIFT_FLOOR_S` are not noted: a model of a few microseconds swings by that much
+    from one launch to the next, whatever the profile.
+    """
+    off: list[tuple[str, float, float, float]] = []  # target, predicted, measured, error
+    for row in rows:
+        measured = row.measured_s
+        if row.kind is CandidateKind.SINGLE and measured:
+            error = row.predicted_s / measured - 1
+            if abs(error) > DRIFT_LIMIT and abs(row.predicted_s - measured) >= DRIFT_FLOOR_S:
+                off.append((str(row.target), row.predicted_s, measured, error))
+    if not off:
+        return []
+    listing = "; ".join(
+        f"{t} {p * 1e3:.2f} ms predicted, {m * 1e3:.2f} measured ({e:+.0%})" for t, p, m, e in off
+    )
+    targets = ",".join(t for t, *_ in off)
+    return [
+        f"the profile is more than {DRIFT_LIMIT:.0%} off the measurement on {listing}. "
+        "Either the machine was in a slow or quick spell when it was profiled "
+        f"(`autopart profile {model} --targets {targets} --refresh` measures again) "
+        "or the cost model misses something on that target"
+    ]
+
+
+def save_report(
+    directory: Path,
+    rows: list[PlanRow],
+    chosen: str,
+    pick: str,
+    targets: list[str],
+    fingerprint: str,
+    notes: list[str],
+) -> None:
+    """Write ``report.json`` and ``report.csv``.
+
+    ``report.json`` holds the choice, the targets, the profile, the notes, every row and the
+    machine-tuned settings in force (:func:`autopart.settings.settings_in_force`).
+    """
+    document = {
+        "chosen": chosen,
+        "search_pick": pick,
+        "targets": targets,
+        "profile": fingerprint,
+        "notes": notes,
+        "plans": [row.to_dict() for row in rows],
+        "settings": settings_in_force(),
+    }
+    atomic_write_bytes(directory / "report.json", (json.dumps(document, indent=1) + "\n").encode())
+    table = pd.DataFrame([row.to_dict() for row in rows])
+    table["memory_bytes"] = table["memory_bytes"].map(
+        lambda m: ";".join(f"{k}={v}" for k, v in m.items())
+    )
+    atomic_write_bytes(directory / "report.csv", table.to_csv(index=False).encode())
