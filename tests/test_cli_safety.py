@@ -145,3 +145,50 @@ def test_unwritable_outputs_are_refused_before_the_work(
     code, output = invoke(*[arg.replace("{ro}", read_only) for arg in args])
     assert_one_line_error(code, output, what, "cannot be written")
     assert time.perf_counter() - started < 30  # refused at once, not after profiling
+
+
+def _declaring(tmp_path: Path, op: str, dims: list[int]) -> Path:
+    """A model whose ``op`` makes (or whose input declares) a tensor of ``dims``."""
+    shape = helper.make_tensor("shape", TensorProto.INT64, [len(dims)], dims)
+    if op == "input":
+        nodes = [helper.make_node("Relu", ["x"], ["y"])]
+        inputs, initializers = [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)], []
+    else:
+        made = ["shape"] if op == "ConstantOfShape" else ["one", "shape"]
+        nodes = [helper.make_node(op, made, ["big"]), helper.make_node("Add", ["big", "x"], ["y"])]
+        inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])]
+        initializers = [shape, helper.make_tensor("one", TensorProto.FLOAT, [1], [1.0])]
+    graph = helper.make_graph(
+        nodes, "declared", inputs,
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)], initializers,
+    )  # fmt: skip
+    path = tmp_path / f"{op}.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("op", "dims"),
+    [
+        ("ConstantOfShape", [100_000, 1_000_000]),  # 1e11 elements, folded at load before
+        ("Expand", [100_000, 1_000_000]),
+        ("input", [100_000, 100_000]),  # 37 GiB of input
+    ],
+)
+@pytest.mark.parametrize("command", ["info", "run"])
+def test_declared_sizes_beyond_memory_are_refused_before_allocating(
+    tmp_path: Path, op: str, dims: list[int], command: str
+) -> None:
+    started = time.perf_counter()
+    assert_one_line_error(*invoke(command, str(_declaring(tmp_path, op, dims))), "memory")
+    assert time.perf_counter() - started < 30
+
+
+def test_show_draws_hostile_names_literally(tmp_path: Path) -> None:
+    model = _model_with_names(tmp_path, HOSTILE)
+    plan = tmp_path / "plan.json"
+    assert invoke("run", str(model), "--save-plan", str(plan), "--repeat", "1")[0] == 0
+    code, output = invoke("show", str(plan))
+    assert code == 0, output
+    assert "\x1b" not in output and "\u202e" not in output and "\x07" not in output
+    assert "n[/]a[bold]me\\x1b]0;title\\x07\\x1b[31m\\u202e" in output

@@ -78,7 +78,9 @@ def test_corrupt_profile_rows_are_refused_in_one_line(
     broken = _rewrite_rows(profile, tmp_path / "broken.csv", change, kind)
     with pytest.raises(ProfileError, match=fragment):
         Profile.load(broken)
-    assert_one_line_error(*invoke("tune", str(model), "--profile", str(broken)), fragment)
+    code, output = invoke("tune", str(model), "--profile", str(broken))
+    assert_one_line_error(code, output, fragment)
+    assert output.startswith("error: ")  # no blank line from a progress display before it
 
 
 @pytest.mark.parametrize(
@@ -113,6 +115,7 @@ def test_a_plan_that_is_a_symlink_to_dev_zero_is_read_no_further_than_a_limit(
     [
         ("model.source", None, "source"),
         ("partitions", 5, "partitions"),
+        ("partitions.0.nodes", 5, "nodes"),
         ("storage.cpu.buffers.0.nbytes", -8, "nbytes"),
         ("storage.cpu.buffers.0.nbytes", float("nan"), "not valid JSON"),
         ("storage.cpu.buffers.0.nbytes", 1, "too few"),
