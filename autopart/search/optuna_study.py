@@ -28,6 +28,8 @@ from autopart.search.options import Objective
 from autopart.search.optuna_space import Codes, SearchSpace
 
 CREATE_ATTEMPTS = 20  # workers racing to create a new study
+# what a worker sees when another created the same tables or rows a moment before it
+RACE_SIGNS = ("already exists", "locked", "duplicate", "unique")
 STUDY_ATTR = "autopart"  # the study's user attribute that holds the search space
 
 
@@ -118,7 +120,8 @@ def _backend(storage: str) -> optuna.storages.RDBStorage:
     """The RDB storage at URL ``storage``, its tables made; one-line errors, safe to race.
 
     Workers started together on a new database all try to create its tables; the losers
-    of that race see an IntegrityError (or a locked SQLite file) and try again.
+    of that race see an IntegrityError, a table that already exists or a locked SQLite
+    file, and try again.
     """
     engine: dict[str, Any] = {}
     if storage.startswith("sqlite:///"):
@@ -129,8 +132,10 @@ def _backend(storage: str) -> optuna.storages.RDBStorage:
     for attempt in range(CREATE_ATTEMPTS):
         try:
             return optuna.storages.RDBStorage(storage, engine_kwargs=engine)
-        except (sqlalchemy.exc.IntegrityError, sqlalchemy.exc.OperationalError) as error:
-            racing = isinstance(error, sqlalchemy.exc.IntegrityError) or "locked" in str(error)
+        except sqlalchemy.exc.DBAPIError as error:
+            racing = isinstance(error, sqlalchemy.exc.IntegrityError) or any(
+                sign in str(error).lower() for sign in RACE_SIGNS
+            )
             if not racing or attempt == CREATE_ATTEMPTS - 1:
                 raise OptunaSearchError(_storage_failure(storage, error)) from None
             time.sleep(0.05 * (attempt + 1))
