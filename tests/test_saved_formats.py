@@ -140,3 +140,19 @@ def test_ill_typed_plan_fields_are_refused(
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(document))
     assert_one_line_error(*invoke("run", str(path)), fragment)
+
+
+def test_notes_are_styled_not_shown_as_markup(
+    saved: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    model, profile_path, _ = saved
+    profile = Profile.load(profile_path)
+    profile.meta["fingerprint"] = "another-machine"
+    foreign = tmp_path / "foreign.csv"
+    profile.save(foreign)
+    code, output = invoke(
+        "tune", str(model), "--profile", str(foreign), "--search-dir", str(tmp_path / "s")
+    )
+    assert code == 0, output
+    assert "note: planned for machine another-machine" in output
+    assert "[yellow]" not in output and "[/" not in output

@@ -19,6 +19,7 @@ from autopart.cli.common import (
     parse_input_shapes,
     print_table,
     progress_display,
+    styled,
     user_errors,
 )
 from autopart.costmodel.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
@@ -78,15 +79,16 @@ def profile_command(
             parse_input_shapes(input_shapes), refresh=refresh,
         )  # fmt: skip
     console.print(
-        f"[bold]{model}[/bold] on {len(report.targets)} targets: {report.new} new "
-        f"measurements, {report.reused} reused, {report.unsupported} unsupported op "
-        f"signatures, {report.elapsed_s:.1f} s"
+        styled(
+            (model, "bold"),
+            f" on {len(report.targets)} targets: {report.new} new measurements, "
+            f"{report.reused} reused, {report.unsupported} unsupported op signatures, "
+            f"{report.elapsed_s:.1f} s",
+        )
     )
     if report.missing:
-        console.print(
-            f"[yellow]budget spent: {report.missing} measurements still missing; "
-            "run again to resume[/yellow]"
-        )
+        missing = f"budget spent: {report.missing} measurements still missing; run again to resume"
+        console.print(styled((missing, "yellow")))
     _print_profile_summary(saved, report.entries)
     _print_calibrations(report.calibrations)
     console.print(f"profile: {path}")

@@ -20,6 +20,7 @@ from autopart.cli.common import (
     print_table,
     progress_display,
     split_list,
+    styled,
     user_errors,
 )
 from autopart.search.constraints import Constraints
@@ -156,7 +157,7 @@ def print_report(report: TuneReport) -> None:
         )
     print_table(table)
     for note in report.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(styled(("note:", "yellow"), f" {note}"))
     console.print(f"chosen: {report.chosen} (search pick: {report.search_pick})")
     console.print(f"plan: {report.plan_path}")
     console.print(f"saved: {report.directory}")
