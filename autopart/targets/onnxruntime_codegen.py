@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -48,6 +47,7 @@ from autopart.targets.codegen import (
     register_codegen,
 )
 from autopart.targets.cpu_units import allowed_cores, pinned_to
+from autopart.targets.probe_cache import ProbeCache
 
 try:
     import onnxruntime as _ort
@@ -63,8 +63,7 @@ PROVIDER = "CPUExecutionProvider"
 LAYOUT_KERNELS = frozenset({"ReorderInput", "ReorderOutput"})
 
 # Probe results by node signature: (supported, reason when not). Lives as long as the process.
-_PROBES: dict[tuple[Any, ...], tuple[bool, str]] = {}
-_PROBE_LOCK = threading.Lock()
+_PROBES = ProbeCache()
 
 
 # -- capability probing -----------------------------------------------------------------------
@@ -202,14 +201,7 @@ def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     key = node_signature(node, graph)
     if key is None:
         return False, f"{node.op_type} has an input of unknown dtype"
-    cached = _PROBES.get(key)
-    if cached is not None:
-        return cached
-    with _PROBE_LOCK:
-        cached = _PROBES.get(key)
-        if cached is None:
-            cached = _PROBES[key] = _run_probe(node, graph)
-    return cached
+    return _PROBES.get(key, lambda: _run_probe(node, graph))
 
 
 def clear_probe_cache() -> None:

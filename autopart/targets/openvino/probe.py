@@ -10,7 +10,6 @@ differently from ONNX are refused by rule (:func:`known_mismatch`).
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
@@ -21,13 +20,13 @@ from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import attribute_to_proto
 from autopart.targets.onnxruntime_codegen import node_signature
 from autopart.targets.openvino import runtime
+from autopart.targets.probe_cache import ProbeCache
 
 # Constant inputs up to this many elements are part of a probe's key by value (shapes,
 # axes, pads); larger ones (weights) by dtype and shape only.
 SMALL_CONSTANT = 64
 
-_PROBES: dict[tuple[Any, ...], tuple[bool, str]] = {}
-_PROBE_LOCK = threading.Lock()
+_PROBES = ProbeCache()
 
 
 def probe_key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
@@ -168,14 +167,7 @@ def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     mismatch = known_mismatch(node, graph)
     if mismatch is not None:
         return False, mismatch
-    cached = _PROBES.get(key)
-    if cached is not None:
-        return cached
-    with _PROBE_LOCK:
-        cached = _PROBES.get(key)
-        if cached is None:
-            cached = _PROBES[key] = _run_probe(node, graph)
-    return cached
+    return _PROBES.get(key, lambda: _run_probe(node, graph))
 
 
 def _has_graph(node: Node) -> bool:
