@@ -50,12 +50,12 @@ def available_memory_bytes() -> int:
 
 
 def format_size(nbytes: float) -> str:
-    """``nbytes`` in B, KiB, MiB, GiB or TiB, as error messages show it."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(nbytes) < 1024:
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+    """``nbytes`` in B, KiB, MiB or GiB, as tables and error messages show sizes."""
+    for unit in ("B", "KiB", "MiB"):
+        if nbytes < 1024:
+            return f"{int(nbytes)} B" if unit == "B" else f"{nbytes:.1f} {unit}"
         nbytes /= 1024
-    return f"{nbytes:.1f} TiB"
+    return f"{nbytes:.1f} GiB"
 
 
 def check_fits(nbytes: int, what: str) -> None:

@@ -126,15 +126,6 @@ def print_table(table: Table) -> None:
     wide.print(table)
 
 
-def format_bytes(count: float) -> str:
-    """``count`` bytes in B, KiB, MiB or GiB."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{count:.1f} {unit}" if unit != "B" else f"{int(count)} B"
-        count /= 1024
-    return f"{count} B"
-
-
 def split_list(values: Sequence[str]) -> list[str]:
     """Repeated and comma-separated option values as one list: ``("a,b", "c")`` -> a, b, c."""
     return [item.strip() for value in values for item in value.split(",") if item.strip()]

@@ -8,13 +8,13 @@ from rich.table import Table
 from autopart import api
 from autopart.cli.common import (
     console,
-    format_bytes,
     input_shape_option,
     parse_input_shapes,
     print_table,
     styled,
     user_errors,
 )
+from autopart.limits import format_size
 
 
 @click.command("info")
@@ -28,7 +28,7 @@ def info(model: str, input_shapes: tuple[str, ...]) -> None:
     for kind, values in (("input", summary.inputs), ("output", summary.outputs)):
         for name, (dtype, shape) in values.items():
             console.print(f"  {kind} {name}: {dtype}{list(shape)}")
-    console.print(f"  parameters: {format_bytes(summary.parameter_bytes)}")
+    console.print(f"  parameters: {format_size(summary.parameter_bytes)}")
     console.print(f"  FLOPs: {summary.flops / 1e9:.3f} G")
     table = Table("op", "count", title="op histogram")
     for op, count in summary.op_histogram.items():

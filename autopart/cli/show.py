@@ -9,13 +9,13 @@ from rich.tree import Tree
 from autopart import api
 from autopart.cli.common import console, styled, user_errors
 from autopart.ir.target import HOST_DEVICE
+from autopart.limits import format_size
 from autopart.report.html import write_html
 from autopart.report.tree import (
     WHOLE_DEVICE,
     Explanation,
     describe_saving,
     explain,
-    format_bytes,
     format_seconds,
     totals,
 )
@@ -83,9 +83,7 @@ def render_tree(explanation: Explanation) -> Tree:
     if explanation.copies:
         total = sum(c.nbytes for c in explanation.copies)
         copies = root.add(
-            styled(
-                ("copies", "bold yellow"), f" ({len(explanation.copies)}, {format_bytes(total)})"
-            )
+            styled(("copies", "bold yellow"), f" ({len(explanation.copies)}, {format_size(total)})")
         )
         for copy in explanation.copies:
             times = f" · predicted {format_seconds(copy.predicted_s)}"
@@ -94,7 +92,7 @@ def render_tree(explanation: Explanation) -> Tree:
             copies.add(
                 styled(
                     (copy.id, "bold"),
-                    f" {copy.value} {copy.src}->{copy.dst} · {format_bytes(copy.nbytes)}{times}",
+                    f" {copy.value} {copy.src}->{copy.dst} · {format_size(copy.nbytes)}{times}",
                 )
             )
     for line in totals(explanation):

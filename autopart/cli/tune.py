@@ -14,7 +14,6 @@ from rich.table import Table
 
 from autopart.cli.common import (
     console,
-    format_bytes,
     input_shape_option,
     parse_input_shapes,
     print_table,
@@ -23,6 +22,7 @@ from autopart.cli.common import (
     styled,
     user_errors,
 )
+from autopart.limits import format_size
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective
 from autopart.tuning.options import TuneOptions
@@ -153,7 +153,7 @@ def print_report(report: TuneReport) -> None:
             "-" if row.speedup is None else f"{row.speedup:.2f}x",
             str(row.partitions),
             str(row.copies),
-            ", ".join(f"{d} {format_bytes(b)}" for d, b in row.memory_bytes.items()),
+            ", ".join(f"{d} {format_size(b)}" for d, b in row.memory_bytes.items()),
         )
     print_table(table)
     for note in report.notes:

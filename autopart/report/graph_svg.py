@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from autopart.ir.graph import Graph
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
+from autopart.limits import format_size
 from autopart.plan.schema import Plan
 from autopart.report.layout import NODE_H, PITCH_Y, Box, Key, Layout, Route, layered_layout
 from autopart.report.svg import COPY_COLOUR, attr, clip, num, tint
-from autopart.report.tree import Explanation, NodeRow, describe_saving, format_bytes, format_seconds
+from autopart.report.tree import Explanation, NodeRow, describe_saving, format_seconds
 
 PAD_X = 7.0
 PAD_Y = (PITCH_Y - NODE_H) / 2 - 4  # leaves a visible seam between partitions on adjacent levels
@@ -162,7 +163,7 @@ def _copies(layout: Layout, plan: Plan, graph: Graph, explanation: Explanation) 
         taken[spot] = taken.get(spot, 0) + 1
         title = (
             f"copy {row.id}: {shape_text(graph, row.value)}\n{row.src} → {row.dst} · "
-            f"{format_bytes(row.nbytes)}\npredicted {format_seconds(row.predicted_s)} · "
+            f"{format_size(row.nbytes)}\npredicted {format_seconds(row.predicted_s)} · "
             f"measured {format_seconds(row.measured_s)}"
         )
         r = COPY_R

@@ -12,13 +12,14 @@ from pathlib import Path
 
 from autopart.io import atomic_write_bytes
 from autopart.ir.graph import Graph
+from autopart.limits import format_size
 from autopart.plan.schema import Plan
 from autopart.report import ReportError
 from autopart.report.assets import SCRIPT, STYLE
 from autopart.report.gantt_svg import gantt_lanes, gantt_svg
 from autopart.report.graph_svg import draw_graph
 from autopart.report.svg import COPY_COLOUR, UNKNOWN_COLOUR, attr, target_colours, tint
-from autopart.report.tree import Explanation, explain, format_bytes, format_seconds
+from autopart.report.tree import Explanation, explain, format_seconds
 
 
 def write_html(plan: Plan, graph: Graph, path: str | Path) -> None:
@@ -74,7 +75,7 @@ def _header(plan: Plan, explanation: Explanation) -> str:
     cards = [
         _card("nodes", str(explanation.node_count), f"on {len(devices)} device(s)"),
         _card("partitions", str(len(explanation.partitions)), f"fallback {plan.fallback}"),
-        _card("copies", str(len(explanation.copies)), format_bytes(copied)),
+        _card("copies", str(len(explanation.copies)), format_size(copied)),
         _card("predicted sequential", _seconds(explanation.sequential_s), profile),
         _card(
             "predicted makespan",

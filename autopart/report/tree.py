@@ -207,15 +207,6 @@ def format_seconds(seconds: float | None) -> str:
     return f"{seconds:.3g} s"
 
 
-def format_bytes(count: float) -> str:
-    """``count`` bytes in B, KiB, MiB or GiB."""
-    for unit in ("B", "KiB", "MiB"):
-        if count < 1024:
-            return f"{int(count)} B" if unit == "B" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} GiB"
-
-
 def describe_saving(row: NodeRow) -> str:
     """How the node's target compares with its next-best target, in words."""
     if row.next_best is None:
