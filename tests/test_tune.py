@@ -226,6 +226,24 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
         original = table[table["plan"] == row.same_plan_as].iloc[0]
         assert row.median_ms == original["median_ms"] and row.partitions == original["partitions"]
     assert "ort-ep-rule" in set(twins["plan"]) or "ort-ep-rule" in set(twins["same_plan_as"])
+    # a single target's codegen (and its fallback's where it ran nodes); none for a peer
+    codegens = table["codegens"].fillna("")
+    for row, names in zip(table.itertuples(), codegens, strict=True):
+        if row.kind == "single":
+            own = row.target.split("@")[1]
+            assert own in names.split("+") and (row.off_target_nodes > 0 or names == own)
+        assert (names == "") == (row.kind == "peer")
+
+
+def test_a_plans_codegens_are_its_partitions_distinct_codegens(tiny_path: Path) -> None:  # noqa: F811
+    from autopart import api
+    from autopart.tuning.bench import plan_codegens
+
+    plan, _ = api.make_plan(str(tiny_path), ["Conv=opencl:0/0@opencl"], "cpu/0@onnxruntime")
+    assert len(plan.partitions) == 4  # conv, relu, conv, add alternating
+    assert plan_codegens(plan) == "onnxruntime+opencl"
+    plan, _ = api.make_plan(str(tiny_path), ["Relu=cpu/1@onnxruntime"], "cpu/0@onnxruntime")
+    assert len(plan.partitions) == 3 and plan_codegens(plan) == "onnxruntime"
 
 
 def _fakes(

@@ -19,6 +19,7 @@ import pandas as pd
 from autopart.errors import AutopartError
 from autopart.io import atomic_write_bytes
 from autopart.ir.feeds import random_inputs
+from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
 from autopart.progress import StageProgress
@@ -46,8 +47,10 @@ def bench_models(
     target's, else empty), ``median_ms``, ``predicted_ms``, ``vs_onnxruntime``,
     ``vs_openvino``, ``vs_best_peer`` (each peer at its library's defaults,
     :mod:`autopart.tuning.peers`),
-    ``vs_best_single``, ``partitions``, ``copies``, ``max_rel_error``, ``runs``,
-    ``same_plan_as`` (the plan whose run it shares, if equal) and ``off_target_nodes``.
+    ``vs_best_single``, ``partitions``, ``codegens`` (the distinct codegens of the plan's
+    partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
+    peers), ``copies``, ``max_rel_error``, ``runs``, ``same_plan_as`` (the plan whose run
+    it shares, if equal) and ``off_target_nodes``.
     """
     options = options or BenchOptions()
     rows: list[dict[str, object]] = []
@@ -120,6 +123,7 @@ def _bench_model(
                 "vs_best_peer": result.median_s / best_peer,
                 "vs_best_single": result.median_s / best_single,
                 "partitions": len(plan.partitions) if plan else 1,
+                "codegens": plan_codegens(plan) if plan else "",
                 "copies": len(plan.copies) if plan else 0,
                 "max_rel_error": result.max_error,
                 "runs": len(result.latencies),
@@ -128,6 +132,12 @@ def _bench_model(
             }
         )
     return rows
+
+
+def plan_codegens(plan: Plan) -> str:
+    """The distinct codegens of ``plan``'s partitions, sorted and joined by ``+``."""
+    names = {VirtualDevice.parse(p.target).codegen or "" for p in plan.partitions}
+    return "+".join(sorted(names))
 
 
 def _kind(name: str, candidate: Candidate | None) -> str:
