@@ -220,6 +220,52 @@ def test_without_unit_uses_every_core_unpinned() -> None:
     assert compiled.intra_op_num_threads == max(len(CORES), 1)
 
 
+def test_a_partition_sharing_its_plan_turns_spinning_off() -> None:
+    options = compile_whole(tiny_graph("Relu")).session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+def test_a_plan_s_only_partition_gets_onnxruntime_s_default_options() -> None:
+    graph = tiny_graph("Relu")
+    compiled = compile_whole(graph, Placement(HostDevice(), alone=True))
+    options = compiled.session.get_session_options()
+    with pytest.raises(Exception, match="allow_spinning"):
+        options.get_session_config_entry("session.intra_op.allow_spinning")
+    assert options.intra_op_num_threads == 0  # onnxruntime chooses, as when used alone
+    env: dict[str, Any] = dict(random_inputs(graph, seed=1))
+    compiled.run(env)
+    assert np.allclose(env[graph.outputs[0]], np.maximum(env[graph.inputs[0]], 0))
+
+
+def test_plan_executor_compiles_a_lone_partition_at_defaults_and_split_ones_not() -> None:
+    from autopart.ir.target import VirtualDevice
+    from autopart.plan.build import build_plan_for
+    from autopart.runtime.plan_executor import PlanExecutor
+
+    graph = autopart.load("squeezenet")
+    numpy_, ort = VirtualDevice.parse("cpu@numpy"), VirtualDevice.parse("cpu@onnxruntime")
+    names = [node.name for node in graph.nodes]
+    whole = build_plan_for(graph, dict.fromkeys(names, ort), numpy_, "whole")
+    first_on_numpy = {name: numpy_ if i == 0 else ort for i, name in enumerate(names)}
+    split = build_plan_for(graph, first_on_numpy, numpy_, "split")
+    spinning = "session.intra_op.allow_spinning"
+
+    def entries(plan: Any) -> list[str | None]:
+        found = []
+        with PlanExecutor(plan, graph) as executor:
+            for step in executor.steps.values():
+                if isinstance(step.compiled, ortgen.OnnxRuntimeSubgraph):
+                    options = step.compiled.session.get_session_options()
+                    try:
+                        found.append(options.get_session_config_entry(spinning))
+                    except Exception:
+                        found.append(None)
+        return found
+
+    assert entries(whole) == [None]
+    assert entries(split) == ["0"]
+
+
 def test_unknown_unit_is_a_target_error() -> None:
     graph = tiny_graph("Relu")
     with pytest.raises(TargetError, match="no unit 999"):

@@ -54,6 +54,10 @@ def test_tune_saves_a_verified_plan_with_prediction_and_report(
     report = pd.read_csv(directory / "report.csv")
     assert {"single:cpu@onnxruntime", "ilp", "heft"} <= set(report["name"])
     assert report["measured_s"].notna().all()
+    # the peers ran at their defaults in the same rounds, and the ratio is shown
+    assert "peers at their defaults: onnxruntime alone" in text and "chosen / best peer" in text
+    peers = json.loads((directory / "report.json").read_text())["peers"]
+    assert "onnxruntime alone" in peers and all(s > 0 for s in peers.values())
     code, output = invoke("run", str(out), "--repeat", "1", "--check")
     assert code == 0 and "(ok)" in output, output
 
@@ -506,6 +510,12 @@ def test_the_python_api_tunes_and_benches_as_the_commands_do(
         autopart.tune(str(model), budget=1.0, **common)  # the option is budget_s
     report = autopart.tune(str(model), rounds=1, **common)
     assert report.plan_path == report.directory / "plan.json" and report.plan_path.is_file()
+    assert "onnxruntime alone" in report.peers and report.peers["onnxruntime alone"].correct
+    chosen = next(row for row in report.rows if row.name == report.chosen)
+    best_peer = min(m.median_s for m in report.peers.values())
+    assert report.vs_best_peer == pytest.approx(chosen.measured_s / best_peer)
+    alone = autopart.tune(str(model), rounds=1, peers=False, **common)
+    assert alone.peers == {} and alone.vs_best_peer is None
     kinds = {row.name: row.kind for row in report.rows}
     assert {name for name, kind in kinds.items() if kind.value == "single"} == {
         f"single:{t}" for t in TARGETS.split(",")
@@ -515,3 +525,50 @@ def test_the_python_api_tunes_and_benches_as_the_commands_do(
     tuned = table[table["plan"] == "autopart (tuned)"].iloc[0]
     assert tuned["kind"] == "chosen"
     assert tuned["predicted_ms"] == pytest.approx(report.plan.predicted.makespan_s * 1e3)
+
+
+def test_a_peer_that_rejects_the_model_is_left_out_with_a_note(
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_path: Path,  # noqa: F811
+) -> None:
+    from autopart.tuning import peers as peer_module
+
+    def rejects(model: object) -> object:
+        raise RuntimeError("Exception from src/x.cpp:1:\nunsupported op Foo")
+
+    monkeypatch.setattr(peer_module, "openvino_alone", rejects)
+    monkeypatch.setattr(peer_module.openvino_runtime, "HAVE_OPENVINO", True)
+    runners, notes = peer_module.peers(str(tiny_path))
+    assert list(runners) == ["onnxruntime alone"]
+    assert notes == ["openvino alone could not run this model: unsupported op Foo"]
+
+
+def test_a_single_target_plan_on_onnxruntime_is_compiled_as_onnxruntime_alone_is(
+    tiny_path: Path,  # noqa: F811
+) -> None:
+    """The plan's only session has the peer's options: it cannot lose to it for settings."""
+    from autopart.ir.target import VirtualDevice
+    from autopart.plan.build import build_plan_for
+    from autopart.runtime.plan_executor import PlanExecutor
+    from autopart.tuning.peers import peer_model
+
+    graph = autopart.load(str(tiny_path))
+    ort = VirtualDevice.parse("cpu@onnxruntime")
+    plan = build_plan_for(graph, {n.name: ort for n in graph.nodes}, ort, "whole")
+    with PlanExecutor(plan, graph) as executor:
+        (step,) = executor.steps.values()
+        ours = step.compiled.session.get_session_options()  # type: ignore[union-attr]
+        import onnxruntime
+
+        peer = onnxruntime.InferenceSession(
+            peer_model(str(tiny_path)).SerializeToString(), providers=["CPUExecutionProvider"]
+        ).get_session_options()
+        for field in (
+            "intra_op_num_threads",
+            "inter_op_num_threads",
+            "execution_mode",
+            "graph_optimization_level",
+            "enable_cpu_mem_arena",
+            "enable_mem_pattern",
+        ):
+            assert getattr(ours, field) == getattr(peer, field), field

@@ -68,6 +68,10 @@ from autopart.tuning.workflow import TuneReport, tune_model
 )  # fmt: skip
 @click.option("--storage", default=None, metavar="URL", help="optuna RDB URL shared by workers")
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--peers/--no-peers", default=True, show_default=True,
+    help="also time onnxruntime alone and openvino alone, each at its defaults",
+)  # fmt: skip
 @input_shape_option
 @user_errors
 def tune_command(
@@ -87,6 +91,7 @@ def tune_command(
     rounds: int,
     storage: str | None,
     seed: int,
+    peers: bool,
     input_shapes: tuple[str, ...],
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""
@@ -119,6 +124,7 @@ def tune_command(
             seed=seed,
             storage=storage,
             input_shapes=parse_input_shapes(input_shapes),
+            peers=peers,
         )
         report = tune_model(model, options, progress=progress)
     print_report(report)
@@ -156,6 +162,11 @@ def print_report(report: TuneReport) -> None:
             ", ".join(f"{d} {format_size(b)}" for d, b in row.memory_bytes.items()),
         )
     print_table(table)
+    if report.peers:
+        timed = ", ".join(f"{name} {m.median_s * 1e3:.2f} ms" for name, m in report.peers.items())
+        ratio = report.vs_best_peer
+        versus = "" if ratio is None else f"; chosen / best peer: {ratio:.2f}x"
+        console.print(f"peers at their defaults: {timed}{versus}")
     for note in report.notes:
         console.print(styled(("note:", "yellow"), f" {note}"))
     console.print(f"chosen: {report.chosen} (search pick: {report.search_pick})")

@@ -12,7 +12,8 @@ from autopart.costmodel.measurements import Latencies
 from autopart.host_memory import retain_freed_memory
 from autopart.ir.feeds import check_run_fits, validate_feeds
 from autopart.ir.graph import Graph
-from autopart.targets.codegen import get_codegen
+from autopart.targets.codegen import Placement, get_codegen
+from autopart.targets.devices import HostDevice
 
 
 @dataclass
@@ -38,7 +39,9 @@ class Executor:
         check_run_fits(graph)
         self.graph = graph
         self.codegen = get_codegen(codegen)
-        self.compiled = self.codegen.compile(graph, graph.nodes, graph.inputs, graph.outputs)
+        self.compiled = self.codegen.compile(
+            graph, graph.nodes, graph.inputs, graph.outputs, Placement(HostDevice(), alone=True)
+        )
 
     def run(self, feeds: Mapping[str, np.ndarray], repeat: int = 1, warmup: int = 0) -> RunResult:
         """Validate ``feeds``, run ``warmup`` untimed then ``repeat`` timed times."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -93,11 +93,13 @@ class PlanExecutor:
 
     def _compile(self) -> list[_Step]:
         steps = []
+        alone = len(self.plan.partitions) == 1
         for spec in self.plan.partitions:
             nodes = [self.graph.node(name) for name in spec.nodes]
             resolved = resolve(_target_of(spec, nodes), self.machine)
+            placement = replace(resolved.placement, alone=alone)
             compiled = resolved.codegen.compile(
-                self.graph, nodes, spec.inputs, spec.outputs, resolved.placement
+                self.graph, nodes, spec.inputs, spec.outputs, placement
             )
             device = resolved.placement.device
             unit = resolved.placement.unit

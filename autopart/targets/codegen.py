@@ -26,10 +26,16 @@ Environment = dict[str, Any]
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a compiled subgraph runs: a device and optionally one of its units."""
+    """Where a compiled subgraph runs: a device, optionally one of its units, and company.
+
+    ``alone`` says the subgraph is its plan's only partition: nothing else runs before,
+    after or beside it, so a codegen may use its library's own defaults for a lone model
+    (onnxruntime then lets its pool threads spin, which would slow a neighbour lane).
+    """
 
     device: Device
     unit: int | None = None
+    alone: bool = False
 
 
 HOST = Placement(HostDevice())

@@ -389,7 +389,10 @@ class OnnxRuntimeCodegen(Codegen):
             raise TargetError("subgraph computes none of its outputs; nothing to compile")
         model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
         cores = tuple(unit.cores) if unit is not None else ()
-        session = _create_session(model_bytes, unit is not None, cores)
+        if placement.alone and unit is None:
+            session = _default_session(model_bytes)
+        else:
+            session = _create_session(model_bytes, unit is not None, cores)
         passthrough = {
             name: graph.value(name).const
             for name in outputs
@@ -399,6 +402,22 @@ class OnnxRuntimeCodegen(Codegen):
             session, model_bytes, inputs, outputs, feeds, results, cores, passthrough,
             on_unit=unit is not None,
         )  # fmt: skip
+
+
+def _default_session(model_bytes: bytes) -> Any:
+    """A CPU session at onnxruntime's default options, as a user running it alone has.
+
+    For a plan's only partition on the whole device: no other lane runs, so the pool may
+    spin between calls and choose its own thread count, and the plan is then never slower
+    than onnxruntime alone for want of settings.
+    """
+    assert _ort is not None
+    options = _ort.SessionOptions()
+    options.log_severity_level = 3
+    try:
+        return _ort.InferenceSession(model_bytes, options, providers=[PROVIDER])
+    except Exception as error:  # onnxruntime's own exception types are not importable stably
+        raise TargetError(f"onnxruntime rejected the subgraph: {_first_line(error)}") from None
 
 
 def _create_session(

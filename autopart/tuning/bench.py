@@ -84,7 +84,7 @@ def _bench_model(
     saved_s = None if saved is None else saved.makespan_s
     predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
     twins = _twins(plans)
-    peers_run = peers(model)
+    peers_run, _ = peers(model)
     measured = measure_plans(
         graph,
         {name: plan for name, plan in plans.items() if twins[name] == name},
@@ -94,11 +94,10 @@ def _bench_model(
         peers=peers_run,
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
-    if PEER not in measured:
-        raise AutopartError("the benchmark was interrupted before onnxruntime ran")
-    peer = measured[PEER].median_s
+    if not any(name in measured for name in plans):
+        raise AutopartError(f"the benchmark of {model} was interrupted before anything ran")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
-    best_peer = min(peer_medians.values())
+    best_peer = min(peer_medians.values(), default=float("nan"))
     singles = [
         m.median_s
         for n, m in measured.items()
@@ -118,7 +117,7 @@ def _bench_model(
                 "target": "" if target is None else str(target),
                 "median_ms": result.median_s * 1e3,
                 "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
-                "vs_onnxruntime": result.median_s / peer,
+                "vs_onnxruntime": result.median_s / peer_medians.get(PEER, float("nan")),
                 "vs_openvino": result.median_s / peer_medians.get(OPENVINO, float("nan")),
                 "vs_best_peer": result.median_s / best_peer,
                 "vs_best_single": result.median_s / best_single,

@@ -26,7 +26,9 @@ class TuneOptions:
     ``search_dir/<model>-<targets hash>/`` and also to ``output`` if given. ``rounds`` are
     the timed rounds per plan when verifying; ``seed`` seeds the inputs and the optuna
     sampler; ``storage`` is an optuna RDB URL (None: the study in the search folder);
-    ``input_shapes`` fixes the model's named input shapes.
+    ``input_shapes`` fixes the model's named input shapes. With ``peers`` (the default)
+    onnxruntime alone and openvino alone, each at its library's defaults, run in the same
+    rounds as the candidate plans, and the report gives the chosen plan's ratio to them.
     """
 
     targets: Sequence[str] | None = None
@@ -42,6 +44,7 @@ class TuneOptions:
     seed: int = 0
     storage: str | None = None
     input_shapes: Mapping[str, Sequence[int]] | None = None
+    peers: bool = True
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objective", Objective.parse(self.objective))

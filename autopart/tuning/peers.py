@@ -10,19 +10,35 @@ the ratio to each and to the best of them; a peer is never given autopart's sett
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 
+from autopart.ir.graph import Graph
+from autopart.ir.onnx_export import to_onnx
 from autopart.targets.openvino import runtime as openvino_runtime
 from autopart.zoo import resolve_model
 
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+PeerModel = str | Path | onnx.ModelProto | Graph
 ONNXRUNTIME = "onnxruntime alone"
 OPENVINO = "openvino alone"
+PEERS = (ONNXRUNTIME, OPENVINO)
 
 
-def onnxruntime_alone(model: str, parallel: bool = False) -> Runner:
+def peer_model(model: PeerModel) -> onnx.ModelProto:
+    """The ONNX model a user would hand a library: the file or zoo model as it is.
+
+    A :class:`Graph` (the API accepts one) is exported as it stands, simplified by import.
+    """
+    if isinstance(model, Graph):
+        return to_onnx(model)
+    return resolve_model(model)
+
+
+def onnxruntime_alone(model: PeerModel, parallel: bool = False) -> Runner:
     """A runner for ``model`` in a plain onnxruntime CPU session at its default options.
 
     With ``parallel`` (an experiment's variant, not the peer), the session runs independent
@@ -36,7 +52,7 @@ def onnxruntime_alone(model: str, parallel: bool = False) -> Runner:
         options.inter_op_num_threads = 2
         options.intra_op_num_threads = 1
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    proto = resolve_model(model)
+    proto = peer_model(model)
     session = ort.InferenceSession(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
@@ -48,9 +64,9 @@ def onnxruntime_alone(model: str, parallel: bool = False) -> Runner:
     return run
 
 
-def openvino_alone(model: str) -> Runner:
+def openvino_alone(model: PeerModel) -> Runner:
     """A runner for ``model`` compiled by OpenVINO for its CPU: LATENCY hint, f32, no more."""
-    read = openvino_runtime.read_onnx(resolve_model(model).SerializeToString())
+    read = openvino_runtime.read_onnx(peer_model(model).SerializeToString())
     settings = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
     compiled = openvino_runtime.core().compile_model(read, "CPU", settings)
     request = compiled.create_infer_request()
@@ -64,9 +80,21 @@ def openvino_alone(model: str) -> Runner:
     return run
 
 
-def peers(model: str) -> dict[str, Runner]:
-    """Every peer this machine can run for ``model``, by name (OpenVINO where installed)."""
-    found = {ONNXRUNTIME: onnxruntime_alone(model)}
+def peers(model: PeerModel) -> tuple[dict[str, Runner], list[str]]:
+    """Every peer this machine can run for ``model``, by name, and why any other could not.
+
+    OpenVINO is a peer where it is installed. A library that rejects the model is left
+    out with a one-line reason: a user could not have run it that way either.
+    """
+    makers: dict[str, Callable[[PeerModel], Runner]] = {ONNXRUNTIME: onnxruntime_alone}
     if openvino_runtime.HAVE_OPENVINO:
-        found[OPENVINO] = openvino_alone(model)
-    return found
+        makers[OPENVINO] = openvino_alone
+    found: dict[str, Runner] = {}
+    notes: list[str] = []
+    for name, make in makers.items():
+        try:
+            found[name] = make(model)
+        except Exception as error:  # neither library's exception types are specific
+            first = (str(error).strip().splitlines() or [type(error).__name__])[-1]
+            notes.append(f"{name} could not run this model: {first[:200]}")
+    return found, notes

@@ -136,11 +136,14 @@ def save_report(
     targets: list[str],
     fingerprint: str,
     notes: list[str],
+    peers_s: dict[str, float] | None = None,
 ) -> None:
     """Write ``report.json`` and ``report.csv``.
 
-    ``report.json`` holds the choice, the targets, the profile, the notes, every row and the
-    machine-tuned settings in force (:func:`autopart.settings.settings_in_force`).
+    ``report.json`` holds the choice, the targets, the profile, the notes, every row, the
+    peers' measured medians in seconds (``peers``: onnxruntime alone, openvino alone, timed
+    in the same rounds) and the machine-tuned settings in force
+    (:func:`autopart.settings.settings_in_force`).
     """
     document = {
         "chosen": chosen,
@@ -149,6 +152,7 @@ def save_report(
         "profile": fingerprint,
         "notes": notes,
         "plans": [row.to_dict() for row in rows],
+        "peers": dict(peers_s or {}),
         "settings": settings_in_force(),
     }
     atomic_write_bytes(directory / "report.json", (json.dumps(document, indent=1) + "\n").encode())

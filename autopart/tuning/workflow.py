@@ -35,6 +35,7 @@ from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.tuning.models import ModelLike, load_model, profile_model
 from autopart.tuning.options import TuneOptions
+from autopart.tuning.peers import peers
 from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
 
@@ -91,6 +92,15 @@ class TuneReport:
     profiled: ProfileReport | None
     planned_only: bool
     notes: list[str] = field(default_factory=list)
+    peers: dict[str, Measured] = field(default_factory=dict)
+
+    @property
+    def vs_best_peer(self) -> float | None:
+        """The chosen plan's measured median over the quickest peer's, if both ran."""
+        chosen = next((row for row in self.rows if row.name == self.chosen), None)
+        if chosen is None or chosen.measured_s is None or not self.peers:
+            return None
+        return chosen.measured_s / min(m.median_s for m in self.peers.values())
 
 
 def targets_key(targets: Sequence[str]) -> str:
@@ -115,6 +125,7 @@ def tune_model(
     graph, profile, outcome = prepared.graph, prepared.profile, prepared.outcome
     candidates, twins = _runnable(outcome)
     measured: dict[str, Measured] = {}
+    peer_results: dict[str, Measured] = {}
     notes: list[str] = []
     if prepared.planned_only:
         notes.append(
@@ -122,9 +133,12 @@ def tune_model(
             "nothing was run"
         )
     else:
-        measured, notes = _verify(prepared, candidates, twins, options, progress)
+        measured, peer_results, notes = _verify(
+            model, prepared, candidates, twins, options, progress
+        )
     pick = outcome.chosen.name
     final = _final_choice(outcome, candidates, measured, notes)
+    notes.extend(_peer_note(final, measured, peer_results))
     chosen = candidates[final]
     plan = chosen.plan
     _record(plan, chosen, prepared, options, final, measured)
@@ -135,23 +149,32 @@ def tune_model(
     plan.save(plan_path)
     if options.output is not None:
         plan.save(options.output)
-    save_report(prepared.directory, rows, final, pick, prepared.targets, profile.fingerprint, notes)
+    save_report(
+        prepared.directory, rows, final, pick, prepared.targets, profile.fingerprint, notes,
+        {name: result.median_s for name, result in peer_results.items()},
+    )  # fmt: skip
     return TuneReport(
         graph.name, prepared.directory, Path(options.output) if options.output else plan_path,
         plan, final, pick, outcome, rows, prepared.profiled, prepared.planned_only, notes,
+        peer_results,
     )  # fmt: skip
 
 
 def _verify(
+    model: ModelLike,
     prepared: Prepared,
     candidates: dict[str, Candidate],
     twins: dict[str, str],
     options: TuneOptions,
     progress: StageProgress | None,
-) -> tuple[dict[str, Measured], list[str]]:
-    """Run the distinct candidate plans side by side; the measurements and the notes."""
+) -> tuple[dict[str, Measured], dict[str, Measured], list[str]]:
+    """Run the distinct candidate plans and the peers side by side.
+
+    Returns the plans' measurements, the peers' and the notes.
+    """
     graph, outcome = prepared.graph, prepared.outcome
     feeds = random_inputs(graph, options.seed)
+    runners, notes = peers(model) if options.peers else ({}, [])
 
     def contested(so_far: Mapping[str, Measured]) -> list[str]:
         every = {n: so_far[t] for n, t in twins.items() if t in so_far}
@@ -164,13 +187,31 @@ def _verify(
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
         race=contested,
+        peers=runners,
     )
+    peer_results = {name: measured.pop(name) for name in runners if name in measured}
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
-    notes = _race_note(measured, twins)
-    wrong = sorted(name for name, m in measured.items() if not m.correct)
+    notes.extend(_race_note(measured, twins))
+    wrong = sorted(name for name, m in {**measured, **peer_results}.items() if not m.correct)
     if wrong:
         notes.append(f"outputs differ from the reference for: {', '.join(wrong)}")
-    return measured, notes
+    return measured, peer_results, notes
+
+
+def _peer_note(
+    final: str, measured: Mapping[str, Measured], peer_results: Mapping[str, Measured]
+) -> list[str]:
+    """A note when a peer at its defaults measured clearly faster than the chosen plan."""
+    chosen = measured.get(final)
+    if chosen is None or not peer_results:
+        return []
+    best = min(peer_results, key=lambda name: peer_results[name].median_s)
+    if not clearly_faster(peer_results[best], chosen):
+        return []
+    return [
+        f"{best} ({peer_results[best].median_s * 1e3:.2f} ms) measured faster than the chosen "
+        f"plan ({chosen.median_s * 1e3:.2f} ms); no candidate plan matched it"
+    ]
 
 
 def _record(
