@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import AttributeProto, external_data_helper, helper, numpy_helper
+from onnx import external_data_helper, helper, numpy_helper
 
 from autopart.errors import ModelError, ResourceError, UnsupportedOpError
+from autopart.ir.control_flow import unknown_shape_hint
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
 from autopart.limits import check_fits
+from autopart.ops.subgraph import attribute_value, node_outer_names
 
 # Every default-domain opset the installed onnx defines.
 MIN_OPSET, MAX_OPSET = 1, onnx.defs.onnx_opset_version()
@@ -163,20 +164,6 @@ def _copy_structure(proto: onnx.ModelProto, skeleton: onnx.ModelProto) -> None:
             )
 
 
-def attribute_value(attribute: AttributeProto) -> Any:
-    """An attribute as a Python value: str for strings, numpy arrays for tensors."""
-    value = helper.get_attribute_value(attribute)
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, onnx.TensorProto):
-        return numpy_helper.to_array(value)
-    if isinstance(value, list) and value and isinstance(value[0], bytes):
-        return [v.decode() for v in value]
-    if isinstance(value, list) and value and isinstance(value[0], onnx.TensorProto):
-        return [numpy_helper.to_array(v) for v in value]
-    return value
-
-
 def _type_of(info: onnx.ValueInfoProto) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
     tensor = info.type.tensor_type
     if not info.type.HasField("tensor_type") or tensor.elem_type == 0:
@@ -234,6 +221,7 @@ def _graph_from_proto(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequenc
                 list(proto_node.output),
                 attrs,
                 proto_node.domain,
+                captures=node_outer_names(attrs),
             )
         )
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
@@ -321,4 +309,5 @@ def _require_static_shapes(graph: Graph) -> None:
         shown = ", ".join(missing[:5]) + (
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         )
-        raise ModelError(f"could not infer a static shape for {shown}")
+        hint = next((h for name in missing if (h := unknown_shape_hint(graph, name))), "")
+        raise ModelError(f"could not infer a static shape for {shown}{hint}")

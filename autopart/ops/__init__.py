@@ -2,6 +2,7 @@
 
 from autopart.ops import (
     attention,
+    control,
     detection,
     elementwise,
     indexing,
@@ -36,6 +37,7 @@ __all__ = [
     "OpKernel",
     "as_outputs",
     "attention",
+    "control",
     "detection",
     "bind",
     "elementwise",
