@@ -16,7 +16,7 @@ from google.protobuf.message import DecodeError
 from onnx import external_data_helper, helper, numpy_helper
 
 from autopart.errors import ModelError, ResourceError, UnsupportedOpError
-from autopart.ir.control_flow import unknown_shape_hint
+from autopart.ir.control_flow import fix_loop_shapes, unknown_shape_hint
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
@@ -277,6 +277,7 @@ def infer_shapes(graph: Graph) -> None:
             value.shape = shape  # type: ignore[assignment]
         if dtype is not None:
             value.dtype = dtype
+    fix_loop_shapes(graph)
     check_declared_sizes(graph)
 
 
@@ -303,7 +304,11 @@ def _require_static_shapes(graph: Graph) -> None:
         for name in node.outputs
         if name
         and (graph.value(name).consumers or name in graph.outputs)
-        and (graph.value(name).shape is None or graph.value(name).dtype is None)
+        and (
+            graph.value(name).shape is None
+            or graph.value(name).dtype is None
+            or (None in graph.value(name).shape and unknown_shape_hint(graph, name))  # type: ignore[operator]
+        )
     ]
     if missing:
         shown = ", ".join(missing[:5]) + (

@@ -17,7 +17,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from autopart.ir.graph import Graph, Node
-from autopart.ir.onnx_export import attribute_to_proto, to_onnx
+from autopart.ir.onnx_export import attribute_to_proto
 from autopart.targets.onnxruntime_codegen import node_signature
 from autopart.targets.openvino import runtime
 from autopart.targets.probe_cache import ProbeCache
@@ -41,7 +41,7 @@ def probe_key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
     if base is None:
         return None
     inputs: list[Any] = []
-    for name in [*node.inputs, *node.captures]:
+    for name in node.inputs:
         if not name:
             inputs.append(None)
             continue
@@ -59,13 +59,7 @@ def probe_key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
 
 
 def _probe_model(node: Node, graph: Graph) -> onnx.ModelProto:
-    """A one-node model: fed inputs with their static shapes, constant inputs embedded.
-
-    A node whose subgraphs read outer values is exported as it is, so that those values
-    keep their names.
-    """
-    if node.captures:
-        return to_onnx(graph, [node], outputs=[name for name in node.outputs if name])
+    """A one-node model: fed inputs with their static shapes, constant inputs embedded."""
     inputs, initializers, input_names = [], [], []
     for index, name in enumerate(node.inputs):
         if not name:
@@ -166,7 +160,7 @@ def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     if not runtime.HAVE_OPENVINO:
         return False, runtime.MISSING_MESSAGE
     if _has_graph(node):
-        return False, f"{node.op_type} has a graph attribute (control flow is not partitioned)"
+        return False, f"{node.op_type} has a graph attribute (control flow is not probed on openvino)"
     key = probe_key(node, graph)
     if key is None:
         return False, f"{node.op_type} has an input of unknown dtype or rank"
