@@ -23,6 +23,14 @@ def _split(args: Sequence[Any], captures: Sequence[str]) -> tuple[list[Any], dic
     return list(args[:own]), dict(zip(captures, args[own:], strict=True))
 
 
+def _check_outputs(body: Body, made: int, wanted: int | None, op: str) -> None:
+    """Refuse a subgraph that yields another number of outputs than its node has."""
+    if wanted is not None and made != wanted:
+        raise UnsupportedOpError(
+            f"{op}'s subgraph {body.name!r} yields {made} outputs for the node's {wanted}"
+        )
+
+
 def _scalar(value: Any, what: str) -> Any:
     array = np.asarray(value)
     if array.size != 1:
@@ -37,10 +45,12 @@ def if_(
     then_branch: Body,
     else_branch: Body,
     _captures: Sequence[str] = (),
+    _num_outputs: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Run ``then_branch`` when ``cond`` is true, else ``else_branch``; return its outputs."""
     _, outer = _split([cond, *captured], _captures)
     branch = then_branch if bool(_scalar(cond, "If's condition")) else else_branch
+    _check_outputs(branch, len(branch.outputs), _num_outputs, "If")
     return tuple(branch.run([], outer))
 
 
@@ -49,6 +59,7 @@ def loop(
     *args: np.ndarray | None,
     body: Body,
     _captures: Sequence[str] = (),
+    _num_outputs: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Run ``body`` while the trip count ``M`` and the condition allow; stack scan outputs.
 
@@ -61,6 +72,9 @@ def loop(
     if len(own) < 2:
         raise UnsupportedOpError("Loop needs its trip count and condition inputs (may be empty)")
     trip, cond, carried = own[0], own[1], list(own[2:])
+    _check_outputs(body, len(body.outputs) - 1, _num_outputs, "Loop")
+    if len(body.outputs) - 1 < len(carried):
+        raise UnsupportedOpError(f"Loop's subgraph {body.name!r} drops loop-carried values")
     if trip is None and cond is None:
         raise UnsupportedOpError("Loop has neither a trip count nor a condition: it never ends")
     limit = None if trip is None else int(_scalar(trip, "Loop's trip count"))
@@ -154,12 +168,16 @@ def scan(
     scan_input_axes: Sequence[int] | None = None,
     scan_output_axes: Sequence[int] | None = None,
     _captures: Sequence[str] = (),
+    _num_outputs: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Scan (opset 9 on): states carried through ``body`` over slices of the scan inputs."""
     own, outer = _split(args, _captures)
     split = len(own) - num_scan_inputs
     if split < 0:
         raise UnsupportedOpError(f"Scan has {len(own)} inputs but {num_scan_inputs} scan inputs")
+    _check_outputs(body, len(body.outputs), _num_outputs, "Scan")
+    if len(body.outputs) < split:
+        raise UnsupportedOpError(f"Scan's subgraph {body.name!r} drops state values")
     attrs = {
         "in_dirs": scan_input_directions,
         "out_dirs": scan_output_directions,
@@ -177,6 +195,7 @@ def scan8(
     num_scan_inputs: int,
     directions: Sequence[int] | None = None,
     _captures: Sequence[str] = (),
+    _num_outputs: int | None = None,
 ) -> tuple[np.ndarray, ...]:
     """Scan-8: like Scan-9 over axis 1, for each item of a leading batch axis.
 
@@ -186,6 +205,9 @@ def scan8(
     own, outer = _split(args, _captures)
     split = len(own) - num_scan_inputs
     states, inputs = list(own[:split]), list(own[split:])
+    _check_outputs(body, len(body.outputs), _num_outputs, "Scan")
+    if split < 0 or len(body.outputs) < split:
+        raise UnsupportedOpError(f"Scan's inputs do not fit {num_scan_inputs} scan inputs")
     if not (states or inputs) or not (states or inputs)[0].shape[0]:
         raise UnsupportedOpError("Scan-8 needs a batch of at least one item")
     batch = (states or inputs)[0].shape[0]

@@ -37,7 +37,7 @@ REVIEWED_OPSET = 21
 # Attributes with no effect on a result (legacy optimiser hints).
 _INERT_ATTRIBUTES = frozenset({"consumed_inputs"})
 # Ops whose kernels are told how many outputs the node has (``_num_outputs``).
-_COUNTS_OUTPUTS = frozenset({"Split", "MaxPool"})
+_COUNTS_OUTPUTS = frozenset({"Split", "MaxPool", "If", "Loop", "Scan"})
 
 
 @dataclass(frozen=True, slots=True)
