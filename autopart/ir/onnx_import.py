@@ -165,8 +165,11 @@ def _copy_structure(proto: onnx.ModelProto, skeleton: onnx.ModelProto) -> None:
 
 
 def _type_of(info: onnx.ValueInfoProto) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
-    tensor = info.type.tensor_type
-    if not info.type.HasField("tensor_type") or tensor.elem_type == 0:
+    kind = info.type
+    if kind.HasField("optional_type") and kind.optional_type.elem_type.HasField("tensor_type"):
+        kind = kind.optional_type.elem_type  # an optional tensor is fed as a tensor
+    tensor = kind.tensor_type
+    if not kind.HasField("tensor_type") or tensor.elem_type == 0:
         return None, None
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
     if not tensor.HasField("shape"):
