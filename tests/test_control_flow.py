@@ -13,6 +13,8 @@ import numpy as np
 import onnx
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import autopart
@@ -174,6 +176,12 @@ def test_cli_run_and_plan_with_control_flow_on_onnxruntime(
             _check({name: saved[name] for name in saved.files}, want)
     text = (tmp_path / "p.json").read_text()
     assert '"cpu@onnxruntime"' in text and '"cpu@numpy"' in text
+    out = tmp_path / "again.npz"  # the saved plan runs again, checked against numpy
+    args = ["run", str(tmp_path / "p.json"), "--inputs", str(tmp_path / "in.npz"), "--check"]
+    result = runner.invoke(main, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    with np.load(out) as saved:
+        _check({name: saved[name] for name in saved.files}, want)
 
 
 def test_plan_puts_control_flow_on_onnxruntime_whole(feeds: dict[str, np.ndarray]) -> None:
@@ -229,4 +237,37 @@ def test_passes_keep_subgraph_reads_when_renaming_and_dropping() -> None:
         exported = to_onnx(imported, [node], outputs=[o for o in node.outputs if o])
         onnx.checker.check_model(exported)  # every subgraph read is an input or constant
     x = np.abs(np.random.default_rng(1).standard_normal((2, 3))).astype(np.float32)
+    _check(Executor(imported).run({"x": x}).outputs, _oracle(model, x))
+
+
+@settings(max_examples=12, deadline=None)
+@given(
+    aliases=st.integers(1, 3),
+    reads=st.lists(st.integers(0, 3), min_size=3, max_size=3),
+    exposed=st.booleans(),
+)
+def test_passes_preserve_subgraph_reads(aliases: int, reads: list[int], exposed: bool) -> None:
+    """Any chain of Identity aliases of ``a``, read by any subgraph, maybe a graph output.
+
+    Simplification removes every alias and renames what the subgraphs read (into the graph
+    output's name when an alias is one); the result still runs like onnxruntime does.
+    """
+    model = control_flow_model()
+    names = ["a", *[f"a{i}" for i in range(1, aliases + 1)]]
+    for index in range(aliases):
+        identity = helper.make_node("Identity", [names[index]], [names[index + 1]])
+        model.graph.node.insert(1 + index, identity)
+    graphs = [a.g for node in model.graph.node for a in node.attribute if a.type == a.GRAPH]
+    for graph, choice in zip(graphs, reads + reads, strict=False):
+        alias = names[min(choice, aliases)]
+        for inner in graph.node:
+            inner.input[:] = [alias if n == "a" else n for n in inner.input]
+    if exposed:
+        model.graph.output.append(_info(names[-1], F, [2, 3]))
+    imported = load_graph(model)
+    assert not set(names[1:-1]) & set(imported.values)
+    for node in imported.nodes:
+        assert set(node.captures) <= set(imported.values)
+        onnx.checker.check_model(to_onnx(imported, [node], outputs=[o for o in node.outputs if o]))
+    x = np.abs(np.random.default_rng(aliases).standard_normal((2, 3))).astype(np.float32)
     _check(Executor(imported).run({"x": x}).outputs, _oracle(model, x))
