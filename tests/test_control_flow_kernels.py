@@ -204,3 +204,28 @@ def test_scan_whose_body_yields_too_few_outputs_is_refused_in_one_line() -> None
     with pytest.raises(AutopartError, match="yields 1 outputs for the node's 2") as error:
         Executor(load_graph(model, simplify_graph=False)).run(feeds)
     assert "\n" not in str(error.value)
+
+
+def test_loop_output_disagreeing_with_its_declared_shape_is_an_error() -> None:
+    """A fed trip count fixes nothing; the declared shape is trusted, and checked on running."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["c_in"], ["c_out"]),
+            helper.make_node("Neg", ["v"], ["w"]),
+            helper.make_node("Identity", ["w"], ["s"]),
+        ],
+        "body",
+        [info("i", I64, []), info("c_in", B, []), info("v", F, [2])],
+        [info("c_out", B, []), info("w", F, [2]), info("s", F, [2])],
+    )
+    model = _model(
+        [helper.make_node("Loop", ["m", "", "x"], ["y", "scans"], body=body)],
+        [info("m", I64, []), info("x", F, [2])],
+        [info("y", F, [2]), info("scans", F, [4, 2])],
+    )
+    executor = Executor(load_graph(model))
+    x = np.ones(2, np.float32)
+    assert executor.run({"m": np.array(4), "x": x}).outputs["scans"].shape == (4, 2)
+    with pytest.raises(AutopartError, match="static shape is") as error:
+        executor.run({"m": np.array(3), "x": x})
+    assert "\n" not in str(error.value)
