@@ -111,6 +111,8 @@ def subgraph_refusal(graph: onnx.GraphProto, opset: int, refuse: Any) -> str | N
 
     ``refuse(op_type, domain, opset, attrs, num_inputs)`` is the registry's refusal.
     """
+    if graph.sparse_initializer:
+        return f"subgraph {graph.name!r} has sparse initializers"
     for node in graph.node:
         if node.domain not in ("", "ai.onnx"):
             return f"subgraph {graph.name!r} uses op {node.domain}::{node.op_type}"
