@@ -120,11 +120,35 @@ def test_supports_refuses_a_custom_domain_op() -> None:
     assert not ortgen.OnnxRuntimeCodegen().supports(graph.nodes[0], graph)
 
 
-def test_supports_refuses_graph_attributes_without_probing(monkeypatch: Any) -> None:
-    body = onnx.helper.make_graph([], "body", [], [])
-    graph = tiny_graph("If", attrs={"then_branch": body, "else_branch": body})
-    monkeypatch.setattr(ortgen, "_run_probe", lambda node, graph: pytest.fail("probed"))
-    assert not ortgen.OnnxRuntimeCodegen().supports(graph.nodes[0], graph)
+def test_supports_probes_control_flow_with_its_subgraphs_and_outer_reads() -> None:
+    """An If whose branches read an outer value is probed whole; a broken one is refused."""
+    info = onnx.helper.make_tensor_value_info
+    f32, boolean = onnx.TensorProto.FLOAT, onnx.TensorProto.BOOL
+
+    def branch(op: str) -> onnx.GraphProto:
+        node = onnx.helper.make_node(op, ["a"], [f"{op}_out"])
+        return onnx.helper.make_graph([node], op, [], [info(f"{op}_out", f32, [2, 3])])
+
+    nodes = [
+        onnx.helper.make_node("Relu", ["x"], ["a"]),
+        onnx.helper.make_node(
+            "If", ["c"], ["y"], then_branch=branch("Neg"), else_branch=branch("Abs")
+        ),
+    ]
+    inputs = [info("x", f32, [2, 3]), info("c", boolean, [])]
+    model = onnx.helper.make_model(
+        onnx.helper.make_graph(nodes, "g", inputs, [info("y", f32, [2, 3])]),
+        opset_imports=[onnx.helper.make_opsetid("", 17)],
+    )
+    graph = autopart.load(model)
+    node = next(n for n in graph.nodes if n.op_type == "If")
+    assert node.captures == ["a"]
+    codegen = ortgen.OnnxRuntimeCodegen()
+    assert codegen.supports(node, graph), codegen.reason(node, graph)
+    empty = onnx.helper.make_graph([], "body", [], [])
+    broken = tiny_graph("If", attrs={"then_branch": empty, "else_branch": empty})
+    assert not codegen.supports(broken.nodes[0], broken)
+    assert codegen.reason(broken.nodes[0], broken)
 
 
 def test_probes_are_memoised_per_signature(monkeypatch: Any) -> None:

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import onnx
 
 from autopart.errors import ModelError
 from autopart.ir.target import UNPLANNED, VirtualDevice
+from autopart.ops.subgraph import node_outer_names, rename_outer
 
 
 @dataclass(eq=False)
@@ -60,6 +62,12 @@ class Node:
     (:func:`autopart.ir.placement.place`). ``forbidden`` holds the target patterns the node
     must not run on (a part left out matches anything), written from the user's forbids.
     Passes that rewrite a node carry both over to the node's replacement.
+
+    A control-flow node (If, Loop, Scan) keeps its subgraphs as ``onnx.GraphProto``
+    attributes. ``captures`` names the outer values they read: they count as inputs of
+    the node for dependencies, partitions, copies and export (:attr:`present_inputs`), and
+    kernels receive them after the node's own inputs. Rename them only with
+    :meth:`rename_input`, which renames them inside the subgraphs too.
     """
 
     name: str
@@ -71,11 +79,22 @@ class Node:
     virtual_device: VirtualDevice = UNPLANNED
     meta: dict[str, Any] = field(default_factory=dict)
     forbidden: frozenset[VirtualDevice] = frozenset()
+    captures: list[str] = field(default_factory=list)
 
     @property
     def present_inputs(self) -> list[str]:
-        """Names of the inputs that are actually connected."""
-        return [name for name in self.inputs if name]
+        """Names of the inputs that are actually connected, then the captured outer values."""
+        return [name for name in self.inputs if name] + self.captures
+
+    def rename_input(self, old: str, new: str) -> None:
+        """Read value ``new`` wherever this node (or one of its subgraphs) reads ``old``."""
+        self.inputs = [new if name == old else name for name in self.inputs]
+        if old not in self.captures:
+            return
+        for key, value in list(self.attrs.items()):
+            if isinstance(value, onnx.GraphProto):
+                self.attrs[key] = rename_outer(value, {old: new})
+        self.captures = node_outer_names(self.attrs)
 
 
 class Graph:
@@ -197,6 +216,7 @@ class Graph:
                 n.virtual_device,
                 copy.deepcopy(n.meta) if n.meta else {},
                 n.forbidden,
+                list(n.captures),
             )
             for n in self.nodes
         ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 
 import numpy as np
+import onnx
 
 from autopart.ir.graph import Graph
 
@@ -41,6 +42,10 @@ def graph_hash(graph: Graph) -> str:
 
 
 def _attr_repr(value: object) -> object:
+    if isinstance(value, onnx.GraphProto):
+        return ("graph", hashlib.sha256(value.SerializeToString(deterministic=True)).hexdigest())
+    if isinstance(value, list) and any(isinstance(item, onnx.GraphProto) for item in value):
+        return [_attr_repr(item) for item in value]
     if isinstance(value, np.ndarray):
         return (value.dtype.str, value.shape, hashlib.sha256(value.tobytes()).hexdigest())
     return value

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import AttributeProto, external_data_helper, helper, numpy_helper
+from onnx import external_data_helper, helper, numpy_helper
 
 from autopart.errors import ModelError, ResourceError, UnsupportedOpError
+from autopart.ir.control_flow import fix_loop_shapes, unknown_shape_hint
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
 from autopart.limits import check_fits
+from autopart.ops.subgraph import attribute_value, node_outer_names
 
 # Every default-domain opset the installed onnx defines.
 MIN_OPSET, MAX_OPSET = 1, onnx.defs.onnx_opset_version()
@@ -163,23 +164,12 @@ def _copy_structure(proto: onnx.ModelProto, skeleton: onnx.ModelProto) -> None:
             )
 
 
-def attribute_value(attribute: AttributeProto) -> Any:
-    """An attribute as a Python value: str for strings, numpy arrays for tensors."""
-    value = helper.get_attribute_value(attribute)
-    if isinstance(value, bytes):
-        return value.decode()
-    if isinstance(value, onnx.TensorProto):
-        return numpy_helper.to_array(value)
-    if isinstance(value, list) and value and isinstance(value[0], bytes):
-        return [v.decode() for v in value]
-    if isinstance(value, list) and value and isinstance(value[0], onnx.TensorProto):
-        return [numpy_helper.to_array(v) for v in value]
-    return value
-
-
 def _type_of(info: onnx.ValueInfoProto) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
-    tensor = info.type.tensor_type
-    if not info.type.HasField("tensor_type") or tensor.elem_type == 0:
+    kind = info.type
+    if kind.HasField("optional_type") and kind.optional_type.elem_type.HasField("tensor_type"):
+        kind = kind.optional_type.elem_type  # an optional tensor is fed as a tensor
+    tensor = kind.tensor_type
+    if not kind.HasField("tensor_type") or tensor.elem_type == 0:
         return None, None
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
     if not tensor.HasField("shape"):
@@ -234,6 +224,7 @@ def _graph_from_proto(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequenc
                 list(proto_node.output),
                 attrs,
                 proto_node.domain,
+                captures=node_outer_names(attrs),
             )
         )
     opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in proto.opset_import}
@@ -289,6 +280,7 @@ def infer_shapes(graph: Graph) -> None:
             value.shape = shape  # type: ignore[assignment]
         if dtype is not None:
             value.dtype = dtype
+    fix_loop_shapes(graph)
     check_declared_sizes(graph)
 
 
@@ -315,10 +307,15 @@ def _require_static_shapes(graph: Graph) -> None:
         for name in node.outputs
         if name
         and (graph.value(name).consumers or name in graph.outputs)
-        and (graph.value(name).shape is None or graph.value(name).dtype is None)
+        and (
+            graph.value(name).shape is None
+            or graph.value(name).dtype is None
+            or (None in graph.value(name).shape and unknown_shape_hint(graph, name))  # type: ignore[operator]
+        )
     ]
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         )
-        raise ModelError(f"could not infer a static shape for {shown}")
+        hint = next((h for name in missing if (h := unknown_shape_hint(graph, name))), "")
+        raise ModelError(f"could not infer a static shape for {shown}{hint}")

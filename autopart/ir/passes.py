@@ -22,6 +22,9 @@ _NEVER_FOLD = frozenset(
         "RandomUniformLike",
         "Multinomial",
         "Bernoulli",
+        # A loop's run time is not bounded by its sizes: never run one while importing.
+        "Loop",
+        "Scan",
     }
 )
 _PASSTHROUGH = frozenset({"Identity", "Dropout"})
@@ -37,8 +40,10 @@ def simplify(graph: Graph) -> bool:
 
 
 def _evaluate(graph: Graph, node: Node) -> tuple[np.ndarray, ...]:
-    kernel = bind(node.op_type, node.domain, graph.opset_of(node), node.attrs, len(node.outputs))
-    return kernel(*[graph.value(name).const if name else None for name in node.inputs])
+    opset = graph.opset_of(node)
+    kernel = bind(node.op_type, node.domain, opset, node.attrs, len(node.outputs), node.captures)
+    args = [*node.inputs, *node.captures]
+    return kernel(*[graph.value(name).const if name else None for name in args])
 
 
 def fold_constants(graph: Graph) -> bool:
@@ -164,7 +169,7 @@ def _may_train(graph: Graph, node: Node) -> bool:
 
 def _rename_uses(graph: Graph, old: str, new: str) -> None:
     for node in graph.nodes:
-        node.inputs = [new if name == old else name for name in node.inputs]
+        node.rename_input(old, new)
 
 
 def fold_batchnorm_into_conv(graph: Graph) -> bool:
@@ -228,7 +233,8 @@ def eliminate_dead_code(graph: Graph) -> bool:
         graph.rebuild()
         changed = True
     used = set(graph.inputs) | set(graph.outputs)
-    used.update(name for node in graph.nodes for name in [*node.inputs, *node.outputs] if name)
+    used.update(name for node in graph.nodes for name in [*node.present_inputs, *node.outputs])
+    used.discard("")
     unused = [name for name in graph.values if name not in used]
     for name in unused:
         del graph.values[name]

@@ -8,10 +8,12 @@ convolutions have 24 signatures). Signatures are plain text so that profiles sta
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
 import numpy as np
+import onnx
 
 from autopart.ir.graph import Graph, Node
 
@@ -24,6 +26,9 @@ def _tensor(graph: Graph, name: str) -> str:
 
 
 def _attribute(value: Any) -> Any:
+    if isinstance(value, onnx.GraphProto):
+        digest = hashlib.sha256(value.SerializeToString(deterministic=True)).hexdigest()
+        return {"graph": value.name, "sha256": digest[:16]}
     if isinstance(value, np.ndarray):
         return {"tensor": value.dtype.name, "shape": list(value.shape), "data": value.tolist()}
     if isinstance(value, bytes):
@@ -47,5 +52,7 @@ def op_signature(node: Node, graph: Graph) -> str:
         default=str,
     )
     inputs = ",".join(_tensor(graph, name) if name else "-" for name in node.inputs)
+    if node.captures:  # a subgraph's outer values: their sizes change its cost too
+        inputs += ";" + ",".join(_tensor(graph, name) for name in node.captures)
     outputs = ",".join(_tensor(graph, name) if name else "-" for name in node.outputs)
     return f"{domain}{node.op_type}:{graph.opset_of(node)} {attrs} ({inputs}) -> ({outputs})"

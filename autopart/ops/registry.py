@@ -17,7 +17,7 @@ differs from the reviewed one only in the element types it allows. Each refusal 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 from autopart.errors import UnsupportedOpError
+from autopart.ops.subgraph import Body, subgraph_refusal, subgraphs
 
 Kernel = Callable[..., Any]
 # Given a node's attributes, the reason the kernel cannot run it, or None.
@@ -36,7 +37,7 @@ REVIEWED_OPSET = 21
 # Attributes with no effect on a result (legacy optimiser hints).
 _INERT_ATTRIBUTES = frozenset({"consumed_inputs"})
 # Ops whose kernels are told how many outputs the node has (``_num_outputs``).
-_COUNTS_OUTPUTS = frozenset({"Split", "MaxPool"})
+_COUNTS_OUTPUTS = frozenset({"Split", "MaxPool", "If", "Loop", "Scan"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +194,10 @@ def refusal(
         allowed = kernel.accepts.get(name)
         if allowed is not None and _hashable(value) not in allowed:
             return f"attribute {name}={_shown(value)} is not implemented"
+    for _, graph in subgraphs(attrs):
+        reason = subgraph_refusal(graph, opset, refusal)
+        if reason:
+            return reason
     return kernel.check(attrs) if kernel.check else None
 
 
@@ -208,20 +213,36 @@ def _shown(value: Any) -> str:
 
 
 def bind(
-    op_type: str, domain: str, opset: int, attrs: dict[str, Any], num_outputs: int
+    op_type: str,
+    domain: str,
+    opset: int,
+    attrs: dict[str, Any],
+    num_outputs: int,
+    captures: Sequence[str] = (),
 ) -> Callable[..., tuple[np.ndarray, ...]]:
     """The kernel of a node with its attributes bound: ``f(*inputs) -> tuple of outputs``.
 
     Some ops take their output count from the node itself (an equal Split before opset 18
     has only its outputs to say how many parts); ``num_outputs`` carries it. Attributes the
-    kernel does not implement raise :class:`UnsupportedOpError`.
+    kernel does not implement raise :class:`UnsupportedOpError`. A node with subgraphs
+    (If, Loop, Scan) has them bound as :class:`~autopart.ops.subgraph.Body` objects, and
+    is called with the values of the outer names they read (``captures``, in that order)
+    after its own inputs.
     """
     reason = refusal(op_type, domain, opset, attrs, 0)
     if reason:
         raise UnsupportedOpError(f"{op_type}: {reason}")
     kernel = lookup(op_type, domain, opset)
-    extra = {"_num_outputs": num_outputs} if op_type in _COUNTS_OUTPUTS else {}
+    extra: dict[str, Any] = {"_num_outputs": num_outputs} if op_type in _COUNTS_OUTPUTS else {}
     bound_attrs = {**attrs, **extra}
+    if any(True for _ in subgraphs(attrs)):
+
+        def binder(op: str, dom: str, a: dict[str, Any], n: int, caps: Sequence[str]) -> Any:
+            return bind(op, dom, opset, a, n, caps)
+
+        for name, graph in subgraphs(attrs):
+            bound_attrs[name] = Body(graph, binder)
+        bound_attrs["_captures"] = tuple(captures)
 
     def call(*inputs: np.ndarray | None) -> tuple[np.ndarray, ...]:
         return as_outputs(kernel(*inputs, **bound_attrs))

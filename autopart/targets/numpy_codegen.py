@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from autopart.errors import UnsupportedOpError
+from autopart.errors import ModelError, UnsupportedOpError
+from autopart.ir.control_flow import CONTROL_FLOW
 from autopart.ir.graph import Graph, Node
 from autopart.ops import bind, refusal
 from autopart.targets.codegen import (
@@ -18,6 +19,11 @@ from autopart.targets.codegen import (
     Placement,
     register_codegen,
 )
+
+
+class ShapeMismatchError(ModelError):
+    """A control-flow node produced an output whose shape is not the one the graph fixed."""
+
 
 # Ops whose result depends on the exact element type of an input.
 _TYPE_EXACT = frozenset({"Cast", "CastLike"})
@@ -52,6 +58,27 @@ def _widened(kernel: Any, out_dtypes: list[Any]) -> Any:
             r.astype(want) if want is not None and r.dtype != want else r
             for r, want in zip(results, [*out_dtypes, *[None] * len(results)], strict=False)
         )
+
+    return call
+
+
+def _shape_checked(kernel: Any, node: Node, graph: Graph) -> Any:
+    """``kernel`` of a control-flow node, refusing outputs whose shape is not the static one.
+
+    Their shapes may come from the model's declarations alone; a run that disagrees is an
+    error rather than a tensor of another size flowing on.
+    """
+    expected = [(name, graph.value(name).shape if name else None) for name in node.outputs]
+
+    def call(*inputs: Any) -> tuple[np.ndarray, ...]:
+        results = kernel(*inputs)
+        for (name, shape), result in zip(expected, results, strict=False):
+            if shape is not None and tuple(result.shape) != tuple(shape):
+                raise ShapeMismatchError(
+                    f"{node.op_type} node {node.name!r} made {name!r} of shape "
+                    f"{list(result.shape)}, but its static shape is {list(shape)}"
+                )
+        return results
 
     return call
 
@@ -146,15 +173,20 @@ class NumpyCodegen(Codegen):
         steps = []
         for node in nodes:
             opset = graph.opset_of(node)
-            kernel = bind(node.op_type, node.domain, opset, node.attrs, len(node.outputs))
+            kernel = bind(
+                node.op_type, node.domain, opset, node.attrs, len(node.outputs), node.captures
+            )
             dtypes = [graph.value(name).dtype if name else None for name in node.outputs]
             if node.op_type not in _TYPE_EXACT and any(
                 _is_narrow_float(graph.value(name).dtype)
                 for name in [*node.present_inputs, *filter(None, node.outputs)]
             ):
                 kernel = _widened(kernel, [d if _is_narrow_float(d) else None for d in dtypes])
-            bound = [graph.value(name).const if name else None for name in node.inputs]
-            steps.append(NumpyStep(node.name, kernel, list(node.inputs), bound, list(node.outputs)))
+            if node.op_type in CONTROL_FLOW:
+                kernel = _shape_checked(kernel, node, graph)
+            reads = [*node.inputs, *node.captures]
+            bound = [graph.value(name).const if name else None for name in reads]
+            steps.append(NumpyStep(node.name, kernel, reads, bound, list(node.outputs)))
         keep = set(outputs) | set(inputs)
         last: dict[str, int] = {}
         for index, step in enumerate(steps):

@@ -23,6 +23,7 @@ itself unavailable, supports nothing, and ``compile`` raises a one-line
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -89,6 +90,8 @@ def _attribute_key(value: Any) -> Any:
         return tuple(_attribute_key(item) for item in value)
     if isinstance(value, AttributeProto):
         return ("proto", value.SerializeToString())
+    if isinstance(value, onnx.GraphProto):
+        return ("graph", hashlib.sha256(value.SerializeToString(deterministic=True)).hexdigest())
     if isinstance(value, int | float | str | bytes | bool) or value is None:
         return value
     return ("repr", type(value).__name__, repr(value))
@@ -115,6 +118,11 @@ def node_signature(node: Node, graph: Graph) -> tuple[Any, ...] | None:
         if dtype is None:
             return None
         inputs.append(np.dtype(dtype).str)
+    for name in node.captures:  # outer values a subgraph reads, after the inputs
+        dtype = graph.value(name).dtype
+        if dtype is None:
+            return None
+        inputs.append(np.dtype(dtype).str)
     outputs: list[str | None] = []
     for name in node.outputs:
         dtype = graph.value(name).dtype if name else None
@@ -125,7 +133,13 @@ def node_signature(node: Node, graph: Graph) -> tuple[Any, ...] | None:
 
 
 def _probe_model(node: Node, graph: Graph) -> onnx.ModelProto:
-    """A one-node model: the node with its attributes, typed inputs and outputs, no shapes."""
+    """A one-node model: the node with its attributes, typed inputs and outputs, no shapes.
+
+    A node with subgraphs is exported as it is (:func:`to_onnx`), so that the outer values
+    its subgraphs read keep their names, as typed inputs or embedded constants.
+    """
+    if _has_subgraph(node):
+        return to_onnx(graph, [node], outputs=[name for name in node.outputs if name])
     inputs, input_names = [], []
     for index, name in enumerate(node.inputs):
         if not name:
@@ -188,16 +202,15 @@ def _run_probe(node: Node, graph: Graph) -> tuple[bool, str]:
 def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     """Whether onnxruntime's CPU provider runs ``node``, and why not when it does not.
 
-    Refuses without probing: nodes with graph attributes (If, Loop, Scan), nodes with an
-    input of unknown dtype, and everything when onnxruntime is missing. Otherwise the
+    Refuses without probing: nodes with an input of unknown dtype, and everything when
+    onnxruntime is missing. A node with subgraphs (If, Loop, Scan) is probed with them and
+    the outer values they read (:func:`_probe_model`). Otherwise the
     answer for the node's :func:`node_signature` is computed once (a session creation:
     median 0.2 ms, at most ~1.5 ms, plus ~10-60 ms for onnxruntime's own first-use set-up)
     and memoised in a module-level table; a cached answer costs a few microseconds.
     """
     if not HAVE_ONNXRUNTIME:
         return False, MISSING_MESSAGE
-    if _has_subgraph(node):
-        return False, f"{node.op_type} has a graph attribute (control flow is not partitioned)"
     key = node_signature(node, graph)
     if key is None:
         return False, f"{node.op_type} has an input of unknown dtype"

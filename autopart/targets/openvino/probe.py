@@ -160,7 +160,7 @@ def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     if not runtime.HAVE_OPENVINO:
         return False, runtime.MISSING_MESSAGE
     if _has_graph(node):
-        return False, f"{node.op_type} has a graph attribute (control flow is not partitioned)"
+        return False, f"{node.op_type} has a graph attribute (control flow is not run on openvino)"
     key = probe_key(node, graph)
     if key is None:
         return False, f"{node.op_type} has an input of unknown dtype or rank"
