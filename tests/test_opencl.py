@@ -187,6 +187,12 @@ CASES: list[tuple[str, list[Any], dict[str, Any], int]] = [
     ("Reshape", [(2, 3, 4), np.array([0, -1], np.int64)], {}, 17),
     ("Squeeze", [(2, 1, 3, 1), np.array([1, -1], np.int64)], {}, 17),
     ("Unsqueeze", [(2, 3)], {"axes": [1]}, 11),
+    ("Slice", [(3, 2, 4, 5), np.array([1], np.int64), np.array([2], np.int64), np.array([0], np.int64)], {}, 18),
+    ("Slice", [(2, 6, 3), np.array([-4], np.int64), np.array([2**62], np.int64), np.array([1], np.int64), np.array([1], np.int64)], {}, 13),
+    ("Slice", [(2, 6, 3), np.array([0, 1], np.int64), np.array([2, 3], np.int64)], {}, 13),
+    ("Slice", [(4, 5)], {"starts": [1], "ends": [-1], "axes": [1]}, 9),
+    ("Gather", [(2, 7, 3), np.array(-2, np.int64)], {"axis": 1}, 13),
+    ("Gather", [(5, 4), np.array([3], np.int64)], {}, 13),
 ]  # fmt: skip
 
 
@@ -355,6 +361,14 @@ def test_supports_refuses_what_it_cannot_run() -> None:
     assert not codegen.supports(graph.nodes[0], graph)
     graph, _ = single_op("ReduceMean", [(2, 3, 4)], {"axes": [0, 2]}, 13)  # not consecutive
     assert not codegen.supports(graph.nodes[0], graph)
+    two_axes = [np.array([0, 1], np.int64), np.array([1, 2], np.int64)]
+    graph, _ = single_op("Slice", [(3, 4), *two_axes], opset=13)  # narrows two axes
+    assert not codegen.supports(graph.nodes[0], graph)
+    steps = [np.array([0], np.int64), np.array([4], np.int64), np.array([0], np.int64)]
+    graph, _ = single_op("Slice", [(6, 3), *steps, np.array([2], np.int64)], opset=13)
+    assert not codegen.supports(graph.nodes[0], graph)  # step 2
+    graph, _ = single_op("Gather", [(5, 4), np.array([0, 2], np.int64)], opset=13)
+    assert not codegen.supports(graph.nodes[0], graph)  # two indices
 
 
 def test_compile_refuses_a_host_placement_and_missing_inputs() -> None:
