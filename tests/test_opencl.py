@@ -193,6 +193,11 @@ CASES: list[tuple[str, list[Any], dict[str, Any], int]] = [
     ("Slice", [(4, 5)], {"starts": [1], "ends": [-1], "axes": [1]}, 9),
     ("Gather", [(2, 7, 3), np.array(-2, np.int64)], {"axis": 1}, 13),
     ("Gather", [(5, 4), np.array([3], np.int64)], {}, 13),
+    ("Resize", [(1, 3, 4, 5), np.array([], F), np.array([1, 1, 4, 4], F)], {"mode": "linear"}, 18),
+    ("Resize", [(1, 2, 3, 3), np.array([], F), np.array([1, 1, 2, 2], F)], {}, 13),
+    ("Resize", [(2, 6, 7), np.array([], F), np.array([], F), np.array([2, 4, 3], np.int64)], {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, 13),
+    ("Resize", [(1, 2, 8, 8), np.array([], F), np.array([1, 1, 0.5, 0.6], F)], {"mode": "linear", "antialias": 1}, 18),
+    ("Resize", [(1, 2, 5, 6), np.array([], F), np.array([1, 1, 1.5, 2], F)], {"nearest_mode": "ceil", "coordinate_transformation_mode": "asymmetric"}, 11),
 ]  # fmt: skip
 
 
@@ -369,6 +374,9 @@ def test_supports_refuses_what_it_cannot_run() -> None:
     assert not codegen.supports(graph.nodes[0], graph)  # step 2
     graph, _ = single_op("Gather", [(5, 4), np.array([0, 2], np.int64)], opset=13)
     assert not codegen.supports(graph.nodes[0], graph)  # two indices
+    scales = [np.array([], F), np.array([1, 2, 1, 1], F)]
+    graph, _ = single_op("Resize", [(1, 2, 3, 3), *scales], opset=13)
+    assert not codegen.supports(graph.nodes[0], graph)  # resamples a leading dim
 
 
 def test_compile_refuses_a_host_placement_and_missing_inputs() -> None:

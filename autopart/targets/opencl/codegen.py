@@ -19,7 +19,7 @@ import numpy as np
 from autopart.errors import AutopartError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.targets.codegen import HOST, Codegen, Placement, register_codegen
-from autopart.targets.opencl import conv, elementwise, matmul, slicing, tensor_ops
+from autopart.targets.opencl import conv, elementwise, matmul, resample, slicing, tensor_ops
 from autopart.targets.opencl.device import OpenCLDevice, have_pyopencl
 from autopart.targets.opencl.lowering import OPS, Builder, Group, const, is_f32, shape
 from autopart.targets.opencl.runtime import OpenCLSubgraph, Step
@@ -30,6 +30,7 @@ __all__ = [
     "elementwise",
     "matmul",
     "plan_groups",
+    "resample",
     "slicing",
     "tensor_ops",
 ]
