@@ -197,6 +197,10 @@ CASES: list[tuple[str, list[Any], dict[str, Any], int]] = [
     ("Resize", [(1, 2, 3, 3), np.array([], F), np.array([1, 1, 2, 2], F)], {}, 13),
     ("Resize", [(2, 6, 7), np.array([], F), np.array([], F), np.array([2, 4, 3], np.int64)], {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, 13),
     ("Resize", [(1, 2, 8, 8), np.array([], F), np.array([1, 1, 0.5, 0.6], F)], {"mode": "linear", "antialias": 1}, 18),
+    ("ConvTranspose", [(1, 4, 5, 5), W33.transpose(1, 0, 2, 3).copy(), np.arange(6, dtype=F)], {"strides": [2, 2]}, 17),
+    ("ConvTranspose", [(1, 6, 4, 5), W33[:, :2]], {"group": 3, "strides": [2, 3], "pads": [1, 0, 0, 2], "dilations": [1, 2], "output_padding": [1, 0]}, 17),
+    ("ConvTranspose", [(2, 6, 7), W33[:, :, 0]], {"strides": [3], "auto_pad": "SAME_UPPER"}, 17),
+    ("ConvTranspose", [(1, 6, 3, 3), W33], {"strides": [2, 2], "output_shape": [8, 9]}, 17),
     ("Resize", [(1, 2, 5, 6), np.array([], F), np.array([1, 1, 1.5, 2], F)], {"nearest_mode": "ceil", "coordinate_transformation_mode": "asymmetric"}, 11),
 ]  # fmt: skip
 
