@@ -187,6 +187,21 @@ CASES: list[tuple[str, list[Any], dict[str, Any], int]] = [
     ("Reshape", [(2, 3, 4), np.array([0, -1], np.int64)], {}, 17),
     ("Squeeze", [(2, 1, 3, 1), np.array([1, -1], np.int64)], {}, 17),
     ("Unsqueeze", [(2, 3)], {"axes": [1]}, 11),
+    ("Slice", [(3, 2, 4, 5), np.array([1], np.int64), np.array([2], np.int64), np.array([0], np.int64)], {}, 18),
+    ("Slice", [(2, 6, 3), np.array([-4], np.int64), np.array([2**62], np.int64), np.array([1], np.int64), np.array([1], np.int64)], {}, 13),
+    ("Slice", [(2, 6, 3), np.array([0, 1], np.int64), np.array([2, 3], np.int64)], {}, 13),
+    ("Slice", [(4, 5)], {"starts": [1], "ends": [-1], "axes": [1]}, 9),
+    ("Gather", [(2, 7, 3), np.array(-2, np.int64)], {"axis": 1}, 13),
+    ("Gather", [(5, 4), np.array([3], np.int64)], {}, 13),
+    ("Resize", [(1, 3, 4, 5), np.array([], F), np.array([1, 1, 4, 4], F)], {"mode": "linear"}, 18),
+    ("Resize", [(1, 2, 3, 3), np.array([], F), np.array([1, 1, 2, 2], F)], {}, 13),
+    ("Resize", [(2, 6, 7), np.array([], F), np.array([], F), np.array([2, 4, 3], np.int64)], {"mode": "cubic", "coordinate_transformation_mode": "align_corners"}, 13),
+    ("Resize", [(1, 2, 8, 8), np.array([], F), np.array([1, 1, 0.5, 0.6], F)], {"mode": "linear", "antialias": 1}, 18),
+    ("ConvTranspose", [(1, 4, 5, 5), W33.transpose(1, 0, 2, 3).copy(), np.arange(6, dtype=F)], {"strides": [2, 2]}, 17),
+    ("ConvTranspose", [(1, 6, 4, 5), W33[:, :2]], {"group": 3, "strides": [2, 3], "pads": [1, 0, 0, 2], "dilations": [1, 2], "output_padding": [1, 0]}, 17),
+    ("ConvTranspose", [(2, 6, 7), W33[:, :, 0]], {"strides": [3], "auto_pad": "SAME_UPPER"}, 17),
+    ("ConvTranspose", [(1, 6, 3, 3), W33], {"strides": [2, 2], "output_shape": [8, 9]}, 17),
+    ("Resize", [(1, 2, 5, 6), np.array([], F), np.array([1, 1, 1.5, 2], F)], {"nearest_mode": "ceil", "coordinate_transformation_mode": "asymmetric"}, 11),
 ]  # fmt: skip
 
 
@@ -355,6 +370,17 @@ def test_supports_refuses_what_it_cannot_run() -> None:
     assert not codegen.supports(graph.nodes[0], graph)
     graph, _ = single_op("ReduceMean", [(2, 3, 4)], {"axes": [0, 2]}, 13)  # not consecutive
     assert not codegen.supports(graph.nodes[0], graph)
+    two_axes = [np.array([0, 1], np.int64), np.array([1, 2], np.int64)]
+    graph, _ = single_op("Slice", [(3, 4), *two_axes], opset=13)  # narrows two axes
+    assert not codegen.supports(graph.nodes[0], graph)
+    steps = [np.array([0], np.int64), np.array([4], np.int64), np.array([0], np.int64)]
+    graph, _ = single_op("Slice", [(6, 3), *steps, np.array([2], np.int64)], opset=13)
+    assert not codegen.supports(graph.nodes[0], graph)  # step 2
+    graph, _ = single_op("Gather", [(5, 4), np.array([0, 2], np.int64)], opset=13)
+    assert not codegen.supports(graph.nodes[0], graph)  # two indices
+    scales = [np.array([], F), np.array([1, 2, 1, 1], F)]
+    graph, _ = single_op("Resize", [(1, 2, 3, 3), *scales], opset=13)
+    assert not codegen.supports(graph.nodes[0], graph)  # resamples a leading dim
 
 
 def test_compile_refuses_a_host_placement_and_missing_inputs() -> None:

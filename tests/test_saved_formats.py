@@ -58,6 +58,7 @@ def _rewrite_rows(source: Path, target: Path, change: dict[str, object], kind: s
         ("op", {"median_s": "inf"}, "infinite"),
         ("op", {"median_s": "1e300"}, "over 3600 s"),
         ("transfer", {"median_s": "0"}, "took no time"),
+        ("fused", {"median_s": "0", "timer": "wall"}, "took no time"),
         ("op", {"median_s": "-1e-3"}, "negative"),
         ("op", {"median_s": "nan"}, "corrupt"),
         ("op", {"runs": "-3"}, "runs count"),
@@ -81,6 +82,21 @@ def test_corrupt_profile_rows_are_refused_in_one_line(
     code, output = invoke("tune", str(model), "--profile", str(broken))
     assert_one_line_error(code, output, fragment)
     assert output.startswith("error: ")  # no blank line from a progress display before it
+
+
+def test_a_fused_pair_of_views_on_a_device_clock_may_take_no_time(
+    saved: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    _, profile, _ = saved
+    header, table = profile.read_text().split("\n", 2)[:2], profile.read_text().split("\n", 2)[2]
+    rows = pd.read_csv(io.StringIO(table), dtype=str, keep_default_na=False)
+    on_device = rows.index[(rows["kind"] == "fused") & (rows["timer"] != "wall")]
+    if on_device.empty:
+        pytest.skip("this machine's profile has no fused pairs timed on a device clock")
+    rows.loc[on_device[0], ["median_s", "q1_s", "q3_s", "min_s", "max_s"]] = "0"
+    rewritten = tmp_path / "views.csv"
+    rewritten.write_text("\n".join(header) + "\n" + rows.to_csv(index=False))
+    assert (Profile.load(rewritten).rows("fused")["median_s"] == 0).sum() == 1
 
 
 @pytest.mark.parametrize(

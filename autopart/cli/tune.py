@@ -50,7 +50,12 @@ from autopart.tuning.workflow import TuneReport, tune_model
 @click.option("--pin", "pins", multiple=True, metavar="SELECTOR=TARGET", help="force nodes")
 @click.option("--forbid", "forbids", multiple=True, metavar="SELECTOR=TARGET", help="keep off")
 @click.option("--memory", multiple=True, metavar="DEVICE=SIZE", help="cap, e.g. opencl:0=512MB")
-@click.option("--fallback", default=None, metavar="TARGET", help="target for what nothing runs")
+@click.option(
+    "--fallback",
+    default=None,
+    metavar="TARGET",
+    help="target for what the others cannot run (joins --targets)",
+)
 @click.option(
     "--profile",
     "profile_file",

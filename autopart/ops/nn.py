@@ -154,6 +154,44 @@ def conv(
     return out
 
 
+def transpose_geometry(
+    in_sizes: Sequence[int],
+    kernel: Sequence[int],
+    strides: Sequence[int],
+    dilations: Sequence[int],
+    auto_pad: str = "NOTSET",
+    output_padding: Sequence[int] | None = None,
+    output_shape: Sequence[int] | None = None,
+    pads: Sequence[int] | None = None,
+) -> tuple[list[int], list[int], list[int]]:
+    """A ConvTranspose's spatial sizes per dim: full canvas, output begin, output length.
+
+    The taps scatter into the full canvas; the output is the window of it that starts at
+    the begin offset (past the canvas's end the output is zero).
+    """
+    d = len(kernel)
+    output_padding = list(output_padding or [0] * d)
+    full = [
+        strides[i] * (in_sizes[i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
+        for i in range(d)
+    ]
+    if output_shape is not None:
+        target = list(output_shape)[-d:]
+        totals = [max(full[i] - target[i], 0) for i in range(d)]  # a larger shape pads the end
+        upper = auto_pad == "SAME_UPPER"
+        begin = [t // 2 if upper else t - t // 2 for t in totals]
+    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        target = [in_sizes[i] * strides[i] for i in range(d)]
+        totals = [full[i] - target[i] for i in range(d)]
+        upper = auto_pad == "SAME_UPPER"
+        begin = [t // 2 if upper else t - t // 2 for t in totals]
+    else:
+        pads = list(pads or [0] * (2 * d))
+        begin = pads[:d]
+        target = [full[i] - pads[i] - pads[i + d] for i in range(d)]
+    return full, begin, target
+
+
 @register("ConvTranspose")
 def conv_transpose(
     X: np.ndarray,
@@ -174,26 +212,10 @@ def conv_transpose(
     d = len(kernel)
     strides = list(strides or [1] * d)
     dilations = list(dilations or [1] * d)
-    output_padding = list(output_padding or [0] * d)
     m_per_group = W.shape[1]
-    full = [
-        strides[i] * (in_sizes[i] - 1) + output_padding[i] + (kernel[i] - 1) * dilations[i] + 1
-        for i in range(d)
-    ]
-    if output_shape is not None:
-        target = list(output_shape)[-d:]
-        totals = [max(full[i] - target[i], 0) for i in range(d)]  # a larger shape pads the end
-        upper = auto_pad == "SAME_UPPER"
-        begin = [t // 2 if upper else t - t // 2 for t in totals]
-    elif auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-        target = [in_sizes[i] * strides[i] for i in range(d)]
-        totals = [full[i] - target[i] for i in range(d)]
-        upper = auto_pad == "SAME_UPPER"
-        begin = [t // 2 if upper else t - t // 2 for t in totals]
-    else:
-        pads = list(pads or [0] * (2 * d))
-        begin = pads[:d]
-        target = [full[i] - pads[i] - pads[i + d] for i in range(d)]
+    full, begin, target = transpose_geometry(
+        in_sizes, kernel, strides, dilations, auto_pad, output_padding, output_shape, pads
+    )
     c_per_group = c // group
     weights = W.reshape(group, c_per_group, m_per_group * math.prod(kernel))
     cols = np.matmul(

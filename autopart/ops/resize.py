@@ -117,17 +117,10 @@ def _source_coordinates(
     return x, (x < 0) | (x > size_in - 1)
 
 
-def _resize_axis(
-    data: np.ndarray,
-    axis: int,
-    scale: float,
-    size_out: int,
-    sampling: Interpolation,
-    roi: tuple[float, float],
-) -> np.ndarray:
-    size_in = data.shape[axis]
-    if size_out == 0:
-        return np.take(data, np.arange(0), axis=axis)
+def _axis_taps(
+    size_in: int, size_out: int, scale: float, sampling: Interpolation, roi: tuple[float, float]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Per output index, the input indices it reads, their weights, and which fall outside."""
     x, outside = _source_coordinates(sampling.coordinates, size_in, size_out, scale, roi)
     floor = np.floor(x)
     ratios = np.where(x == floor, 1.0, x - floor)
@@ -140,7 +133,21 @@ def _resize_axis(
         weights = np.where((neighbours < 0) | (neighbours >= size_in), 0.0, weights)
         total = weights.sum(axis=1, keepdims=True)
         weights = weights / np.where(total == 0, 1.0, total)
-    gathered = np.take(data, np.clip(neighbours, 0, size_in - 1), axis=axis)
+    return np.clip(neighbours, 0, size_in - 1), weights, outside
+
+
+def _resize_axis(
+    data: np.ndarray,
+    axis: int,
+    scale: float,
+    size_out: int,
+    sampling: Interpolation,
+    roi: tuple[float, float],
+) -> np.ndarray:
+    if size_out == 0:
+        return np.take(data, np.arange(0), axis=axis)
+    neighbours, weights, outside = _axis_taps(data.shape[axis], size_out, scale, sampling, roi)
+    gathered = np.take(data, neighbours, axis=axis)
     shape = (1,) * axis + weights.shape + (1,) * (data.ndim - axis - 1)
     result = (gathered * weights.reshape(shape)).sum(axis=axis + 1)
     if outside is not None and outside.any():
@@ -271,6 +278,42 @@ def resize(
     )
     roi_list = _full_roi(_floats(roi), axis_list, rank)
     return interpolate(X, sampling, axis_list, factors, out, roi_list)
+
+
+def resize_taps(
+    shape: tuple[int, ...],
+    attrs: Mapping[str, Any],
+    roi: np.ndarray | None = None,
+    scales: np.ndarray | None = None,
+    sizes: np.ndarray | None = None,
+) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """How Resize-11+ (``attrs``, constant operands) reads an input of ``shape``.
+
+    For each axis it resamples: per output index, the clamped input indices it reads
+    (int64 ``[size_out, taps]``) and their weights (float64, same shape), exactly as
+    :func:`resize` combines them. Raises :class:`UnsupportedOpError` when an output point
+    takes the extrapolation value (``tf_crop_and_resize`` outside the region).
+    """
+    rank = len(shape)
+    given = attrs.get("axes")
+    axis_list = [int(a) % rank for a in (range(rank) if given is None else given)]
+    size_list = [int(s) for s in _floats(sizes)]
+    policy = attrs.get("keep_aspect_ratio_policy", "stretch")
+    factors, out = _target(shape, axis_list, _floats(scales), size_list, policy)
+    sampling = _sampling(attrs)
+    full_roi = _full_roi(_floats(roi), axis_list, rank)
+    taps: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for axis in axis_list:
+        window = (full_roi[axis], full_roi[axis + rank]) if full_roi else (0.0, 1.0)
+        if factors[axis] == 1.0 and out[axis] == shape[axis] and window == (0.0, 1.0):
+            continue
+        indices, weights, outside = _axis_taps(
+            shape[axis], out[axis], factors[axis], sampling, window
+        )
+        if outside is not None and outside.any():
+            raise UnsupportedOpError("Resize: points outside the crop take the extrapolation value")
+        taps[axis] = (indices, weights)
+    return taps
 
 
 def _legacy_upsample(X: np.ndarray, scales: Sequence[float], mode: str) -> np.ndarray:

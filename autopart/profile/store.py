@@ -326,8 +326,10 @@ def _check_table(table: pd.DataFrame, origin: str) -> None:
     if not (numeric[measured] <= MAX_TIMING_S).all().all():
         raise ProfileError(f"{origin} is corrupt: a time is infinite or over {MAX_TIMING_S:.0f} s")
     # a view, a missing layout conversion or an empty probe under a profiler take no kernel
-    # time; copies, windows, cuts, cold entries and fused pairs are timed whole
-    timed = ~table["kind"].isin([kind.value for kind in MAY_TAKE_NO_TIME])
+    # time, nor does a fused pair of views on a device clock; copies, windows, cuts, cold
+    # entries and fused pairs are timed whole
+    device_fused = (table["kind"] == RowKind.FUSED.value) & (table["timer"] != "wall")
+    timed = ~table["kind"].isin([kind.value for kind in MAY_TAKE_NO_TIME]) & ~device_fused
     if not (numeric["median_s"][timed] > 0).all():
         raise ProfileError(f"{origin} is corrupt: a copy, window or fused pair took no time")
     for column in ("runs", "nbytes", *(["passes"] if "passes" in table else [])):

@@ -20,15 +20,16 @@ class TuneOptions:
     ``targets`` are target specs (None: every target found here, or in ``profile_file``).
     ``objective`` and ``method`` are those of :class:`autopart.search.options.SearchOptions`
     (by name or value); ``budget_s`` bounds the search; ``constraints`` are pins, forbids,
-    a fallback and memory caps. ``profile_file`` plans from that profile instead of
-    profiling here (another machine's: nothing runs); ``profiles_dir`` is where this
-    machine's profile is kept (None: the default). The plan is saved under
-    ``search_dir/<model>-<targets hash>/`` and also to ``output`` if given. ``rounds`` are
-    the timed rounds per plan when verifying; ``seed`` seeds the inputs and the optuna
-    sampler; ``storage`` is an optuna RDB URL (None: the study in the search folder);
-    ``input_shapes`` fixes the model's named input shapes. With ``peers`` (the default)
-    onnxruntime alone and openvino alone, each at its library's defaults, run in the same
-    rounds as the candidate plans, and the report gives the chosen plan's ratio to them.
+    a fallback (which joins explicit ``targets``) and memory caps. ``profile_file`` plans
+    from that profile instead of profiling here (another machine's: nothing runs);
+    ``profiles_dir`` is where this machine's profile is kept (None: the default). The plan
+    is saved under ``search_dir/<model>-<targets hash>/`` and also to ``output`` if given.
+    ``rounds`` are the timed rounds per plan when verifying; ``seed`` seeds the inputs and
+    the optuna sampler; ``storage`` is an optuna RDB URL (None: the study in the search
+    folder); ``input_shapes`` fixes the model's named input shapes. With ``peers`` (the
+    default) onnxruntime alone and openvino alone, each at its library's defaults, run in
+    the same rounds as the candidate plans, and the report gives the chosen plan's ratio
+    to them.
     """
 
     targets: Sequence[str] | None = None

@@ -26,6 +26,7 @@ from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate
+from autopart.search.constraints import Constraints
 from autopart.search.options import SearchOptions
 from autopart.search.optuna_search import SearchProgress
 from autopart.search.optuna_study import check_storage
@@ -239,6 +240,19 @@ def _record(
         plan.measured = measured[final].run_record()
 
 
+def _with_fallback(
+    targets: Sequence[str] | None, constraints: Constraints | None
+) -> list[str] | None:
+    """``targets`` and, when it is not among them, the constraints' fallback target."""
+    if not targets:
+        return None
+    chosen = list(targets)
+    fallback = constraints.fallback if constraints is not None else None
+    if fallback is not None and fallback not in chosen:
+        chosen.append(fallback)
+    return chosen
+
+
 def prepare(
     model: ModelLike, options: TuneOptions | None = None, *, progress: StageProgress | None = None
 ) -> Prepared:
@@ -247,7 +261,7 @@ def prepare(
     graph = load_model(model, options.input_shapes)
     machine = discover()
     profiled: ProfileReport | None = None
-    targets = options.targets
+    targets = _with_fallback(options.targets, options.constraints)
     if options.profile_file is not None:
         profile = Profile.load(options.profile_file)
         planned_only = profile.fingerprint != machine.fingerprint()

@@ -19,12 +19,30 @@ import numpy as np
 from autopart.errors import AutopartError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.targets.codegen import HOST, Codegen, Placement, register_codegen
-from autopart.targets.opencl import conv, elementwise, matmul, tensor_ops
+from autopart.targets.opencl import (
+    conv,
+    deconv,
+    elementwise,
+    matmul,
+    resample,
+    slicing,
+    tensor_ops,
+)
 from autopart.targets.opencl.device import OpenCLDevice, have_pyopencl
 from autopart.targets.opencl.lowering import OPS, Builder, Group, const, is_f32, shape
 from autopart.targets.opencl.runtime import OpenCLSubgraph, Step
 
-__all__ = ["OpenCLCodegen", "conv", "elementwise", "matmul", "plan_groups", "tensor_ops"]
+__all__ = [
+    "OpenCLCodegen",
+    "conv",
+    "deconv",
+    "elementwise",
+    "matmul",
+    "plan_groups",
+    "resample",
+    "slicing",
+    "tensor_ops",
+]
 
 AFFINE_OPS = ("Mul", "Add", "Sub", "Div")
 
