@@ -35,7 +35,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, helper
 
-from autopart.errors import TargetError
+from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import attribute_to_proto, to_onnx
 from autopart.targets.codegen import (
@@ -47,7 +47,9 @@ from autopart.targets.codegen import (
     register_codegen,
 )
 from autopart.targets.cpu_units import allowed_cores, pinned_to
+from autopart.targets.onnxruntime_layout import layout_seconds_per_run
 from autopart.targets.probe_cache import ProbeCache
+from autopart.targets.training import training_refusal
 
 try:
     import onnxruntime as _ort
@@ -59,8 +61,6 @@ HAVE_ONNXRUNTIME: bool = _ort is not None
 
 MISSING_MESSAGE = "codegen onnxruntime needs the onnxruntime package: pip install onnxruntime"
 PROVIDER = "CPUExecutionProvider"
-# The kernels onnxruntime's NCHWc transformer puts where blocked-layout ops meet the rest.
-LAYOUT_KERNELS = frozenset({"ReorderInput", "ReorderOutput"})
 
 # Probe results by node signature: (supported, reason when not). Lives as long as the process.
 _PROBES = ProbeCache()
@@ -164,6 +164,19 @@ def _probe_model(node: Node, graph: Graph) -> onnx.ModelProto:
     return model
 
 
+def _unexchangeable(node: Node, graph: Graph) -> str | None:
+    """Why onnxruntime's Python API cannot pass ``node``'s tensors to and fro, or None.
+
+    It exchanges only numpy's own dtypes: ml_dtypes' (bfloat16, float8, int4, ...) are
+    refused on input and come back as raw integers, so nodes using them are refused.
+    """
+    for name in [*node.present_inputs, *filter(None, node.outputs)]:
+        dtype = graph.value(name).dtype
+        if dtype is not None and np.dtype(dtype).num >= 256:  # a user-defined numpy dtype
+            return f"{name!r} is {np.dtype(dtype).name}, which onnxruntime's numpy API cannot pass"
+    return None
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -188,9 +201,10 @@ def _run_probe(node: Node, graph: Graph) -> tuple[bool, str]:
 def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     """Whether onnxruntime's CPU provider runs ``node``, and why not when it does not.
 
-    Refuses without probing: nodes with graph attributes (If, Loop, Scan), nodes with an
-    input of unknown dtype, and everything when onnxruntime is missing. Otherwise the
-    answer for the node's :func:`node_signature` is computed once (a session creation:
+    Refuses without probing: nodes with graph attributes (If, Loop, Scan), training modes
+    (:func:`~autopart.targets.training.training_refusal`), tensors of dtypes the numpy API
+    cannot pass, inputs of unknown dtype, and everything when onnxruntime is missing.
+    Otherwise the answer for the node's :func:`node_signature` is computed once (a session creation:
     median 0.2 ms, at most ~1.5 ms, plus ~10-60 ms for onnxruntime's own first-use set-up)
     and memoised in a module-level table; a cached answer costs a few microseconds.
     """
@@ -198,6 +212,9 @@ def probe(node: Node, graph: Graph) -> tuple[bool, str]:
         return False, MISSING_MESSAGE
     if _has_subgraph(node):
         return False, f"{node.op_type} has a graph attribute (control flow is not partitioned)"
+    refused = training_refusal(node, graph) or _unexchangeable(node, graph)
+    if refused:
+        return False, refused
     key = node_signature(node, graph)
     if key is None:
         return False, f"{node.op_type} has an input of unknown dtype"
@@ -233,8 +250,10 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         cores: Sequence[int],
         passthrough: dict[str, np.ndarray],
         on_unit: bool = False,
+        label: str = "a subgraph",
     ) -> None:
         self.session = session
+        self.label = label
         self.on_unit = on_unit
         self.model_bytes = model_bytes
         self.inputs = list(inputs)
@@ -257,12 +276,18 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         """Like :meth:`run`; returns wall-clock seconds spent in ``session.run`` alone.
 
         onnxruntime offers no device clock, so this excludes only the feed assembly and the
-        thread pinning around the call, not host-side dispatch inside onnxruntime.
+        thread pinning around the call, not host-side dispatch inside onnxruntime. An error
+        onnxruntime raises becomes a one-line :class:`ExecutionError` naming the nodes.
         """
         feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
         with pinned_to(self.cores):
             start = time.perf_counter()
-            results = self.session.run(self.produced, feeds)
+            try:
+                results = self.session.run(self.produced, feeds)
+            except Exception as error:  # onnxruntime's types are not importable stably
+                raise ExecutionError(
+                    f"onnxruntime failed running {self.label}: {_first_line(error)}"
+                ) from None
             elapsed = time.perf_counter() - start
         env.update(zip(self.produced, results, strict=True))
         for name in self.outputs:
@@ -288,33 +313,6 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
                     session.run(self.produced, feeds)
             events = json.loads(Path(session.end_profiling()).read_text())
         return layout_seconds_per_run(events, runs + 1)[-runs:]
-
-
-def layout_seconds_per_run(events: list[dict[str, Any]], runs: int) -> list[tuple[float, float]]:
-    """Per ``model_run`` in an onnxruntime profile: seconds in layout kernels, in the rest.
-
-    A profile without ``model_run`` markers (another onnxruntime version) gets the kernels'
-    totals spread evenly over the ``runs`` runs it recorded.
-    """
-    windows = [
-        (event["ts"], event["ts"] + event["dur"])
-        for event in events
-        if event.get("cat") == "Session" and event.get("name") == "model_run"
-    ]
-    kernels = [
-        (event["ts"], event["dur"], event.get("args", {}).get("op_name") in LAYOUT_KERNELS)
-        for event in events
-        if event.get("cat") == "Node" and str(event.get("name", "")).endswith("_kernel_time")
-    ]
-
-    def sums(chosen: list[tuple[int, int, bool]], share: float) -> tuple[float, float]:
-        layout = sum(d for _, d, is_layout in chosen if is_layout)
-        other = sum(d for _, d, is_layout in chosen if not is_layout)
-        return layout * 1e-6 * share, other * 1e-6 * share
-
-    if not windows:
-        return [sums(kernels, 1.0 / max(runs, 1))] * runs
-    return [sums([k for k in kernels if start <= k[0] <= end], 1.0) for start, end in windows]
 
 
 @register_codegen
@@ -397,8 +395,15 @@ class OnnxRuntimeCodegen(Codegen):
         }
         return OnnxRuntimeSubgraph(
             session, model_bytes, inputs, outputs, feeds, results, cores, passthrough,
-            on_unit=unit is not None,
+            on_unit=unit is not None, label=_label(nodes),
         )  # fmt: skip
+
+
+def _label(nodes: Sequence[Node]) -> str:
+    """The nodes of a subgraph, for messages: ``node X`` or ``nodes X .. Y (n nodes)``."""
+    if len(nodes) == 1:
+        return f"node {nodes[0].name}"
+    return f"nodes {nodes[0].name} .. {nodes[-1].name} ({len(nodes)} nodes)"
 
 
 def _create_session(
