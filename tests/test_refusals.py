@@ -239,3 +239,17 @@ def test_random_inputs_draw_narrow_floats_as_floats(dtype: Any) -> None:
     assert np.isfinite(wide).all()
     assert (wide != np.round(wide)).any(), "drawn as integers"
     assert len(np.unique(wide)) > 8
+
+
+@needs_onnxruntime
+def test_a_graph_whose_outputs_are_all_folded_runs_on_onnxruntime() -> None:
+    """Shape of a static input is a constant after import: no session, the value passes on."""
+    graph_proto = helper.make_graph(
+        [helper.make_node("Shape", ["x"], ["y"], name="shape")],
+        "folded",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 5])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.INT64, [2])],
+    )
+    graph = load_graph(make_model(graph_proto))
+    outputs = Executor(graph, "onnxruntime").run({"x": np.zeros((2, 5), F32)}).outputs
+    np.testing.assert_array_equal(outputs["y"], [2, 5])

@@ -236,7 +236,8 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
     (``passthrough``, written when absent). ``cores`` is the unit's core set the calling
     thread is pinned to during ``run`` (empty: no pinning). The session and the serialised
     model (``model_bytes``) live on the object; nothing is pickled or written to disk.
-    ``run`` may be called from several threads at once.
+    ``run`` may be called from several threads at once. When every output is an input or a
+    constant there is no session (``session`` is None) and ``run`` only passes them on.
     """
 
     def __init__(
@@ -265,7 +266,9 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
 
     @property
     def intra_op_num_threads(self) -> int:
-        """The thread count the session was created with."""
+        """The thread count the session was created with (0 without a session)."""
+        if self.session is None:
+            return 0
         return int(self.session.get_session_options().intra_op_num_threads)
 
     def run(self, env: Environment) -> None:
@@ -283,7 +286,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         with pinned_to(self.cores):
             start = time.perf_counter()
             try:
-                results = self.session.run(self.produced, feeds)
+                results = self.session.run(self.produced, feeds) if self.produced else []
             except Exception as error:  # onnxruntime's types are not importable stably
                 raise ExecutionError(
                     f"onnxruntime failed running {self.label}: {_first_line(error)}"
@@ -303,6 +306,8 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         ``ReorderInput``/``ReorderOutput`` kernel times are summed, and so are the rest.
         Outputs are not stored in ``env``.
         """
+        if not self.produced:
+            return [(0.0, 0.0)] * runs
         feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
         with tempfile.TemporaryDirectory(prefix="autopart-ort-") as folder:
             session = _create_session(
@@ -383,11 +388,11 @@ class OnnxRuntimeCodegen(Codegen):
         for name in outputs:
             if name not in produced and name not in given and name not in constants:
                 raise TargetError(f"subgraph output {name!r} is produced by none of its nodes")
-        if not results:
-            raise TargetError("subgraph computes none of its outputs; nothing to compile")
-        model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
         cores = tuple(unit.cores) if unit is not None else ()
-        session = _create_session(model_bytes, unit is not None, cores)
+        model_bytes, session = b"", None  # every output folded to a constant: no session
+        if results:
+            model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
+            session = _create_session(model_bytes, unit is not None, cores)
         passthrough = {
             name: graph.value(name).const
             for name in outputs
@@ -401,8 +406,8 @@ class OnnxRuntimeCodegen(Codegen):
 
 def _label(nodes: Sequence[Node]) -> str:
     """The nodes of a subgraph, for messages: ``node X`` or ``nodes X .. Y (n nodes)``."""
-    if len(nodes) == 1:
-        return f"node {nodes[0].name}"
+    if len(nodes) <= 1:
+        return f"node {nodes[0].name}" if nodes else "an empty subgraph"
     return f"nodes {nodes[0].name} .. {nodes[-1].name} ({len(nodes)} nodes)"
 
 
