@@ -176,10 +176,17 @@ def on_opencl(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarra
     """Every node the OpenCL codegen supports on ``opencl:0``, the rest on cpu@numpy.
 
     Like ``autopart run --assign re:.*=opencl:0@opencl --fallback cpu@numpy``; None (the
-    case is skipped) when the codegen supports none of the nodes.
+    case is skipped) when the codegen supports none of the nodes, or when cpu@numpy cannot
+    run one of the others (the numpy list has those cases).
     """
-    codegen = get_codegen("opencl")
-    if not any(codegen.supports(node, graph) for node in graph.nodes):
+    codegen, fallback = get_codegen("opencl"), get_codegen("numpy")
+    supported = [codegen.supports(node, graph) for node in graph.nodes]
+    if not any(supported):
+        return None
+    if any(
+        not ok and not fallback.supports(node, graph)
+        for ok, node in zip(supported, graph.nodes, strict=True)
+    ):
         return None
     machine = discover()
     plan = plan_from_rules(graph, [f"re:.*={OPENCL_TARGET}"], "cpu@numpy", "suite", machine)

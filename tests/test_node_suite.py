@@ -5,7 +5,8 @@ Every case is imported with its data's input shapes and run (see ``tests/node_su
 - on cpu@numpy, every node;
 - on OpenCL, every node the OpenCL codegen supports on ``opencl:0``, the others falling
   back to cpu@numpy (as ``autopart run --assign re:.*=opencl:0@opencl`` does); cases where
-  it supports no node, or that the import refuses, are skipped (the numpy list has those);
+  it supports no node, where numpy cannot run the others, or that the import refuses, are
+  skipped (the numpy list has those), so that its list holds OpenCL's refusals alone;
 - on onnxruntime, every node in one cpu@onnxruntime session; import refusals are skipped.
 
 A case passes, or is refused with an :class:`AutopartError` whose one-line message the
