@@ -28,6 +28,10 @@ class TargetError(AutopartError):
     """A target (device, unit or codegen) is malformed or absent."""
 
 
+class ExecutionError(AutopartError):
+    """A library rejected a run of a compiled subgraph (its own message, on one line)."""
+
+
 class ProfileError(AutopartError):
     """A profile file is corrupt, of another schema, or belongs to another machine."""
 

@@ -51,11 +51,19 @@ def _index_bound(graph: Graph, name: str) -> int | None:
     return min(bounds) if bounds else None
 
 
+def is_float(dtype: np.dtype | type) -> bool:
+    """Whether ``dtype`` is a floating-point type: numpy's, or ml_dtypes' bfloat16/float8/4."""
+    found = np.dtype(dtype)
+    return np.issubdtype(found, np.floating) or found.name.startswith(("bfloat", "float"))
+
+
 def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded random inputs: standard normal floats; integers valid as Gather indices.
 
-    Integer inputs used as Gather indices draw from the table's range; other integer and
-    boolean inputs draw from {0, 1} (typical of masks).
+    Floats include bfloat16 and the float8 types (rounded from the normal draw; its
+    magnitude for float8e8m0, which has no sign). Integer inputs used as Gather indices
+    draw from the table's range; other integer and boolean inputs draw from {0, 1}
+    (typical of masks).
     """
     rng = np.random.default_rng(seed)
     feeds = {}
@@ -63,8 +71,10 @@ def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
         value = graph.value(name)
         shape, dtype = value.shape or (), value.dtype
         assert dtype is not None
-        if np.issubdtype(dtype, np.floating):
-            feeds[name] = rng.standard_normal(shape).astype(dtype)
+        if is_float(dtype):
+            draw = rng.standard_normal(shape)
+            unsigned = "e8m0" in np.dtype(dtype).name
+            feeds[name] = (np.abs(draw) if unsigned else draw).astype(dtype)
         elif dtype == np.bool_:
             feeds[name] = rng.integers(0, 2, shape).astype(bool)
         else:

@@ -118,17 +118,27 @@ class Codegen(ABC):
     ) -> CompiledSubgraph:
         """Compile ``nodes`` of ``graph`` into one subgraph that runs at ``placement``."""
 
+    def reason(self, node: Node, graph: Graph) -> str | None:
+        """Why this codegen cannot run ``node`` (one line, "" when it cannot say), or None.
+
+        Codegens that know why (an attribute value, a probe's error) override it; the
+        default only asks :meth:`supports`. It must be None exactly when ``supports`` is true.
+        """
+        return None if self.supports(node, graph) else ""
+
     def check_supported(self, graph: Graph, nodes: Sequence[Node] | None = None) -> None:
-        """Raise :class:`UnsupportedOpError` naming every unsupported op and its nodes."""
-        rejected: dict[str, list[str]] = {}
+        """Raise :class:`UnsupportedOpError` naming every unsupported op, its nodes and why."""
+        rejected: dict[tuple[str, str], list[str]] = {}
         for node in graph.nodes if nodes is None else nodes:
-            if not self.supports(node, graph):
-                rejected.setdefault(node.op_type, []).append(node.name)
+            why = self.reason(node, graph)
+            if why is not None:
+                rejected.setdefault((node.op_type, why), []).append(node.name)
         if rejected:
             parts = [
                 f"{op} (node{'s' if len(names) > 1 else ''} {', '.join(names[:4])}"
                 f"{f' and {len(names) - 4} more' if len(names) > 4 else ''})"
-                for op, names in sorted(rejected.items())
+                f"{f': {why}' if why else ''}"
+                for (op, why), names in sorted(rejected.items())
             ]
             raise UnsupportedOpError(f"codegen {self.name} does not support: {'; '.join(parts)}")
 

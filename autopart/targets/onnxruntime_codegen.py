@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 from onnx import AttributeProto, helper
 
-from autopart.errors import TargetError
+from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import attribute_to_proto, to_onnx
 from autopart.targets.codegen import (
@@ -48,7 +48,9 @@ from autopart.targets.codegen import (
     register_codegen,
 )
 from autopart.targets.cpu_units import allowed_cores, pinned_to
+from autopart.targets.onnxruntime_layout import layout_seconds_per_run
 from autopart.targets.probe_cache import ProbeCache
+from autopart.targets.training import training_refusal
 
 try:
     import onnxruntime as _ort
@@ -60,8 +62,6 @@ HAVE_ONNXRUNTIME: bool = _ort is not None
 
 MISSING_MESSAGE = "codegen onnxruntime needs the onnxruntime package: pip install onnxruntime"
 PROVIDER = "CPUExecutionProvider"
-# The kernels onnxruntime's NCHWc transformer puts where blocked-layout ops meet the rest.
-LAYOUT_KERNELS = frozenset({"ReorderInput", "ReorderOutput"})
 
 # Probe results by node signature: (supported, reason when not). Lives as long as the process.
 _PROBES = ProbeCache()
@@ -178,6 +178,19 @@ def _probe_model(node: Node, graph: Graph) -> onnx.ModelProto:
     return model
 
 
+def _unexchangeable(node: Node, graph: Graph) -> str | None:
+    """Why onnxruntime's Python API cannot pass ``node``'s tensors to and fro, or None.
+
+    It exchanges only numpy's own dtypes: ml_dtypes' (bfloat16, float8, int4, ...) are
+    refused on input and come back as raw integers, so nodes using them are refused.
+    """
+    for name in [*node.present_inputs, *filter(None, node.outputs)]:
+        dtype = graph.value(name).dtype
+        if dtype is not None and np.dtype(dtype).num >= 256:  # a user-defined numpy dtype
+            return f"{name!r} is {np.dtype(dtype).name}, which onnxruntime's numpy API cannot pass"
+    return None
+
+
 def _first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -202,15 +215,20 @@ def _run_probe(node: Node, graph: Graph) -> tuple[bool, str]:
 def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     """Whether onnxruntime's CPU provider runs ``node``, and why not when it does not.
 
-    Refuses without probing: nodes with an input of unknown dtype, and everything when
-    onnxruntime is missing. A node with subgraphs (If, Loop, Scan) is probed with them and
-    the outer values they read (:func:`_probe_model`). Otherwise the
-    answer for the node's :func:`node_signature` is computed once (a session creation:
+    Refuses without probing: training modes
+    (:func:`~autopart.targets.training.training_refusal`), tensors of dtypes the numpy API
+    cannot pass, inputs of unknown dtype, and everything when onnxruntime is missing. A
+    node with subgraphs (If, Loop, Scan) is probed with them and the outer values they read
+    (:func:`_probe_model`). Otherwise the answer for the node's :func:`node_signature` is
+    computed once (a session creation:
     median 0.2 ms, at most ~1.5 ms, plus ~10-60 ms for onnxruntime's own first-use set-up)
     and memoised in a module-level table; a cached answer costs a few microseconds.
     """
     if not HAVE_ONNXRUNTIME:
         return False, MISSING_MESSAGE
+    refused = training_refusal(node, graph) or _unexchangeable(node, graph)
+    if refused:
+        return False, refused
     key = node_signature(node, graph)
     if key is None:
         return False, f"{node.op_type} has an input of unknown dtype"
@@ -232,7 +250,8 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
     (``passthrough``, written when absent). ``cores`` is the unit's core set the calling
     thread is pinned to during ``run`` (empty: no pinning). The session and the serialised
     model (``model_bytes``) live on the object; nothing is pickled or written to disk.
-    ``run`` may be called from several threads at once.
+    ``run`` may be called from several threads at once. When every output is an input or a
+    constant there is no session (``session`` is None) and ``run`` only passes them on.
     """
 
     def __init__(
@@ -246,8 +265,10 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         cores: Sequence[int],
         passthrough: dict[str, np.ndarray],
         on_unit: bool = False,
+        label: str = "a subgraph",
     ) -> None:
         self.session = session
+        self.label = label
         self.on_unit = on_unit
         self.model_bytes = model_bytes
         self.inputs = list(inputs)
@@ -259,7 +280,9 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
 
     @property
     def intra_op_num_threads(self) -> int:
-        """The thread count the session was created with."""
+        """The thread count the session was created with (0 without a session)."""
+        if self.session is None:
+            return 0
         return int(self.session.get_session_options().intra_op_num_threads)
 
     def run(self, env: Environment) -> None:
@@ -270,12 +293,18 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         """Like :meth:`run`; returns wall-clock seconds spent in ``session.run`` alone.
 
         onnxruntime offers no device clock, so this excludes only the feed assembly and the
-        thread pinning around the call, not host-side dispatch inside onnxruntime.
+        thread pinning around the call, not host-side dispatch inside onnxruntime. An error
+        onnxruntime raises becomes a one-line :class:`ExecutionError` naming the nodes.
         """
         feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
         with pinned_to(self.cores):
             start = time.perf_counter()
-            results = self.session.run(self.produced, feeds)
+            try:
+                results = self.session.run(self.produced, feeds) if self.produced else []
+            except Exception as error:  # onnxruntime's types are not importable stably
+                raise ExecutionError(
+                    f"onnxruntime failed running {self.label}: {_first_line(error)}"
+                ) from None
             elapsed = time.perf_counter() - start
         env.update(zip(self.produced, results, strict=True))
         for name in self.outputs:
@@ -291,6 +320,8 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         ``ReorderInput``/``ReorderOutput`` kernel times are summed, and so are the rest.
         Outputs are not stored in ``env``.
         """
+        if not self.produced:
+            return [(0.0, 0.0)] * runs
         feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
         with tempfile.TemporaryDirectory(prefix="autopart-ort-") as folder:
             session = _create_session(
@@ -301,33 +332,6 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
                     session.run(self.produced, feeds)
             events = json.loads(Path(session.end_profiling()).read_text())
         return layout_seconds_per_run(events, runs + 1)[-runs:]
-
-
-def layout_seconds_per_run(events: list[dict[str, Any]], runs: int) -> list[tuple[float, float]]:
-    """Per ``model_run`` in an onnxruntime profile: seconds in layout kernels, in the rest.
-
-    A profile without ``model_run`` markers (another onnxruntime version) gets the kernels'
-    totals spread evenly over the ``runs`` runs it recorded.
-    """
-    windows = [
-        (event["ts"], event["ts"] + event["dur"])
-        for event in events
-        if event.get("cat") == "Session" and event.get("name") == "model_run"
-    ]
-    kernels = [
-        (event["ts"], event["dur"], event.get("args", {}).get("op_name") in LAYOUT_KERNELS)
-        for event in events
-        if event.get("cat") == "Node" and str(event.get("name", "")).endswith("_kernel_time")
-    ]
-
-    def sums(chosen: list[tuple[int, int, bool]], share: float) -> tuple[float, float]:
-        layout = sum(d for _, d, is_layout in chosen if is_layout)
-        other = sum(d for _, d, is_layout in chosen if not is_layout)
-        return layout * 1e-6 * share, other * 1e-6 * share
-
-    if not windows:
-        return [sums(kernels, 1.0 / max(runs, 1))] * runs
-    return [sums([k for k in kernels if start <= k[0] <= end], 1.0) for start, end in windows]
 
 
 @register_codegen
@@ -398,14 +402,14 @@ class OnnxRuntimeCodegen(Codegen):
         for name in outputs:
             if name not in produced and name not in given and name not in constants:
                 raise TargetError(f"subgraph output {name!r} is produced by none of its nodes")
-        if not results:
-            raise TargetError("subgraph computes none of its outputs; nothing to compile")
-        model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
         cores = tuple(unit.cores) if unit is not None else ()
-        if placement.alone and unit is None:
-            session = _default_session(model_bytes)
-        else:
-            session = _create_session(model_bytes, unit is not None, cores)
+        model_bytes, session = b"", None  # every output folded to a constant: no session
+        if results:
+            model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
+            if placement.alone and unit is None:
+                session = _default_session(model_bytes)
+            else:
+                session = _create_session(model_bytes, unit is not None, cores)
         passthrough = {
             name: graph.value(name).const
             for name in outputs
@@ -413,7 +417,7 @@ class OnnxRuntimeCodegen(Codegen):
         }
         return OnnxRuntimeSubgraph(
             session, model_bytes, inputs, outputs, feeds, results, cores, passthrough,
-            on_unit=unit is not None,
+            on_unit=unit is not None, label=_label(nodes),
         )  # fmt: skip
 
 
@@ -431,6 +435,13 @@ def _default_session(model_bytes: bytes) -> Any:
         return _ort.InferenceSession(model_bytes, options, providers=[PROVIDER])
     except Exception as error:  # onnxruntime's own exception types are not importable stably
         raise TargetError(f"onnxruntime rejected the subgraph: {_first_line(error)}") from None
+
+
+def _label(nodes: Sequence[Node]) -> str:
+    """The nodes of a subgraph, for messages: ``node X`` or ``nodes X .. Y (n nodes)``."""
+    if len(nodes) <= 1:
+        return f"node {nodes[0].name}" if nodes else "an empty subgraph"
+    return f"nodes {nodes[0].name} .. {nodes[-1].name} ({len(nodes)} nodes)"
 
 
 def _create_session(

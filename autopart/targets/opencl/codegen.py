@@ -1,12 +1,14 @@
 """The ``opencl`` codegen: generated and hand-written OpenCL C through pyopencl.
 
-``supports`` is a precise predicate per op over attributes, shapes and dtypes (float32
-compute; integer tensors only as constant shape operands). ``compile`` groups the nodes
-(a matrix product absorbs per-channel Mul/Add, a same-shape residual Add/Sum and a Relu
-into its epilogue; chains of elementwise ops fuse into one kernel), lowers every group to
-kernel launches, uploads the constants once, and precomputes where each intermediate is
-released. The compiled subgraph enqueues on the placement's unit queue (or the device
-queue) and reports device time measured with profiling events through ``run_timed``.
+``supports`` is a precise predicate per op over attributes (the values each lowering
+implements, :mod:`~autopart.targets.opencl.attributes`), shapes and dtypes (float32
+compute; integer tensors only as constant shape operands); ``reason`` says why not.
+``compile`` groups the nodes (a matrix product absorbs per-channel Mul/Add, a same-shape
+residual Add/Sum and a Relu into its epilogue; chains of elementwise ops fuse into one
+kernel), lowers every group to kernel launches, uploads the constants once, and
+precomputes where each intermediate is released. The compiled subgraph enqueues on the
+placement's unit queue (or the device queue) and reports device time measured with
+profiling events through ``run_timed``.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from autopart.targets.opencl import (
     slicing,
     tensor_ops,
 )
+from autopart.targets.opencl.attributes import attribute_refusal
 from autopart.targets.opencl.device import OpenCLDevice, have_pyopencl
 from autopart.targets.opencl.lowering import OPS, Builder, Group, const, is_f32, shape
 from autopart.targets.opencl.runtime import OpenCLSubgraph, Step
+from autopart.targets.training import training_refusal
 
 __all__ = [
     "OpenCLCodegen",
@@ -64,17 +68,26 @@ class OpenCLCodegen(Codegen):
 
     def supports(self, node: Node, graph: Graph) -> bool:
         """Whether the op, its attributes, input shapes and dtypes have an OpenCL lowering."""
+        return self.reason(node, graph) is None
+
+    def reason(self, node: Node, graph: Graph) -> str | None:
+        """Why no OpenCL lowering runs ``node`` (one line), or None when one does."""
         impl = OPS.get(node.op_type)
         if impl is None or node.domain not in ("", "ai.onnx"):
-            return False
+            return f"op {node.op_type} has no OpenCL kernel"
+        refused = training_refusal(node, graph) or attribute_refusal(node.op_type, node.attrs)
+        if refused:
+            return refused
         if any(
             graph.value(name).shape is None for name in node.present_inputs + node.outputs if name
         ):
-            return False
+            return "a shape is not static"
         try:
-            return bool(impl.supports(node, graph))
+            if impl.supports(node, graph):
+                return None
         except (AutopartError, KeyError, IndexError, TypeError, ValueError):
-            return False
+            pass
+        return "no OpenCL kernel for these dtypes, shapes or non-constant operands"
 
     def compile(
         self,

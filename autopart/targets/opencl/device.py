@@ -176,6 +176,8 @@ class OpenCLDevice(Device):
     def from_host(self, array: np.ndarray, unit: int | None = None) -> Any:
         """Copy a host array onto this device through ``unit``'s queue (blocking).
 
+        The tensor keeps the array's shape, rank 0 included (a scalar stays shape ``()``).
+
         The buffer comes from the device's transfer pool, outside the per-queue pools, so
         it may be read through any queue. Once the tensor is released its buffer is reused
         by later copies: release it only after the kernels reading it have finished, as the
@@ -183,7 +185,7 @@ class OpenCLDevice(Device):
         Reusing buffers keeps large copies linear in size: a fresh 64 MiB allocation costs
         more in page faults than the copy itself.
         """
-        data = np.ascontiguousarray(array)
+        data = np.require(array, requirements="C")  # unlike ascontiguousarray, keeps 0-d
         self._ensure_context()
         return cla.to_device(self.queue(unit), data, allocator=self._transfer_pool)
 

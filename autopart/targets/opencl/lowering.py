@@ -141,7 +141,8 @@ class Builder:
 
     def upload(self, data: np.ndarray) -> Any:
         """A resident device copy of host data (float32 unless integer)."""
-        array = np.ascontiguousarray(data, dtype=data.dtype if data.dtype != np.float64 else F32)
+        dtype = data.dtype if data.dtype != np.float64 else F32
+        array = np.require(data, dtype, requirements="C")  # keeps rank 0, unlike ascontiguous
         return cla.to_device(self.queue, array)
 
     def use_constant(self, name: str) -> str:
