@@ -58,6 +58,30 @@ ATTRIBUTES: dict[str, Accepted] = {
     "Transpose": {"perm": None},
     "Gemm": {"alpha": None, "beta": None, "transA": (0, 1), "transB": (0, 1), "broadcast": (0, 1)},
     "Reshape": {"shape": None, "allowzero": (0, 1)},
+    "Slice": {"starts": None, "ends": None, "axes": None},  # attributes before opset 10
+    "Gather": {"axis": None},
+    # the taps come from the numpy reference's own Resize, which refuses what it lacks
+    "Resize": {
+        attribute: None
+        for attribute in (
+            "antialias",
+            "axes",
+            "coordinate_transformation_mode",
+            "cubic_coeff_a",
+            "exclude_outside",
+            "extrapolation_value",
+            "keep_aspect_ratio_policy",
+            "mode",
+            "nearest_mode",
+        )
+    },
+    "ConvTranspose": {
+        **WINDOW,
+        "dilations": None,
+        "group": None,
+        "output_padding": None,
+        "output_shape": None,
+    },
     "Flatten": {"axis": None},
     "Squeeze": {"axes": None},
     "Unsqueeze": {"axes": None},
