@@ -395,3 +395,13 @@ def test_the_compiled_model_cache_keeps_the_most_recently_used(monkeypatch: Any)
     relu, erf = compile_whole(tiny_graph("Relu")), compile_whole(tiny_graph("Erf"))
     assert list(ovruntime._COMPILED.values()) == [erf.model]
     assert compile_whole(tiny_graph("Relu")).model is not relu.model  # compiled again
+
+
+def test_an_error_openvino_raises_while_running_is_one_execution_error() -> None:
+    from autopart.errors import ExecutionError
+
+    compiled = compile_whole(tiny_graph("Relu"))
+    env: dict[str, Any] = {"x": np.ones((5, 7, 9), np.float32)}  # not the compiled shape
+    with pytest.raises(ExecutionError, match=r"^openvino failed computing y: ") as caught:
+        compiled.run(env)
+    assert "\n" not in str(caught.value)

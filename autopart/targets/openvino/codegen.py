@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from autopart.errors import TargetError
+from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
 from autopart.targets.codegen import (
@@ -90,11 +90,20 @@ class OpenVinoSubgraph(CompiledSubgraph):
         self.run_timed(env)
 
     def run_timed(self, env: Environment) -> float:
-        """Like :meth:`run`; returns wall-clock seconds spent in ``infer`` alone."""
+        """Like :meth:`run`; returns wall-clock seconds spent in ``infer`` alone.
+
+        An error OpenVINO raises becomes a one-line :class:`ExecutionError`.
+        """
         feeds = {i: np.asarray(env[name], order="C") for i, name in enumerate(self.feeds)}
         with pinned_to(self.cores):
             start = time.perf_counter()
-            results = self._request.infer(feeds, share_inputs=True, share_outputs=False)
+            try:
+                results = self._request.infer(feeds, share_inputs=True, share_outputs=False)
+            except Exception as error:  # OpenVINO's exception types are not specific
+                shown = ", ".join(self.produced[:3]) + (" ..." if len(self.produced) > 3 else "")
+                raise ExecutionError(
+                    f"openvino failed computing {shown}: {runtime.first_line(error)}"
+                ) from None
             elapsed = time.perf_counter() - start
         for index, name in enumerate(self.produced):
             env[name] = results[index]
