@@ -573,3 +573,17 @@ def test_a_single_target_plan_on_onnxruntime_is_compiled_as_onnxruntime_alone_is
             "enable_mem_pattern",
         ):
             assert getattr(ours, field) == getattr(peer, field), field
+
+
+def test_every_round_runs_the_runners_in_a_fresh_order_so_none_keeps_one_neighbour() -> None:
+    from autopart.tuning.verify import round_order
+
+    names = ["onnxruntime alone", "openvino alone", "single:a", "single:b", "ilp"]
+    orders = [round_order(names, index) for index in range(20)]
+    assert all(sorted(order) == sorted(names) for order in orders)
+    assert round_order(names, 3) == orders[3]  # seeded: a rerun repeats it
+    predecessors: dict[str, set[str]] = {name: set() for name in names}
+    for order in orders:
+        for before, after in zip(order, order[1:], strict=False):
+            predecessors[after].add(before)
+    assert all(len(seen) >= 3 for seen in predecessors.values()), predecessors

@@ -1,8 +1,8 @@
 """Running candidate plans side by side on the real targets, with their outputs checked.
 
 Plans are compiled once, then run in interleaved rounds (one block of runs of each plan per
-round, in an order that rotates from round to round), so that the machine's drift and each
-lane's after-effects spread over every plan alike; medians are reported. A quick plan's
+round, in an order shuffled afresh every round), so that the machine's drift and each
+runner's after-effects spread over every plan alike; medians are reported. A quick plan's
 block settles the caches with untimed runs first (:func:`block_for`).
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -232,10 +233,7 @@ class _Rounds:
         The first round checks the outputs, the last warm-up round times a run that follows
         its own to choose each block; later rounds are timed.
         """
-        # the order rotates, so that no runner always follows the same one (a lane's
-        # lingering threads slow whatever runs next)
-        shift = round_index % max(len(order), 1)
-        for name in [*order[shift:], *order[:shift]]:
+        for name in round_order(order, round_index):
             self.report(f"running {name}")
             block = self.blocks[name]
             if round_index == self.warmup - 1:
@@ -252,6 +250,20 @@ class _Rounds:
                 result.steps = steps
             elif round_index == self.warmup - 1:
                 self.blocks[name] = block_for(statistics.median(latencies))
+
+
+def round_order(order: Sequence[str], round_index: int) -> list[str]:
+    """The order in which ``order``'s runners run in round ``round_index``: a permutation.
+
+    Each round shuffles afresh (seeded by the round, so runs repeat), so that every runner
+    follows a different one from round to round. A runner's after-effects slow whatever
+    runs next: onnxruntime at its defaults leaves its pool threads spinning, and the next
+    runner measured 1.3-1.5x slower. Rotating one fixed order would keep every runner
+    behind the same neighbour in all rounds but one, and bias its median by that much.
+    """
+    shuffled = list(order)
+    random.Random(round_index).shuffle(shuffled)
+    return shuffled
 
 
 def check_outputs(
