@@ -12,7 +12,9 @@ Issue 22 asks whether the codegens are worth choosing among. Two views answer it
   no candidate for it.
 - **Per model** (measured, as in Collage): the best single target against the tuned plan
   (``autopart bench``'s ``chosen`` row), the codegens the tuned plan mixes, their ratio
-  and its partitions. The figures come from an ``autopart bench --csv`` output
+  and its partitions; beside them the cost model's ceiling on what mixing could gain
+  (:func:`mixing_ceiling`: every node on its cheapest whole-device target, crossings free).
+  The figures come from an ``autopart bench --csv`` output
   (``--bench-csv``) or, without one, from :func:`autopart.bench` run here on ``--models``.
 
 Writes experiments/results/backend_mix.csv (per model), backend_mix_ops.csv (per model,
@@ -88,6 +90,30 @@ def op_type_costs(model: str, costs: Costs) -> pd.DataFrame:
                 }
             )
     return pd.DataFrame(rows)
+
+
+def mixing_ceiling(model: str, costs: Costs) -> dict[str, object]:
+    """The most that mixing codegens could gain on ``model``, by the cost model.
+
+    ``single_ms`` is the op sum of the cheapest target that runs every node, ``per_op_ms``
+    the sum of every node's cheapest cost on any target, and ``ceiling`` their ratio: every
+    node on its best target with every launch, layout conversion, cold entry and copy
+    between them free. A real mix pays those, so it measures above the ceiling.
+    """
+    names = [node.name for node in costs.graph.nodes]
+    sums = {
+        target: sum(costs.cost(name, target) for name in names)
+        for target in costs.targets
+        if all(target in costs.node_cost[name] for name in names)
+    }
+    per_op = sum(min(costs.node_cost[name].values()) for name in names)
+    single = min(sums.values()) if sums else np.nan
+    return {
+        "model": model,
+        "single_ms": single * 1e3,
+        "per_op_ms": per_op * 1e3,
+        "ceiling": per_op / single if sums and single else np.nan,
+    }
 
 
 def fastest(ops: pd.DataFrame) -> pd.DataFrame:
@@ -209,8 +235,8 @@ def plot(best: pd.DataFrame, models: list[str]) -> Figure:
     return figure
 
 
-def model_ops(model: str, profiles: str | None) -> pd.DataFrame:
-    """:func:`op_type_costs` of ``model`` on the whole-device targets found here.
+def model_ops(model: str, profiles: str | None) -> tuple[pd.DataFrame, dict[str, object]]:
+    """:func:`op_type_costs` and :func:`mixing_ceiling` of ``model`` on whole-device targets.
 
     Costs come from the profile store ``profiles`` (default: the saved one); whatever it
     lacks for these targets is measured first.
@@ -219,7 +245,8 @@ def model_ops(model: str, profiles: str | None) -> pd.DataFrame:
     graph = api.load(model)
     report, profile, _ = api.profile(graph, targets, profiles)
     console.print(f"[dim]{model}: profile {report.new} new, {report.reused} reused[/dim]")
-    return op_type_costs(model, costs_from_profile(graph, profile, targets))
+    costs = costs_from_profile(graph, profile, targets)
+    return op_type_costs(model, costs), mixing_ceiling(model, costs)
 
 
 def bench_table(args: argparse.Namespace) -> pd.DataFrame:
@@ -249,9 +276,11 @@ def main() -> None:
     args = parser.parse_args()
     bench = bench_table(args)
     models = list(dict.fromkeys(bench["model"]))
-    ops = pd.concat([model_ops(model, args.profiles) for model in models], ignore_index=True)
+    costed = [model_ops(model, args.profiles) for model in models]
+    ops = pd.concat([found for found, _ in costed], ignore_index=True)
     best = fastest(ops)
-    table = collage(bench)
+    ceilings = pd.DataFrame([ceiling for _, ceiling in costed])
+    table = collage(bench).merge(ceilings[["model", "ceiling"]], on="model", how="left")
     write_csv(table, "backend_mix.csv")
     write_csv(ops, "backend_mix_ops.csv")
     view = best.assign(cell=best["best"] + " " + best["lead"].map(lead_text))

@@ -142,3 +142,14 @@ def test_the_heatmap_colours_each_cell_by_its_fastest_codegen(mix: ModuleType) -
     assert codes.mask[2].tolist() == [False, True]
     assert {text.get_text() for text in axes.texts} == {"1.1x", "2.0x"}
     assert [t.get_text() for t in axes.get_legend().get_texts()] == ["numpy", "onnxruntime"]
+
+
+def test_the_mixing_ceiling_puts_every_node_on_its_cheapest_target_for_free(
+    mix: ModuleType,
+) -> None:
+    ceiling = mix.mixing_ceiling("tiny", _costs())
+    # only numpy (8.5 ms) and onnxruntime (5.1 ms) run every node; per node the cheapest
+    # are opencl 1.0, onnxruntime 2.0, numpy 0.2 and numpy 0.3
+    assert ceiling["single_ms"] == pytest.approx(5.1)
+    assert ceiling["per_op_ms"] == pytest.approx(3.5)
+    assert ceiling["ceiling"] == pytest.approx(3.5 / 5.1)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -584,6 +585,6 @@ def test_every_round_runs_the_runners_in_a_fresh_order_so_none_keeps_one_neighbo
     assert round_order(names, 3) == orders[3]  # seeded: a rerun repeats it
     predecessors: dict[str, set[str]] = {name: set() for name in names}
     for order in orders:
-        for before, after in zip(order, order[1:], strict=False):
+        for before, after in itertools.pairwise(order):
             predecessors[after].add(before)
     assert all(len(seen) >= 3 for seen in predecessors.values()), predecessors
