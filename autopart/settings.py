@@ -97,6 +97,13 @@ class VerifySettings:
     settle_below_s: float = _tuned(0.02, "only plans quicker than this need settling")
     block_s: float = _tuned(5e-3, "timed runs of one block last about this long")
     max_block_runs: int = _tuned(50, "at most this many timed runs per block")
+    spin_linger_s: float = _tuned(
+        0.15,
+        "after a run at onnxruntime's default options its pool threads spin on and slow "
+        "the next runner: resnet50 on openvino alone took 47 ms right after it, 44 ms "
+        "after a 5 ms pause, 38.5 after 20 ms and 32 after 100 ms (31-33 after itself); "
+        "timing waits this long after such a runner before the next one starts",
+    )
 
 
 @dataclass(frozen=True)

@@ -588,3 +588,58 @@ def test_every_round_runs_the_runners_in_a_fresh_order_so_none_keeps_one_neighbo
         for before, after in itertools.pairwise(order):
             predecessors[after].add(before)
     assert all(len(seen) >= 3 for seen in predecessors.values()), predecessors
+
+
+def test_the_runner_after_one_that_lingers_starts_only_once_its_cores_are_quiet() -> None:
+    import time
+
+    from autopart import api
+    from autopart.ir.feeds import random_inputs
+    from autopart.runtime.executor import Executor
+    from autopart.tuning.verify import measure_plans
+
+    _, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
+    feeds = random_inputs(graph, 0)
+    outputs = Executor(graph).run(feeds).outputs
+    calls: list[tuple[str, float, float]] = []
+
+    def peer(name: str):  # type: ignore[no-untyped-def]
+        def run(_feeds: object) -> dict:
+            start = time.perf_counter()
+            calls.append((name, start, time.perf_counter()))
+            return outputs
+
+        return run
+
+    runners = {name: peer(name) for name in ("spins", "b", "c")}
+    measure_plans(
+        graph, {}, feeds, rounds=4, min_timed_s=0.0, peers=runners,
+        peer_linger_s={"spins": 0.03},
+    )  # fmt: skip
+    gaps = [
+        after[1] - before[2]
+        for before, after in itertools.pairwise(calls)
+        if before[0] == "spins" and after[0] != "spins"
+    ]
+    assert gaps and min(gaps) >= 0.03
+    others = [
+        after[1] - before[2] for before, after in itertools.pairwise(calls) if before[0] == "b"
+    ]
+    assert max(others) < 0.03  # runners that do not linger are not waited for
+
+
+def test_only_a_lone_onnxruntime_partition_lingers(tiny_path: Path) -> None:  # noqa: F811
+    from autopart.ir.target import VirtualDevice
+    from autopart.plan.build import build_plan_for
+    from autopart.runtime.plan_executor import PlanExecutor
+    from autopart.settings import VERIFY
+
+    graph = autopart.load(str(tiny_path))
+    ort, numpy_ = VirtualDevice.parse("cpu@onnxruntime"), VirtualDevice.parse("cpu@numpy")
+    names = [node.name for node in graph.nodes]
+    lone = build_plan_for(graph, dict.fromkeys(names, ort), numpy_, "lone")
+    split = build_plan_for(graph, {n: numpy_ if n == names[0] else ort for n in names}, numpy_, "s")
+    with PlanExecutor(lone, graph) as executor:
+        assert executor.linger_s == VERIFY.spin_linger_s > 0
+    with PlanExecutor(split, graph) as executor:
+        assert executor.linger_s == 0.0

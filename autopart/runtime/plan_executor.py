@@ -118,6 +118,11 @@ class PlanExecutor:
             )
         return steps
 
+    @property
+    def linger_s(self) -> float:
+        """How long the plan's libraries keep cores busy after a run (the longest step's)."""
+        return max((s.compiled.linger_s for s in self.steps.values() if s.compiled), default=0.0)
+
     # -- running -----------------------------------------------------------------------------
     def run(
         self,

@@ -54,6 +54,9 @@ class CompiledSubgraph(ABC):
 
     inputs: Sequence[str]
     outputs: Sequence[str]
+    # Seconds this subgraph's library keeps cores busy after ``run`` returns (spinning
+    # pool threads): whoever times something else next waits that long first.
+    linger_s: float = 0.0
 
     @abstractmethod
     def run(self, env: Environment) -> None:

@@ -39,6 +39,7 @@ from onnx import AttributeProto, helper
 from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import attribute_to_proto, to_onnx
+from autopart.settings import VERIFY
 from autopart.targets.codegen import (
     HOST,
     Codegen,
@@ -410,15 +411,18 @@ class OnnxRuntimeCodegen(Codegen):
                 session = _default_session(model_bytes)
             else:
                 session = _create_session(model_bytes, unit is not None, cores)
+        spins = session is not None and placement.alone and unit is None
         passthrough = {
             name: graph.value(name).const
             for name in outputs
             if name not in produced and graph.value(name).const is not None
         }
-        return OnnxRuntimeSubgraph(
+        compiled = OnnxRuntimeSubgraph(
             session, model_bytes, inputs, outputs, feeds, results, cores, passthrough,
             on_unit=unit is not None, label=_label(nodes),
         )  # fmt: skip
+        compiled.linger_s = VERIFY.spin_linger_s if spins else 0.0
+        return compiled
 
 
 def _default_session(model_bytes: bytes) -> Any:
@@ -426,7 +430,9 @@ def _default_session(model_bytes: bytes) -> Any:
 
     For a plan's only partition on the whole device: no other lane runs, so the pool may
     spin between calls and choose its own thread count, and the plan is then never slower
-    than onnxruntime alone for want of settings.
+    than onnxruntime alone for want of settings. The spinning outlasts the call
+    (:data:`~autopart.settings.VerifySettings.spin_linger_s`): the subgraph says so in
+    ``linger_s``.
     """
     assert _ort is not None
     options = _ort.SessionOptions()

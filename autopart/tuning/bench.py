@@ -25,7 +25,7 @@ from autopart.plan.validate import validate_plan
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.tuning.options import BenchOptions, TuneOptions
-from autopart.tuning.peers import ONNXRUNTIME, OPENVINO, peers
+from autopart.tuning.peers import LINGER_S, ONNXRUNTIME, OPENVINO, peers
 from autopart.tuning.verify import measure_plans
 from autopart.tuning.workflow import prepare
 
@@ -92,6 +92,7 @@ def _bench_model(
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("bench", d, t, s),
         peers=peers_run,
+        peer_linger_s=LINGER_S,
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     if not any(name in measured for name in plans):

@@ -18,6 +18,7 @@ import onnxruntime as ort
 
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_export import to_onnx
+from autopart.settings import VERIFY
 from autopart.targets.openvino import runtime as openvino_runtime
 from autopart.zoo import resolve_model
 
@@ -26,6 +27,8 @@ PeerModel = str | Path | onnx.ModelProto | Graph
 ONNXRUNTIME = "onnxruntime alone"
 OPENVINO = "openvino alone"
 PEERS = (ONNXRUNTIME, OPENVINO)
+# how long each peer's threads keep cores busy after a run (see measure_plans)
+LINGER_S = {ONNXRUNTIME: VERIFY.spin_linger_s, OPENVINO: 0.0}
 
 
 def peer_model(model: PeerModel) -> onnx.ModelProto:

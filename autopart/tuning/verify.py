@@ -105,7 +105,9 @@ Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 _RunResult = tuple[dict[str, np.ndarray], list[float], list[StepTiming]]
 
 
-def _peer_block(peer: Runner) -> Callable[[Mapping[str, np.ndarray], Block], _RunResult]:
+def _peer_block(
+    peer: Runner, linger_s: float
+) -> Callable[[Mapping[str, np.ndarray], Block], _RunResult]:
     def run(feeds: Mapping[str, np.ndarray], block: Block) -> _RunResult:
         latencies, outputs = [], {}
         for index in range(block.settle + block.timed):
@@ -113,6 +115,7 @@ def _peer_block(peer: Runner) -> Callable[[Mapping[str, np.ndarray], Block], _Ru
             outputs = peer(feeds)
             if index >= block.settle:
                 latencies.append(time.perf_counter() - start)
+        time.sleep(linger_s)
         return outputs, latencies, []
 
     return run
@@ -121,6 +124,7 @@ def _peer_block(peer: Runner) -> Callable[[Mapping[str, np.ndarray], Block], _Ru
 def _plan_block(executor: PlanExecutor) -> Callable[[Mapping[str, np.ndarray], Block], _RunResult]:
     def run(feeds: Mapping[str, np.ndarray], block: Block) -> _RunResult:
         result = executor.run(feeds, repeat=block.timed, warmup=block.settle)
+        time.sleep(executor.linger_s)
         return result.outputs, result.latencies, result.steps
 
     return run
@@ -134,6 +138,7 @@ def measure_plans(
     warmup: int = 2,
     progress: Progress | None = None,
     peers: Mapping[str, Runner] | None = None,
+    peer_linger_s: Mapping[str, float] | None = None,
     min_timed_s: float = 2.0,
     race: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
     race_batches: int = 3,
@@ -151,7 +156,11 @@ def measure_plans(
     for its medians to mean something.
 
     ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in the same
-    rounds: each takes the feeds and returns the outputs by name.
+    rounds: each takes the feeds and returns the outputs by name. After a block of a
+    runner whose library keeps cores busy once it returns (a plan's
+    :attr:`~autopart.runtime.plan_executor.PlanExecutor.linger_s`, a peer's
+    ``peer_linger_s``), the next runner waits that long, so that it is not timed on cores
+    still spinning for another.
 
     ``race`` names, given the results so far, the plans still in contention (none, or
     fewer than two: the race is over). Those race on alone, ``rounds`` more rounds at a
@@ -165,7 +174,10 @@ def measure_plans(
     reference = Executor(graph).run(feeds).outputs
     state = _Rounds(graph, feeds, reference, results, warmup, warmup + rounds, progress)
     with contextlib.ExitStack() as stack:
-        state.runners = {name: _peer_block(peer) for name, peer in peers.items()}
+        lingers = dict(peer_linger_s or {})
+        state.runners = {
+            name: _peer_block(peer, lingers.get(name, 0.0)) for name, peer in peers.items()
+        }
         try:
             state.compile(plans, stack)
             order = [*plans, *peers]

@@ -36,7 +36,7 @@ from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.tuning.models import ModelLike, load_model, profile_model
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.peers import peers
+from autopart.tuning.peers import LINGER_S, peers
 from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
 
@@ -189,6 +189,7 @@ def _verify(
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
         race=contested,
         peers=runners,
+        peer_linger_s=LINGER_S,
     )
     peer_results = {name: measured.pop(name) for name in runners if name in measured}
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
