@@ -94,7 +94,9 @@ class VerifySettings:
         "untimed runs opening a block, while caches refill: run once after another plan, "
         "the 0.2 ms transformer took 1.8x its steady time and its second run 1.15x",
     )
-    settle_below_s: float = _tuned(0.02, "only plans quicker than this need settling")
+    settle_below_s: float = _tuned(
+        0.02, "plans quicker than this settle for settle_s; slower ones run once untimed"
+    )
     block_s: float = _tuned(5e-3, "timed runs of one block last about this long")
     max_block_runs: int = _tuned(50, "at most this many timed runs per block")
     spin_linger_s: float = _tuned(

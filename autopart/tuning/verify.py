@@ -81,15 +81,18 @@ class Block:
 def block_for(run_s: float) -> Block:
     """The block for a plan whose one run takes ``run_s`` seconds.
 
-    Switching from one plan to another leaves the caches and the cores' threads to the plan
-    that ran before: the first run of a 0.2 ms transformer took 1.8 times its steady time
-    and the second 1.15 times, a 6 ms CNN 1.04 to 1.07 times. So quick plans open each block
-    with untimed runs lasting :data:`SETTLE_S` and time enough runs to fill
-    :data:`BLOCK_S`; plans of :data:`SETTLE_BELOW_S` or more run once per round, timed.
+    Every timed run follows a run of its own plan, as in a user's loop: switching from one
+    plan to another leaves the caches, the cores' threads and their clocks to the plan that
+    ran before. The first run of a 0.2 ms transformer took 1.8 times its steady time and
+    the second 1.15 times, a 6 ms CNN 1.04 to 1.07 times; resnet50 on OpenVINO took 31 ms
+    after its own run and 37 ms after another runner and a pause. So plans quicker than
+    :data:`SETTLE_BELOW_S` open each block with untimed runs lasting :data:`SETTLE_S` and
+    time enough runs to fill :data:`BLOCK_S`; slower plans run once untimed, then once
+    timed.
     """
     run_s = max(run_s, 1e-9)
     if run_s >= SETTLE_BELOW_S:
-        return Block()
+        return Block(settle=1, timed=1)
     settle = min(MAX_BLOCK_RUNS, math.ceil(SETTLE_S / run_s))
     timed = min(MAX_BLOCK_RUNS, max(1, math.ceil(BLOCK_S / run_s)))
     return Block(settle, timed)
