@@ -643,3 +643,45 @@ def test_only_a_lone_onnxruntime_partition_lingers(tiny_path: Path) -> None:  # 
         assert executor.linger_s == VERIFY.spin_linger_s > 0
     with PlanExecutor(split, graph) as executor:
         assert executor.linger_s == 0.0
+
+
+def test_a_runner_that_fails_is_dropped_with_its_reason_and_the_others_are_timed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from autopart import api
+    from autopart.errors import ExecutionError, ResourceError
+    from autopart.ir.feeds import random_inputs
+    from autopart.runtime.executor import Executor
+    from autopart.tuning import verify
+
+    plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
+    feeds = random_inputs(graph, 0)
+    outputs = Executor(graph).run(feeds).outputs
+    calls = {"flaky": 0}
+
+    def flaky(_feeds: object) -> dict:
+        calls["flaky"] += 1
+        if calls["flaky"] > 2:
+            raise ExecutionError("openvino failed computing y: Unsupported data type: int64")
+        return outputs
+
+    real = verify.PlanExecutor
+
+    def compile_or_run_out_of_memory(plan_: Plan, graph_: object) -> object:
+        if plan_ is hungry:
+            raise ResourceError("running 'g' needs 9 GiB, more than the 1 GiB available")
+        return real(plan_, graph_)
+
+    hungry = Plan.from_dict(plan.to_dict())
+    monkeypatch.setattr(verify, "PlanExecutor", compile_or_run_out_of_memory)
+    failures: dict[str, str] = {}
+    measured = verify.measure_plans(
+        graph, {"numpy": plan, "hungry": hungry}, feeds, rounds=3, min_timed_s=0.0,
+        peers={"flaky": flaky, "steady": lambda _feeds: outputs}, failures=failures,
+    )  # fmt: skip
+    assert set(measured) == {"numpy", "steady"}
+    assert failures == {
+        "hungry": "running 'g' needs 9 GiB, more than the 1 GiB available",
+        "flaky": "openvino failed computing y: Unsupported data type: int64",
+    }
+    assert len(measured["numpy"].round_medians) == len(measured["steady"].round_medians) == 3

@@ -6,7 +6,14 @@ import click
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from autopart.cli.common import console, print_table, progress_display, split_list, user_errors
+from autopart.cli.common import (
+    console,
+    print_table,
+    progress_display,
+    split_list,
+    styled,
+    user_errors,
+)
 from autopart.io import check_writable
 from autopart.tuning.plan_rows import plan_label
 
@@ -63,11 +70,13 @@ def bench_command(
             view.add_column(column)
         for row in rows.sort_values("median_ms").itertuples():
             view.add_row(
-                str(row.label), f"{row.median_ms:.2f} ms", _ms(row.predicted_ms),
+                str(row.label), _ms(row.median_ms), _ms(row.predicted_ms),
                 _ratio(row.vs_onnxruntime), _ratio(row.vs_openvino), _ratio(row.vs_best_peer),
                 _ratio(row.vs_best_single), str(row.partitions), str(row.copies),
             )  # fmt: skip
         print_table(view)
+        for row in rows[rows["error"] != ""].itertuples():
+            console.print(styled(("note:", "yellow"), f" {row.plan} could not run: {row.error}"))
     console.print(f"wrote {csv_path}")
 
 

@@ -50,7 +50,8 @@ def bench_models(
     ``vs_best_single``, ``partitions``, ``codegens`` (the distinct codegens of the plan's
     partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
     peers), ``copies``, ``max_rel_error``, ``runs``, ``same_plan_as`` (the plan whose run
-    it shares, if equal) and ``off_target_nodes``.
+    it shares, if equal), ``off_target_nodes`` and ``error``: why a plan or peer that could
+    not run has no timings (its figures are then NaN).
     """
     options = options or BenchOptions()
     rows: list[dict[str, object]] = []
@@ -85,6 +86,7 @@ def _bench_model(
     predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
     twins = _twins(plans)
     peers_run, _ = peers(model)
+    failures: dict[str, str] = {}
     measured = measure_plans(
         graph,
         {name: plan for name, plan in plans.items() if twins[name] == name},
@@ -93,8 +95,10 @@ def _bench_model(
         progress=None if progress is None else lambda d, t, s: progress("bench", d, t, s),
         peers=peers_run,
         peer_linger_s=LINGER_S,
+        failures=failures,
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
+    failures.update({n: failures[t] for n, t in twins.items() if t in failures})
     if not any(name in measured for name in plans):
         raise AutopartError(f"the benchmark of {model} was interrupted before anything ran")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
@@ -129,6 +133,25 @@ def _bench_model(
                 "runs": len(result.latencies),
                 "same_plan_as": "" if twins.get(name, name) == name else twins[name],
                 "off_target_nodes": 0 if candidate is None else candidate.off_target_nodes,
+                "error": "",
+            }
+        )
+    for name, why in failures.items():
+        plan, candidate = plans.get(name), candidates.get(name)
+        rows.append(
+            {
+                "model": model,
+                "plan": name,
+                "kind": _kind(name, candidate),
+                "target": ""
+                if candidate is None or candidate.target is None
+                else str(candidate.target),
+                "partitions": len(plan.partitions) if plan else 1,
+                "codegens": plan_codegens(plan) if plan else "",
+                "copies": len(plan.copies) if plan else 0,
+                "runs": 0,
+                "off_target_nodes": 0 if candidate is None else candidate.off_target_nodes,
+                "error": why,
             }
         )
     return rows

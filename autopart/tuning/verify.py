@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from autopart.costmodel.measurements import Latencies
+from autopart.errors import AutopartError
 from autopart.ir.graph import Graph
 from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
 from autopart.progress import Progress
@@ -145,6 +146,7 @@ def measure_plans(
     min_timed_s: float = 2.0,
     race: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
     race_batches: int = 3,
+    failures: dict[str, str] | None = None,
 ) -> dict[str, Measured]:
     """Run every plan in ``warmup`` + ``rounds`` rounds or more, interleaved; check outputs once.
 
@@ -169,13 +171,17 @@ def measure_plans(
     fewer than two: the race is over). Those race on alone, ``rounds`` more rounds at a
     time, at most ``race_batches`` times, each followed by another look at ``race``.
 
-    A KeyboardInterrupt stops early and returns what was measured (plans with no timed run
-    are left out).
+    A plan or peer that fails to compile or to run with an :class:`AutopartError` (a
+    library that rejects a partition at run time, memory that the plans compiled before
+    it already hold) is dropped from the rounds and left out of the result; ``failures``,
+    when given, receives its one-line reason by name. A KeyboardInterrupt stops early and
+    returns what was measured (plans with no timed run are left out).
     """
     peers = dict(peers or {})
     results = {name: Measured() for name in [*plans, *peers]}
     reference = Executor(graph).run(feeds).outputs
     state = _Rounds(graph, feeds, reference, results, warmup, warmup + rounds, progress)
+    state.failures = failures if failures is not None else {}
     with contextlib.ExitStack() as stack:
         lingers = dict(peer_linger_s or {})
         state.runners = {
@@ -190,12 +196,13 @@ def measure_plans(
                 if round_index >= state.planned:
                     if race is None or batches >= race_batches:
                         break
-                    contenders = [n for n in race(results) if n in state.runners]
+                    so_far = {name: result for name, result in results.items() if result.latencies}
+                    contenders = [n for n in race(so_far) if n in state.runners]
                     if len(contenders) < 2:
                         break
                     order, batches = contenders, batches + 1
                     state.planned += rounds
-                state.run_round(order, round_index)
+                state.run_round([name for name in order if name in state.runners], round_index)
                 if round_index == warmup:
                     spent = time.perf_counter() - round_started
                     state.planned = warmup + _stretched(rounds, spent, min_timed_s)
@@ -226,6 +233,13 @@ class _Rounds:
         self.blocks = {name: Block() for name in results}
         self.compiled = 0
         self.done = 0
+        self.failures: dict[str, str] = {}
+
+    def fail(self, name: str, error: AutopartError) -> None:
+        """Drop ``name`` from the rounds, keeping why (its error's first line)."""
+        self.failures[name] = (str(error).splitlines() or [type(error).__name__])[0]
+        self.runners.pop(name, None)
+        self.results[name].latencies.clear()
 
     def report(self, label: str) -> None:
         """Tell ``progress`` how far the runs are."""
@@ -238,12 +252,16 @@ class _Rounds:
         self.compiled = len(plans)
         for name, plan in plans.items():
             self.report(f"compiling {name}")
-            executor = stack.enter_context(PlanExecutor(plan, self.graph))
-            self.runners = {name: _plan_block(executor), **self.runners}
             self.done += 1
+            try:
+                executor = stack.enter_context(PlanExecutor(plan, self.graph))
+            except AutopartError as error:
+                self.fail(name, error)
+                continue
+            self.runners = {name: _plan_block(executor), **self.runners}
 
     def run_round(self, order: Sequence[str], round_index: int) -> None:
-        """One block of each runner in ``order``, rotated by the round; record what counts.
+        """One block of each runner in ``order``, shuffled by the round; record what counts.
 
         The first round checks the outputs, the last warm-up round times a run that follows
         its own to choose each block; later rounds are timed.
@@ -253,7 +271,11 @@ class _Rounds:
             block = self.blocks[name]
             if round_index == self.warmup - 1:
                 block = Block(settle=1, timed=1)  # time a run that follows its own
-            outputs, latencies, steps = self.runners[name](self.feeds, block)
+            try:
+                outputs, latencies, steps = self.runners[name](self.feeds, block)
+            except AutopartError as error:
+                self.fail(name, error)
+                continue
             self.done += 1
             result = self.results[name]
             if round_index == 0:

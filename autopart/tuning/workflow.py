@@ -176,6 +176,7 @@ def _verify(
     graph, outcome = prepared.graph, prepared.outcome
     feeds = random_inputs(graph, options.seed)
     runners, notes = peers(model) if options.peers else ({}, [])
+    failures: dict[str, str] = {}
 
     def contested(so_far: Mapping[str, Measured]) -> list[str]:
         every = {n: so_far[t] for n, t in twins.items() if t in so_far}
@@ -190,10 +191,14 @@ def _verify(
         race=contested,
         peers=runners,
         peer_linger_s=LINGER_S,
+        failures=failures,
     )
     peer_results = {name: measured.pop(name) for name in runners if name in measured}
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     notes.extend(_race_note(measured, twins))
+    notes.extend(
+        f"{name} could not run, so it was not timed: {why}" for name, why in failures.items()
+    )
     wrong = sorted(name for name, m in {**measured, **peer_results}.items() if not m.correct)
     if wrong:
         notes.append(f"outputs differ from the reference for: {', '.join(wrong)}")
