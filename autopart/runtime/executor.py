@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -12,8 +12,7 @@ from autopart.costmodel.measurements import Latencies
 from autopart.host_memory import retain_freed_memory
 from autopart.ir.feeds import check_run_fits, validate_feeds
 from autopart.ir.graph import Graph
-from autopart.targets.codegen import Placement, get_codegen
-from autopart.targets.devices import HostDevice
+from autopart.targets.codegen import HOST, get_codegen
 
 
 @dataclass
@@ -40,7 +39,7 @@ class Executor:
         self.graph = graph
         self.codegen = get_codegen(codegen)
         self.compiled = self.codegen.compile(
-            graph, graph.nodes, graph.inputs, graph.outputs, Placement(HostDevice(), alone=True)
+            graph, graph.nodes, graph.inputs, graph.outputs, replace(HOST, alone=True)
         )
 
     def run(self, feeds: Mapping[str, np.ndarray], repeat: int = 1, warmup: int = 0) -> RunResult:

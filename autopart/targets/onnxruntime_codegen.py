@@ -404,14 +404,11 @@ class OnnxRuntimeCodegen(Codegen):
             if name not in produced and name not in given and name not in constants:
                 raise TargetError(f"subgraph output {name!r} is produced by none of its nodes")
         cores = tuple(unit.cores) if unit is not None else ()
+        alone = placement.alone and unit is None  # the session spins (see _create_session)
         model_bytes, session = b"", None  # every output folded to a constant: no session
         if results:
             model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
-            if placement.alone and unit is None:
-                session = _default_session(model_bytes)
-            else:
-                session = _create_session(model_bytes, unit is not None, cores)
-        spins = session is not None and placement.alone and unit is None
+            session = _create_session(model_bytes, unit is not None, cores, alone=alone)
         passthrough = {
             name: graph.value(name).const
             for name in outputs
@@ -421,26 +418,8 @@ class OnnxRuntimeCodegen(Codegen):
             session, model_bytes, inputs, outputs, feeds, results, cores, passthrough,
             on_unit=unit is not None, label=_label(nodes),
         )  # fmt: skip
-        compiled.linger_s = VERIFY.spin_linger_s if spins else 0.0
+        compiled.linger_s = VERIFY.spin_linger_s if alone and session is not None else 0.0
         return compiled
-
-
-def _default_session(model_bytes: bytes) -> Any:
-    """A CPU session at onnxruntime's default options, as a user running it alone has.
-
-    For a plan's only partition on the whole device: no other lane runs, so the pool may
-    spin between calls and choose its own thread count, and the plan is then never slower
-    than onnxruntime alone for want of settings. The spinning outlasts the call
-    (:data:`~autopart.settings.VerifySettings.spin_linger_s`): the subgraph says so in
-    ``linger_s``.
-    """
-    assert _ort is not None
-    options = _ort.SessionOptions()
-    options.log_severity_level = 3
-    try:
-        return _ort.InferenceSession(model_bytes, options, providers=[PROVIDER])
-    except Exception as error:  # onnxruntime's own exception types are not importable stably
-        raise TargetError(f"onnxruntime rejected the subgraph: {_first_line(error)}") from None
 
 
 def _label(nodes: Sequence[Node]) -> str:
@@ -451,15 +430,27 @@ def _label(nodes: Sequence[Node]) -> str:
 
 
 def _create_session(
-    model_bytes: bytes, on_unit: bool, cores: tuple[int, ...], profile_prefix: str | None = None
+    model_bytes: bytes,
+    on_unit: bool,
+    cores: tuple[int, ...],
+    profile_prefix: str | None = None,
+    alone: bool = False,
 ) -> Any:
     """A CPU session: sequential, ENABLE_ALL, one thread per unit core (all cores off-unit).
 
     With ``profile_prefix`` onnxruntime's profiler records every run, to be written to a
-    file under that prefix by ``end_profiling``.
+    file under that prefix by ``end_profiling``. With ``alone`` (a plan's only partition,
+    on the whole device) the session gets onnxruntime's default options, as a user running
+    it alone has: no other lane runs, so the pool may spin between calls and choose its own
+    thread count, and the plan is never slower than onnxruntime alone for want of
+    settings. The spinning outlasts the call
+    (:data:`~autopart.settings.VerifySettings.spin_linger_s`).
     """
     assert _ort is not None
     options = _ort.SessionOptions()
+    if alone:
+        options.log_severity_level = 3
+        return _session(model_bytes, options)
     if profile_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix
@@ -482,6 +473,12 @@ def _create_session(
             )
     else:
         options.intra_op_num_threads = len(allowed_cores()) or os.cpu_count() or 1
+    return _session(model_bytes, options)
+
+
+def _session(model_bytes: bytes, options: Any) -> Any:
+    """An InferenceSession on the CPU provider; a rejection is a one-line TargetError."""
+    assert _ort is not None
     try:
         return _ort.InferenceSession(model_bytes, options, providers=[PROVIDER])
     except Exception as error:  # onnxruntime's own exception types are not importable stably

@@ -109,51 +109,39 @@ def _bench_model(
         if n in candidates and candidates[n].kind is CandidateKind.SINGLE
     ]
     best_single = min(singles) if singles else float("nan")
-    rows = []
-    for name, result in measured.items():
-        plan = plans.get(name)
-        candidate = candidates.get(name)
+
+    def plan_columns(name: str) -> dict[str, object]:
+        plan, candidate = plans.get(name), candidates.get(name)
         target = None if candidate is None else candidate.target
+        return {
+            "model": model,
+            "plan": name,
+            "kind": _kind(name, candidate),
+            "target": "" if target is None else str(target),
+            "partitions": len(plan.partitions) if plan else 1,
+            "codegens": plan_codegens(plan) if plan else "",
+            "copies": len(plan.copies) if plan else 0,
+            "off_target_nodes": 0 if candidate is None else candidate.off_target_nodes,
+        }
+
+    rows: list[dict[str, object]] = []
+    for name, result in measured.items():
         rows.append(
             {
-                "model": model,
-                "plan": name,
-                "kind": _kind(name, candidate),
-                "target": "" if target is None else str(target),
+                **plan_columns(name),
                 "median_ms": result.median_s * 1e3,
                 "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
                 "vs_onnxruntime": result.median_s / peer_medians.get(PEER, float("nan")),
                 "vs_openvino": result.median_s / peer_medians.get(OPENVINO, float("nan")),
                 "vs_best_peer": result.median_s / best_peer,
                 "vs_best_single": result.median_s / best_single,
-                "partitions": len(plan.partitions) if plan else 1,
-                "codegens": plan_codegens(plan) if plan else "",
-                "copies": len(plan.copies) if plan else 0,
                 "max_rel_error": result.max_error,
                 "runs": len(result.latencies),
                 "same_plan_as": "" if twins.get(name, name) == name else twins[name],
-                "off_target_nodes": 0 if candidate is None else candidate.off_target_nodes,
                 "error": "",
             }
         )
-    for name, why in failures.items():
-        plan, candidate = plans.get(name), candidates.get(name)
-        rows.append(
-            {
-                "model": model,
-                "plan": name,
-                "kind": _kind(name, candidate),
-                "target": ""
-                if candidate is None or candidate.target is None
-                else str(candidate.target),
-                "partitions": len(plan.partitions) if plan else 1,
-                "codegens": plan_codegens(plan) if plan else "",
-                "copies": len(plan.copies) if plan else 0,
-                "runs": 0,
-                "off_target_nodes": 0 if candidate is None else candidate.off_target_nodes,
-                "error": why,
-            }
-        )
+    rows.extend({**plan_columns(name), "runs": 0, "error": why} for name, why in failures.items())
     return rows
 
 
