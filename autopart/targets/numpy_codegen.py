@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from autopart.errors import ModelError, UnsupportedOpError
+from autopart.errors import ModelError
 from autopart.ir.control_flow import CONTROL_FLOW
 from autopart.ir.graph import Graph, Node
 from autopart.ops import bind, refusal
@@ -137,28 +137,13 @@ class NumpyCodegen(Codegen):
 
     def supports(self, node: Node, graph: Graph) -> bool:
         """Supported when a reference kernel implements the node's op, opset and attributes."""
-        return self.unsupported_reason(node, graph) is None
+        return self.reason(node, graph) is None
 
-    def unsupported_reason(self, node: Node, graph: Graph) -> str | None:
+    def reason(self, node: Node, graph: Graph) -> str | None:
         """Why the reference kernels cannot run ``node`` (one line), or None when they can."""
         return refusal(
             node.op_type, node.domain, graph.opset_of(node), node.attrs, len(node.inputs)
         )
-
-    def check_supported(self, graph: Graph, nodes: Sequence[Node] | None = None) -> None:
-        """Raise :class:`UnsupportedOpError` naming every unsupported op, its nodes and why."""
-        rejected: dict[tuple[str, str], list[str]] = {}
-        for node in graph.nodes if nodes is None else nodes:
-            reason = self.unsupported_reason(node, graph)
-            if reason:
-                rejected.setdefault((node.op_type, reason), []).append(node.name)
-        if rejected:
-            parts = [
-                f"{op} (node{'s' if len(names) > 1 else ''} {', '.join(names[:4])}"
-                f"{f' and {len(names) - 4} more' if len(names) > 4 else ''}): {reason}"
-                for (op, reason), names in sorted(rejected.items())
-            ]
-            raise UnsupportedOpError(f"codegen numpy does not support: {'; '.join(parts)}")
 
     def compile(
         self,
