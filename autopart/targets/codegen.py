@@ -146,6 +146,26 @@ class Codegen(ABC):
             raise UnsupportedOpError(f"codegen {self.name} does not support: {'; '.join(parts)}")
 
 
+class ProbedCodegen(Codegen):
+    """A codegen that learns what it supports by probing its library, one node at a time.
+
+    ``probe`` answers, for a node, whether the library takes it and, if not, the library's
+    one-line reason; it is memoised per node signature by the codegen's module
+    (bring-your-own-codegen: onnxruntime, OpenVINO).
+    """
+
+    probe: ClassVar[Callable[[Node, Graph], tuple[bool, str]]]
+
+    def supports(self, node: Node, graph: Graph) -> bool:
+        """Whether the library takes ``node`` (memoised probe)."""
+        return type(self).probe(node, graph)[0]
+
+    def reason(self, node: Node, graph: Graph) -> str | None:
+        """Why ``node`` is not supported (the library's first error line), else ``None``."""
+        supported, why = type(self).probe(node, graph)
+        return None if supported else why
+
+
 _CODEGENS: dict[str, Callable[[], Codegen]] = {}
 _BUILTIN_MODULES = (
     "autopart.targets.numpy_codegen",

@@ -42,10 +42,10 @@ from autopart.ir.onnx_export import attribute_to_proto, to_onnx
 from autopart.settings import VERIFY
 from autopart.targets.codegen import (
     HOST,
-    Codegen,
     CompiledSubgraph,
     Environment,
     Placement,
+    ProbedCodegen,
     register_codegen,
 )
 from autopart.targets.cpu_units import allowed_cores, pinned_to
@@ -336,7 +336,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
 
 
 @register_codegen
-class OnnxRuntimeCodegen(Codegen):
+class OnnxRuntimeCodegen(ProbedCodegen):
     """Whole subgraphs run by onnxruntime's CPU provider, optionally pinned to one CPU unit.
 
     Supports what a one-node probe session accepts (see :func:`probe`). Compiling needs the
@@ -349,20 +349,12 @@ class OnnxRuntimeCodegen(Codegen):
     uses_units = True
     fuses = True
     converts_layouts = True
+    probe = staticmethod(probe)
 
     @classmethod
     def available(cls) -> bool:
         """Whether the onnxruntime package could be imported."""
         return HAVE_ONNXRUNTIME
-
-    def supports(self, node: Node, graph: Graph) -> bool:
-        """Whether onnxruntime's CPU provider implements ``node`` (memoised probe)."""
-        return probe(node, graph)[0]
-
-    def reason(self, node: Node, graph: Graph) -> str | None:
-        """Why ``node`` is not supported (onnxruntime's first error line), else ``None``."""
-        supported, why = probe(node, graph)
-        return None if supported else why
 
     def compile(
         self,

@@ -37,10 +37,10 @@ from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
 from autopart.targets.codegen import (
     HOST,
-    Codegen,
     CompiledSubgraph,
     Environment,
     Placement,
+    ProbedCodegen,
     register_codegen,
 )
 from autopart.targets.cpu_units import pinned_to
@@ -144,7 +144,7 @@ def layout_seconds(counters: Sequence[Any]) -> tuple[float, float]:
 
 
 @register_codegen
-class OpenVinoCodegen(Codegen):
+class OpenVinoCodegen(ProbedCodegen):
     """Whole subgraphs compiled by OpenVINO for the CPU, in f32, optionally on one CPU unit.
 
     Supports what a one-node probe compiles (see :func:`probe`). ``precision`` is the
@@ -157,21 +157,13 @@ class OpenVinoCodegen(Codegen):
     uses_units = True
     fuses = True
     converts_layouts = True
+    probe = staticmethod(probe)
     precision = runtime.PRECISION
 
     @classmethod
     def available(cls) -> bool:
         """Whether the openvino package could be imported."""
         return runtime.HAVE_OPENVINO
-
-    def supports(self, node: Node, graph: Graph) -> bool:
-        """Whether OpenVINO's CPU plugin compiles ``node`` (memoised probe)."""
-        return probe(node, graph)[0]
-
-    def reason(self, node: Node, graph: Graph) -> str | None:
-        """Why ``node`` is not supported (OpenVINO's first error line), else ``None``."""
-        supported, why = probe(node, graph)
-        return None if supported else why
 
     def compile(
         self,
