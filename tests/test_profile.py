@@ -106,7 +106,7 @@ def test_store_round_trip_and_merge_keeps_the_newer_row(tmp_path: Path) -> None:
     path = tmp_path / "p.csv"
     first.save(path)
     text = path.read_text()
-    assert text.startswith("# autopart.profile 2\n") and "kind,target,key" in text
+    assert text.startswith("# autopart.profile 3\n") and "kind,target,key" in text
     loaded = Profile.load(path)
     assert loaded.measurement("op", "cpu@numpy", 'Conv:13 {"a":[1,2]} (x) -> (y)') == _measurement(
         1e-3

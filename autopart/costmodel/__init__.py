@@ -11,6 +11,8 @@ here, one concern a module:
 - :mod:`~autopart.costmodel.cuts`: what cutting a model into partitions costs, and cold entry;
 - :mod:`~autopart.costmodel.cold`: how a cold entry scales with idle time;
 - :mod:`~autopart.costmodel.calibration`: scaling op sums by measured subgraphs;
+- :mod:`~autopart.costmodel.alone`: what a library's defaults change for a plan's only
+  partition;
 - :mod:`~autopart.costmodel.transfer`: fitting copy times between devices;
 - :mod:`~autopart.costmodel.measurements`: what all of them read.
 """

@@ -53,7 +53,9 @@ class Costs:
     ``fused_producer[node]`` costs ``unfused[node][target]`` more when that producer is in
     another partition; a node whose codegen converts data layouts at a partition's edges
     pays ``layout[node][target]``, half where one of its inputs comes from outside its
-    partition and half where one of its outputs leaves it.
+    partition and half where one of its outputs leaves it. A plan's only partition costs
+    ``alone[target]`` times as much as the same partition among others (1 where absent):
+    its library may then run at its own defaults (:mod:`autopart.costmodel.alone`).
     """
 
     graph: Graph
@@ -65,6 +67,7 @@ class Costs:
     unfused: dict[str, dict[VirtualDevice, float]] = field(default_factory=dict)
     layout: dict[str, dict[VirtualDevice, float]] = field(default_factory=dict)
     cold: dict[VirtualDevice, float] = field(default_factory=dict)
+    alone: dict[VirtualDevice, float] = field(default_factory=dict)
 
     def supported(self, node: Node | str) -> list[VirtualDevice]:
         """Targets that can run ``node``, in the order of :attr:`targets`."""
@@ -90,13 +93,14 @@ class Costs:
         return self.launch_cost(target) + self.cold_cost(target)
 
     def partition_cost(
-        self, nodes: Sequence[str], target: VirtualDevice, split: bool = False
+        self, nodes: Sequence[str], target: VirtualDevice, split: bool = False, alone: bool = False
     ) -> float:
         """Seconds of one partition of ``nodes`` on ``target``.
 
         That is its launch, its nodes' costs and the edge costs its boundary makes them
         pay (see the class docstring), plus its target's cold entry where ``split`` (the
-        plan runs partitions on other targets too).
+        plan runs partitions on other targets too); all of it times the target's alone
+        factor where ``alone`` (the partition is its plan's only one).
 
         Raises KeyError when ``target`` cannot run one of the nodes.
         """
@@ -110,7 +114,7 @@ class Costs:
             layout = self.layout.get(name, {}).get(target, 0.0)
             if layout > 0.0:
                 total += layout * self._edges_crossed(self.graph.node(name), inside) / 2
-        return total
+        return total * self.alone.get(target, 1.0) if alone else total
 
     def _edges_crossed(self, node: Node, inside: set[str]) -> int:
         """1 for an input from outside ``inside``, plus 1 for an output read outside it."""

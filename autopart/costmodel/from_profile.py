@@ -6,7 +6,9 @@ the launch probe's own ``run_timed`` time is taken off those, since the partitio
 charged once, separately: the launch probe's wall time around ``run`` plus synchronisation,
 or what a cut inside the model's windows cost on that target where that is more
 (:mod:`autopart.costmodel.cuts`). A partition of a split plan also pays what entering the
-target after other work costs beyond that (its cold entry, from the same module).
+target after other work costs beyond that (its cold entry, from the same module); a plan's
+only partition is scaled by what its library's own defaults change
+(:mod:`autopart.costmodel.alone`).
 Consumers that a fusing codegen folds into their producer cost what the pair takes beyond
 the producer (:mod:`autopart.costmodel.op_costs`). Op costs are then scaled by the target's
 subgraph calibration factor where its windows say the op sum is grossly off, or always or
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from autopart.costmodel.alone import alone_factor
 from autopart.costmodel.calibration import DEFAULT_MODE, calibrate
 from autopart.costmodel.costs import Costs
 from autopart.costmodel.cuts import cold_cost, cut_cost
@@ -71,6 +74,7 @@ def costs_from_profile(
     node_cost: dict[str, dict[VirtualDevice, float]] = {node.name: {} for node in graph.nodes}
     launch: dict[VirtualDevice, float] = {}
     cold: dict[VirtualDevice, float] = {}
+    alone: dict[VirtualDevice, float] = {}
     unfused: dict[str, dict[VirtualDevice, float]] = {}
     layout: dict[str, dict[VirtualDevice, float]] = {}
     for target in chosen:
@@ -83,6 +87,7 @@ def costs_from_profile(
             )
         launch[target] = max(wall.median_s, cut_cost(profile, graph, name))
         cold[target] = cold_cost(profile, graph, name)
+        alone[target] = alone_factor(profile, graph, name)
         costs = op_costs(profile, graph, name, timed.median_s)
         factor = calibrate(profile, graph, name, costs).factor_for(calibration)
         missing = costs.missing
@@ -111,4 +116,6 @@ def costs_from_profile(
             "run `autopart profile`"
         )
     producers = {name: pair.producer.name for name, pair in fusion_pairs(graph).items()}
-    return Costs(graph, chosen, node_cost, launch, transfers, producers, unfused, layout, cold)
+    return Costs(
+        graph, chosen, node_cost, launch, transfers, producers, unfused, layout, cold, alone
+    )

@@ -36,6 +36,7 @@ class RowKind(StrEnum):
     CUT = "cut"
     COLD = "cold"
     ENQUEUE = "enqueue"
+    ALONE = "alone"
 
 
 REFERENCE_COLUMNS: Mapping[RowKind, str] = {
@@ -44,6 +45,7 @@ REFERENCE_COLUMNS: Mapping[RowKind, str] = {
     RowKind.CALIBRATION: "predicted_s",  # what the op sum predicted for the window
     RowKind.CUT: "whole_s",  # the window whole, back to back, alternating with the halves
     RowKind.COLD: "warm_s",  # the same window whole back to back (entered warm)
+    RowKind.ALONE: "shared_s",  # the window compiled as one partition among several
 }
 """The one column of seconds, beside the measurement, that a row kind fills (NaN elsewhere)."""
 

@@ -4,12 +4,15 @@ Ops come first in the order of the graph (an op job of a codegen timed by device
 also times the host's enqueueing, and runs again where that row alone is missing), then the
 layout conversions of each op's one-node subgraph (codegens that convert layouts only),
 fusion pairs (fusing codegens only), launches, calibration windows (timed whole; where they
-can be cut, cut in two and entered cold by the same job), and copies.
+can be cut, cut in two and entered cold by the same job), windows compiled as a plan's only
+partition where that changes the library's settings, and copies.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from dataclasses import replace
 from functools import partial
 
@@ -23,6 +26,7 @@ from autopart.ir.signature import op_signature
 from autopart.ir.target import HOST_DEVICE
 from autopart.profile.jobs import Job, JobKind, Measuring, Planning
 from autopart.profile.samplers import (
+    compile_nodes,
     compiled_with_inputs,
     cut_samplers,
     enqueue_sampler,
@@ -307,6 +311,50 @@ class CutJobs(JobKind):
         _record_window(job, timed[-len(halves) :], resolved.codegen.clock, measuring)
 
 
+class AloneJobs(JobKind):
+    """A calibration window compiled as a plan's only partition (``alone`` rows).
+
+    Only on targets whose codegen then uses other settings (onnxruntime on a whole
+    device: its pool threads spin). The same job first times the window compiled as one
+    partition among several (``shared_s``), so that drift hits both alike.
+    """
+
+    kind = RowKind.ALONE
+    one_pass = True
+
+    def plan(self, planning: Planning) -> list[Job]:
+        """One job per calibration window lacking its row, on targets where alone differs."""
+        jobs: list[Job] = []
+        windows = [*_windows(planning, cut=False), *_windows(planning, cut=True)]
+        for resolved, key, window in windows:
+            if not resolved.codegen.alone_differs(resolved.placement):
+                continue
+            target = str(resolved.target)
+            if self.done(planning, self.kind, target, key):
+                planning.reused += 1
+            else:
+                label = f"{len(window)} ops alone on {target}"
+                jobs.append(Job(self.kind, target, key, label, window))
+        return jobs
+
+    def measure(self, job: Job, measuring: Measuring) -> None:
+        """Time the window's ``run_timed`` compiled shared, then compiled alone."""
+        resolved = measuring.targets[job.target]
+        graph, values = measuring.graph, measuring.values
+        shared, env = compiled_with_inputs(resolved, graph, job.nodes, values)
+        lone = compile_nodes(resolved, graph, job.nodes, alone=True)
+        settings = measuring.settings
+        # two things timed in turn: a share of the time each
+        share = replace(settings, max_seconds=settings.max_seconds * CUT_SHARE)
+        before = collect(lambda: shared.run_timed(env), share)
+        samples = collect(lambda: lone.run_timed(env), share)
+        time.sleep(lone.linger_s)  # its threads may still spin: let the next job start clean
+        measuring.record(
+            self.kind, job, job.key, samples, resolved.codegen.clock,
+            f"{len(job.nodes)} ops alone", shared_s=statistics.median(before),
+        )  # fmt: skip
+
+
 class TransferJobs(JobKind):
     """Copies of each size in :data:`SIZES` between the host and each device (``transfer``)."""
 
@@ -338,7 +386,7 @@ class TransferJobs(JobKind):
 
 JOB_KINDS: tuple[JobKind, ...] = (
     OpJobs(), LayoutJobs(), FusedJobs(), LaunchJobs(), CalibrationJobs(), CutJobs(),
-    TransferJobs(),
+    AloneJobs(), TransferJobs(),
 )  # fmt: skip
 """Every kind of job, in planning order."""
 BY_KIND: dict[RowKind, JobKind] = {kind.kind: kind for kind in JOB_KINDS}

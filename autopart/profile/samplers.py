@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -39,9 +40,15 @@ def compiled_with_inputs(
     return compile_nodes(resolved, graph, nodes), env
 
 
-def compile_nodes(resolved: ResolvedTarget, graph: Graph, nodes: list[Node]) -> CompiledSubgraph:
-    """``nodes`` compiled for ``resolved`` as one subgraph, its inputs and outputs its edges."""
-    return resolved.codegen.compile(graph, nodes, *boundary(graph, nodes), resolved.placement)
+def compile_nodes(
+    resolved: ResolvedTarget, graph: Graph, nodes: list[Node], alone: bool = False
+) -> CompiledSubgraph:
+    """``nodes`` compiled for ``resolved`` as one subgraph, its inputs and outputs its edges.
+
+    With ``alone``, compiled as a plan's only partition (:attr:`Placement.alone`).
+    """
+    placement = replace(resolved.placement, alone=alone)
+    return resolved.codegen.compile(graph, nodes, *boundary(graph, nodes), placement)
 
 
 def wall_sampler(

@@ -2,7 +2,7 @@
 
 A profile file looks like::
 
-    # autopart.profile 2
+    # autopart.profile 3
     # {"fingerprint": "…", "machine": {…}, "created": "…", "settings": {…}, …}
     kind,target,key,op_type,median_s,q1_s,q3_s,min_s,max_s,runs,passes,timer,nbytes,kernel_s,…
     op,cpu@onnxruntime,"Conv:11 {…} (float32[1x64x56x56],…) -> (…)",Conv,0.00021,…
@@ -29,13 +29,18 @@ samples came from), ``op_type`` (a label), ``nbytes`` and ``measured_at``. Row k
 - ``cold``: the wall time of such a window entered after the host worked elsewhere for a
   few milliseconds; ``warm_s`` is its wall time back to back (the cut row's ``whole_s``);
 - ``enqueue``: the host's wall time to enqueue an op's one-node subgraph, for codegens
-  timed by device events, whose kernels can be quicker than the host hands them out.
+  timed by device events, whose kernels can be quicker than the host hands them out;
+- ``alone``: a calibration window compiled as a plan's only partition, on targets whose
+  codegen then uses other settings (:meth:`~autopart.targets.codegen.Codegen.alone_differs`);
+  ``shared_s`` is the same window compiled as one partition among several, timed just
+  before it (see :mod:`autopart.costmodel.alone`).
 
 The named reference columns (:data:`~autopart.costmodel.measurements.REFERENCE_COLUMNS`)
 are empty on every other kind. Files of schema version 1 held all five in one column,
 ``reference_s``, and no ``passes``; they are read by moving ``reference_s`` to the column of
 the row's kind and taking ``passes`` from the profile's recorded settings
-(:func:`migrate_v1`), and are written back as version 2.
+(:func:`migrate_v1`); files of version 2 lacked ``shared_s`` (and ``alone`` rows). Both
+are written back as version 3.
 Rows are unique by (kind, target, key); when two profiles of one machine merge, the newer
 measurement wins. Files are never pickled, never half-written, and a file that cannot be
 read is reported, never overwritten.
@@ -63,7 +68,7 @@ from autopart.io import atomic_write_bytes, parse_json, read_document
 from autopart.ir.target import VirtualDevice
 
 SCHEMA = "autopart.profile"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TIMINGS = ["median_s", "q1_s", "q3_s", "min_s", "max_s"]
 MAX_TIMING_S = 3600.0  # no one measurement the profiler takes lasts an hour
 MAY_TAKE_NO_TIME = (RowKind.OP, RowKind.LAYOUT, RowKind.LAUNCH, RowKind.UNSUPPORTED)
@@ -76,6 +81,7 @@ COLUMNS_V1 = [
     "kind", "target", "key", "op_type", *TIMINGS, "runs", "timer", "nbytes", "reference_s",
     "measured_at",
 ]  # fmt: skip
+COLUMNS_V2 = [column for column in COLUMNS if column != "shared_s"]
 KEY = ["kind", "target", "key"]
 V1_ONE_PASS = (RowKind.FUSED,)  # schema-1 profilers timed these in one pass whatever the settings
 
@@ -168,6 +174,7 @@ class Profile:
         predicted_s: float = math.nan,
         whole_s: float = math.nan,
         warm_s: float = math.nan,
+        shared_s: float = math.nan,
     ) -> None:
         """Store (or replace) one measurement, with the reference column of its kind.
 
@@ -177,7 +184,7 @@ class Profile:
         kind = RowKind(kind)
         given = {
             "kernel_s": kernel_s, "producer_s": producer_s, "predicted_s": predicted_s,
-            "whole_s": whole_s, "warm_s": warm_s,
+            "whole_s": whole_s, "warm_s": warm_s, "shared_s": shared_s,
         }  # fmt: skip
         stray = [name for name, value in given.items() if not math.isnan(value)]
         if any(name != REFERENCE_COLUMNS.get(kind) for name in stray):
@@ -223,7 +230,7 @@ class Profile:
         return Profile(meta, table.reset_index(drop=True))
 
     def to_text(self) -> str:
-        """The file contents: the two header lines, then the CSV table (schema version 2)."""
+        """The file contents: the two header lines, then the CSV table (schema version 3)."""
         meta = {**self.meta, "updated": now()}
         buffer = io.StringIO()
         buffer.write(f"# {SCHEMA} {SCHEMA_VERSION}\n")
@@ -256,7 +263,7 @@ class Profile:
         if len(lines) < 3 or not lines[0].startswith(f"# {SCHEMA} "):
             raise ProfileError(f"{origin} is not an autopart profile (no '# {SCHEMA}' header)")
         version = lines[0].removeprefix(f"# {SCHEMA} ").strip()
-        if version not in ("1", str(SCHEMA_VERSION)):
+        if version not in ("1", "2", str(SCHEMA_VERSION)):
             raise ProfileError(
                 f"{origin} has profile schema version {version!r}; this autopart reads "
                 f"versions 1 to {SCHEMA_VERSION}"
@@ -281,11 +288,13 @@ class Profile:
             raise ProfileError(f"{origin} is corrupt: {error}") from None
         if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), str):
             raise ProfileError(f"{origin} is corrupt: its header has no machine fingerprint")
-        expected = COLUMNS_V1 if version == "1" else COLUMNS
+        expected = {"1": COLUMNS_V1, "2": COLUMNS_V2}.get(version, COLUMNS)
         missing = [column for column in expected if column not in table.columns]
         if missing:
             raise ProfileError(f"{origin} is corrupt: columns {', '.join(missing)} are missing")
         table = table[expected]
+        if version == "2":
+            table = table.assign(shared_s=np.nan)[COLUMNS]
         _check_table(table, origin)
         if version == "1":
             table = migrate_v1(table, meta)
@@ -293,7 +302,7 @@ class Profile:
 
 
 def migrate_v1(table: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame:
-    """A schema-1 table in the columns of schema 2.
+    """A schema-1 table in the columns of schema 3.
 
     ``reference_s`` moves to the reference column of each row's kind. ``passes`` is what the
     profiler that wrote the file asked for (``meta["settings"]["passes"]``; 1 if it

@@ -133,6 +133,7 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
         if target.unit is not None:
             units.setdefault(str(target.device), set()).add(target.unit)
     split = len({p.target for p in plan.partitions}) > 1
+    alone = len(plan.partitions) == 1  # as the plan executor compiles it
     steps = []
     for step_id in plan.order:
         spec = by_id[step_id]
@@ -143,7 +144,7 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
             target = targets[step_id]
             for node in spec.nodes:
                 _node_cost(costs, node, target)  # a clear error for a node it cannot run
-            cost = costs.partition_cost(spec.nodes, target, split)
+            cost = costs.partition_cost(spec.nodes, target, split, alone)
             cold = costs.cold_cost(target) if split else 0.0
             device = str(target.device)
             if target.unit is not None:

@@ -121,6 +121,15 @@ class Codegen(ABC):
     ) -> CompiledSubgraph:
         """Compile ``nodes`` of ``graph`` into one subgraph that runs at ``placement``."""
 
+    def alone_differs(self, placement: Placement) -> bool:
+        """Whether a plan's only partition at ``placement`` gets other library settings.
+
+        Where it does (onnxruntime on a whole device lets its pool threads spin), the
+        profiler also times its calibration windows compiled both ways (``alone`` rows),
+        and the cost model scales a lone partition by what that changed.
+        """
+        return False
+
     def reason(self, node: Node, graph: Graph) -> str | None:
         """Why this codegen cannot run ``node`` (one line, "" when it cannot say), or None.
 

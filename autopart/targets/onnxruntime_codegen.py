@@ -356,6 +356,10 @@ class OnnxRuntimeCodegen(ProbedCodegen):
         """Whether the onnxruntime package could be imported."""
         return HAVE_ONNXRUNTIME
 
+    def alone_differs(self, placement: Placement) -> bool:
+        """On a whole device a lone partition gets default session options: threads spin."""
+        return placement.unit is None
+
     def compile(
         self,
         graph: Graph,

@@ -1,0 +1,111 @@
+"""Lone partitions: profiled both ways where the library's defaults differ, priced alone."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from autopart import api
+from autopart.costmodel.alone import alone_factor
+from autopart.costmodel.calibration import FACTOR_RANGE, model_tag
+from autopart.costmodel.from_profile import costs_from_profile
+from autopart.costmodel.measurements import Measurement
+from autopart.ir.target import VirtualDevice
+from autopart.plan.build import build_plan_for
+from autopart.profile import Profile
+from autopart.profile.profiler import plan_jobs
+from autopart.search.simulator import simulate
+from autopart.targets.codegen import HOST, get_codegen
+from autopart.targets.devices import discover
+from autopart.targets.resolve import resolve
+from tests.test_profile import FAST
+
+WHOLE = "cpu@onnxruntime"
+
+
+def _row(seconds: float) -> Measurement:
+    return Measurement(seconds, seconds, seconds, seconds, seconds, 5, "wall")
+
+
+def test_only_onnxruntime_on_a_whole_device_compiles_a_lone_partition_differently() -> None:
+    machine = discover()
+    differs = {
+        target: resolve(target, machine).codegen.alone_differs(resolve(target, machine).placement)
+        for target in (WHOLE, "cpu/0@onnxruntime", "cpu@numpy", "cpu@openvino")
+    }
+    assert differs == {
+        WHOLE: True, "cpu/0@onnxruntime": False, "cpu@numpy": False, "cpu@openvino": False,
+    }  # fmt: skip
+    assert not get_codegen("numpy").alone_differs(HOST)
+
+
+def test_a_targets_alone_factor_is_the_median_ratio_of_its_own_model_first() -> None:
+    graph = api.load("squeezenet")
+    profile = Profile({"fingerprint": "test"})
+    assert alone_factor(profile, graph, WHOLE) == 1.0
+    for index, (alone, shared) in enumerate([(0.5e-3, 1e-3), (0.8e-3, 1e-3), (0.9e-3, 1e-3)]):
+        key = f"other@0123456789ab[{index}:{index + 8}]"
+        profile.record("alone", WHOLE, key, _row(alone), shared_s=shared)
+    assert alone_factor(profile, graph, WHOLE) == pytest.approx(0.8)  # other models
+    own = f"{model_tag(graph)}[7:15]"
+    profile.record("alone", WHOLE, own, _row(0.6e-3), shared_s=1e-3)
+    assert alone_factor(profile, graph, WHOLE) == pytest.approx(0.6)
+    profile.record("alone", WHOLE, own, _row(1e-6), shared_s=1e-3)
+    assert alone_factor(profile, graph, WHOLE) == pytest.approx(FACTOR_RANGE[0])  # clipped
+    assert alone_factor(profile, graph, "cpu/0@onnxruntime") == 1.0
+
+
+@pytest.fixture(scope="module")
+def whole_profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """squeezenet profiled on onnxruntime's whole device, once for this module."""
+    store = tmp_path_factory.mktemp("profiles")
+    api.profile("squeezenet", [WHOLE], store, settings=FAST)
+    return next(store.glob("*.csv"))
+
+
+def test_profiling_times_every_calibration_window_alone_and_shared(whole_profile: Path) -> None:
+    profile = Profile.load(whole_profile)
+    graph = api.load("squeezenet")
+    alone, windows = profile.rows("alone", WHOLE), profile.rows("calibration", WHOLE)
+    assert len(alone) == 3 and sorted(alone["key"]) == sorted(windows["key"])
+    assert (alone["median_s"] > 0).all() and (alone["shared_s"] > 0).all()
+    assert alone["shared_s"].map(math.isfinite).all()
+    # a profile saved before alone rows existed measures them, and nothing else
+    older = Profile(profile.meta, profile.table[profile.table["kind"] != "alone"])
+    jobs = plan_jobs(graph, [resolve(WHOLE, discover())], older)[0]
+    assert sorted(job.kind for job in jobs) == ["alone"] * 3
+    assert plan_jobs(graph, [resolve(WHOLE, discover())], profile)[0] == []
+
+
+def test_only_a_plans_only_partition_is_priced_alone(whole_profile: Path) -> None:
+    profile = Profile.load(whole_profile)
+    graph = api.load("squeezenet")
+    own = profile.rows("alone", WHOLE)["key"]
+    for key in own:
+        profile.record("alone", WHOLE, key, _row(0.7e-3), shared_s=1e-3)
+    costs = costs_from_profile(graph, profile, [WHOLE])
+    (target,) = costs.targets
+    assert costs.alone[target] == pytest.approx(0.7)
+    names = [node.name for node in graph.nodes]
+    shared = costs.partition_cost(names, target)
+    assert costs.partition_cost(names, target, alone=True) == pytest.approx(0.7 * shared)
+    whole = build_plan_for(graph, dict.fromkeys(names, target), target, "squeezenet")
+    assert len(whole.partitions) == 1
+    assert simulate(whole, costs).makespan_s == pytest.approx(0.7 * shared)
+    # a plan of two partitions: neither is alone
+    other = VirtualDevice.parse("cpu/0@onnxruntime")
+    both = replace(
+        costs,
+        targets=[target, other],
+        node_cost={n: {**c, other: c[target]} for n, c in costs.node_cost.items()},
+    )
+    half = len(names) // 2
+    assignment = {n: (target if i < half else other) for i, n in enumerate(names)}
+    split = build_plan_for(graph, assignment, target, "squeezenet")
+    first = next(p for p in split.partitions if p.target == str(target))
+    assert len(split.partitions) >= 2
+    priced = simulate(split, both).step_cost[first.id]
+    assert priced == pytest.approx(both.partition_cost(first.nodes, target, split=True))
