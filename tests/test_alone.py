@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from autopart import api
-from autopart.costmodel.alone import alone_factor
-from autopart.costmodel.calibration import FACTOR_RANGE, model_tag
+from autopart.costmodel.alone import FLOOR, alone_saving
+from autopart.costmodel.calibration import model_tag, window_bounds
 from autopart.costmodel.from_profile import costs_from_profile
 from autopart.costmodel.measurements import Measurement
 from autopart.ir.target import VirtualDevice
@@ -42,20 +42,19 @@ def test_only_onnxruntime_on_a_whole_device_compiles_a_lone_partition_differentl
     assert not get_codegen("numpy").alone_differs(HOST)
 
 
-def test_a_targets_alone_factor_is_the_median_ratio_of_its_own_model_first() -> None:
+def test_a_targets_alone_saving_is_the_median_per_node_of_its_own_model_first() -> None:
     graph = api.load("squeezenet")
     profile = Profile({"fingerprint": "test"})
-    assert alone_factor(profile, graph, WHOLE) == 1.0
-    for index, (alone, shared) in enumerate([(0.5e-3, 1e-3), (0.8e-3, 1e-3), (0.9e-3, 1e-3)]):
-        key = f"other@0123456789ab[{index}:{index + 8}]"
-        profile.record("alone", WHOLE, key, _row(alone), shared_s=shared)
-    assert alone_factor(profile, graph, WHOLE) == pytest.approx(0.8)  # other models
+    assert alone_saving(profile, graph, WHOLE) == 0.0
+    # windows of 10 nodes saving 0.5, 0.2 and 0.1 ms: 50, 20 and 10 us per node
+    for index, alone in enumerate([0.5e-3, 0.8e-3, 0.9e-3]):
+        key = f"other@0123456789ab[{index}:{index + 10}]"
+        profile.record("alone", WHOLE, key, _row(alone), shared_s=1e-3)
+    assert alone_saving(profile, graph, WHOLE) == pytest.approx(20e-6)  # other models
     own = f"{model_tag(graph)}[7:15]"
-    profile.record("alone", WHOLE, own, _row(0.6e-3), shared_s=1e-3)
-    assert alone_factor(profile, graph, WHOLE) == pytest.approx(0.6)
-    profile.record("alone", WHOLE, own, _row(1e-6), shared_s=1e-3)
-    assert alone_factor(profile, graph, WHOLE) == pytest.approx(FACTOR_RANGE[0])  # clipped
-    assert alone_factor(profile, graph, "cpu/0@onnxruntime") == 1.0
+    profile.record("alone", WHOLE, own, _row(1.2e-3), shared_s=1e-3)
+    assert alone_saving(profile, graph, WHOLE) == pytest.approx(-25e-6)  # alone was slower
+    assert alone_saving(profile, graph, "cpu/0@onnxruntime") == 0.0
 
 
 @pytest.fixture(scope="module")
@@ -84,17 +83,21 @@ def test_only_a_plans_only_partition_is_priced_alone(whole_profile: Path) -> Non
     profile = Profile.load(whole_profile)
     graph = api.load("squeezenet")
     own = profile.rows("alone", WHOLE)["key"]
-    for key in own:
-        profile.record("alone", WHOLE, key, _row(0.7e-3), shared_s=1e-3)
+    for key in own:  # every window saves 10 us per node
+        start, end = window_bounds(str(key))
+        profile.record("alone", WHOLE, key, _row(1e-3), shared_s=1e-3 + (end - start) * 10e-6)
     costs = costs_from_profile(graph, profile, [WHOLE])
     (target,) = costs.targets
-    assert costs.alone[target] == pytest.approx(0.7)
+    assert costs.alone[target] == pytest.approx(10e-6)
     names = [node.name for node in graph.nodes]
     shared = costs.partition_cost(names, target)
-    assert costs.partition_cost(names, target, alone=True) == pytest.approx(0.7 * shared)
+    saved = shared - len(names) * 10e-6
+    assert costs.partition_cost(names, target, alone=True) == pytest.approx(saved)
+    huge = replace(costs, alone={target: 1.0})  # a second per node: the floor holds
+    assert huge.partition_cost(names, target, alone=True) == pytest.approx(FLOOR * shared)
     whole = build_plan_for(graph, dict.fromkeys(names, target), target, "squeezenet")
     assert len(whole.partitions) == 1
-    assert simulate(whole, costs).makespan_s == pytest.approx(0.7 * shared)
+    assert simulate(whole, costs).makespan_s == pytest.approx(saved)
     # a plan of two partitions: neither is alone
     other = VirtualDevice.parse("cpu/0@onnxruntime")
     both = replace(

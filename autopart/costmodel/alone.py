@@ -10,33 +10,40 @@ every other profile row, are taken that way. On resnet50 the op sums then predic
 So on targets whose codegen says a lone partition differs
 (:meth:`~autopart.targets.codegen.Codegen.alone_differs`), the profiler times each
 calibration window both ways, shared first and alone right after (``alone`` rows, with
-the shared time as ``shared_s``). A target's alone factor is the median over the model's
-windows (else every model's windows on that target) of alone / shared, clipped to the
-calibration's factor range; 1 where nothing was measured. A plan's only partition costs
-its partition cost times that factor (:meth:`autopart.costmodel.costs.Costs.partition_cost`).
+the shared time as ``shared_s``). What spinning saves is the threads' wake-up at every op,
+a time per node rather than a share of the compute: windows of squeezenet saved 27 us per
+node and the whole model 32 us per node (4.92 ms shared, 2.83 ms alone); inception_v1's
+windows ran at 0.55-0.78 of their shared time, but the whole model at 0.92, its time being
+in two LRNs that spinning does not speed up. So a target's alone saving is the median over
+the model's windows (else every model's windows on that target) of
+(shared - alone) / nodes, in seconds per node; 0 where nothing was measured, and negative
+where alone was slower (a transformer encoder's sub-millisecond ops). A plan's only
+partition costs its partition cost less its nodes times that saving, never less than
+:data:`FLOOR` of it (:meth:`autopart.costmodel.costs.Costs.partition_cost`).
 """
 
 from __future__ import annotations
 
 import statistics
 
-from autopart.costmodel.calibration import FACTOR_RANGE, model_tag
+from autopart.costmodel.calibration import model_tag, window_bounds
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, MeasurementTable, RowKind
 from autopart.ir.graph import Graph
 
+FLOOR = 0.2  # a lone partition never costs less than this share of the same partition shared
 
-def alone_factor(profile: MeasurementTable, graph: Graph, target: str) -> float:
-    """How much a lone partition on ``target`` costs per second of a shared one (1 if unknown)."""
+
+def alone_saving(profile: MeasurementTable, graph: Graph, target: str) -> float:
+    """Seconds per node a lone partition on ``target`` saves over a shared one (0 if unknown)."""
     rows = profile.rows(RowKind.ALONE, target)
     if not len(rows):
-        return 1.0
+        return 0.0
     own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]
     chosen = own if len(own) else rows
-    ratios = chosen["median_s"].astype(float) / chosen[REFERENCE_COLUMNS[RowKind.ALONE]].astype(
-        float
-    )
-    ratios = ratios[ratios.notna() & (ratios > 0)]
-    if not len(ratios):
-        return 1.0
-    low, high = FACTOR_RANGE
-    return min(max(statistics.median(float(r) for r in ratios), low), high)
+    savings = []
+    for row in chosen.itertuples(index=False):
+        shared = float(getattr(row, REFERENCE_COLUMNS[RowKind.ALONE]))
+        start, end = window_bounds(str(row.key))
+        if end > start and shared == shared:  # NaN-safe: a row without its shared time
+            savings.append((shared - float(row.median_s)) / (end - start))
+    return statistics.median(savings) if savings else 0.0

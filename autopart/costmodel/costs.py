@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from autopart.costmodel.alone import FLOOR as ALONE_FLOOR
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 
@@ -53,9 +54,10 @@ class Costs:
     ``fused_producer[node]`` costs ``unfused[node][target]`` more when that producer is in
     another partition; a node whose codegen converts data layouts at a partition's edges
     pays ``layout[node][target]``, half where one of its inputs comes from outside its
-    partition and half where one of its outputs leaves it. A plan's only partition costs
-    ``alone[target]`` times as much as the same partition among others (1 where absent):
-    its library may then run at its own defaults (:mod:`autopart.costmodel.alone`).
+    partition and half where one of its outputs leaves it. A plan's only partition saves
+    ``alone[target]`` seconds per node over the same partition among others (0 where
+    absent), never below :data:`~autopart.costmodel.alone.FLOOR` of its cost: its library
+    may then run at its own defaults (:mod:`autopart.costmodel.alone`).
     """
 
     graph: Graph
@@ -99,8 +101,8 @@ class Costs:
 
         That is its launch, its nodes' costs and the edge costs its boundary makes them
         pay (see the class docstring), plus its target's cold entry where ``split`` (the
-        plan runs partitions on other targets too); all of it times the target's alone
-        factor where ``alone`` (the partition is its plan's only one).
+        plan runs partitions on other targets too); less the target's alone saving per node
+        where ``alone`` (the partition is its plan's only one).
 
         Raises KeyError when ``target`` cannot run one of the nodes.
         """
@@ -114,7 +116,9 @@ class Costs:
             layout = self.layout.get(name, {}).get(target, 0.0)
             if layout > 0.0:
                 total += layout * self._edges_crossed(self.graph.node(name), inside) / 2
-        return total * self.alone.get(target, 1.0) if alone else total
+        if not alone:
+            return total
+        return max(total - len(inside) * self.alone.get(target, 0.0), total * ALONE_FLOOR)
 
     def _edges_crossed(self, node: Node, inside: set[str]) -> int:
         """1 for an input from outside ``inside``, plus 1 for an output read outside it."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from autopart.costmodel.alone import alone_factor
+from autopart.costmodel.alone import alone_saving
 from autopart.costmodel.calibration import DEFAULT_MODE, calibrate
 from autopart.costmodel.costs import Costs
 from autopart.costmodel.cuts import cold_cost, cut_cost
@@ -87,7 +87,7 @@ def costs_from_profile(
             )
         launch[target] = max(wall.median_s, cut_cost(profile, graph, name))
         cold[target] = cold_cost(profile, graph, name)
-        alone[target] = alone_factor(profile, graph, name)
+        alone[target] = alone_saving(profile, graph, name)
         costs = op_costs(profile, graph, name, timed.median_s)
         factor = calibrate(profile, graph, name, costs).factor_for(calibration)
         missing = costs.missing
