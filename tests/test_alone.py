@@ -21,6 +21,7 @@ from autopart.search.simulator import simulate
 from autopart.targets.codegen import HOST, get_codegen
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
+from tests.test_errors import invoke
 from tests.test_profile import FAST
 
 WHOLE = "cpu@onnxruntime"
@@ -112,3 +113,14 @@ def test_only_a_plans_only_partition_is_priced_alone(whole_profile: Path) -> Non
     assert len(split.partitions) >= 2
     priced = simulate(split, both).step_cost[first.id]
     assert priced == pytest.approx(both.partition_cost(first.nodes, target, split=True))
+
+
+def test_cli_profile_shows_what_a_lone_partition_saves_per_node(whole_profile: Path) -> None:
+    profile = Profile.load(whole_profile)
+    saving = alone_saving(profile, api.load("squeezenet"), WHOLE)
+    args = ["profile", "squeezenet", "--targets", WHOLE, "--profiles", str(whole_profile.parent)]
+    code, output = invoke(*args)
+    assert code == 0, output
+    text = " ".join(output.split())
+    assert "0 new measurements" in text and "alone saves" in text
+    assert f"{saving * 1e6:.1f} µs" in text

@@ -115,20 +115,24 @@ def _print_calibrations(calibrations: list[Calibration]) -> None:
     print_table(table)
 
 
-def _print_profile_summary(profile: Profile, entries: dict[str, tuple[float, float]]) -> None:
+def _print_profile_summary(
+    profile: Profile, entries: dict[str, tuple[float, float, float]]
+) -> None:
     launches = Table(
-        "target", "launch", "cut", "cold entry", "ops measured", title="targets",
-        caption="cut and cold entry: this model's windows (the launch probe is back to back)",
+        "target", "launch", "cut", "cold entry", "alone saves", "ops measured", title="targets",
+        caption="cut, cold entry and what a plan's only partition saves per node: this "
+        "model's windows (the launch probe is back to back)",
     )  # fmt: skip
     for target in sorted(set(profile.rows(RowKind.LAUNCH)["target"])):
         wall = profile.measurement(RowKind.LAUNCH, target, "wall")
         count = len(profile.rows(RowKind.OP, target))
+        cut = cold = alone = "-"
         if target in entries:
-            cut, cold = (f"{seconds * 1e3:.2f} ms" for seconds in entries[target])
-        else:
-            cut = cold = "-"
+            cut_s, cold_s, alone_s = entries[target]
+            cut, cold = f"{cut_s * 1e3:.2f} ms", f"{cold_s * 1e3:.2f} ms"
+            alone = f"{alone_s * 1e6:.1f} µs" if len(profile.rows(RowKind.ALONE, target)) else "-"
         launch = f"{wall.median_s * 1e6:.1f} µs" if wall else "-"
-        launches.add_row(target, launch, cut, cold, str(count))
+        launches.add_row(target, launch, cut, cold, alone, str(count))
     print_table(launches)
     fits = transfer_fits(profile)
     if fits:

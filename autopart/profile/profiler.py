@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from autopart.costmodel.alone import alone_saving
 from autopart.costmodel.calibration import Calibration, calibrate
 from autopart.costmodel.cuts import cold_cost, cut_cost
 from autopart.host_memory import retain_freed_memory
@@ -50,7 +51,8 @@ class ProfileReport:
     undone or cut short (a rerun measures them), ``reused`` the ones the profile held.
     ``calibrations`` holds each target's subgraph calibration for the profiled graph, and
     ``entries`` each target's (cut, cold entry) costs for it in seconds
-    (:mod:`autopart.costmodel.cuts`).
+    (:mod:`autopart.costmodel.cuts`) and what a lone partition saves per node there
+    (:mod:`autopart.costmodel.alone`).
     """
 
     new: int = 0
@@ -61,7 +63,7 @@ class ProfileReport:
     interrupted: bool = False
     targets: list[str] = field(default_factory=list)
     calibrations: list[Calibration] = field(default_factory=list)
-    entries: dict[str, tuple[float, float]] = field(default_factory=dict)
+    entries: dict[str, tuple[float, float, float]] = field(default_factory=dict)
 
 
 def plan_jobs(
@@ -138,7 +140,11 @@ class Profiler:
             self._run(jobs, measuring, taken, started, budget_s, progress)
             report.calibrations = [calibrate(self.profile, graph, t) for t in report.targets]
             report.entries = {
-                t: (cut_cost(self.profile, graph, t), cold_cost(self.profile, graph, t))
+                t: (
+                    cut_cost(self.profile, graph, t),
+                    cold_cost(self.profile, graph, t),
+                    alone_saving(self.profile, graph, t),
+                )
                 for t in report.targets
             }
         except KeyboardInterrupt:
