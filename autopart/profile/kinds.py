@@ -234,6 +234,28 @@ def _windows(planning: Planning, cut: bool) -> list[tuple[ResolvedTarget, str, l
     return found
 
 
+def _window_jobs(
+    kind: JobKind,
+    planning: Planning,
+    windows: list[tuple[ResolvedTarget, str, list[Node]]],
+    rows: tuple[RowKind, ...],
+    label: str,
+) -> list[Job]:
+    """A ``kind`` job per window lacking one of its ``rows``; the rest count as reused.
+
+    Each job is labelled ``"<n> <label> <target>"``.
+    """
+    jobs: list[Job] = []
+    for resolved, key, window in windows:
+        target = str(resolved.target)
+        if all(kind.done(planning, row, target, key) for row in rows):
+            planning.reused += 1
+        else:
+            text = f"{len(window)} {label} {target}"
+            jobs.append(Job(kind.kind, target, key, text, window))
+    return jobs
+
+
 def _record_window(job: Job, samples: list[float], timer: str, measuring: Measuring) -> None:
     """Record ``samples`` of the window ``job.nodes`` run whole as its calibration row."""
     predicted = op_sum(measuring.profile, measuring.graph, job.nodes, job.target)
@@ -250,14 +272,8 @@ class CalibrationJobs(JobKind):
 
     def plan(self, planning: Planning) -> list[Job]:
         """One job per such window lacking its calibration row."""
-        jobs: list[Job] = []
-        for resolved, key, window in _windows(planning, cut=False):
-            target = str(resolved.target)
-            if self.done(planning, self.kind, target, key):
-                planning.reused += 1
-            else:
-                jobs.append(Job(self.kind, target, key, f"{len(window)} ops on {target}", window))
-        return jobs
+        windows = _windows(planning, cut=False)
+        return _window_jobs(self, planning, windows, (self.kind,), "ops on")
 
     def measure(self, job: Job, measuring: Measuring) -> None:
         """Time the window's ``run_timed`` as one subgraph."""
@@ -274,16 +290,10 @@ class CutJobs(JobKind):
 
     def plan(self, planning: Planning) -> list[Job]:
         """One job per window that can be cut and lacks one of its three rows."""
-        jobs: list[Job] = []
-        for resolved, key, window in _windows(planning, cut=True):
-            target = str(resolved.target)
-            rows = (RowKind.CALIBRATION, RowKind.CUT, RowKind.COLD)
-            if all(self.done(planning, kind, target, key) for kind in rows):
-                planning.reused += 1
-            else:
-                label = f"{len(window)} ops, whole and cut, on {target}"
-                jobs.append(Job(self.kind, target, key, label, window))
-        return jobs
+        rows = (RowKind.CALIBRATION, RowKind.CUT, RowKind.COLD)
+        return _window_jobs(
+            self, planning, _windows(planning, cut=True), rows, "ops, whole and cut, on"
+        )
 
     def measure(self, job: Job, measuring: Measuring) -> None:
         """Time the window whole and cut in turn, then whole after the host worked elsewhere."""
@@ -324,18 +334,12 @@ class AloneJobs(JobKind):
 
     def plan(self, planning: Planning) -> list[Job]:
         """One job per calibration window lacking its row, on targets where alone differs."""
-        jobs: list[Job] = []
-        windows = [*_windows(planning, cut=False), *_windows(planning, cut=True)]
-        for resolved, key, window in windows:
-            if not resolved.codegen.alone_differs(resolved.placement):
-                continue
-            target = str(resolved.target)
-            if self.done(planning, self.kind, target, key):
-                planning.reused += 1
-            else:
-                label = f"{len(window)} ops alone on {target}"
-                jobs.append(Job(self.kind, target, key, label, window))
-        return jobs
+        windows = [
+            (resolved, key, window)
+            for resolved, key, window in [*_windows(planning, False), *_windows(planning, True)]
+            if resolved.codegen.alone_differs(resolved.placement)
+        ]
+        return _window_jobs(self, planning, windows, (self.kind,), "ops alone on")
 
     def measure(self, job: Job, measuring: Measuring) -> None:
         """Time the window's ``run_timed`` compiled shared, then compiled alone."""
