@@ -103,6 +103,22 @@ def test_plan_mixing_onnxruntime_and_openvino_matches_numpy() -> None:
     assert max(errors.values()) <= TOLERANCE
 
 
+def test_int64_values_from_onnxruntime_feed_an_openvino_partition(transformer_path: Any) -> None:
+    # onnxruntime returns int64 arrays as numpy's longlong, which OpenVINO would not share
+    pytest.importorskip("onnxruntime")
+    plan, graph = api.make_plan(
+        transformer_path, assign=["name:/Unsqueeze_2=cpu@openvino"], fallback="cpu@onnxruntime"
+    )
+    assert len({p.target for p in plan.partitions}) == 2
+    feeds = random_inputs(graph, seed=1)
+    errors = api.check_outputs(graph, feeds, api.run_plan(plan, graph, feeds).outputs)
+    assert max(errors.values()) <= TOLERANCE
+    longlong = np.ones((1, 1, 16), np.dtype("q"))
+    assert longlong.dtype.num != np.dtype(np.int64).num
+    assert ovruntime.feed(longlong).dtype.num == np.dtype(np.int64).num
+    assert np.array_equal(ovruntime.feed(longlong), longlong)
+
+
 def test_partition_in_the_middle_of_resnet50_matches_numpy() -> None:
     graph = autopart.load("resnet50")
     feeds = random_inputs(graph, seed=3)

@@ -94,7 +94,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
 
         An error OpenVINO raises becomes a one-line :class:`ExecutionError`.
         """
-        feeds = {i: np.asarray(env[name], order="C") for i, name in enumerate(self.feeds)}
+        feeds = {i: runtime.feed(env[name]) for i, name in enumerate(self.feeds)}
         with pinned_to(self.cores):
             start = time.perf_counter()
             try:
@@ -125,7 +125,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
             {**self.config, "PERF_COUNT": "YES"},
         )
         request = model.create_infer_request()
-        feeds = {i: np.asarray(env[name], order="C") for i, name in enumerate(self.feeds)}
+        feeds = {i: runtime.feed(env[name]) for i, name in enumerate(self.feeds)}
         samples = []
         with pinned_to(self.cores):
             for _ in range(runs + 1):

@@ -90,6 +90,18 @@ def first_line(error: BaseException) -> str:
     return lines[-1] if lines else type(error).__name__
 
 
+def feed(value: Any) -> np.ndarray:
+    """``value`` as an array OpenVINO's Python API takes: C-contiguous, canonical dtype.
+
+    numpy has two int64 types on Linux (``long`` and ``longlong``, equal but with different
+    type numbers); onnxruntime returns the second, which OpenVINO refuses to share
+    ("Unsupported data type: int64"). Such arrays are viewed as the canonical type.
+    """
+    array = np.asarray(value, order="C")
+    canonical = np.dtype(array.dtype.str)
+    return array if array.dtype.num == canonical.num else array.view(canonical)
+
+
 def read_onnx(model_bytes: bytes) -> Any:
     """An ``openvino.Model`` from serialised ONNX, read from memory (no weights file)."""
     empty_weights = load_openvino().Tensor(np.empty(0, np.uint8))
