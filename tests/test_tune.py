@@ -296,45 +296,49 @@ def test_the_final_choice_is_the_simplest_plan_within_the_noise_of_the_fastest(
     assert bool(notes) == (expected != "ilp")
 
 
-def test_among_as_simple_plans_within_the_noise_a_clearly_predicted_quickest_is_kept() -> None:
+def _choose(
+    partitions: dict[str, int],
+    medians: dict[str, float],
+    predicted: dict[str, float],
+    notes: list[str],
+) -> str:
+    """``_final_choice`` over fakes of these plans, the ILP's plan being the search's pick."""
     from autopart.tuning.workflow import _final_choice
 
+    outcome, candidates, measured = _fakes(partitions, medians, "ilp", predicted)
+    return _final_choice(outcome, candidates, measured, notes)  # type: ignore[arg-type]
+
+
+def test_among_as_simple_plans_within_the_noise_a_clearly_predicted_quickest_is_kept() -> None:
     partitions = {"ilp": 3, "single:a": 1, "single:b": 1}
     medians = {"ilp": 66.3, "single:a": 66.6, "single:b": 65.7}  # densenet121 in one tune
     predicted = {"ilp": 47.1, "single:a": 47.3, "single:b": 68.7}
-    outcome, candidates, measured = _fakes(partitions, medians, "ilp", predicted)
     notes: list[str] = []
-    assert _final_choice(outcome, candidates, measured, notes) == "single:a"  # type: ignore[arg-type]
+    assert _choose(partitions, medians, predicted, notes) == "single:a"
     assert "kept the simpler plan" in notes[-1]
     # b beat the pick by more than the noise, but not a, predicted quicker by 45%
     medians["ilp"] = 67.1
-    outcome, candidates, measured = _fakes(partitions, medians, "ilp", predicted)
-    assert _final_choice(outcome, candidates, measured, notes) == "single:a"  # type: ignore[arg-type]
+    assert _choose(partitions, medians, predicted, notes) == "single:a"
     assert "kept the one predicted clearly quicker" in notes[-1]
     # measured clearly slower, the predicted quickest is not kept
-    outcome, candidates, measured = _fakes(partitions, {**medians, "single:a": 80.0}, "ilp",
-                                           predicted)  # fmt: skip
-    assert _final_choice(outcome, candidates, measured, []) == "single:b"  # type: ignore[arg-type]
+    assert _choose(partitions, {**medians, "single:a": 80.0}, predicted, []) == "single:b"
 
 
 def test_among_as_simple_plans_within_the_cost_models_error_the_measured_quickest_is_kept() -> None:
-    from autopart.tuning.workflow import DRIFT_LIMIT, _final_choice
+    from autopart.tuning.workflow import DRIFT_LIMIT
 
     partitions = {"ilp": 3, "single:ort": 1, "single:ov": 1}
     medians = {"ilp": 135.87, "single:ort": 134.24, "single:ov": 132.28}  # vgg19 in one tune
     predicted = {"ilp": 131.6, "single:ort": 134.86, "single:ov": 139.64}
-    outcome, candidates, measured = _fakes(partitions, medians, "ilp", predicted)
     notes: list[str] = []
-    assert _final_choice(outcome, candidates, measured, notes) == "single:ov"  # type: ignore[arg-type]
+    assert _choose(partitions, medians, predicted, notes) == "single:ov"
     # nothing beats the pick clearly: of the simpler plans, the measured quickest
     medians["ilp"] = 133.0
-    outcome, candidates, measured = _fakes(partitions, medians, "ilp", predicted)
-    assert _final_choice(outcome, candidates, measured, notes) == "single:ov"  # type: ignore[arg-type]
+    assert _choose(partitions, medians, predicted, notes) == "single:ov"
     assert "kept the simpler plan" in notes[-1]
     # ort predicted quicker by more than the cost model's error: the prediction wins
     predicted["single:ov"] = 134.86 * (1 + DRIFT_LIMIT) * 1.01
-    outcome, candidates, measured = _fakes(partitions, medians, "ilp", predicted)
-    assert _final_choice(outcome, candidates, measured, []) == "single:ort"  # type: ignore[arg-type]
+    assert _choose(partitions, medians, predicted, []) == "single:ort"
 
 
 def test_quick_plans_get_more_rounds_until_the_timed_rounds_fill_the_minimum() -> None:
