@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from autopart.costmodel.calibration import model_tag, window_bounds
+from autopart.costmodel.calibration import own_rows_first, window_bounds
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, MeasurementTable, RowKind
 from autopart.ir.graph import Graph
 
@@ -39,8 +39,7 @@ def alone_saving(profile: MeasurementTable, graph: Graph, target: str) -> float:
     rows = profile.rows(RowKind.ALONE, target)
     if not len(rows):
         return 0.0
-    own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]
-    chosen = own if len(own) else rows
+    chosen, _ = own_rows_first(rows, graph)
     savings = []
     for row in chosen.itertuples(index=False):
         shared = float(getattr(row, REFERENCE_COLUMNS[RowKind.ALONE]))

@@ -31,6 +31,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import pandas as pd
+
 from autopart.costmodel.measurements import MeasurementTable, RowKind
 from autopart.costmodel.op_costs import OpCosts, op_costs
 from autopart.ir.graph import Graph, Node
@@ -86,6 +88,15 @@ class Calibration:
 def model_tag(graph: Graph) -> str:
     """The part of a window key naming the model: its name and a prefix of its hash."""
     return f"{graph.name}@{graph_hash(graph)[:12]}"
+
+
+def own_rows_first(rows: pd.DataFrame, graph: Graph) -> tuple[pd.DataFrame, bool]:
+    """The rows of ``graph``'s own windows if there are any, else all ``rows``.
+
+    The flag says whether they are the model's own.
+    """
+    own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]
+    return (own, True) if len(own) else (rows, False)
 
 
 def window_key(graph: Graph, start: int, end: int) -> str:
@@ -154,8 +165,8 @@ def calibrate(
     rows = rows[rows["predicted_s"].notna()]
     source = "none"
     if len(rows):
-        own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]
-        rows, source = (own, "model") if len(own) else (rows, "other models")
+        rows, own = own_rows_first(rows, graph)
+        source = "model" if own else "other models"
     timed = profile.measurement(RowKind.LAUNCH, target, "timed")
     ratios, errors = [], []
     for row in rows.itertuples(index=False):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
-from autopart.costmodel.calibration import model_tag
+from autopart.costmodel.calibration import own_rows_first
 from autopart.costmodel.fusion import fusion_pairs
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, MeasurementTable, RowKind
 from autopart.ir.graph import Graph, Node
@@ -82,7 +82,6 @@ def _median_excess(profile: MeasurementTable, kind: RowKind, graph: Graph, targe
     rows = profile.rows(kind, target)
     if not len(rows):
         return 0.0
-    own = rows[rows["key"].str.startswith(model_tag(graph) + "[")]
-    chosen = own if len(own) else rows
+    chosen, _ = own_rows_first(rows, graph)
     added = chosen["median_s"].astype(float) - chosen[REFERENCE_COLUMNS[kind]].astype(float)
     return max(statistics.median(float(value) for value in added), 0.0)

@@ -221,15 +221,20 @@ def launch_keys(resolved: ResolvedTarget) -> tuple[str, ...]:
     return ("wall", "timed", "profiled") if resolved.codegen.converts_layouts else ("wall", "timed")
 
 
-def _windows(planning: Planning, cut: bool) -> list[tuple[ResolvedTarget, str, list[Node]]]:
-    """Each target's calibration windows (target, key, nodes) that can (or cannot) be cut."""
+def _windows(
+    planning: Planning, cut: bool | None = None
+) -> list[tuple[ResolvedTarget, str, list[Node]]]:
+    """Each target's calibration windows (target, key, nodes) that can (or cannot) be cut.
+
+    ``cut=None`` gives every window.
+    """
     graph = planning.graph
     found = []
     for resolved in planning.targets:
         supported = partial(resolved.codegen.supports, graph=graph)
         for start, end in calibration_windows(graph, supported):
             window = graph.nodes[start:end]
-            if (cut_index(graph, window) is not None) == cut:
+            if cut is None or (cut_index(graph, window) is not None) == cut:
                 found.append((resolved, window_key(graph, start, end), window))
     return found
 
@@ -336,7 +341,7 @@ class AloneJobs(JobKind):
         """One job per calibration window lacking its row, on targets where alone differs."""
         windows = [
             (resolved, key, window)
-            for resolved, key, window in [*_windows(planning, False), *_windows(planning, True)]
+            for resolved, key, window in _windows(planning)
             if resolved.codegen.alone_differs(resolved.placement)
         ]
         return _window_jobs(self, planning, windows, (self.kind,), "ops alone on")
