@@ -78,10 +78,14 @@ class VerifySettings:
     check_tolerance: float = _tuned(
         1e-3, "max relative error of a plan's outputs against the numpy reference"
     )
-    noise_margin: float = _tuned(
-        0.02, "a measured win smaller than this is noise, not a reason to switch plans"
+    confidence: float = _tuned(
+        0.95,
+        "of the bootstrap interval on the ratio of two runners' medians over paired rounds; "
+        "a runner whose interval excludes 1 measured differently (the usual 95%)",
     )
-    significance: float = _tuned(0.05, "one-sided Mann-Whitney U on round medians")
+    min_paired_rounds: int = _tuned(
+        5, "fewer paired rounds give no interval: a bootstrap of 4 medians has 35 distinct draws"
+    )
     drift_limit: float = _tuned(
         0.2,
         "a single target predicted this far off its measurement gets a note: the two-core "

@@ -34,6 +34,35 @@ def test_assign_save_plan_run_plan_and_check(tmp_path: Path) -> None:
     assert np.load(out)["softmaxout_1"].shape == (1, 1000, 1, 1)
 
 
+def test_check_uses_an_oracle_independent_of_the_run(tmp_path: Path) -> None:
+    """numpy is checked against onnxruntime, onnxruntime alone against numpy; never itself."""
+    code, output = invoke("run", "squeezenet", "--repeat", "1", "--check")
+    assert code == 0, output
+    assert "check against onnxruntime (whole model)" in output and "(ok)" in output
+    error = float(output.split("max relative error ")[1].split()[0])
+    assert 0.0 < error < 1e-3  # two libraries never agree to the last bit on a real CNN
+    code, output = invoke(
+        "run", "squeezenet", "--fallback", "cpu@onnxruntime", "--repeat", "1", "--check"
+    )
+    assert code == 0, output
+    assert "check against the numpy reference" in output and "(ok)" in output
+
+
+def test_check_refuses_to_compare_the_reference_with_itself() -> None:
+    from autopart import api
+    from autopart.errors import AutopartError
+    from autopart.ir.feeds import random_inputs
+    from autopart.tuning.verify import oracle_outputs
+
+    plan, graph = api.make_plan("squeezenet", fallback="cpu@numpy")
+    feeds = random_inputs(graph, 0)
+    name, _ = oracle_outputs(graph, feeds, plan)
+    assert name.startswith("onnxruntime")
+    graph.nodes[0].op_type = "NoSuchOp"  # onnxruntime cannot run it now
+    with pytest.raises(AutopartError, match="no independent oracle"):
+        oracle_outputs(graph, feeds, plan)
+
+
 def test_absent_device_lists_what_exists() -> None:
     assert_one_line_error(
         *invoke("run", "squeezenet", "--assign", "Conv=gpu:3@opencl"),

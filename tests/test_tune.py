@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import re
 import os
 from pathlib import Path
 
@@ -40,10 +41,10 @@ def test_tune_saves_a_verified_plan_with_prediction_and_report(
     out = tmp_path / "plan.json"
     code, output = invoke(
         "tune", str(model), "--targets", TARGETS, "--profiles", str(profiles),
-        "--search-dir", str(tmp_path / "search"), "--rounds", "2", "-o", str(out),
+        "--search-dir", str(tmp_path / "search"), "--rounds", "6", "-o", str(out),
     )  # fmt: skip
     assert code == 0, output
-    text = " ".join(output.split())
+    first, text = output, " ".join(output.split())
     assert "0 new measurements" in text and "single:cpu@onnxruntime" in text and "ilp" in text
     plan = Plan.load(out)
     assert plan.predicted is not None and plan.measured is not None
@@ -61,6 +62,28 @@ def test_tune_saves_a_verified_plan_with_prediction_and_report(
     assert "onnxruntime alone" in peers and all(s > 0 for s in peers.values())
     code, output = invoke("run", str(out), "--repeat", "1", "--check")
     assert code == 0 and "(ok)" in output, output
+    # not a terminal: one line per stage, with its counts and seconds
+    assert re.search(r"^verify: \d+/\d+ steps in [\d.]+ s$", first, re.M), first
+    assert "kept " in text and "paired rounds" in text  # the choice and its evidence
+
+
+def test_the_stage_log_prints_a_line_per_stage_and_a_heartbeat_in_long_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from autopart.cli.common import StageLog
+
+    with StageLog() as log:
+        log.heartbeat_s = log.quiet_below_s = 0.0  # every update is "long ago"
+        profile = log.add_task("x", stage="profile")
+        log.update(profile, completed=3, total=10, description="Conv on cpu@numpy")
+        log.update(profile, completed=10, total=10, description="done")
+        verify = log.add_task("y", stage="verify")
+        log.update(verify, completed=1, total=None, description="running ilp")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("profile: 3/10 steps, 0 s so far: Conv on cpu@numpy")
+    assert re.match(r"profile: 10/10 steps in [\d.]+ s", lines[-3])
+    assert lines[-2].startswith("verify: 1 steps, 0 s so far: running ilp")
+    assert re.match(r"verify: 1 steps in [\d.]+ s", lines[-1])
 
 
 def test_tune_notes_a_target_its_profile_is_far_off_on_and_how_to_measure_it_again(
@@ -251,96 +274,6 @@ def test_a_plans_codegens_are_its_partitions_distinct_codegens(tiny_path: Path) 
     assert len(plan.partitions) == 3 and plan_codegens(plan) == "onnxruntime"
 
 
-def _fakes(
-    partitions: dict[str, int],
-    medians: dict[str, float],
-    pick: str,
-    predicted: dict[str, float] | None = None,
-) -> tuple:
-    """A search outcome, candidates and measurements; predictions default to the medians."""
-    from types import SimpleNamespace
-
-    from autopart.tuning.verify import Measured
-
-    guesses = {**medians, **(predicted or {})}
-
-    def candidate(name: str, count: int) -> SimpleNamespace:
-        value = guesses.get(name, 1.0)
-        plan = SimpleNamespace(partitions=[None] * count)
-        return SimpleNamespace(plan=plan, value=lambda objective: value)
-
-    candidates = {name: candidate(name, count) for name, count in partitions.items()}
-    measured = {name: Measured(latencies=[median]) for name, median in medians.items()}
-    outcome = SimpleNamespace(chosen=SimpleNamespace(name=pick), objective="latency")
-    return outcome, candidates, measured
-
-
-@pytest.mark.parametrize(
-    ("medians", "expected"),
-    [
-        ({"ilp": 10.0, "single:a": 10.1, "single:b": 12.0}, "single:a"),  # within 2%: simpler
-        ({"ilp": 10.0, "single:a": 10.5, "single:b": 12.0}, "ilp"),  # a real win stays
-        ({"ilp": 11.0, "single:a": 10.5, "single:b": 12.0}, "single:a"),  # beaten: switch
-        ({"ilp": 12.0, "heft": 10.0, "single:a": 10.15}, "single:a"),  # switch, then simplest
-    ],
-)
-def test_the_final_choice_is_the_simplest_plan_within_the_noise_of_the_fastest(
-    medians: dict[str, float], expected: str
-) -> None:
-    from autopart.tuning.workflow import _final_choice
-
-    partitions = {"ilp": 9, "heft": 20, "single:a": 1, "single:b": 1}
-    outcome, candidates, measured = _fakes(partitions, medians, "ilp")
-    notes: list[str] = []
-    assert _final_choice(outcome, candidates, measured, notes) == expected  # type: ignore[arg-type]
-    assert bool(notes) == (expected != "ilp")
-
-
-def _choose(
-    partitions: dict[str, int],
-    medians: dict[str, float],
-    predicted: dict[str, float],
-    notes: list[str],
-) -> str:
-    """``_final_choice`` over fakes of these plans, the ILP's plan being the search's pick."""
-    from autopart.tuning.workflow import _final_choice
-
-    outcome, candidates, measured = _fakes(partitions, medians, "ilp", predicted)
-    return _final_choice(outcome, candidates, measured, notes)  # type: ignore[arg-type]
-
-
-def test_among_as_simple_plans_within_the_noise_a_clearly_predicted_quickest_is_kept() -> None:
-    partitions = {"ilp": 3, "single:a": 1, "single:b": 1}
-    medians = {"ilp": 66.3, "single:a": 66.6, "single:b": 65.7}  # densenet121 in one tune
-    predicted = {"ilp": 47.1, "single:a": 47.3, "single:b": 68.7}
-    notes: list[str] = []
-    assert _choose(partitions, medians, predicted, notes) == "single:a"
-    assert "kept the simpler plan" in notes[-1]
-    # b beat the pick by more than the noise, but not a, predicted quicker by 45%
-    medians["ilp"] = 67.1
-    assert _choose(partitions, medians, predicted, notes) == "single:a"
-    assert "kept the one predicted clearly quicker" in notes[-1]
-    # measured clearly slower, the predicted quickest is not kept
-    assert _choose(partitions, {**medians, "single:a": 80.0}, predicted, []) == "single:b"
-
-
-def test_among_as_simple_plans_within_the_cost_models_error_the_measured_quickest_is_kept() -> None:
-    from autopart.tuning.workflow import DRIFT_LIMIT
-
-    partitions = {"ilp": 3, "single:ort": 1, "single:ov": 1}
-    medians = {"ilp": 135.87, "single:ort": 134.24, "single:ov": 132.28}  # vgg19 in one tune
-    predicted = {"ilp": 131.6, "single:ort": 134.86, "single:ov": 139.64}
-    notes: list[str] = []
-    assert _choose(partitions, medians, predicted, notes) == "single:ov"
-    # nothing beats the pick clearly: of the simpler plans, the measured quickest
-    medians["ilp"] = 133.0
-    assert _choose(partitions, medians, predicted, notes) == "single:ov"
-    assert "kept the simpler plan" in notes[-1]
-    # ort predicted quicker by more than the cost model's error: the prediction wins
-    predicted["single:ov"] = 134.86 * (1 + DRIFT_LIMIT) * 1.01
-    assert _choose(partitions, medians, predicted, []) == "single:ort"
-
-
 def test_quick_plans_get_more_rounds_until_the_timed_rounds_fill_the_minimum() -> None:
     from autopart import api
     from autopart.ir.feeds import random_inputs
@@ -391,22 +324,6 @@ def test_quick_plans_run_in_blocks_that_settle_before_they_are_timed() -> None:
         assert max(result.latencies) < 0.005  # the switch-in runs were not timed
 
 
-def test_a_split_plan_must_be_significantly_faster_to_be_kept() -> None:
-    from autopart.tuning.verify import Measured
-    from autopart.tuning.workflow import _final_choice, clearly_faster
-
-    single = [9.0, 9.5, 10.0, 10.5, 11.0, 9.2, 10.8, 9.7, 10.3, 10.0]
-    noisy = [x * 0.97 for x in reversed(single)]  # 3% faster in median, inside the spread
-    steady = [8.0, 8.1, 7.9, 8.2, 8.0, 7.8, 8.1, 8.0, 7.9, 8.1]
-    assert not clearly_faster(Measured(latencies=noisy), Measured(latencies=single))
-    assert clearly_faster(Measured(latencies=steady), Measured(latencies=single))
-    for latencies, expected in ((noisy, "single:a"), (steady, "ilp")):
-        outcome, candidates, measured = _fakes({"ilp": 15, "single:a": 1}, {}, "ilp")
-        measured = {"ilp": Measured(latencies=latencies), "single:a": Measured(latencies=single)}
-        notes: list[str] = []
-        assert _final_choice(outcome, candidates, measured, notes) == expected
-
-
 def test_contested_plans_race_on_alone_in_batches_of_rounds() -> None:
     from autopart import api
     from autopart.ir.feeds import random_inputs
@@ -434,22 +351,6 @@ def test_contested_plans_race_on_alone_in_batches_of_rounds() -> None:
     assert {len(m.round_medians) for m in settled.values()} == {4}
 
 
-def test_a_lead_inside_the_noise_is_contested_until_it_is_settled() -> None:
-    from autopart.tuning.verify import Measured
-    from autopart.tuning.workflow import _contested
-
-    single = [9.0, 9.5, 10.0, 10.5, 11.0, 9.2, 10.8, 9.7, 10.3, 10.0]
-    cases = {
-        "noisy lead": ([x * 0.95 for x in reversed(single)], ["single:a", "ilp"]),
-        "settled lead": ([8.0, 8.1, 7.9, 8.2, 8.0, 7.8, 8.1, 8.0, 7.9, 8.1], []),
-        "no lead": ([x * 1.01 for x in single], []),
-    }
-    for split, expected in cases.values():
-        outcome, candidates, _ = _fakes({"ilp": 15, "single:a": 1}, {}, "ilp")
-        measured = {"ilp": Measured(latencies=split), "single:a": Measured(latencies=single)}
-        assert _contested(outcome, candidates, measured) == expected  # type: ignore[arg-type]
-
-
 def test_the_report_notes_which_plans_raced() -> None:
     from autopart.tuning.verify import Measured
     from autopart.tuning.workflow import _race_note
@@ -464,19 +365,6 @@ def test_the_report_notes_which_plans_raced() -> None:
     assert _race_note(measured, twins) == [
         "ilp and single:a raced on for 20 more rounds: their lead was unclear"
     ]
-
-
-def test_the_note_says_when_the_simpler_plan_kept_was_also_faster() -> None:
-    from autopart.tuning.workflow import _final_choice
-
-    for medians, wording in (
-        ({"ilp": 10.0, "single:a": 9.9}, "measured faster than ilp"),
-        ({"ilp": 10.0, "single:a": 10.1}, "measured not clearly slower than ilp"),
-    ):
-        outcome, candidates, measured = _fakes({"ilp": 9, "single:a": 1}, medians, "ilp")
-        notes: list[str] = []
-        assert _final_choice(outcome, candidates, measured, notes) == "single:a"  # type: ignore[arg-type]
-        assert wording in notes[-1]
 
 
 def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measurement() -> None:

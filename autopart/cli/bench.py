@@ -51,8 +51,9 @@ def bench_command(
 
         def progress(stage: str, done: int, total: int, label: str) -> None:
             bar.update(
-                task, completed=done, total=total or None, description=f"{stage} {label}"[:44]
-            )
+                task, completed=done, total=total or None, description=f"{stage} {label}"[:44],
+                stage=stage,
+            )  # fmt: skip
 
         table = bench_models(models, options, progress=progress)
     write_csv(table, csv_path)

@@ -11,6 +11,7 @@ terminal. Styling is applied with :func:`styled`, never by markup in a string.
 from __future__ import annotations
 
 import sys
+import time
 import unicodedata
 from collections.abc import Callable, Sequence
 from functools import wraps
@@ -131,25 +132,70 @@ def split_list(values: Sequence[str]) -> list[str]:
     return [item.strip() for value in values for item in value.split(",") if item.strip()]
 
 
-class _Silent:
-    """A progress display that shows nothing, for output that is not a terminal."""
+class StageLog:
+    """Progress for output that is not a terminal (a CI log, ``| tee``): plain lines on stderr.
 
-    def __enter__(self) -> _Silent:
+    One line when a stage that took :attr:`quiet_below_s` or more ends (its steps done, of
+    how many, and the seconds it took), and one every :attr:`heartbeat_s` seconds within a
+    long stage, so that a log shows where the time goes; a stage cut short by an error
+    leaves the error's line alone. A task's stage is its ``stage`` field, else the first
+    word of its description. It takes the calls a rich ``Progress`` takes.
+    """
+
+    heartbeat_s = 30.0
+    quiet_below_s = 0.5  # quicker stages (a reused profile) print nothing
+
+    def __init__(self) -> None:
+        self._stage: str | None = None
+        self._started = self._last_line = 0.0
+        self._done, self._total, self._label = 0, 0, ""
+        self._stages: dict[TaskID, str] = {}
+
+    def __enter__(self) -> StageLog:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        return None
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is None:
+            self._close()
 
     def add_task(self, description: str, **fields: Any) -> TaskID:
-        """Accept a task and show nothing."""
-        return TaskID(0)
+        """Start tracking a task; its stage is ``fields["stage"]`` or its first word."""
+        task = TaskID(len(self._stages))
+        self._stages[task] = str(fields.get("stage") or description.split(" ")[0])
+        return task
 
     def update(self, task: TaskID, **fields: Any) -> None:
-        """Accept an update and show nothing."""
+        """Take a task's new counts; print a line when its stage changes or time has passed."""
+        stage = str(fields.get("stage") or self._stages.get(task, ""))
+        now = time.perf_counter()
+        if stage != self._stage:
+            self._close()
+            self._stage, self._started, self._last_line = stage, now, now
+            self._done, self._total = 0, 0
+        if fields.get("completed") is not None:
+            self._done = int(fields["completed"])
+        if fields.get("total"):
+            self._total = int(fields["total"])
+        self._label = str(fields.get("description") or self._label)
+        if now - self._last_line >= self.heartbeat_s:
+            self._last_line = now
+            self._line(f"{self._counts()}, {now - self._started:.0f} s so far: {self._label}")
+
+    def _counts(self) -> str:
+        return f"{self._done}/{self._total} steps" if self._total else f"{self._done} steps"
+
+    def _close(self) -> None:
+        took = time.perf_counter() - self._started
+        if self._stage is not None and took >= self.quiet_below_s:
+            self._line(f"{self._counts()} in {took:.1f} s")
+        self._stage = None
+
+    def _line(self, text: str) -> None:
+        click.echo(one_line(f"{self._stage}: {text}"), err=True)
 
 
-def progress_display(*columns: str | ProgressColumn) -> Progress | _Silent:
-    """Progress bars on a terminal that vanish when done; nothing in a pipe or a log."""
+def progress_display(*columns: str | ProgressColumn) -> Progress | StageLog:
+    """Progress bars on a terminal that vanish when done; a line per stage in a pipe or log."""
     if console.is_terminal:
         return Progress(*columns, console=console, transient=True)
-    return _Silent()
+    return StageLog()

@@ -69,7 +69,7 @@ def profile_command(
         TimeRemainingColumn(),
     )
     with progress_display(*columns) as bar:
-        task = bar.add_task("preparing", total=None)
+        task = bar.add_task("preparing", total=None, stage="profile")
 
         def progress(done: int, total: int, label: str) -> None:
             bar.update(task, completed=done, total=total, description=label[:40])

@@ -20,7 +20,7 @@ from autopart.io import check_writable, load_tensors, save_tensors
 from autopart.ir.feeds import random_inputs
 from autopart.plan.schema import PartitionSpec, Plan
 from autopart.runtime.plan_executor import PlanRunResult
-from autopart.tuning.verify import CHECK_TOLERANCE
+from autopart.tuning.verify import CHECK_TOLERANCE, oracle_outputs
 
 
 @click.command("run")
@@ -67,7 +67,12 @@ from autopart.tuning.verify import CHECK_TOLERANCE
     type=click.Path(dir_okay=False),
     help="write the plan built from --assign to this JSON file",
 )
-@click.option("--check", is_flag=True, help="compare the outputs with the numpy reference")
+@click.option(
+    "--check",
+    is_flag=True,
+    help="compare the outputs with an independent oracle: onnxruntime on the whole model "
+    "(the numpy reference where onnxruntime cannot run it, or the plan is onnxruntime alone)",
+)
 @click.option(
     "--sequential", is_flag=True, help="run steps one after another instead of concurrently"
 )
@@ -122,10 +127,11 @@ def run(
         save_tensors(out_path, result.outputs)
         console.print(f"outputs saved to {out_path}")
     if check:
-        errors = api.check_outputs(graph, feeds, result.outputs)
+        oracle, expected = oracle_outputs(graph, feeds, plan)
+        errors = api.check_outputs(graph, feeds, result.outputs, expected)
         worst = max(errors.values(), default=0.0)
         verdict = "ok" if worst <= CHECK_TOLERANCE else "MISMATCH"
-        console.print(f"check against numpy reference: max relative error {worst:.2e} ({verdict})")
+        console.print(f"check against {oracle}: max relative error {worst:.2e} ({verdict})")
         if worst > CHECK_TOLERANCE:
             sys.exit(1)
 

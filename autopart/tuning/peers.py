@@ -18,6 +18,8 @@ import onnxruntime as ort
 
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_export import to_onnx
+from autopart.ir.target import HOST_DEVICE
+from autopart.search.candidates import Candidate, CandidateKind
 from autopart.settings import VERIFY
 from autopart.targets.openvino import runtime as openvino_runtime
 from autopart.zoo import resolve_model
@@ -27,6 +29,8 @@ PeerModel = str | Path | onnx.ModelProto | Graph
 ONNXRUNTIME = "onnxruntime alone"
 OPENVINO = "openvino alone"
 PEERS = (ONNXRUNTIME, OPENVINO)
+# the codegen whose whole-device partition each peer's configuration is
+PEER_CODEGENS = {ONNXRUNTIME: "onnxruntime", OPENVINO: "openvino"}
 # how long each peer's threads keep cores busy after a run (see measure_plans)
 LINGER_S = {ONNXRUNTIME: VERIFY.spin_linger_s, OPENVINO: 0.0}
 
@@ -101,3 +105,29 @@ def peers(model: PeerModel) -> tuple[dict[str, Runner], list[str]]:
             first = (str(error).strip().splitlines() or [type(error).__name__])[-1]
             notes.append(f"{name} could not run this model: {first[:200]}")
     return found, notes
+
+
+def peer_equivalents(candidates: Mapping[str, Candidate]) -> dict[str, str]:
+    """Each peer's configuration among ``candidates``: the plan it amounts to, by peer name.
+
+    That is the single-target candidate of the peer's codegen on the whole host device,
+    run as one partition with no node off its target: its codegen compiles a plan's only
+    partition as the library compiles a model alone (onnxruntime at its default session
+    options, OpenVINO with the peer's properties). Peers with no such candidate are left out.
+    """
+    found: dict[str, str] = {}
+    for peer, codegen in PEER_CODEGENS.items():
+        for name, candidate in candidates.items():
+            target = candidate.target
+            if (
+                candidate.kind is CandidateKind.SINGLE
+                and target is not None
+                and target.codegen == codegen
+                and target.unit is None
+                and target.device == HOST_DEVICE
+                and candidate.off_target_nodes == 0
+                and len(candidate.plan.partitions) == 1
+            ):
+                found[peer] = name
+                break
+    return found

@@ -20,12 +20,14 @@ import numpy as np
 
 from autopart.costmodel.measurements import Latencies
 from autopart.errors import AutopartError
+from autopart.ir.target import VirtualDevice
 from autopart.ir.graph import Graph
 from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
 from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import VERIFY
+from autopart.tuning.peers import onnxruntime_alone
 
 CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
 
@@ -35,12 +37,14 @@ class Measured(Latencies):
     """Measured latencies of one plan, its last run's step timings and its output error.
 
     ``latencies`` holds every timed run; ``round_medians`` one median per round (a block of
-    back-to-back runs), the independent samples that significance tests compare.
+    back-to-back runs), the independent samples that comparisons pair by ``round_indices``
+    (the rounds they were taken in: contenders race on in rounds the others sit out).
     """
 
     steps: list[StepTiming] = field(default_factory=list)
     max_error: float = 0.0
     round_medians: list[float] = field(default_factory=list)
+    round_indices: list[int] = field(default_factory=list)
 
     @property
     def samples(self) -> list[float]:
@@ -284,6 +288,7 @@ class _Rounds:
             if round_index >= self.warmup:
                 result.latencies.extend(latencies)
                 result.round_medians.append(statistics.median(latencies))
+                result.round_indices.append(round_index)
                 result.steps = steps
             elif round_index == self.warmup - 1:
                 self.blocks[name] = block_for(statistics.median(latencies))
@@ -321,3 +326,30 @@ def check_outputs(
         scale = float(np.abs(expected).max()) or 1.0
         errors[name] = float(np.abs(got - expected).max()) / scale if expected.size else 0.0
     return errors
+
+
+def oracle_outputs(
+    graph: Graph, feeds: Mapping[str, np.ndarray], plan: Plan | None = None
+) -> tuple[str, dict[str, np.ndarray]]:
+    """Outputs to check a run of ``plan`` against, from an oracle independent of it.
+
+    That is onnxruntime running the whole model in one default session, where it can, unless
+    ``plan`` is exactly that (every node on one whole-device onnxruntime partition); else
+    the numpy reference, unless ``plan`` runs every node on it. Returns the oracle's name
+    and its outputs. Raises :class:`AutopartError` when no independent oracle can run the
+    model: a run is never checked against itself.
+    """
+    codegens = {VirtualDevice.parse(p.target).codegen for p in plan.partitions} if plan else set()
+    whole_onnxruntime = plan is not None and len(plan.partitions) == 1 and codegens == {
+        "onnxruntime"
+    }
+    why = "the plan is onnxruntime alone"
+    if not whole_onnxruntime:
+        try:
+            run = onnxruntime_alone(graph)
+            return "onnxruntime (whole model)", run(feeds)
+        except Exception as error:  # onnxruntime's exception types are not importable stably
+            why = f"onnxruntime cannot run the model ({(str(error).splitlines() or [''])[0]})"
+    if codegens == {"numpy"}:
+        raise AutopartError(f"no independent oracle to check against: {why[:200]}")
+    return "the numpy reference", Executor(graph).run(feeds).outputs

@@ -10,12 +10,9 @@ is made for that machine and left unverified.
 from __future__ import annotations
 
 import hashlib
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from scipy.stats import mannwhitneyu
 
 from autopart.costmodel import costs_from_profile, profile_targets
 from autopart.costmodel.costs import Costs
@@ -31,33 +28,14 @@ from autopart.search.options import SearchOptions
 from autopart.search.optuna_search import SearchProgress
 from autopart.search.optuna_study import check_storage
 from autopart.search.planner import SearchOutcome, annotate, search
-from autopart.settings import VERIFY
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
+from autopart.tuning import choice
 from autopart.tuning.models import ModelLike, load_model, profile_model
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.peers import LINGER_S, peers
+from autopart.tuning.peers import LINGER_S, peer_equivalents, peers
 from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
-
-NOISE_MARGIN = VERIFY.noise_margin  # a measured win smaller than this is noise
-SIGNIFICANCE = VERIFY.significance  # a larger one must also pass a Mann-Whitney U test
-DRIFT_LIMIT = VERIFY.drift_limit  # how far off a prediction may be before it is noted
-
-
-def clearly_faster(fast: Measured, slow: Measured) -> bool:
-    """Whether ``fast`` beat ``slow`` by more than the noise, in median and in its runs.
-
-    The medians must differ by more than :data:`NOISE_MARGIN`; when both plans have three
-    rounds or more, a one-sided Mann-Whitney U test on their round medians (runs back to
-    back within a round are not independent samples) must also pass at :data:`SIGNIFICANCE`.
-    """
-    if fast.median_s * (1 + NOISE_MARGIN) >= slow.median_s:
-        return False
-    if min(len(fast.samples), len(slow.samples)) < 3:
-        return True
-    test = mannwhitneyu(fast.samples, slow.samples, alternative="less")
-    return bool(test.pvalue < SIGNIFICANCE)
 
 
 @dataclass
@@ -80,7 +58,8 @@ class TuneReport:
 
     ``chosen`` names the plan kept (``plan``, saved at ``plan_path``), ``search_pick`` the
     one the search preferred before running; ``rows`` has every candidate's predicted and
-    measured figures; ``planned_only`` says nothing ran (another machine's profile).
+    measured figures; ``planned_only`` says nothing ran (another machine's profile);
+    ``decision`` is how the measurements chose (None when nothing was measured).
     """
 
     model: str
@@ -95,6 +74,7 @@ class TuneReport:
     planned_only: bool
     notes: list[str] = field(default_factory=list)
     peers: dict[str, Measured] = field(default_factory=dict)
+    decision: choice.Decision | None = None
 
     @property
     def vs_best_peer(self) -> float | None:
@@ -139,8 +119,7 @@ def tune_model(
             model, prepared, candidates, twins, options, progress
         )
     pick = outcome.chosen.name
-    final = _final_choice(outcome, candidates, measured, notes)
-    notes.extend(_peer_note(final, measured, peer_results))
+    final, decision = _final_choice(pick, candidates, twins, measured, peer_results, notes)
     chosen = candidates[final]
     plan = chosen.plan
     _record(plan, chosen, prepared, options, final, measured)
@@ -158,7 +137,7 @@ def tune_model(
     return TuneReport(
         graph.name, prepared.directory, Path(options.output) if options.output else plan_path,
         plan, final, pick, outcome, rows, prepared.profiled, prepared.planned_only, notes,
-        peer_results,
+        peer_results, decision,
     )  # fmt: skip
 
 
@@ -174,14 +153,16 @@ def _verify(
 
     Returns the plans' measurements, the peers' and the notes.
     """
-    graph, outcome = prepared.graph, prepared.outcome
+    graph = prepared.graph
     feeds = random_inputs(graph, options.seed)
-    runners, notes = peers(model) if options.peers else ({}, [])
+    if progress is not None and options.peers:
+        progress("peers", 0, 0, "compiling the libraries alone")
+    peer_runs, notes = peers(model) if options.peers else ({}, [])
     failures: dict[str, str] = {}
+    runners = _runners(candidates, twins, peer_runs)
 
     def contested(so_far: Mapping[str, Measured]) -> list[str]:
-        every = {n: so_far[t] for n, t in twins.items() if t in so_far}
-        return sorted({twins[n] for n in _contested(outcome, candidates, every)})
+        return choice.contested(so_far, runners)
 
     measured = measure_plans(
         graph,
@@ -190,11 +171,11 @@ def _verify(
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
         race=contested,
-        peers=runners,
+        peers=peer_runs,
         peer_linger_s=LINGER_S,
         failures=failures,
     )
-    peer_results = {name: measured.pop(name) for name in runners if name in measured}
+    peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     notes.extend(_race_note(measured, twins))
     notes.extend(
@@ -204,22 +185,6 @@ def _verify(
     if wrong:
         notes.append(f"outputs differ from the reference for: {', '.join(wrong)}")
     return measured, peer_results, notes
-
-
-def _peer_note(
-    final: str, measured: Mapping[str, Measured], peer_results: Mapping[str, Measured]
-) -> list[str]:
-    """A note when a peer at its defaults measured clearly faster than the chosen plan."""
-    chosen = measured.get(final)
-    if chosen is None or not peer_results:
-        return []
-    best = min(peer_results, key=lambda name: peer_results[name].median_s)
-    if not clearly_faster(peer_results[best], chosen):
-        return []
-    return [
-        f"{best} ({peer_results[best].median_s * 1e3:.2f} ms) measured faster than the chosen "
-        f"plan ({chosen.median_s * 1e3:.2f} ms); no candidate plan matched it"
-    ]
 
 
 def _record(
@@ -301,7 +266,11 @@ def prepare(
         study_name=f"{options.objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
         source=str(graph.meta.get("source", graph.name)),
     )
+    if progress is not None:
+        progress("search", 0, 1, f"{len(graph.nodes)} nodes on {len(chosen_targets)} targets")
     outcome = search(costs, search_options, progress=search_progress)
+    if progress is not None:
+        progress("search", 1, 1, f"{len(outcome.candidates)} candidates")
     return Prepared(
         graph, profile, profiled, costs, chosen_targets, directory, planned_only, outcome
     )
@@ -325,105 +294,55 @@ def _runnable(outcome: SearchOutcome) -> tuple[dict[str, Candidate], dict[str, s
     return candidates, twins
 
 
+def _runners(
+    candidates: Mapping[str, Candidate], twins: Mapping[str, str], peer_names: Iterable[str]
+) -> dict[str, choice.Runner]:
+    """What the choice knows of each distinct plan and each peer (see :mod:`.choice`).
+
+    A peer stands for the candidate plan compiled as its library compiles the whole model
+    alone (:func:`autopart.tuning.peers.peer_equivalents`), when the tune has one.
+    """
+    runners = {
+        name: choice.Runner(len(c.plan.partitions), name)
+        for name, c in candidates.items()
+        if twins[name] == name
+    }
+    equivalents = peer_equivalents(candidates)
+    for peer in peer_names:
+        plan = equivalents.get(peer)
+        runners[peer] = choice.Runner(1, None if plan is None else twins[plan], peer=True)
+    return runners
+
+
 def _final_choice(
-    outcome: SearchOutcome,
-    candidates: dict[str, Candidate],
-    measured: dict[str, Measured],
+    pick: str,
+    candidates: Mapping[str, Candidate],
+    twins: Mapping[str, str],
+    measured: Mapping[str, Measured],
+    peer_results: Mapping[str, Measured],
     notes: list[str],
-) -> str:
-    """The search's pick, unless running showed another correct plan clearly faster.
+) -> tuple[str, choice.Decision | None]:
+    """The candidate to keep: decided by the measurements alone (:func:`choice.decide`).
 
-    Then, among the correct plans that choice is not :func:`clearly_faster` than, the one
-    with the fewest partitions: a split plan that is not measurably faster only adds
-    copies, launches and interference between lanes. Among as simple plans the measured
-    quickest wins, unless another is predicted quicker by more than :data:`DRIFT_LIMIT`
-    (more than the cost model is off on a single target, so a real difference): on this
-    2-core VM a whole-device target can measure as slow as a one-core unit for the few
-    seconds that tune times it while another process holds a core, but within its error
-    the cost model cannot tell two libraries apart (vgg19: onnxruntime predicted 3.5%
-    quicker than OpenVINO, measured 1.5% slower).
+    Unmeasured (planned only, or nothing ran correctly): the search's ``pick``. A peer kept
+    means the plan it stands for. Adds a note saying what was kept, against what, and the
+    interval on the ratio; and one when the search's pick failed its check.
     """
-    pick = outcome.chosen.name
-    correct = {name: m for name, m in measured.items() if m.correct}
-    if not correct:
-        return pick
-    best = min(correct, key=lambda name: correct[name].median_s)
-    chosen = pick
-    if pick not in correct:
-        notes.append(f"the search's pick {pick} failed its check; chose {best} as measured")
-        chosen = best
-    elif clearly_faster(correct[best], correct[pick]):
+    runners = _runners(candidates, twins, peer_results)
+    timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
+    decision = choice.decide(timed, runners)
+    if pick in measured and not measured[pick].correct:
+        notes.append(f"the search's pick {pick} failed its output check")
+    if decision is None:
+        return pick, None
+    kept = runners[decision.chosen].stands_for or pick
+    notes.append(choice.explain(decision, timed))
+    if decision.chosen in peer_results:
         notes.append(
-            f"measured, {best} ({correct[best].median_s * 1e3:.2f} ms) beat the search's "
-            f"pick {pick} ({correct[pick].median_s * 1e3:.2f} ms); the cost model misjudged it"
+            f"{decision.chosen} was kept, so the plan saved is {kept}: one partition, "
+            "compiled as that library compiles the whole model alone"
         )
-        chosen = best
-
-    def partitions(name: str) -> int:
-        return len(candidates[name].plan.partitions) if name in candidates else 1
-
-    close = [
-        name
-        for name in correct
-        if name in candidates and not clearly_faster(correct[chosen], correct[name])
-    ]
-
-    def predicted(name: str) -> float:
-        return candidates[name].value(outcome.objective) if name in candidates else math.inf
-
-    quickest = min(close, key=lambda name: (partitions(name), correct[name].median_s))
-    as_simple = [name for name in close if partitions(name) == partitions(quickest)]
-    confident = min(as_simple, key=predicted)
-    if predicted(confident) * (1 + DRIFT_LIMIT) < predicted(quickest):
-        simplest, why = (
-            confident,
-            (
-                f"kept the one predicted clearly quicker ({predicted(confident) * 1e3:.2f} "
-                f"against {predicted(quickest) * 1e3:.2f} ms for {quickest})"
-            ),
-        )
-    else:
-        simplest, why = quickest, "kept the one measured quicker"
-    if simplest == chosen:
-        return chosen
-    faster = correct[simplest].median_s < correct[chosen].median_s
-    if partitions(simplest) < partitions(chosen):
-        why = "kept the simpler plan"
-    notes.append(
-        f"{simplest} ({partitions(simplest)} partition(s), "
-        f"{correct[simplest].median_s * 1e3:.2f} ms) measured "
-        f"{'faster than' if faster else 'not clearly slower than'} "
-        f"{chosen} ({partitions(chosen)} partition(s), "
-        f"{correct[chosen].median_s * 1e3:.2f} ms); {why}"
-    )
-    return simplest
-
-
-def _contested(
-    outcome: SearchOutcome, candidates: dict[str, Candidate], measured: Mapping[str, Measured]
-) -> list[str]:
-    """The choice and the plan that leads it, when that lead is not yet settled.
-
-    Empty when no correct plan measured faster than :func:`_final_choice`'s by more than
-    :data:`NOISE_MARGIN`, or when the fastest such plan already passes
-    :func:`clearly_faster` (more rounds are then not what is missing). Otherwise more
-    rounds of the two decide.
-    """
-    final = _final_choice(outcome, candidates, dict(measured), [])
-    correct = {name: m for name, m in measured.items() if m.correct}
-    if final not in correct:
-        return []
-    leaders = [
-        name
-        for name, m in correct.items()
-        if m.median_s * (1 + NOISE_MARGIN) < correct[final].median_s
-    ]
-    if not leaders:
-        return []
-    leader = min(leaders, key=lambda name: correct[name].median_s)
-    if clearly_faster(correct[leader], correct[final]):
-        return []
-    return [final, leader]
+    return kept, decision
 
 
 def _race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> list[str]:

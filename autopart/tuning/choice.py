@@ -1,0 +1,185 @@
+"""Choosing among runners measured side by side: the measurement decides, never the prediction.
+
+Every runner (a candidate plan, or a peer: a library alone at its defaults) is timed in the
+same interleaved rounds (:func:`autopart.tuning.verify.measure_plans`), one median per
+round. Two runners are compared by the ratio of their medians over the rounds both ran,
+with a bootstrap confidence interval that resamples those rounds in pairs (a round's
+runners share the machine's state, so the pairing takes the drift out). A runner is
+*clearly slower* than another when that interval lies wholly above 1.
+
+:func:`decide` takes the quickest correct runner as the leader and every runner not
+clearly slower than it as tied with it; of the tied ones it keeps the simplest (fewest
+partitions; a peer counts as one, and gives way to a plan as simple), the quicker on a tie.
+:func:`contested` names the tied runners while they stand for different plans: the tune
+races them on alone until every interval excludes 1 or its rounds run out. A prediction
+only orders what is measured first; it never overrules a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import bootstrap
+
+from autopart.settings import VERIFY
+from autopart.tuning.verify import Measured
+
+CONFIDENCE = VERIFY.confidence  # of the interval on a ratio of medians
+MIN_PAIRED_ROUNDS = VERIFY.min_paired_rounds  # fewer paired rounds give no interval
+RESAMPLES = 2000  # bootstrap resamples: the interval's ends move by under 1% beyond this
+
+
+@dataclass(frozen=True)
+class Interval:
+    """The ratio of two runners' medians over their paired rounds, and its interval.
+
+    ``low`` and ``high`` bound the ratio at :data:`CONFIDENCE`; with fewer than
+    :data:`MIN_PAIRED_ROUNDS` paired rounds they are 0 and infinity (nothing is known).
+    """
+
+    ratio: float
+    low: float
+    high: float
+    rounds: int
+
+    @property
+    def excludes_one(self) -> bool:
+        """Whether the interval lies wholly on one side of 1 (the two differ)."""
+        return self.high < 1.0 or self.low > 1.0
+
+    def __str__(self) -> str:
+        if math.isinf(self.high):
+            return f"{self.ratio:.3f}x (only {self.rounds} paired rounds: no interval)"
+        return (
+            f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] "
+            f"({CONFIDENCE:.0%} interval over {self.rounds} paired rounds)"
+        )
+
+
+def paired_rounds(first: Measured, second: Measured) -> tuple[list[float], list[float]]:
+    """The round medians of the rounds both runners ran, in round order."""
+    if first.round_indices and second.round_indices:
+        theirs = dict(zip(second.round_indices, second.round_medians, strict=True))
+        pairs = [
+            (mine, theirs[index])
+            for index, mine in zip(first.round_indices, first.round_medians, strict=True)
+            if index in theirs
+        ]
+    else:  # rounds recorded without their indices: the common prefix
+        pairs = list(zip(first.samples, second.samples, strict=False))
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def ratio_interval(first: Measured, second: Measured) -> Interval:
+    """``first``'s median over ``second``'s on their paired rounds, with its interval."""
+    a, b = paired_rounds(first, second)
+    if not a:
+        return Interval(math.nan, 0.0, math.inf, 0)
+    ratio = statistics.median(a) / statistics.median(b)
+    if len(a) < MIN_PAIRED_ROUNDS:
+        return Interval(ratio, 0.0, math.inf, len(a))
+    if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:
+        return Interval(ratio, ratio, ratio, len(a))
+
+    def ratio_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.median(x, axis=axis) / np.median(y, axis=axis)
+
+    result = bootstrap(
+        (np.asarray(a), np.asarray(b)),
+        ratio_of_medians,
+        paired=True,
+        vectorized=True,
+        n_resamples=RESAMPLES,
+        confidence_level=CONFIDENCE,
+        method="percentile",
+        rng=np.random.default_rng(0),
+    )
+    low, high = result.confidence_interval
+    return Interval(ratio, float(low), float(high), len(a))
+
+
+@dataclass(frozen=True)
+class Runner:
+    """What :func:`decide` knows of a runner besides its timings.
+
+    ``partitions`` is how many partitions it runs (a peer: 1); ``stands_for`` the plan it
+    amounts to (a peer: the candidate plan compiled as that library compiles the whole
+    model, or None when there is none; a plan: itself).
+    """
+
+    partitions: int
+    stands_for: str | None
+    peer: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What :func:`decide` found: the runner kept, the leader, who tied, and the evidence.
+
+    ``interval`` compares ``chosen`` with the quickest other correct runner (None when
+    there is no other); ``tied`` lists the runners not clearly slower than the leader.
+    """
+
+    chosen: str
+    leader: str
+    tied: list[str]
+    interval: Interval | None
+    rival: str | None
+
+
+def decide(measured: Mapping[str, Measured], runners: Mapping[str, Runner]) -> Decision | None:
+    """The runner to keep among the correct ones in ``measured`` (None if none is correct).
+
+    Only runners that stand for a plan may be kept; see the module docstring for the rule.
+    """
+    correct = {n: m for n, m in measured.items() if m.correct and n in runners}
+    if not correct:
+        return None
+    leader = min(correct, key=lambda n: correct[n].median_s)
+    tied = [
+        name
+        for name in sorted(correct, key=lambda n: correct[n].median_s)
+        if name == leader or ratio_interval(correct[name], correct[leader]).low <= 1.0
+    ]
+    keepable = [n for n in tied if runners[n].stands_for is not None]
+    if not keepable:  # only peers without a plan of their own lead: the best plan stands
+        keepable = [n for n in correct if runners[n].stands_for is not None] or [leader]
+        keepable = [min(keepable, key=lambda n: correct[n].median_s)]
+    chosen = min(
+        keepable,
+        key=lambda n: (runners[n].partitions, runners[n].peer, correct[n].median_s),
+    )
+    others = [n for n in correct if runners[n].stands_for != runners[chosen].stands_for]
+    rival = min(others, key=lambda n: correct[n].median_s) if others else None
+    interval = None if rival is None else ratio_interval(correct[chosen], correct[rival])
+    return Decision(chosen, leader, tied, interval, rival)
+
+
+def contested(measured: Mapping[str, Measured], runners: Mapping[str, Runner]) -> list[str]:
+    """The runners to race on: those tied with the leader, while they stand for 2+ plans."""
+    decision = decide(measured, runners)
+    if decision is None:
+        return []
+    plans = {runners[n].stands_for for n in decision.tied}
+    return decision.tied if len(plans) > 1 else []
+
+
+def explain(decision: Decision, measured: Mapping[str, Measured]) -> str:
+    """One sentence: what was kept, against what, with the interval."""
+    kept = measured[decision.chosen]
+    text = f"kept {decision.chosen} ({kept.median_s * 1e3:.3f} ms)"
+    if decision.rival is None or decision.interval is None:
+        return text + ", the only correct runner"
+    rival = measured[decision.rival]
+    versus = f" against {decision.rival} ({rival.median_s * 1e3:.3f} ms): {decision.interval}"
+    if decision.interval.excludes_one:
+        verdict = "measurably quicker" if decision.interval.high < 1.0 else "measurably slower"
+    else:
+        verdict = "within the noise, the simpler kept"
+    tied = [n for n in decision.tied if n != decision.chosen]
+    also = f"; tied with it: {', '.join(tied)}" if tied else ""
+    return f"{text}{versus}, {verdict}{also}"

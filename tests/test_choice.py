@@ -1,0 +1,141 @@
+"""The final choice follows the measurements: intervals on ratios of medians, racing, simplicity."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autopart.tuning.choice import Runner, contested, decide, explain, ratio_interval
+from autopart.tuning.verify import Measured
+
+
+def _rounds(medians: list[float], indices: list[int] | None = None) -> Measured:
+    indices = list(range(len(medians))) if indices is None else indices
+    return Measured(latencies=list(medians), round_medians=list(medians), round_indices=indices)
+
+
+def _noisy(centre: float, count: int, spread: float, seed: int) -> list[float]:
+    rng = np.random.default_rng(seed)
+    return [float(centre * (1 + spread * x)) for x in rng.standard_normal(count)]
+
+
+def test_a_clear_difference_gives_an_interval_that_excludes_one() -> None:
+    quick, slow = _rounds(_noisy(8.0, 20, 0.01, 1)), _rounds(_noisy(10.0, 20, 0.01, 2))
+    interval = ratio_interval(quick, slow)
+    assert interval.high < 1.0 and interval.excludes_one
+    assert 0.75 < interval.ratio < 0.85 and interval.rounds == 20
+
+
+def test_the_same_runner_timed_twice_gives_an_interval_that_holds_one() -> None:
+    first, second = _rounds(_noisy(10.0, 20, 0.05, 3)), _rounds(_noisy(10.0, 20, 0.05, 4))
+    assert not ratio_interval(first, second).excludes_one
+
+
+def test_pairing_by_round_takes_the_drift_of_the_machine_out() -> None:
+    drift = [1.0 + 0.5 * math.sin(i) for i in range(20)]  # the machine's speed, round by round
+    quick = _rounds([8.0 * d for d in drift])
+    slow = _rounds([8.4 * d for d in drift])
+    assert ratio_interval(quick, slow).high < 1.0  # 5% apart, but every round agrees
+
+
+def test_rounds_pair_by_their_index_not_their_position() -> None:
+    leader = _rounds([1.0] * 5 + [2.0] * 5)  # raced on in rounds 5-9, where it was slow
+    other = _rounds([1.0] * 5 + [2.0] * 5, list(range(5)) + list(range(10, 15)))
+    interval = ratio_interval(leader, other)
+    assert interval.rounds == 5 and interval.ratio == 1.0
+
+
+def test_too_few_paired_rounds_give_no_interval() -> None:
+    interval = ratio_interval(_rounds([1.0, 1.1, 0.9]), _rounds([2.0, 2.1, 1.9]))
+    assert interval.low == 0.0 and math.isinf(interval.high) and not interval.excludes_one
+    assert "no interval" in str(interval)
+
+
+def test_a_prediction_never_overrules_the_measurement() -> None:
+    """The recogniser's case: the plan predicted 45% quicker measured clearly slower."""
+    measured = {"single:ort": _rounds(_noisy(13.56, 15, 0.02, 5)),
+                "single:ov": _rounds(_noisy(8.57, 15, 0.02, 6))}  # fmt: skip
+    runners = {name: Runner(1, name) for name in measured}
+    decision = decide(measured, runners)
+    assert decision is not None and decision.chosen == "single:ov"
+    assert decision.interval is not None and decision.interval.high < 1.0
+    assert "measurably quicker" in explain(decision, measured)
+
+
+def test_within_the_noise_the_simpler_plan_is_kept_and_the_interval_reported() -> None:
+    measured = {"ilp": _rounds(_noisy(10.0, 15, 0.05, 7)),
+                "single:a": _rounds(_noisy(10.1, 15, 0.05, 8))}  # fmt: skip
+    runners = {"ilp": Runner(9, "ilp"), "single:a": Runner(1, "single:a")}
+    decision = decide(measured, runners)
+    assert decision is not None and decision.chosen == "single:a"
+    assert decision.tied == sorted(measured, key=lambda n: measured[n].median_s)
+    assert "within the noise" in explain(decision, measured)
+    assert contested(measured, runners) == decision.tied  # they stand for two plans: race
+
+
+def test_a_split_plan_clearly_quicker_is_kept() -> None:
+    measured = {"ilp": _rounds(_noisy(8.0, 15, 0.01, 9)),
+                "single:a": _rounds(_noisy(10.0, 15, 0.01, 10))}  # fmt: skip
+    runners = {"ilp": Runner(9, "ilp"), "single:a": Runner(1, "single:a")}
+    decision = decide(measured, runners)
+    assert decision is not None and decision.chosen == "ilp" and decision.tied == ["ilp"]
+    assert contested(measured, runners) == []
+
+
+def test_a_peer_stands_for_its_plan_and_its_tie_with_it_is_no_race() -> None:
+    measured = {"openvino alone": _rounds(_noisy(1.19, 15, 0.03, 11)),
+                "single:cpu@openvino": _rounds(_noisy(1.2, 15, 0.03, 12)),
+                "ilp": _rounds(_noisy(1.6, 15, 0.01, 13))}  # fmt: skip
+    runners = {"openvino alone": Runner(1, "single:cpu@openvino", peer=True),
+               "single:cpu@openvino": Runner(1, "single:cpu@openvino"),
+               "ilp": Runner(3, "ilp")}  # fmt: skip
+    decision = decide(measured, runners)
+    assert decision is not None and decision.chosen == "single:cpu@openvino"
+    assert decision.rival == "ilp"  # the peer is the same plan, not a rival
+    assert contested(measured, runners) == []
+
+
+def test_a_peer_with_no_plan_of_its_own_is_never_kept() -> None:
+    measured = {"openvino alone": _rounds(_noisy(1.0, 15, 0.01, 14)),
+                "single:cpu@onnxruntime": _rounds(_noisy(2.0, 15, 0.01, 15))}  # fmt: skip
+    runners = {"openvino alone": Runner(1, None, peer=True),
+               "single:cpu@onnxruntime": Runner(1, "single:cpu@onnxruntime")}  # fmt: skip
+    decision = decide(measured, runners)
+    assert decision is not None and decision.chosen == "single:cpu@onnxruntime"
+    assert "measurably slower" in explain(decision, measured)
+
+
+def test_wrong_outputs_are_never_kept() -> None:
+    wrong = _rounds([1.0] * 10)
+    wrong.max_error = 1.0
+    measured = {"fast but wrong": wrong, "right": _rounds([2.0] * 10)}
+    runners = {name: Runner(1, name) for name in measured}
+    decision = decide(measured, runners)
+    assert decision is not None and decision.chosen == "right"
+    assert decide({"fast but wrong": wrong}, runners) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    medians=st.dictionaries(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.lists(st.floats(0.5, 2.0), min_size=6, max_size=12),
+        min_size=1,
+    ),
+    partitions=st.lists(st.integers(1, 5), min_size=4, max_size=4),
+)
+def test_the_kept_plan_is_never_clearly_slower_than_the_quickest(
+    medians: dict[str, list[float]], partitions: list[int]
+) -> None:
+    """Property: whatever the timings, the kept runner ties with the quickest one."""
+    measured = {name: _rounds(values) for name, values in medians.items()}
+    runners = {name: Runner(partitions["abcd".index(name)], name) for name in measured}
+    decision = decide(measured, runners)
+    assert decision is not None
+    quickest = min(measured, key=lambda n: measured[n].median_s)
+    assert ratio_interval(measured[decision.chosen], measured[quickest]).low <= 1.0
+    simplest_tied = min(runners[n].partitions for n in decision.tied)
+    assert runners[decision.chosen].partitions == simplest_tied
