@@ -129,16 +129,17 @@ class SearchSettings:
 class TimingSettings:
     """How hard to time one thing.
 
-    After ``warmup`` untimed runs (fewer for slow subgraphs, see :func:`collect`), runs
-    come in batches of ``batch``. Timing stops once at least ``min_runs`` were taken, at
-    least ``min_seconds`` of wall time were spent, and one more batch moved the median by
-    less than ``tolerance`` (relative); or after ``max_runs`` runs; or once ``max_seconds``
-    of wall time were spent on this one measurement.
+    After ``warmup`` untimed runs (fewer for slow subgraphs, see
+    :func:`autopart.profile.timing.collect`), runs come in batches of ``batch``. Timing
+    stops once at least ``min_runs`` were taken, at least ``min_seconds`` of wall time were
+    spent, and one more batch moved the median by less than ``tolerance`` (relative); or
+    after ``max_runs`` runs; or once ``max_seconds`` of wall time were spent on this one
+    measurement.
 
     The profiler spreads each measurement over ``passes`` passes through its whole job list
     (each pass taking a ``passes``-th of the runs and time) and keeps the median of the
-    passes' medians (:func:`summarise_passes`), so that a burst of host speed-up or
-    slow-down lasting a few seconds skews no single op.
+    passes' medians (:func:`autopart.profile.timing.summarise_passes`), so that a burst of
+    host speed-up or slow-down lasting a few seconds skews no single op.
     """
 
     warmup: int = _tuned(8, "untimed runs first: caches, lazy allocation, JIT warm-up")

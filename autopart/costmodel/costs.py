@@ -1,8 +1,8 @@
 """The numbers a search works from: per-node cost on each target, launches and transfers.
 
 :class:`Costs` is the only thing the cost model, the ILP, the tuner and the baselines read.
-It is built from a measured profile (:func:`autopart.costmodel.from_profile_from_profile`) or by
-hand in tests and synthetic experiments. All times are seconds.
+It is built from a measured profile (:func:`autopart.costmodel.from_profile.costs_from_profile`)
+or by hand in tests and synthetic experiments. All times are seconds.
 """
 
 from __future__ import annotations

@@ -99,7 +99,13 @@ def _run_sequence(
     sequence_lens: np.ndarray | None,
     step: Callable[[int, np.ndarray], list[np.ndarray]],
 ) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Like :func:`_run_directions`, with the state kept by ``step`` itself."""
+    """Run ``step`` over the time steps of ``X`` in each direction; ``Y`` and the final states.
+
+    ``step(d, x_t)`` keeps direction ``d``'s state itself and returns its new states, the
+    hidden state first. ``Y`` stacks the hidden states (``[seq, directions, batch, hidden]``,
+    batch first with ``layout``); the final states stack each state's last value per
+    direction.
+    """
     last: dict[int, list[np.ndarray]] = {}
 
     def stepped(d: int, x: np.ndarray) -> list[np.ndarray]:

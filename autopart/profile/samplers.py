@@ -45,7 +45,8 @@ def compile_nodes(
 ) -> CompiledSubgraph:
     """``nodes`` compiled for ``resolved`` as one subgraph, its inputs and outputs its edges.
 
-    With ``alone``, compiled as a plan's only partition (:attr:`Placement.alone`).
+    With ``alone``, compiled as a plan's only partition
+    (:attr:`autopart.targets.codegen.Placement.alone`).
     """
     placement = replace(resolved.placement, alone=alone)
     return resolved.codegen.compile(graph, nodes, *boundary(graph, nodes), placement)

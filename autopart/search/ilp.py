@@ -1,25 +1,26 @@
 """Exact assignment by integer linear programming (``scipy.optimize.milp``, i.e. HiGHS).
 
-The ILP minimises the sequential latency of the plan :func:`build_plan` makes: node costs,
-one copy per (value, destination device) priced by its true (source, destination) pair
-(graph inputs live on ``cpu``, graph outputs must reach it), one launch per partition (with
-its target's cold entry: see below), and the edge costs of :meth:`Costs.partition_cost` (a
-fused node away from its producer, layout conversions where a node's inputs enter or its
-outputs leave its partition).
+The ILP minimises the sequential latency of the plan
+:func:`autopart.plan.build.build_plan` makes: node costs, one copy per (value, destination
+device) priced by its true (source, destination) pair (graph inputs live on ``cpu``, graph
+outputs must reach it), one launch per partition (with its target's cold entry: see below),
+and the edge costs of :meth:`autopart.costmodel.costs.Costs.partition_cost` (a fused node
+away from its producer, layout conversions where a node's inputs enter or its outputs leave
+its partition).
 
 Launch counting is made exact by cuts, valid because the partitions of
-:func:`partition_graph` never depend on each other in a cycle. Convexity: a chain ``P`` of
-joins linking ``a`` to ``b`` with ``u`` on a path ``a -> u -> b`` obeys
-``sum_P e <= |P| - 1 + x[u,t]``. Cycles: joined pieces linked in a cycle by graph edges
-cannot all hold together, ``sum e <= |J| - 1``, unless they are one partition (one target
-``t``, every link of the cycle joined: one row per link, relaxed by its ``e``). Joins with at
-most ``_EAGER_BETWEEN`` nodes in between get their convexity cuts up front; the others are
-separated from each solution's joined components. The partitioner is also greedy (a node
-joins the first partition it can and partitions never merge), so the true count can still
-exceed the model's; that assignment then gets a no-good cut, its true cost being known. The
-model stays a lower bound of the truth on every assignment not excluded, so
-``min(incumbent, dual bound)`` is a proven bound; the loop stops when it meets the
-incumbent or time runs out. An assignment whose true cost is still above its model value
+:func:`autopart.plan.partition.partition_graph` never depend on each other in a cycle.
+Convexity: a chain ``P`` of joins linking ``a`` to ``b`` with ``u`` on a path
+``a -> u -> b`` obeys ``sum_P e <= |P| - 1 + x[u,t]``. Cycles: joined pieces linked in a
+cycle by graph edges cannot all hold together, ``sum e <= |J| - 1``, unless they are one
+partition (one target ``t``, every link of the cycle joined: one row per link, relaxed by
+its ``e``). Joins with at most ``_EAGER_BETWEEN`` nodes in between get their convexity cuts
+up front; the others are separated from each solution's joined components. The partitioner
+is also greedy (a node joins the first partition it can and partitions never merge), so the
+true count can still exceed the model's; that assignment then gets a no-good cut, its true
+cost being known. The model stays a lower bound of the truth on every assignment not
+excluded, so ``min(incumbent, dual bound)`` is a proven bound; the loop stops when it meets
+the incumbent or time runs out. An assignment whose true cost is still above its model value
 once no cut explains the difference (the model joined edges the partitioner did not) gets a
 no-good too.
 

@@ -1,14 +1,14 @@
 """The ILP's copy terms and memory rows, and the memory estimate those rows cap.
 
-See :mod:`autopart.search.ilp` for the variables (``need``, ``z``, ``r``) and for how the
-memory estimate is counted.
+See :mod:`autopart.search.ilp_formulation` for the variables (``need``, ``z``, ``r``) and
+for how the memory estimate is counted.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -17,14 +17,36 @@ from autopart.ir.graph import Graph
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.search.milp_model import Columns, Expr, MilpModel, negate
 
-if TYPE_CHECKING:
-    from autopart.search.ilp_formulation import Formulation
+
+class NodePlacements(Protocol):
+    """What the copy terms read of the ILP they join: its node order, devices and caps.
+
+    :class:`autopart.search.ilp_formulation.Formulation` is the one implementation; the
+    protocol keeps this module from importing it back.
+    """
+
+    costs: Costs
+    memory: dict[str, int]  # device -> byte cap, for the capped devices only
+    index: dict[str, int]  # node name -> topological position
+    scale: float  # seconds -> objective units
+
+    def devices_of(self, n: int) -> set[str]:
+        """The devices node ``n`` can run on."""
+        ...
+
+    def device_expr(self, x: Columns, n: int, device: str) -> Expr:
+        """``X[n,device]``: the sum of ``x[n,t]`` over ``n``'s targets on ``device``."""
+        ...
+
+    def live_span(self, name: str) -> tuple[int, int]:
+        """First and last topological positions at which value ``name`` is held."""
+        ...
 
 
 class CopyTerms:
     """The copy terms of the model and, for capped devices, the memory rows."""
 
-    def __init__(self, form: Formulation, model: MilpModel, x: Columns) -> None:
+    def __init__(self, form: NodePlacements, model: MilpModel, x: Columns) -> None:
         self.form, self.model, self.x = form, model, x
         self.resident: dict[str, list[tuple[str, Expr, float]]] = {d: [] for d in form.memory}
 
@@ -151,8 +173,8 @@ def memory_estimate(costs: Costs, assignment: Mapping[str, VirtualDevice]) -> di
     """Per device, the bytes the ILP's memory caps limit under ``assignment``.
 
     Weights read by the device's nodes (each constant once) plus the peak, over the
-    topological node order, of the non-constant values resident there (see the module
-    docstring). Devices holding nothing are left out.
+    topological node order, of the non-constant values resident there (see
+    :mod:`autopart.search.ilp_formulation`). Devices holding nothing are left out.
     """
     graph = costs.graph
     index = {node.name: i for i, node in enumerate(graph.nodes)}

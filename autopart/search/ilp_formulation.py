@@ -304,11 +304,12 @@ class Formulation:
     def _cycle_cuts(
         self, components: list[dict[int, list[Edge]]], assignment: list[VirtualDevice]
     ) -> int:
-        """Cuts for cycles between joined components, which :func:`partition_graph` avoids.
+        """Cuts for cycles between joined components, which the partitioner avoids.
 
-        Partitions never depend on each other in a cycle, so the joins holding the pieces
-        of a cycle together cannot all hold, unless the pieces are one partition: on one
-        target ``t``, with every link of the cycle joined too (the escape rows).
+        Partitions (:func:`autopart.plan.partition.partition_graph`) never depend on each
+        other in a cycle, so the joins holding the pieces of a cycle together cannot all
+        hold, unless the pieces are one partition: on one target ``t``, with every link of
+        the cycle joined too (the escape rows).
         """
         owner = list(range(len(self.nodes)))
         for index, component in enumerate(components):

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from autopart.errors import TargetError
-from autopart.targets.devices import Device, Unit
+from autopart.targets.device_contract import Device, Unit
 
 try:
     import pyopencl as cl
