@@ -26,7 +26,7 @@ from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.peers import LINGER_S, ONNXRUNTIME, OPENVINO, peers
-from autopart.tuning.verify import measure_plans
+from autopart.tuning.verify import Measured, measure_plans
 from autopart.tuning.workflow import prepare
 
 PEER = ONNXRUNTIME  # the peer every benchmark has
@@ -103,12 +103,7 @@ def _bench_model(
         raise AutopartError(f"the benchmark of {model} was interrupted before anything ran")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
     best_peer = min(peer_medians.values(), default=float("nan"))
-    singles = [
-        m.median_s
-        for n, m in measured.items()
-        if n in candidates and candidates[n].kind is CandidateKind.SINGLE
-    ]
-    best_single = min(singles) if singles else float("nan")
+    best_single = _best_single(measured, candidates)
 
     def plan_columns(name: str) -> dict[str, object]:
         plan, candidate = plans.get(name), candidates.get(name)
@@ -143,6 +138,16 @@ def _bench_model(
         )
     rows.extend({**plan_columns(name), "runs": 0, "error": why} for name, why in failures.items())
     return rows
+
+
+def _best_single(measured: Mapping[str, Measured], candidates: Mapping[str, Candidate]) -> float:
+    """The quickest measured single-target plan's median (NaN when none ran)."""
+    singles = [
+        m.median_s
+        for n, m in measured.items()
+        if n in candidates and candidates[n].kind is CandidateKind.SINGLE
+    ]
+    return min(singles) if singles else float("nan")
 
 
 def plan_codegens(plan: Plan) -> str:
