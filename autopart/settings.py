@@ -92,6 +92,14 @@ class VerifySettings:
         "targets swing p90/p10 1.3-2.0 (experiments/exp_target_noise.py)",
     )
     drift_floor_s: float = _tuned(20e-6, "ignore drift under this: one launch's swing")
+    measure_within: float = _tuned(
+        3.0,
+        "candidates predicted within this factor of the quickest have their partitions "
+        "measured whole before the race: op sums were off by up to 3.3x on unseen models",
+    )
+    measure_max_partitions: int = _tuned(
+        16, "candidates of more partitions are priced from op sums (and timed whole in the race)"
+    )
     max_round_stretch: int = _tuned(20, "quick plans run up to this many times the rounds")
     settle_s: float = _tuned(
         1e-3,

@@ -140,6 +140,12 @@ def print_report(report: TuneReport) -> None:
     if report.profiled is not None:
         p = report.profiled
         console.print(f"profile: {p.new} new measurements, {p.reused} reused ({p.elapsed_s:.1f} s)")
+    if report.partitions_measured is not None:
+        m = report.partitions_measured
+        console.print(
+            f"measure: {m.new} candidate partitions timed whole, {m.reused} reused "
+            f"({m.elapsed_s:.1f} s)"
+        )
     outcome = report.outcome
     if outcome.ilp is not None:
         ilp = outcome.ilp

@@ -38,6 +38,10 @@ class TransferModel:
         return latency + nbytes / bandwidth
 
 
+PartitionKey = tuple[tuple[str, ...], VirtualDevice, bool]
+"""A partition as :attr:`Costs.measured` keys it: (node names in order, target, alone)."""
+
+
 @dataclass
 class Costs:
     """Costs of running ``graph`` on ``targets``.
@@ -58,6 +62,10 @@ class Costs:
     ``alone[target]`` seconds per node over the same partition among others (0 where
     absent), never below :data:`~autopart.costmodel.alone.FLOOR` of its cost: its library
     may then run at its own defaults (:mod:`autopart.costmodel.alone`).
+
+    ``measured`` holds partitions timed whole (:mod:`autopart.costmodel.partitions`), by
+    (node names in order, target, alone): where a partition was measured, its measurement
+    is its cost, and the op sum above is not consulted.
     """
 
     graph: Graph
@@ -70,6 +78,7 @@ class Costs:
     layout: dict[str, dict[VirtualDevice, float]] = field(default_factory=dict)
     cold: dict[VirtualDevice, float] = field(default_factory=dict)
     alone: dict[VirtualDevice, float] = field(default_factory=dict)
+    measured: dict[PartitionKey, float] = field(default_factory=dict)
 
     def supported(self, node: Node | str) -> list[VirtualDevice]:
         """Targets that can run ``node``, in the order of :attr:`targets`."""
@@ -104,8 +113,12 @@ class Costs:
         plan runs partitions on other targets too); less the target's alone saving per node
         where ``alone`` (the partition is its plan's only one).
 
-        Raises KeyError when ``target`` cannot run one of the nodes.
+        Raises KeyError when ``target`` cannot run one of the nodes. A partition in
+        :attr:`measured` costs its measurement (plus its cold entry where ``split``).
         """
+        timed = self.measured.get((tuple(nodes), target, alone))
+        if timed is not None:
+            return timed + (self.cold_cost(target) if split else 0.0)
         inside = set(nodes)
         total = self.split_entry_cost(target) if split else self.launch_cost(target)
         for name in nodes:

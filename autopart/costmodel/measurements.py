@@ -37,6 +37,7 @@ class RowKind(StrEnum):
     COLD = "cold"
     ENQUEUE = "enqueue"
     ALONE = "alone"
+    PARTITION = "partition"
 
 
 REFERENCE_COLUMNS: Mapping[RowKind, str] = {

@@ -32,6 +32,7 @@ from autopart.profile.samplers import (
     enqueue_sampler,
     launch_samples,
     pair_sampler,
+    wall_sampler,
 )
 from autopart.profile.store import Profile
 from autopart.profile.timing import collect
@@ -364,6 +365,33 @@ class AloneJobs(JobKind):
         )  # fmt: skip
 
 
+class PartitionJobs(JobKind):
+    """A candidate plan's partition, compiled as the plan compiles it and timed whole.
+
+    Never planned from a graph alone: the tune hands the partitions of its candidate plans
+    to :meth:`autopart.profile.profiler.Profiler.profile_partitions`. The key says whether
+    the partition is its plan's only one (:func:`autopart.costmodel.partitions.partition_key`),
+    which changes how some codegens compile it.
+    """
+
+    kind = RowKind.PARTITION
+
+    def plan(self, planning: Planning) -> list[Job]:
+        """None: partition jobs come from candidate plans, not from the graph."""
+        return []
+
+    def measure(self, job: Job, measuring: Measuring) -> None:
+        """Time the partition's wall clock around ``run`` and synchronisation."""
+        resolved = measuring.targets[job.target]
+        alone = job.key.endswith(":alone")
+        graph, values = measuring.graph, measuring.values
+        compiled, env = compiled_with_inputs(resolved, graph, job.nodes, values, alone=alone)
+        samples = collect(wall_sampler(resolved, compiled, env), measuring.per_pass)
+        time.sleep(compiled.linger_s)  # its threads may still spin: let the next job start clean
+        label = f"{len(job.nodes)} ops as one partition"
+        measuring.record(self.kind, job, job.key, samples, "wall", label)
+
+
 class TransferJobs(JobKind):
     """Copies of each size in :data:`SIZES` between the host and each device (``transfer``)."""
 
@@ -397,6 +425,7 @@ JOB_KINDS: tuple[JobKind, ...] = (
     OpJobs(), LayoutJobs(), FusedJobs(), LaunchJobs(), CalibrationJobs(), CutJobs(),
     AloneJobs(), TransferJobs(),
 )  # fmt: skip
-"""Every kind of job, in planning order."""
-BY_KIND: dict[RowKind, JobKind] = {kind.kind: kind for kind in JOB_KINDS}
+"""Every kind of job planned from a graph, in planning order."""
+PARTITIONS = PartitionJobs()
+BY_KIND: dict[RowKind, JobKind] = {kind.kind: kind for kind in (*JOB_KINDS, PARTITIONS)}
 """Each job kind by the row kind its jobs are named after (:attr:`Job.kind`)."""

@@ -30,9 +30,13 @@ from pathlib import Path
 from autopart.costmodel.alone import alone_saving
 from autopart.costmodel.calibration import Calibration, calibrate
 from autopart.costmodel.cuts import cold_cost, cut_cost
+from autopart.costmodel.measurements import RowKind
+from autopart.costmodel.partitions import partition_key
 from autopart.host_memory import retain_freed_memory
+from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
+from autopart.plan.partition import boundary
 from autopart.profile.jobs import Job, Measuring, Planning
 from autopart.profile.kinds import BY_KIND, JOB_KINDS
 from autopart.profile.samplers import reference_values
@@ -151,13 +155,67 @@ class Profiler:
             report.interrupted = True
             raise
         finally:
-            needed = [1 if BY_KIND[job.kind].one_pass else passes for job in jobs]
-            report.new = sum(t >= n for t, n in zip(taken, needed, strict=True))
-            report.missing = len(jobs) - report.new
-            if self.path is not None and (any(taken) or unsupported):
-                self.profile.save(self.path)
-            report.elapsed_s = time.perf_counter() - started
+            self._finish(report, jobs, taken, started, save=any(taken) or bool(unsupported))
         return report
+
+    def profile_partitions(
+        self,
+        graph: Graph,
+        partitions: Sequence[tuple[Sequence[str], VirtualDevice, bool]],
+        budget_s: float | None = None,
+        progress: Progress | None = None,
+    ) -> ProfileReport:
+        """Measure whole each of ``partitions`` of ``graph`` that the profile lacks.
+
+        ``partitions`` are (node names in order, target, alone): a candidate plan's
+        partitions, compiled as the plan compiles them (``alone``: its only partition) and
+        timed by wall clock (``partition`` rows keyed by
+        :func:`~autopart.costmodel.partitions.partition_key`). Inputs are the seeded random
+        inputs the ops were measured with, and the numpy reference's values inside the
+        model where a partition starts there. Budget, checkpoints, passes and interrupts
+        behave as in :meth:`profile_graph`.
+        """
+        started = time.perf_counter()
+        passes = max(self.settings.passes, 1)
+        resolved = {str(t): resolve(t, self.machine) for _, t, _ in partitions}
+        jobs: list[Job] = []
+        report = ProfileReport(targets=sorted(resolved))
+        for names, target, alone in partitions:
+            nodes = [graph.node(name) for name in names]
+            key = partition_key(graph, nodes, alone)
+            if any(job.target == str(target) and job.key == key for job in jobs):
+                continue
+            if self.profile.complete(RowKind.PARTITION, str(target), key, passes):
+                report.reused += 1
+                continue
+            label = f"{len(nodes)} ops as one partition on {target}"
+            jobs.append(Job(RowKind.PARTITION, str(target), key, label, nodes))
+        inside = any(
+            name not in graph.inputs for job in jobs for name in boundary(graph, job.nodes)[0]
+        )
+        values = reference_values(graph) if inside else dict(random_inputs(graph, seed=0))
+        measuring = Measuring(self.profile, self.machine, graph, values, resolved, self.settings)
+        taken = [0] * len(jobs)
+        try:
+            self._run(jobs, measuring, taken, started, budget_s, progress)
+        except KeyboardInterrupt:
+            report.interrupted = True
+            raise
+        finally:
+            self._finish(report, jobs, taken, started, save=any(taken))
+        return report
+
+    def _finish(
+        self, report: ProfileReport, jobs: list[Job], taken: list[int], started: float, save: bool
+    ) -> None:
+        """Count the jobs measured in full and those left, save if ``save``, note the time."""
+        passes = max(self.settings.passes, 1)
+        needed = [1 if BY_KIND[job.kind].one_pass else passes for job in jobs]
+        report.new = sum(t >= n for t, n in zip(taken, needed, strict=True))
+        report.missing = len(jobs) - report.new
+        if self.path is not None and save:
+            self.profile.save(self.path)
+        report.elapsed_s = time.perf_counter() - started
 
     def _run(
         self,

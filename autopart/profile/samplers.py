@@ -29,15 +29,22 @@ PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
 
 
 def compiled_with_inputs(
-    resolved: ResolvedTarget, graph: Graph, nodes: list[Node], values: dict[str, np.ndarray]
+    resolved: ResolvedTarget,
+    graph: Graph,
+    nodes: list[Node],
+    values: dict[str, np.ndarray],
+    alone: bool = False,
 ) -> tuple[CompiledSubgraph, dict[str, Any]]:
-    """``nodes`` compiled for ``resolved``, and an environment holding their inputs there."""
+    """``nodes`` compiled for ``resolved``, and an environment holding their inputs there.
+
+    With ``alone``, compiled as a plan's only partition (:func:`compile_nodes`).
+    """
     device, unit = resolved.placement.device, resolved.placement.unit
     env: dict[str, Any] = {
         name: device.from_host(values[name], unit) for name in boundary(graph, nodes)[0]
     }
     device.synchronize(unit)
-    return compile_nodes(resolved, graph, nodes), env
+    return compile_nodes(resolved, graph, nodes, alone), env
 
 
 def compile_nodes(

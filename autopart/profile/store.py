@@ -33,7 +33,10 @@ samples came from), ``op_type`` (a label), ``nbytes`` and ``measured_at``. Row k
 - ``alone``: a calibration window compiled as a plan's only partition, on targets whose
   codegen then uses other settings (:meth:`~autopart.targets.codegen.Codegen.alone_differs`);
   ``shared_s`` is the same window compiled as one partition among several, timed just
-  before it (see :mod:`autopart.costmodel.alone`).
+  before it (see :mod:`autopart.costmodel.alone`);
+- ``partition``: a candidate plan's partition compiled and timed whole, as the plan runs
+  it; ``key`` is the digest of the exported subgraph and how it is compiled (see
+  :mod:`autopart.costmodel.partitions`).
 
 The named reference columns (:data:`~autopart.costmodel.measurements.REFERENCE_COLUMNS`)
 are empty on every other kind. Files of schema version 1 held all five in one column,

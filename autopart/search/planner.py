@@ -104,10 +104,28 @@ def search(
     fitting = [c for c in candidates.values() if c.fits_memory]
     if not fitting:
         raise ConstraintError("no plan found fits the memory caps " + str(constraints.memory))
-    preferred = CandidateKind.TUNED if optuna is not None else CandidateKind.ILP
-    ranked = sorted(fitting, key=lambda c: (c.value(options.objective), c.kind != preferred))
     used = "ilp" if optuna is None else "ilp+optuna"
-    return SearchOutcome(options.objective, used, ranked[0], candidates, ilp, optuna, pareto)
+    outcome = SearchOutcome(options.objective, used, fitting[0], candidates, ilp, optuna, pareto)
+    outcome.chosen = _best(outcome)
+    return outcome
+
+
+def _best(outcome: SearchOutcome) -> Candidate:
+    """The fitting candidate predicted best, ties going to the method's own answer."""
+    preferred = CandidateKind.TUNED if outcome.optuna is not None else CandidateKind.ILP
+    fitting = [c for c in outcome.candidates.values() if c.fits_memory]
+    return min(fitting, key=lambda c: (c.value(outcome.objective), c.kind != preferred))
+
+
+def reprice(outcome: SearchOutcome, costs: Costs) -> None:
+    """Simulate every candidate again with ``costs`` and choose afresh (in place).
+
+    For costs that learnt more since the search, such as partitions measured whole
+    (:attr:`Costs.measured`): the candidates stay, their predictions and the pick move.
+    """
+    for candidate in [*outcome.candidates.values(), *outcome.pareto]:
+        candidate.simulation = simulate(candidate.plan, costs)
+    outcome.chosen = _best(outcome)
 
 
 def _optuna(

@@ -20,8 +20,8 @@ import numpy as np
 
 from autopart.costmodel.measurements import Latencies
 from autopart.errors import AutopartError
-from autopart.ir.target import VirtualDevice
 from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
 from autopart.progress import Progress
 from autopart.runtime.executor import Executor
@@ -340,9 +340,9 @@ def oracle_outputs(
     model: a run is never checked against itself.
     """
     codegens = {VirtualDevice.parse(p.target).codegen for p in plan.partitions} if plan else set()
-    whole_onnxruntime = plan is not None and len(plan.partitions) == 1 and codegens == {
-        "onnxruntime"
-    }
+    whole_onnxruntime = (
+        plan is not None and len(plan.partitions) == 1 and codegens == {"onnxruntime"}
+    )
     why = "the plan is onnxruntime alone"
     if not whole_onnxruntime:
         try:

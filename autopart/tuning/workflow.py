@@ -33,6 +33,7 @@ from autopart.targets.resolve import available_targets
 from autopart.tuning import choice
 from autopart.tuning.models import ModelLike, load_model, profile_model
 from autopart.tuning.options import TuneOptions
+from autopart.tuning.partitions import measure_partitions, price_measured
 from autopart.tuning.peers import LINGER_S, peer_equivalents, peers
 from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
@@ -40,7 +41,10 @@ from autopart.tuning.verify import Measured, measure_plans
 
 @dataclass
 class Prepared:
-    """A model with its costs and search outcome, before anything is run."""
+    """A model with its costs and search outcome, before anything is run.
+
+    ``measured`` reports the measure stage (candidate partitions timed whole), when it ran.
+    """
 
     graph: Graph
     profile: Profile
@@ -50,6 +54,7 @@ class Prepared:
     directory: Path
     planned_only: bool
     outcome: SearchOutcome
+    measured: ProfileReport | None = None
 
 
 @dataclass
@@ -59,7 +64,8 @@ class TuneReport:
     ``chosen`` names the plan kept (``plan``, saved at ``plan_path``), ``search_pick`` the
     one the search preferred before running; ``rows`` has every candidate's predicted and
     measured figures; ``planned_only`` says nothing ran (another machine's profile);
-    ``decision`` is how the measurements chose (None when nothing was measured).
+    ``decision`` is how the measurements chose (None when nothing was measured);
+    ``partitions_measured`` reports the candidate partitions timed whole before the race.
     """
 
     model: str
@@ -75,6 +81,7 @@ class TuneReport:
     notes: list[str] = field(default_factory=list)
     peers: dict[str, Measured] = field(default_factory=dict)
     decision: choice.Decision | None = None
+    partitions_measured: ProfileReport | None = None
 
     @property
     def vs_best_peer(self) -> float | None:
@@ -137,7 +144,7 @@ def tune_model(
     return TuneReport(
         graph.name, prepared.directory, Path(options.output) if options.output else plan_path,
         plan, final, pick, outcome, rows, prepared.profiled, prepared.planned_only, notes,
-        peer_results, decision,
+        peer_results, decision, prepared.measured,
     )  # fmt: skip
 
 
@@ -241,7 +248,7 @@ def prepare(
     else:
         planned_only = False
         chosen_targets = list(targets) if targets else [str(t) for t in available_targets(machine)]
-        profiled, profile, _ = profile_model(
+        profiled, profile, profile_path = profile_model(
             graph,
             chosen_targets,
             options.profiles_dir,
@@ -271,9 +278,17 @@ def prepare(
     outcome = search(costs, search_options, progress=search_progress)
     if progress is not None:
         progress("search", 1, 1, f"{len(outcome.candidates)} candidates")
+    measured = None
+    if profiled is not None:  # this machine, profiled here: measure what is worth it
+        measured = measure_partitions(
+            graph, profile, profile_path, outcome,
+            None if progress is None else lambda d, t, s: progress("measure", d, t, s),
+        )  # fmt: skip
+    price_measured(graph, profile, costs, outcome)
     return Prepared(
-        graph, profile, profiled, costs, chosen_targets, directory, planned_only, outcome
-    )
+        graph, profile, profiled, costs, chosen_targets, directory, planned_only, outcome,
+        measured,
+    )  # fmt: skip
 
 
 def _runnable(outcome: SearchOutcome) -> tuple[dict[str, Candidate], dict[str, str]]:

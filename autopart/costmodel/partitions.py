@@ -1,0 +1,62 @@
+"""Partitions measured whole: what a plan's partitions cost as their codegens compile them.
+
+Op sums miss what a library does to a whole subgraph: OpenVINO fuses and keeps blocked
+layouts between ops, onnxruntime pays its per-session overhead once, not per op. So, as
+Collage measured its candidates, the partitions of the candidate plans are compiled and
+timed whole (``partition`` profile rows), and where a partition was measured its
+measurement prices it (:attr:`autopart.costmodel.costs.Costs.measured`); everything else
+is still priced from op sums.
+
+A row is keyed by the SHA-256 of the exported subgraph (its nodes, weights and boundary,
+as the codegen receives it) and whether it was compiled as its plan's only partition
+(:func:`partition_key`), so a rerun, or another model holding the same subgraph, costs
+nothing more.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Sequence
+
+from autopart.costmodel.costs import PartitionKey
+from autopart.costmodel.measurements import MeasurementTable, RowKind
+from autopart.ir.graph import Graph, Node
+from autopart.ir.onnx_export import to_onnx
+from autopart.ir.target import VirtualDevice
+from autopart.plan.partition import boundary
+
+
+def partition_key(graph: Graph, nodes: Sequence[Node], alone: bool) -> str:
+    """The profile key of ``nodes`` of ``graph`` as one subgraph, compiled ``alone`` or not.
+
+    The digest of the exported subgraph (nodes, embedded weights, boundary values) with
+    ``:alone`` or ``:shared`` after it.
+    """
+    inputs, outputs = boundary(graph, nodes)
+    model = to_onnx(graph, list(nodes), inputs, outputs)
+    model.graph.name = ""  # the model's name is not part of what a codegen compiles
+    del model.metadata_props[:]
+    model.doc_string = model.graph.doc_string = ""
+    digest = hashlib.sha256(model.SerializeToString()).hexdigest()[:32]
+    return f"{digest}:{'alone' if alone else 'shared'}"
+
+
+def measured_partitions(
+    profile: MeasurementTable,
+    graph: Graph,
+    partitions: Iterable[tuple[Sequence[str], VirtualDevice, bool]],
+) -> dict[PartitionKey, float]:
+    """The measured median of each of ``partitions`` that ``profile`` holds complete.
+
+    ``partitions`` are (node names in order, target, alone); the result is keyed alike,
+    as :attr:`Costs.measured` is. A row cut short (fewer passes than its profiler asks
+    for) still counts: a partition measured once is nearer the truth than its op sum.
+    """
+    found: dict[PartitionKey, float] = {}
+    for names, target, alone in partitions:
+        nodes = [graph.node(name) for name in names]
+        key = partition_key(graph, nodes, alone)
+        row = profile.measurement(RowKind.PARTITION, str(target), key)
+        if row is not None and row.passes > 0:
+            found[(tuple(names), target, alone)] = row.median_s
+    return found

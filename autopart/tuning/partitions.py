@@ -1,0 +1,78 @@
+"""The measure stage of a tune: the candidate plans' partitions, compiled and timed whole.
+
+Op sums miss what a library does to a whole subgraph (:mod:`autopart.costmodel.partitions`).
+So before the candidates race, the partitions of those predicted within
+:data:`MEASURE_WITHIN` of the quickest (a prediction may order what is measured, never
+overrule it), and of at most :data:`MEASURE_MAX_PARTITIONS` partitions, are timed whole
+and saved in the profile; every candidate is then priced again with them. A rerun reuses
+them, and a profile taken on another machine brings its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from autopart.costmodel.costs import Costs
+from autopart.costmodel.partitions import measured_partitions
+from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
+from autopart.profile import Profile, Profiler, ProfileReport
+from autopart.progress import Progress
+from autopart.search.candidates import Candidate
+from autopart.search.planner import SearchOutcome, reprice
+from autopart.settings import VERIFY
+from autopart.targets.devices import discover
+
+MEASURE_WITHIN = VERIFY.measure_within
+MEASURE_MAX_PARTITIONS = VERIFY.measure_max_partitions
+Spec = tuple[tuple[str, ...], VirtualDevice, bool]
+
+
+def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
+    """The fitting candidates whose partitions the measure stage times, quickest first."""
+    fitting = [c for c in outcome.candidates.values() if c.fits_memory]
+    if not fitting:
+        return []
+    quickest = min(c.value(outcome.objective) for c in fitting)
+    chosen = [
+        c
+        for c in fitting
+        if c.value(outcome.objective) <= quickest * MEASURE_WITHIN
+        and len(c.plan.partitions) <= MEASURE_MAX_PARTITIONS
+    ]
+    return sorted(chosen, key=lambda c: c.value(outcome.objective))
+
+
+def partition_specs(candidates: list[Candidate]) -> Iterator[Spec]:
+    """Each partition of ``candidates`` as (node names, target, alone), in plan order."""
+    for candidate in candidates:
+        alone = len(candidate.plan.partitions) == 1
+        for spec in candidate.plan.partitions:
+            yield tuple(spec.nodes), VirtualDevice.parse(spec.target), alone
+
+
+def measure_partitions(
+    graph: Graph,
+    profile: Profile,
+    path: Path | None,
+    outcome: SearchOutcome,
+    progress: Progress | None = None,
+) -> ProfileReport:
+    """Time whole what :func:`worth_measuring` names and ``profile`` lacks; save to ``path``."""
+    specs = list(dict.fromkeys(partition_specs(worth_measuring(outcome))))
+    profiler = Profiler(profile, discover(), path)
+    return profiler.profile_partitions(graph, specs, progress=progress)
+
+
+def price_measured(graph: Graph, profile: Profile, costs: Costs, outcome: SearchOutcome) -> int:
+    """Price every candidate again with the partitions ``profile`` measured whole.
+
+    Updates ``costs.measured``, each candidate's simulation and the outcome's pick; returns
+    how many partitions had a measurement.
+    """
+    specs = list(dict.fromkeys(partition_specs(worth_measuring(outcome))))
+    found = measured_partitions(profile, graph, specs)
+    costs.measured.update(found)
+    reprice(outcome, costs)
+    return len(found)

@@ -1,0 +1,110 @@
+"""Candidate partitions measured whole: keyed by subgraph, priced from the measurement, reused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from autopart import api
+from autopart.costmodel.costs import Costs
+from autopart.costmodel.measurements import RowKind
+from autopart.costmodel.partitions import measured_partitions, partition_key
+from autopart.ir.target import VirtualDevice
+from autopart.profile import Profile, machine_profile_path
+from autopart.targets.devices import discover
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.workflow import tune_model
+from tests.test_profile import FAST, tiny_cnn, tiny_path  # noqa: F401 - fixture
+
+ORT = VirtualDevice.parse("cpu@onnxruntime")
+
+
+def test_the_key_names_the_subgraph_its_weights_and_how_it_is_compiled() -> None:
+    graph = api.load(tiny_cnn())
+    whole = partition_key(graph, graph.nodes, alone=True)
+    assert whole == partition_key(api.load(tiny_cnn()), api.load(tiny_cnn()).nodes, True)
+    assert whole != partition_key(graph, graph.nodes, alone=False)
+    assert whole != partition_key(graph, graph.nodes[:2], alone=True)
+    changed = tiny_cnn()
+    weight = changed.graph.initializer[0]
+    weight.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(weight) + 1, weight.name))
+    assert whole != partition_key(api.load(changed), api.load(changed).nodes, alone=True)
+
+
+def test_a_measured_partition_costs_its_measurement_and_others_their_op_sum() -> None:
+    graph = api.load(tiny_cnn())
+    names = [node.name for node in graph.nodes]
+    costs = Costs(graph, [ORT], {name: {ORT: 1.0} for name in names}, launch={ORT: 0.5},
+                  cold={ORT: 0.25})  # fmt: skip
+    assert costs.partition_cost(names, ORT) == 0.5 + len(names)
+    costs.measured[(tuple(names), ORT, False)] = 0.125
+    assert costs.partition_cost(names, ORT) == 0.125
+    assert costs.partition_cost(names, ORT, split=True) == 0.125 + 0.25  # cold entry on top
+    assert costs.partition_cost(names, ORT, alone=True) == 0.5 + len(names)  # not measured so
+    assert costs.partition_cost(names[:2], ORT) == 0.5 + 2
+
+
+def test_tune_measures_its_candidates_partitions_prices_with_them_and_reuses_them(
+    tmp_path: Path,
+    tiny_path: Path,  # noqa: F811
+) -> None:
+    profiles = tmp_path / "profiles"
+    api.profile(str(tiny_path), ["cpu@onnxruntime", "cpu@numpy"], profiles, settings=FAST)
+    options = TuneOptions(
+        targets=["cpu@onnxruntime", "cpu@numpy"], profiles_dir=str(profiles),
+        search_dir=str(tmp_path / "search"), rounds=2, peers=False,
+    )  # fmt: skip
+    report = tune_model(str(tiny_path), options)
+    assert report.partitions_measured is not None and report.partitions_measured.new >= 2
+    profile = Profile.load(machine_profile_path(profiles, discover()))
+    rows = profile.rows(RowKind.PARTITION)
+    assert set(rows["target"]) == {"cpu@onnxruntime", "cpu@numpy"}
+    graph = api.load(str(tiny_path))
+    names = tuple(node.name for node in graph.nodes)
+    found = measured_partitions(profile, graph, [(names, ORT, True)])
+    single = next(row for row in report.rows if row.name == "single:cpu@onnxruntime")
+    assert np.isclose(single.predicted_s, found[(names, ORT, True)])  # the measurement prices it
+    again = tune_model(str(tiny_path), options)
+    assert again.partitions_measured is not None
+    assert again.partitions_measured.new == 0
+    assert again.partitions_measured.reused == report.partitions_measured.new
+
+
+def test_a_profile_brings_its_measured_partitions_to_a_plan_made_elsewhere(
+    tmp_path: Path,
+    tiny_path: Path,  # noqa: F811
+) -> None:
+    """Planning from another machine's profile prices with the partitions it measured."""
+    profiles = tmp_path / "profiles"
+    api.profile(str(tiny_path), ["cpu@onnxruntime"], profiles, settings=FAST)
+    options = TuneOptions(targets=["cpu@onnxruntime"], profiles_dir=str(profiles),
+                          search_dir=str(tmp_path / "search"), rounds=2, peers=False)  # fmt: skip
+    tune_model(str(tiny_path), options)
+    path = machine_profile_path(profiles, discover())
+    text = path.read_text().replace(discover().fingerprint(), "0" * 16)
+    other = tmp_path / "other.csv"
+    other.write_text(text)
+    planned = tune_model(
+        str(tiny_path),
+        TuneOptions(targets=["cpu@onnxruntime"], profile_file=str(other),
+                    search_dir=str(tmp_path / "search2")),  # fmt: skip
+    )
+    assert planned.planned_only and planned.partitions_measured is None
+    graph = api.load(str(tiny_path))
+    names = tuple(node.name for node in graph.nodes)
+    measured = measured_partitions(Profile.load(other), graph, [(names, ORT, True)])
+    single = next(row for row in planned.rows if row.name == "single:cpu@onnxruntime")
+    assert np.isclose(single.predicted_s, measured[(names, ORT, True)])
+
+
+def test_an_onnx_model_with_the_same_subgraph_shares_its_measurement(tmp_path: Path) -> None:
+    first = api.load(tiny_cnn())
+    copy = tiny_cnn()
+    copy.graph.name = "another name"
+    path = tmp_path / "copy.onnx"
+    onnx.save(copy, str(path))
+    second = api.load(str(path))
+    assert partition_key(first, first.nodes, True) == partition_key(second, second.nodes, True)
