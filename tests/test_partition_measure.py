@@ -87,11 +87,10 @@ def test_a_profile_brings_its_measured_partitions_to_a_plan_made_elsewhere(
     text = path.read_text().replace(discover().fingerprint(), "0" * 16)
     other = tmp_path / "other.csv"
     other.write_text(text)
-    planned = tune_model(
-        str(tiny_path),
-        TuneOptions(targets=["cpu@onnxruntime"], profile_file=str(other),
-                    search_dir=str(tmp_path / "search2")),  # fmt: skip
+    elsewhere = TuneOptions(
+        targets=["cpu@onnxruntime"], profile_file=str(other), search_dir=str(tmp_path / "s2")
     )
+    planned = tune_model(str(tiny_path), elsewhere)
     assert planned.planned_only and planned.partitions_measured is None
     graph = api.load(str(tiny_path))
     names = tuple(node.name for node in graph.nodes)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import itertools
 import json
-import re
 import os
+import re
 from pathlib import Path
 
 import numpy as np
