@@ -488,6 +488,35 @@ def test_a_single_target_plan_on_onnxruntime_is_compiled_as_onnxruntime_alone_is
             assert getattr(ours, field) == getattr(peer, field), field
 
 
+def test_a_single_target_plan_on_openvino_is_compiled_as_openvino_alone_is(
+    tiny_path: Path,  # noqa: F811
+) -> None:
+    """The plan's one compiled model has every property the peer's compiled model has."""
+    from autopart.ir.target import VirtualDevice
+    from autopart.plan.build import build_plan_for
+    from autopart.runtime.plan_executor import PlanExecutor
+    from autopart.targets.openvino import runtime
+    from autopart.tuning.peers import OPENVINO, peers
+
+    if not runtime.HAVE_OPENVINO:
+        pytest.skip("OpenVINO is not installed")
+    graph = autopart.load(str(tiny_path))
+    ov = VirtualDevice.parse("cpu@openvino")
+    plan = build_plan_for(graph, {n.name: ov for n in graph.nodes}, ov, "whole")
+    assert len(plan.partitions) == 1
+    peer_runner, _ = peers(str(tiny_path))
+    assert OPENVINO in peer_runner
+    settings = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    peer = runtime.core().compile_model(runtime.read_onnx(tiny_path.read_bytes()), "CPU", settings)
+    with PlanExecutor(plan, graph) as executor:
+        (step,) = executor.steps.values()
+        ours = step.compiled.model  # type: ignore[union-attr]
+        for key in ("INFERENCE_PRECISION_HINT", "PERFORMANCE_HINT", "NUM_STREAMS",
+                    "INFERENCE_NUM_THREADS", "ENABLE_CPU_PINNING", "ENABLE_HYPER_THREADING",
+                    "SCHEDULING_CORE_TYPE", "EXECUTION_MODE_HINT"):  # fmt: skip
+            assert str(ours.get_property(key)) == str(peer.get_property(key)), key
+
+
 def test_every_round_runs_the_runners_in_a_fresh_order_so_none_keeps_one_neighbour() -> None:
     from autopart.tuning.verify import round_order
 
