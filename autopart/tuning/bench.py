@@ -25,7 +25,7 @@ from autopart.plan.validate import validate_plan
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.tuning.options import BenchOptions, TuneOptions
-from autopart.tuning.peers import LINGER_S, ONNXRUNTIME, OPENVINO, peers
+from autopart.tuning.peers import LINGER_S, ONNXRUNTIME, OPENVINO, PeerInputs, peers
 from autopart.tuning.verify import measure_plans
 from autopart.tuning.workflow import prepare
 
@@ -65,7 +65,11 @@ def _bench_model(
 ) -> list[dict[str, object]]:
     """The rows of one model (see :func:`bench_models`)."""
     tune_options = TuneOptions(
-        targets=options.targets, profiles_dir=options.profiles_dir, search_dir=options.search_dir
+        targets=options.targets,
+        profiles_dir=options.profiles_dir,
+        search_dir=options.search_dir,
+        input_shapes=options.input_shapes,
+        freeze=options.freeze,
     )
     prepared = prepare(model, tune_options, progress=progress)
     graph, outcome = prepared.graph, prepared.outcome
@@ -85,7 +89,7 @@ def _bench_model(
     saved_s = None if saved is None else saved.makespan_s
     predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
     twins = _twins(plans)
-    peers_run, _ = peers(model)
+    peers_run, _ = peers(model, PeerInputs.of(graph))
     failures: dict[str, str] = {}
     measured = measure_plans(
         graph,

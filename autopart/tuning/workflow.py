@@ -22,6 +22,7 @@ from autopart.costmodel.costs import Costs
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
+from autopart.loader import ModelLike, load_model
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
 from autopart.progress import StageProgress
@@ -34,9 +35,9 @@ from autopart.search.planner import SearchOutcome, annotate, search
 from autopart.settings import VERIFY
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
-from autopart.tuning.models import ModelLike, load_model, profile_model
+from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.peers import LINGER_S, peers
+from autopart.tuning.peers import LINGER_S, PeerInputs, peers
 from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
 
@@ -176,7 +177,7 @@ def _verify(
     """
     graph, outcome = prepared.graph, prepared.outcome
     feeds = random_inputs(graph, options.seed)
-    runners, notes = peers(model) if options.peers else ({}, [])
+    runners, notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
     failures: dict[str, str] = {}
 
     def contested(so_far: Mapping[str, Measured]) -> list[str]:
@@ -265,7 +266,7 @@ def prepare(
 ) -> Prepared:
     """Load ``model``, profile what is missing (unless ``options.profile_file``), and search."""
     options = options or TuneOptions()
-    graph = load_model(model, options.input_shapes)
+    graph = load_model(model, options.input_shapes, options.freeze)
     machine = discover()
     profiled: ProfileReport | None = None
     targets = _with_fallback(options.targets, options.constraints)
