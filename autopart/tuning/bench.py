@@ -64,14 +64,7 @@ def _bench_model(
     model: str, options: BenchOptions, progress: StageProgress | None
 ) -> list[dict[str, object]]:
     """The rows of one model (see :func:`bench_models`)."""
-    tune_options = TuneOptions(
-        targets=options.targets,
-        profiles_dir=options.profiles_dir,
-        search_dir=options.search_dir,
-        input_shapes=options.input_shapes,
-        freeze=options.freeze,
-    )
-    prepared = prepare(model, tune_options, progress=progress)
+    prepared = prepare(model, _tune_options(options), progress=progress)
     graph, outcome = prepared.graph, prepared.outcome
     candidates = {
         name: c
@@ -147,6 +140,17 @@ def _bench_model(
         )
     rows.extend({**plan_columns(name), "runs": 0, "error": why} for name, why in failures.items())
     return rows
+
+
+def _tune_options(options: BenchOptions) -> TuneOptions:
+    """The options of the tune whose preparation (load, profile, search) a benchmark shares."""
+    return TuneOptions(
+        targets=options.targets,
+        profiles_dir=options.profiles_dir,
+        search_dir=options.search_dir,
+        input_shapes=options.input_shapes,
+        freeze=options.freeze,
+    )
 
 
 def plan_codegens(plan: Plan) -> str:
