@@ -18,6 +18,7 @@ from autopart.errors import AutopartError
 from autopart.ir.analysis import GraphSummary, summarise
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
+from autopart.loader import FreezeValues, InputShapes, ModelLike, load_model
 from autopart.plan.assign import plan_from_rules
 from autopart.plan.build import place_plan
 from autopart.plan.schema import Plan, PlanError
@@ -27,7 +28,7 @@ from autopart.progress import Progress, StageProgress
 from autopart.runtime.executor import Executor, RunResult
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
 from autopart.targets.devices import Machine, discover
-from autopart.tuning.models import ModelLike, load_model, profile_model
+from autopart.tuning.models import profile_model
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.verify import check_outputs
 
@@ -54,14 +55,31 @@ __all__ = [
 ]
 
 
-def load(model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
-    """Import a zoo name, an ``.onnx`` path, a ModelProto (or pass a Graph through)."""
-    return load_model(model, input_shapes)
+def load(
+    model: ModelLike,
+    input_shapes: InputShapes | None = None,
+    freeze: FreezeValues | None = None,
+) -> Graph:
+    """Import a zoo name, an ``.onnx`` path, a ModelProto (or pass a Graph through).
+
+    ``input_shapes`` maps an input's name to its full shape (``{"x": [1, 3, 48, 192]}``) or
+    a symbolic dim's name to its size (``{"batch": 1}``); an input's name wins, and other
+    symbolic dims are 1. ``freeze`` fixes inputs to values (``{"sr": 16000}``, in the
+    input's dtype): they become constants, no longer inputs, and what follows from them
+    folds (an ``If`` on them included). Raises :class:`~autopart.errors.ModelError` for a
+    name that is neither an input nor a dim name, a shape that disagrees with the model's,
+    and a frozen name that is not an input.
+    """
+    return load_model(model, input_shapes, freeze)
 
 
-def info(model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> GraphSummary:
+def info(
+    model: ModelLike,
+    input_shapes: InputShapes | None = None,
+    freeze: FreezeValues | None = None,
+) -> GraphSummary:
     """Op histogram, parameter bytes, FLOP estimate, inputs and outputs (``autopart info``)."""
-    return summarise(load(model, input_shapes))
+    return summarise(load(model, input_shapes, freeze))
 
 
 def run(
@@ -70,14 +88,15 @@ def run(
     repeat: int = 1,
     warmup: int = 1,
     seed: int = 0,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_shapes: InputShapes | None = None,
+    freeze: FreezeValues | None = None,
 ) -> RunResult:
     """Run every node on ``cpu@numpy`` (``autopart run MODEL``).
 
     Without ``inputs``, seeded random inputs are used. Returns the outputs and the latency
-    of each of the ``repeat`` timed runs.
+    of each of the ``repeat`` timed runs. ``input_shapes`` and ``freeze`` are :func:`load`'s.
     """
-    graph = load(model, input_shapes)
+    graph = load(model, input_shapes, freeze)
     feeds = dict(inputs) if inputs is not None else random_inputs(graph, seed)
     return Executor(graph).run(feeds, repeat=repeat, warmup=warmup)
 
@@ -91,10 +110,14 @@ def make_plan(
     model: ModelLike,
     assign: Sequence[str] = (),
     fallback: str = "cpu@numpy",
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_shapes: InputShapes | None = None,
+    freeze: FreezeValues | None = None,
 ) -> tuple[Plan, Graph]:
-    """A plan from ``SELECTOR=TARGET`` rules; unassigned or unsupported nodes use ``fallback``."""
-    graph = load(model, input_shapes)
+    """A plan from ``SELECTOR=TARGET`` rules; unassigned or unsupported nodes use ``fallback``.
+
+    ``input_shapes`` and ``freeze`` are :func:`load`'s; the plan records both.
+    """
+    graph = load(model, input_shapes, freeze)
     source = str(graph.meta.get("source", graph.name))
     return plan_from_rules(graph, assign, fallback, source), graph
 
@@ -106,7 +129,7 @@ def load_plan(path: str | Path) -> tuple[Plan, Graph]:
     """
     plan = Plan.load(path)
     try:
-        graph = load(plan.model.source, plan.model.input_shapes or None)
+        graph = load(plan.model.source, plan.model.input_shapes or None, plan.model.frozen or None)
     except AutopartError as error:
         raise PlanError(f"the plan's model {plan.model.source!r} cannot load: {error}") from None
     validate_plan(plan, graph)
@@ -134,10 +157,11 @@ def profile(
     profiles: str | Path | None = None,
     budget_s: float | None = None,
     progress: Progress | None = None,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_shapes: InputShapes | None = None,
     settings: TimingSettings | None = None,
     checkpoint_s: float = 3.0,
     refresh: bool = False,
+    freeze: FreezeValues | None = None,
 ) -> tuple[ProfileReport, Profile, Path]:
     """Measure what this machine's saved profile lacks for ``model`` (``autopart profile``).
 
@@ -146,8 +170,9 @@ def profile(
     checkpointed every ``checkpoint_s`` seconds. With ``refresh`` everything ``model`` needs
     on ``targets`` is measured again, and the new rows replace the saved ones (a profile
     taken in a slow spell of the machine, say). Returns the report, the profile and its path.
+    ``input_shapes`` and ``freeze`` are :func:`load`'s.
     """
-    graph = load(model, input_shapes)
+    graph = load(model, input_shapes, freeze)
     return profile_model(
         graph,
         targets,
@@ -174,7 +199,8 @@ def tune(
     (the simplest among those the noise cannot tell apart) and saves it with its report
     under ``search_dir``. Options are the fields of :class:`TuneOptions`, given as
     ``options`` or as keywords (keywords win), e.g. ``tune("squeezenet",
-    objective="makespan", budget_s=30)``; an unknown keyword raises TypeError.
+    objective="makespan", budget_s=30)`` or ``tune("vad.onnx", input_shapes={"batch": 1},
+    freeze={"sr": 16000})``; an unknown keyword raises TypeError.
     ``progress(stage, done, total, label)`` is called as the stages advance. Raises an
     :class:`AutopartError` subclass (one-line message) for what a user can get wrong.
     """
@@ -196,7 +222,8 @@ def bench(
     For each model: onnxruntime alone, every single target, the peer baselines and the
     tuned plan (the one ``tune`` saved, else the search's pick now) run in interleaved
     rounds on the same inputs. Options are the fields of :class:`BenchOptions` (targets,
-    rounds, search_dir, profiles_dir), as ``options`` or keywords. Returns one row per
+    rounds, search_dir, profiles_dir, input_shapes, freeze), as ``options`` or keywords,
+    e.g. ``bench(["vad.onnx"], input_shapes={"batch": 1})``. Returns one row per
     (model, plan), with the columns :func:`autopart.tuning.bench.bench_models` lists.
     """
     from autopart.tuning.bench import bench_models  # onnxruntime loads on first use

@@ -447,7 +447,7 @@ def test_a_peer_that_rejects_the_model_is_left_out_with_a_note(
 ) -> None:
     from autopart.tuning import peers as peer_module
 
-    def rejects(model: object) -> object:
+    def rejects(model: object, inputs: object = None) -> object:
         raise RuntimeError("Exception from src/x.cpp:1:\nunsupported op Foo")
 
     monkeypatch.setattr(peer_module, "openvino_alone", rejects)

@@ -8,6 +8,10 @@ from rich.table import Table
 
 from autopart.cli.common import (
     console,
+    freeze_option,
+    input_shape_option,
+    parse_freeze,
+    parse_input_shapes,
     print_table,
     progress_display,
     split_list,
@@ -30,6 +34,8 @@ from autopart.tuning.plan_rows import plan_label
               show_default=True)  # fmt: skip
 @click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
 @click.option("--profiles", type=click.Path(file_okay=False), default=None, help="profile dir")
+@input_shape_option
+@freeze_option
 @user_errors
 def bench_command(
     models: tuple[str, ...],
@@ -38,12 +44,24 @@ def bench_command(
     csv_path: str,
     search_dir: str,
     profiles: str | None,
+    input_shapes: tuple[str, ...],
+    freeze: tuple[str, ...],
 ) -> None:
-    """Time the peers (onnxruntime, OpenVINO), every single target, baselines and the tuned plan."""
+    """Time the peers (onnxruntime, OpenVINO), every single target, baselines and the tuned plan.
+
+    --input-shape and --freeze apply to every MODEL.
+    """
     from autopart.tuning.bench import bench_models, write_csv
     from autopart.tuning.options import BenchOptions
 
-    options = BenchOptions(split_list(targets) or None, rounds, search_dir, profiles)
+    options = BenchOptions(
+        split_list(targets) or None,
+        rounds,
+        search_dir,
+        profiles,
+        parse_input_shapes(input_shapes),
+        parse_freeze(freeze),
+    )
     check_writable(csv_path, "CSV file")
     columns = (TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn())
     with progress_display(*columns) as bar:

@@ -84,7 +84,11 @@ def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:
-    """Parse ``--input-shape NAME=D1,D2,...`` options into a name -> dims mapping."""
+    """Parse ``--input-shape NAME=D1,D2,...`` options into a name -> dims mapping.
+
+    NAME is an input (its full shape) or a symbolic dim (one size): import tells them apart
+    (:func:`autopart.ir.input_shapes.resolve_input_shapes`).
+    """
     shapes = {}
     for spec in specs:
         name, sep, dims = spec.rpartition("=")
@@ -96,7 +100,8 @@ def parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:
                 raise ValueError
         except ValueError:
             raise click.BadParameter(
-                f"{spec!r} is not NAME=D1,D2,... with dims >= 0", param_hint="--input-shape"
+                f"{spec!r} is not INPUT=D1,D2,... or DIM=N with dims >= 0",
+                param_hint="--input-shape",
             ) from None
     return shapes
 
@@ -105,8 +110,49 @@ input_shape_option = click.option(
     "--input-shape",
     "input_shapes",
     multiple=True,
-    metavar="NAME=D1,D2,...",
-    help="fix the shape of an input (symbolic dims default to 1)",
+    metavar="INPUT=D1,D2,...|DIM=N",
+    help="fix an input's shape, or a named symbolic dim in every input (unfixed dims are 1)",
+)
+
+
+def parse_freeze(specs: Sequence[str]) -> dict[str, object]:
+    """Parse ``--freeze NAME=VALUE`` options: a number, or numbers separated by commas.
+
+    A value with a comma is a list (``x=1,2``; ``x=5,`` is a one-item list); ``true`` and
+    ``false`` are booleans. Import casts each to its input's declared dtype.
+    """
+    frozen: dict[str, object] = {}
+    for spec in specs:
+        name, sep, text = spec.partition("=")
+        try:
+            if not sep or not name or not text.strip():
+                raise ValueError
+            items = [_number(item) for item in text.split(",") if item.strip()]
+            frozen[name] = items if "," in text else items[0]
+        except ValueError:
+            raise click.BadParameter(
+                f"{spec!r} is not NAME=VALUE (a number, or numbers separated by commas)",
+                param_hint="--freeze",
+            ) from None
+    return frozen
+
+
+def _number(text: str) -> bool | int | float:
+    word = text.strip().lower()
+    if word in ("true", "false"):
+        return word == "true"
+    try:
+        return int(word)
+    except ValueError:
+        return float(word)
+
+
+freeze_option = click.option(
+    "--freeze",
+    "freeze",
+    multiple=True,
+    metavar="INPUT=VALUE",
+    help="fix an input to a value (a number or a comma list, in its dtype) and fold what follows",
 )
 
 

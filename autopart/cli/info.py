@@ -8,7 +8,9 @@ from rich.table import Table
 from autopart import api
 from autopart.cli.common import (
     console,
+    freeze_option,
     input_shape_option,
+    parse_freeze,
     parse_input_shapes,
     print_table,
     styled,
@@ -20,10 +22,11 @@ from autopart.limits import format_size
 @click.command("info")
 @click.argument("model", metavar="MODEL")
 @input_shape_option
+@freeze_option
 @user_errors
-def info(model: str, input_shapes: tuple[str, ...]) -> None:
+def info(model: str, input_shapes: tuple[str, ...], freeze: tuple[str, ...]) -> None:
     """Print MODEL's op histogram, parameter bytes and FLOP estimate."""
-    summary = api.info(model, parse_input_shapes(input_shapes))
+    summary = api.info(model, parse_input_shapes(input_shapes), parse_freeze(freeze))
     console.print(styled((summary.name, "bold"), f": {summary.nodes} nodes after simplification"))
     for kind, values in (("input", summary.inputs), ("output", summary.outputs)):
         for name, (dtype, shape) in values.items():

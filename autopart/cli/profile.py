@@ -15,7 +15,9 @@ from rich.table import Table
 from autopart import api
 from autopart.cli.common import (
     console,
+    freeze_option,
     input_shape_option,
+    parse_freeze,
     parse_input_shapes,
     print_table,
     progress_display,
@@ -49,6 +51,7 @@ from autopart.profile.store import Profile
     "--refresh", is_flag=True, help="measure everything again; new rows replace the saved ones"
 )
 @input_shape_option
+@freeze_option
 @user_errors
 def profile_command(
     model: str,
@@ -57,6 +60,7 @@ def profile_command(
     budget: float | None,
     refresh: bool,
     input_shapes: tuple[str, ...],
+    freeze: tuple[str, ...],
 ) -> None:
     """Measure op, launch and copy costs of MODEL on every target; reuse what is saved."""
     targets = tuple(t for spec in targets for t in spec.split(",") if t.strip())
@@ -76,7 +80,7 @@ def profile_command(
 
         report, saved, path = api.profile(
             model, targets or None, profiles, budget, progress,
-            parse_input_shapes(input_shapes), refresh=refresh,
+            parse_input_shapes(input_shapes), refresh=refresh, freeze=parse_freeze(freeze),
         )  # fmt: skip
     console.print(
         styled(

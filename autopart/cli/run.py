@@ -11,7 +11,9 @@ from rich.table import Table
 from autopart import api
 from autopart.cli.common import (
     console,
+    freeze_option,
     input_shape_option,
+    parse_freeze,
     parse_input_shapes,
     print_table,
     user_errors,
@@ -77,6 +79,7 @@ from autopart.tuning.verify import CHECK_TOLERANCE, oracle_outputs
     "--sequential", is_flag=True, help="run steps one after another instead of concurrently"
 )
 @input_shape_option
+@freeze_option
 @user_errors
 def run(
     model: str,
@@ -91,6 +94,7 @@ def run(
     check: bool,
     sequential: bool,
     input_shapes: tuple[str, ...],
+    freeze: tuple[str, ...],
 ) -> None:
     """Run a model (every node on --fallback unless --assign places it) or a saved plan.
 
@@ -101,11 +105,15 @@ def run(
         if path:
             check_writable(path, what)
     if model.endswith(".json"):
-        if assign or input_shapes:
-            raise click.UsageError("--assign and --input-shape apply to models, not to plans")
+        if assign or input_shapes or freeze:
+            raise click.UsageError(
+                "--assign, --input-shape and --freeze apply to models, not to plans"
+            )
         plan, graph = api.load_plan(model)
     else:
-        plan, graph = api.make_plan(model, assign, fallback, parse_input_shapes(input_shapes))
+        plan, graph = api.make_plan(
+            model, assign, fallback, parse_input_shapes(input_shapes), parse_freeze(freeze)
+        )
     if save_plan:
         plan.save(save_plan)
     feeds = load_tensors(inputs_path, graph.inputs) if inputs_path else random_inputs(graph, seed)

@@ -14,7 +14,9 @@ from rich.table import Table
 
 from autopart.cli.common import (
     console,
+    freeze_option,
     input_shape_option,
+    parse_freeze,
     parse_input_shapes,
     print_table,
     progress_display,
@@ -78,6 +80,7 @@ from autopart.tuning.workflow import TuneReport, tune_model
     help="also time onnxruntime alone and openvino alone, each at its defaults",
 )  # fmt: skip
 @input_shape_option
+@freeze_option
 @user_errors
 def tune_command(
     model: str,
@@ -98,6 +101,7 @@ def tune_command(
     seed: int,
     peers: bool,
     input_shapes: tuple[str, ...],
+    freeze: tuple[str, ...],
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""
     constraints = Constraints.from_cli(pins, forbids, memory, fallback)
@@ -130,6 +134,7 @@ def tune_command(
             storage=storage,
             input_shapes=parse_input_shapes(input_shapes),
             peers=peers,
+            freeze=parse_freeze(freeze),
         )
         report = tune_model(model, options, progress=progress)
     print_report(report)

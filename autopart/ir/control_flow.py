@@ -18,6 +18,14 @@ def unknown_shape_hint(graph: Graph, name: str) -> str:
     producer = graph.value(name).producer
     if producer is None or producer.op_type not in CONTROL_FLOW:
         return ""
+    if producer.op_type == "If" and producer.inputs and producer.inputs[0]:
+        sources = _inputs_behind(graph, producer.inputs[0])
+        fix = ", ".join(f"--freeze {source}=VALUE" for source in sources)
+        return (
+            f" (an output of If node {producer.name!r}, whose condition depends on "
+            f"{'the inputs ' + str(sources) if sources else 'data'}"
+            f"{'; fix them with ' + fix if sources else ''})"
+        )
     return (
         f" (an output of {producer.op_type} node {producer.name!r}: its size depends on "
         "data; declare the output's shape in the model)"
@@ -114,3 +122,18 @@ def _body_shapes(graph: Graph, node: Node) -> list[tuple[int, ...]] | None:
             return None
         shapes.append(tuple(d.dim_value for d in tensor.shape.dim))
     return shapes
+
+
+def _inputs_behind(graph: Graph, name: str) -> list[str]:
+    """The graph inputs value ``name`` is computed from, in the graph's input order."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        current = todo.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        producer = graph.value(current).producer
+        if producer is not None:
+            todo.extend(producer.present_inputs)
+    return [source for source in graph.inputs if source in seen]

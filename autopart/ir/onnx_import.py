@@ -1,13 +1,12 @@
 """ONNX import: read a model safely, give every value a static shape, and simplify.
 
-``load_graph(path_or_proto, input_shapes)`` is the single entry point. It refuses files that
-are not ONNX, external data that escapes the model's folder, and values whose shape cannot
-be made static, each with a one-line :class:`ModelError`.
+``load_graph(path_or_proto, input_shapes, freeze=...)`` is the single entry point. It
+refuses files that are not ONNX, external data that escapes the model's folder, and values
+whose shape cannot be made static, each with a one-line :class:`ModelError`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -17,7 +16,9 @@ from onnx import external_data_helper, helper, numpy_helper
 
 from autopart.errors import ModelError, ResourceError, UnsupportedOpError
 from autopart.ir.control_flow import fix_loop_shapes, unknown_shape_hint
+from autopart.ir.freeze import FreezeValues, frozen_arrays
 from autopart.ir.graph import Graph, Node, Value
+from autopart.ir.input_shapes import InputShapes, declared_dims, resolve_input_shapes
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
 from autopart.limits import check_fits
@@ -71,16 +72,21 @@ def _first_line(error: BaseException) -> str:
 
 def load_graph(
     model: str | Path | onnx.ModelProto,
-    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_shapes: InputShapes | None = None,
     simplify_graph: bool = True,
+    freeze: FreezeValues | None = None,
 ) -> Graph:
     """Import an ONNX model as a simplified :class:`Graph` with static shapes everywhere.
 
-    ``input_shapes`` fixes the shape of named inputs; other symbolic dimensions become 1.
+    ``input_shapes`` maps an input's name to its full shape, or a symbolic dim's name to
+    its size (:mod:`autopart.ir.input_shapes`); other symbolic dims become 1. ``freeze``
+    maps inputs to values they are fixed to: each becomes a constant, no longer an input
+    (:mod:`autopart.ir.freeze`). Simplifying folds constants, and with them every ``If``
+    whose condition becomes constant (:mod:`autopart.ir.fold_if`), until nothing changes.
     """
     proto = model if isinstance(model, onnx.ModelProto) else read_model(model)
     _check(proto)
-    graph = _graph_from_proto(proto, input_shapes or {})
+    graph = _graph_from_proto(proto, input_shapes or {}, freeze or {})
     check_declared_sizes(graph)
     infer_shapes(graph)
     if simplify_graph:
@@ -164,21 +170,38 @@ def _copy_structure(proto: onnx.ModelProto, skeleton: onnx.ModelProto) -> None:
             )
 
 
-def _type_of(info: onnx.ValueInfoProto) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
+def _type_of(
+    info: onnx.ValueInfoProto, declared: bool = True
+) -> tuple[tuple[int | None, ...] | None, np.dtype | None]:
+    """The shape (None for an unknown dim) and dtype of ``info``, each None when unknown.
+
+    In a ``declared`` type a negative dim is unknown (an exporter's -1); one that shape
+    inference computed is kept, for :func:`check_declared_sizes` to refuse.
+    """
     kind = info.type
     if kind.HasField("optional_type") and kind.optional_type.elem_type.HasField("tensor_type"):
         kind = kind.optional_type.elem_type  # an optional tensor is fed as a tensor
     tensor = kind.tensor_type
     if not kind.HasField("tensor_type") or tensor.elem_type == 0:
         return None, None
-    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
+    except KeyError:
+        raise ModelError(
+            f"value {info.name!r} has element type {tensor.elem_type}, which onnx does not know"
+        ) from None
     if not tensor.HasField("shape"):
         return None, dtype
-    dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim)
+    dims = tuple(
+        d.dim_value if d.HasField("dim_value") and (d.dim_value >= 0 or not declared) else None
+        for d in tensor.shape.dim
+    )
     return dims, dtype
 
 
-def _graph_from_proto(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequence[int]]) -> Graph:
+def _graph_from_proto(
+    proto: onnx.ModelProto, input_shapes: InputShapes, freeze: FreezeValues
+) -> Graph:
     g = proto.graph
     values: dict[str, Value] = {}
 
@@ -189,10 +212,15 @@ def _graph_from_proto(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequenc
         data = numpy_helper.to_array(tensor)
         values[tensor.name] = Value(tensor.name, tuple(data.shape), data.dtype, data)
     initializer_names = set(values)
-    inputs = [i.name for i in g.input if i.name not in initializer_names]
-    unknown = sorted(set(input_shapes) - set(inputs))
-    if unknown:
-        raise ModelError(f"input shape given for unknown input(s) {unknown}; inputs are {inputs}")
+    infos = [i for i in g.input if i.name not in initializer_names]
+    inputs = [i.name for i in infos]
+    declared = {i.name: (declared_dims(i), _type_of(i)[1]) for i in infos}
+    frozen = frozen_arrays(declared, freeze)
+    shapes = resolve_input_shapes(
+        {name: dims for name, (dims, _) in declared.items()},
+        input_shapes,
+        {name: tuple(array.shape) for name, array in frozen.items()},
+    )
     for info in [*g.input, *g.value_info, *g.output]:
         if info.name in initializer_names:
             continue
@@ -201,7 +229,9 @@ def _graph_from_proto(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequenc
         v.shape = tuple(shape) if shape is not None else v.shape  # type: ignore[arg-type]
         v.dtype = dtype or v.dtype
     for name in inputs:
-        _fix_input_shape(values[name], input_shapes.get(name))
+        values[name].shape = shapes[name]
+    for name, array in frozen.items():
+        values[name].const = array
     nodes = []
     names: set[str] = set()
     for index, proto_node in enumerate(g.node):
@@ -231,31 +261,12 @@ def _graph_from_proto(proto: onnx.ModelProto, input_shapes: Mapping[str, Sequenc
     outputs = [o.name for o in g.output]
     for name in outputs:
         value(name)
-    graph = Graph(g.name or "model", nodes, values, inputs, outputs, opsets)
+    kept = [name for name in inputs if name not in frozen]
+    graph = Graph(g.name or "model", nodes, values, kept, outputs, opsets)
     graph.meta["model_inputs"] = inputs
+    if frozen:
+        graph.meta["frozen"] = frozen
     return graph
-
-
-def _fix_input_shape(value: Value, given: Sequence[int] | None) -> None:
-    if given is not None:
-        given = tuple(int(d) for d in given)
-        if value.shape is not None and len(value.shape) != len(given):
-            raise ModelError(
-                f"input {value.name!r} has rank {len(value.shape)}, "
-                f"but shape {list(given)} was given"
-            )
-        if value.shape is not None:
-            for have, want in zip(value.shape, given, strict=True):
-                if have is not None and have != want:
-                    raise ModelError(
-                        f"input {value.name!r} has fixed shape {list(value.shape)}; "
-                        f"cannot set it to {list(given)}"
-                    )
-        value.shape = given
-    elif value.shape is None:
-        raise ModelError(f"input {value.name!r} has no shape; give one with --input-shape")
-    else:
-        value.shape = tuple(1 if d is None else d for d in value.shape)
 
 
 def infer_shapes(graph: Graph) -> None:
@@ -272,7 +283,7 @@ def infer_shapes(graph: Graph) -> None:
             "shape inference ran out of memory: a declared size is too big"
         ) from None
     for info in [*inferred.graph.value_info, *inferred.graph.output]:
-        shape, dtype = _type_of(info)
+        shape, dtype = _type_of(info, declared=False)
         value = graph.values.get(info.name)
         if value is None or value.is_const:
             continue

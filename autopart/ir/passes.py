@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from autopart.errors import UnsupportedOpError
+from autopart.errors import ModelError, UnsupportedOpError
+from autopart.ir.fold_if import inline_constant_ifs
 from autopart.ir.graph import Graph, Node, Value
 from autopart.limits import check_fits
 from autopart.ops import bind, has_kernel, refusal
@@ -31,8 +32,14 @@ _PASSTHROUGH = frozenset({"Identity", "Dropout"})
 
 
 def simplify(graph: Graph) -> bool:
-    """Run every simplifying pass once; return whether anything changed."""
+    """Run every simplifying pass once; return whether anything changed.
+
+    An If whose condition folded to a constant is replaced by its taken branch; the new
+    nodes have no shapes yet, so a caller runs shape inference and simplifies again until
+    nothing changes (as import does).
+    """
     changed = fold_constants(graph)
+    changed |= inline_constant_ifs(graph)
     changed |= remove_passthrough(graph)
     changed |= fold_batchnorm_into_conv(graph)
     changed |= eliminate_dead_code(graph)
@@ -99,6 +106,11 @@ def check_made_size(graph: Graph, node: Node) -> None:
     if node.op_type not in ("ConstantOfShape", "Expand", "Tile"):
         return
     consts = [graph.value(name).const if name else None for name in node.inputs]
+    sizes = [*consts, None, None][0 if node.op_type == "ConstantOfShape" else 1]
+    if sizes is not None and np.issubdtype(sizes.dtype, np.integer) and (sizes < 0).any():
+        raise ModelError(
+            f"{node.op_type} node {node.name!r} is given a negative size: {sizes.tolist()}"
+        )
     elements = 0
     if node.op_type == "ConstantOfShape" and consts and consts[0] is not None:
         elements = int(np.prod(np.asarray(consts[0], dtype=np.float64)))

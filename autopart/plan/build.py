@@ -28,9 +28,13 @@ from autopart.plan.schema import (
 
 
 def model_ref(graph: Graph, source: str) -> ModelRef:
-    """The reference a plan keeps to its model: name, how to load it, and its hash."""
+    """The reference a plan keeps to its model: name, how to load it, and its hash.
+
+    How to load it includes the input shapes and the values of inputs frozen at import.
+    """
     shapes = {name: list(graph.value(name).shape or ()) for name in graph.inputs}
-    return ModelRef(graph.name, source, graph_hash(graph), shapes)
+    frozen = {name: array.tolist() for name, array in graph.meta.get("frozen", {}).items()}
+    return ModelRef(graph.name, source, graph_hash(graph), shapes, frozen)
 
 
 def build_plan(

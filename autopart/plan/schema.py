@@ -43,12 +43,18 @@ READABLE_VERSIONS = (1, 2)
 
 @dataclass
 class ModelRef:
-    """Which model a plan is for: how to load it, and the hash of its imported graph."""
+    """Which model a plan is for: how to load it, and the hash of its imported graph.
+
+    ``input_shapes`` are the static shapes of its inputs and ``frozen`` the values of the
+    inputs frozen at import (a number or a nested list of numbers each), so that loading
+    ``source`` with both gives the same graph.
+    """
 
     name: str
     source: str
     hash: str
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    frozen: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -334,10 +340,22 @@ def _model_ref(read: Reader) -> ModelRef:
             isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in dims
         ):
             raise PlanError(f"plan field model.input_shapes.{name} must be a list of dims >= 0")
+    frozen = read.mapping("frozen")
+    for name, value in frozen.items():
+        if not _numbers(value):
+            raise PlanError(f"plan field model.frozen.{name} must be a number or list of numbers")
     return ModelRef(
         read.required_text("name"), read.required_text("source"), read.required_text("hash"),
         {str(name): list(dims) for name, dims in shapes.items()},
+        {str(name): value for name, value in frozen.items()},
     )  # fmt: skip
+
+
+def _numbers(value: Any) -> bool:
+    """Whether ``value`` is a number (a boolean included) or a nested list of them."""
+    if isinstance(value, list):
+        return all(_numbers(item) for item in value)
+    return isinstance(value, int | float)
 
 
 def _partition(read: Reader) -> PartitionSpec:

@@ -25,7 +25,7 @@ from autopart.plan.validate import validate_plan
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.tuning.options import BenchOptions, TuneOptions
-from autopart.tuning.peers import LINGER_S, ONNXRUNTIME, OPENVINO, peers
+from autopart.tuning.peers import LINGER_S, ONNXRUNTIME, OPENVINO, PeerInputs, peers
 from autopart.tuning.verify import Measured, measure_plans
 from autopart.tuning.workflow import prepare
 
@@ -64,10 +64,7 @@ def _bench_model(
     model: str, options: BenchOptions, progress: StageProgress | None
 ) -> list[dict[str, object]]:
     """The rows of one model (see :func:`bench_models`)."""
-    tune_options = TuneOptions(
-        targets=options.targets, profiles_dir=options.profiles_dir, search_dir=options.search_dir
-    )
-    prepared = prepare(model, tune_options, progress=progress)
+    prepared = prepare(model, _tune_options(options), progress=progress)
     graph, outcome = prepared.graph, prepared.outcome
     candidates = {
         name: c
@@ -85,7 +82,7 @@ def _bench_model(
     saved_s = None if saved is None else saved.makespan_s
     predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
     twins = _twins(plans)
-    peers_run, _ = peers(model)
+    peers_run, _ = peers(model, PeerInputs.of(graph))
     failures: dict[str, str] = {}
     measured = measure_plans(
         graph,
@@ -148,6 +145,17 @@ def _best_single(measured: Mapping[str, Measured], candidates: Mapping[str, Cand
         if n in candidates and candidates[n].kind is CandidateKind.SINGLE
     ]
     return min(singles) if singles else float("nan")
+
+
+def _tune_options(options: BenchOptions) -> TuneOptions:
+    """The options of the tune whose preparation (load, profile, search) a benchmark shares."""
+    return TuneOptions(
+        targets=options.targets,
+        profiles_dir=options.profiles_dir,
+        search_dir=options.search_dir,
+        input_shapes=options.input_shapes,
+        freeze=options.freeze,
+    )
 
 
 def plan_codegens(plan: Plan) -> str:

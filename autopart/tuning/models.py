@@ -1,19 +1,16 @@
-"""Loading a model and profiling it on this machine: the first stages of a tune.
+"""Profiling a model on this machine: the first stage of a tune after loading it.
 
-:mod:`autopart.api` exposes both (``load``, ``profile``); they live here so that the
-tuning workflow below the API can use them.
+:mod:`autopart.api` exposes it (``profile``); it lives here so that the tuning workflow
+below the API can use it. Loading is :func:`autopart.loader.load_model`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-
-import onnx
 
 from autopart.io import check_writable
 from autopart.ir.graph import Graph
-from autopart.ir.onnx_import import load_graph
 from autopart.profile import (
     Profile,
     Profiler,
@@ -27,23 +24,6 @@ from autopart.progress import Progress
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.tuning.options import check_budget
-from autopart.zoo import resolve_model
-
-ModelLike = str | Path | onnx.ModelProto | Graph
-
-
-def load_model(model: ModelLike, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Graph:
-    """Import a zoo name, an ``.onnx`` path, a ModelProto (or pass a Graph through).
-
-    ``input_shapes`` fixes the named inputs' shapes. A name or path is recorded as the
-    graph's ``meta["source"]``.
-    """
-    if isinstance(model, Graph):
-        return model
-    graph = load_graph(resolve_model(model), input_shapes)
-    if isinstance(model, str | Path):
-        graph.meta["source"] = str(model)
-    return graph
 
 
 def profile_model(

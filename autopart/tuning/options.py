@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from autopart.errors import AutopartError
 from autopart.io import check_writable
+from autopart.loader import FreezeValues, InputShapes
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective
 
@@ -26,10 +27,12 @@ class TuneOptions:
     is saved under ``search_dir/<model>-<targets hash>/`` and also to ``output`` if given.
     ``rounds`` are the timed rounds per plan when verifying; ``seed`` seeds the inputs and
     the optuna sampler; ``storage`` is an optuna RDB URL (None: the study in the search
-    folder); ``input_shapes`` fixes the model's named input shapes. With ``peers`` (the
-    default) onnxruntime alone and openvino alone, each at its library's defaults, run in
-    the same rounds as the candidate plans, and the report gives the chosen plan's ratio
-    to them.
+    folder); ``input_shapes`` fixes input shapes (an input's name to its shape, or a
+    symbolic dim's name to its size) and ``freeze`` fixes inputs to values (see
+    :func:`autopart.loader.load_model`). With ``peers`` (the default) onnxruntime alone and
+    openvino alone, each at its library's defaults, run in the same rounds as the
+    candidate plans on the original model (fed the frozen values), and the report gives
+    the chosen plan's ratio to them.
     """
 
     targets: Sequence[str] | None = None
@@ -44,8 +47,9 @@ class TuneOptions:
     rounds: int = 10
     seed: int = 0
     storage: str | None = None
-    input_shapes: Mapping[str, Sequence[int]] | None = None
+    input_shapes: InputShapes | None = None
     peers: bool = True
+    freeze: FreezeValues | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objective", Objective.parse(self.objective))
@@ -85,12 +89,16 @@ class BenchOptions:
     ``targets`` are target specs (None: every target found); ``rounds`` the timed rounds
     per plan; the tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves
     it); ``profiles_dir`` is where this machine's profile is kept (None: the default).
+    ``input_shapes`` and ``freeze`` are those of :class:`TuneOptions`, applied to every
+    model benched.
     """
 
     targets: Sequence[str] | None = None
     rounds: int = 15
     search_dir: str | Path = "search"
     profiles_dir: str | Path | None = None
+    input_shapes: InputShapes | None = None
+    freeze: FreezeValues | None = None
 
     def __post_init__(self) -> None:
         check_count(self.rounds, "rounds", 1)

@@ -4,13 +4,17 @@
 provider; ``openvino alone`` is ``compile_model`` on OpenVINO's CPU device with only the
 LATENCY hint and f32 precision set (its default on CPUs with bf16 units is bf16, about
 1e-2 off the reference). Benchmarks time them side by side with autopart's plans and report
-the ratio to each and to the best of them; a peer is never given autopart's settings.
+the ratio to each and to the best of them; a peer is never given autopart's settings. A
+peer runs the model as the user gave it: when import froze inputs (``--freeze``), the peer
+is fed their values instead (:class:`PeerInputs`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -35,6 +39,30 @@ PEER_CODEGENS = {ONNXRUNTIME: "onnxruntime", OPENVINO: "openvino"}
 LINGER_S = {ONNXRUNTIME: VERIFY.spin_linger_s, OPENVINO: 0.0}
 
 
+@dataclass(frozen=True)
+class PeerInputs:
+    """How autopart's import fixed a model's inputs, for a peer running the model as it is.
+
+    ``frozen`` are the values of frozen inputs (``--freeze``): a peer is fed them with every
+    run, as a user would feed them. ``shapes`` are the static shapes of the inputs
+    (``--input-shape``, symbolic dims 1 by default): the feeds have them, and OpenVINO
+    compiles for them (a user reshapes a dynamic model for the one shape they run).
+    """
+
+    frozen: Mapping[str, np.ndarray] = field(default_factory=dict)
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, graph: Graph) -> PeerInputs:
+        """The frozen values and input shapes ``graph`` was imported with."""
+        shapes = {name: tuple(graph.value(name).shape or ()) for name in graph.inputs}
+        return cls(dict(graph.meta.get("frozen", {})), shapes)
+
+    def feeds(self, names: Sequence[str], feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """The arrays a peer whose inputs are ``names`` is given: ``feeds`` and frozen values."""
+        return {name: feeds[name] if name in feeds else self.frozen[name] for name in names}
+
+
 def peer_model(model: PeerModel) -> onnx.ModelProto:
     """The ONNX model a user would hand a library: the file or zoo model as it is.
 
@@ -45,12 +73,15 @@ def peer_model(model: PeerModel) -> onnx.ModelProto:
     return resolve_model(model)
 
 
-def onnxruntime_alone(model: PeerModel, parallel: bool = False) -> Runner:
+def onnxruntime_alone(
+    model: PeerModel, parallel: bool = False, inputs: PeerInputs | None = None
+) -> Runner:
     """A runner for ``model`` in a plain onnxruntime CPU session at its default options.
 
-    With ``parallel`` (an experiment's variant, not the peer), the session runs independent
-    branches itself (``ORT_PARALLEL``: two inter-op threads of one intra-op thread each,
-    spinning off) instead of threading inside each op.
+    ``inputs`` are the frozen values it is fed besides a run's feeds. With ``parallel`` (an
+    experiment's variant, not the peer), the session runs independent branches itself
+    (``ORT_PARALLEL``: two inter-op threads of one intra-op thread each, spinning off)
+    instead of threading inside each op.
     """
     options = ort.SessionOptions()
     if parallel:
@@ -64,43 +95,67 @@ def onnxruntime_alone(model: PeerModel, parallel: bool = False) -> Runner:
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
     names = [output.name for output in session.get_outputs()]
+    fixed = inputs or PeerInputs()
+    wanted = [port.name for port in session.get_inputs()]
 
     def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(names, session.run(names, dict(feeds)), strict=True))
+        return dict(zip(names, session.run(names, fixed.feeds(wanted, feeds)), strict=True))
 
     return run
 
 
-def openvino_alone(model: PeerModel) -> Runner:
-    """A runner for ``model`` compiled by OpenVINO for its CPU: LATENCY hint, f32, no more."""
+def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None) -> Runner:
+    """A runner for ``model`` compiled by OpenVINO for its CPU: LATENCY hint, f32, no more.
+
+    With ``inputs``, inputs of dynamic shape are reshaped to the static shapes given (and
+    frozen inputs to their values' shapes), and frozen values are fed with every run.
+    """
+    fixed = inputs or PeerInputs()
     read = openvino_runtime.read_onnx(peer_model(model).SerializeToString())
+    _reshape(read, fixed)
     settings = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
     compiled = openvino_runtime.core().compile_model(read, "CPU", settings)
     request = compiled.create_infer_request()
-    inputs = [port.get_any_name() for port in compiled.inputs]
+    names = [port.get_any_name() for port in compiled.inputs]
     outputs = [port.get_any_name() for port in compiled.outputs]
 
     def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        result = request.infer({name: feeds[name] for name in inputs})
+        result = request.infer(fixed.feeds(names, feeds))
         return {name: np.asarray(result[index]) for index, name in enumerate(outputs)}
 
     return run
 
 
-def peers(model: PeerModel) -> tuple[dict[str, Runner], list[str]]:
+def _reshape(read: Any, fixed: PeerInputs) -> None:
+    """Give ``read``'s inputs of dynamic shape the static shapes of ``fixed``."""
+    wanted = {**fixed.shapes, **{name: a.shape for name, a in fixed.frozen.items()}}
+    static = {}
+    for port in read.inputs:
+        name = port.get_any_name()
+        if port.get_partial_shape().is_dynamic and name in wanted:
+            static[name] = list(wanted[name])
+    if static:
+        read.reshape(static)
+
+
+def peers(
+    model: PeerModel, inputs: PeerInputs | None = None
+) -> tuple[dict[str, Runner], list[str]]:
     """Every peer this machine can run for ``model``, by name, and why any other could not.
 
-    OpenVINO is a peer where it is installed. A library that rejects the model is left
+    ``inputs`` say how import fixed the inputs (:meth:`PeerInputs.of` the imported graph);
+    each peer runs ``model`` as it is, fed the frozen values. OpenVINO is a peer where it is
+    installed. A library that rejects the model is left
     out with a one-line reason: a user could not have run it that way either.
     """
-    makers: dict[str, Callable[[PeerModel], Runner]] = {ONNXRUNTIME: onnxruntime_alone}
+    makers: dict[str, Callable[..., Runner]] = {ONNXRUNTIME: onnxruntime_alone}
     if openvino_runtime.HAVE_OPENVINO:
         makers[OPENVINO] = openvino_alone
     found: dict[str, Runner] = {}
     notes: list[str] = []
     for name, make in makers.items():
         try:
-            found[name] = make(model)
+            found[name] = make(model, inputs=inputs)
         except Exception as error:  # neither library's exception types are specific
             first = (str(error).strip().splitlines() or [type(error).__name__])[-1]
             notes.append(f"{name} could not run this model: {first[:200]}")

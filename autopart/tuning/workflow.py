@@ -19,6 +19,7 @@ from autopart.costmodel.costs import Costs
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
+from autopart.loader import ModelLike, load_model
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
 from autopart.progress import StageProgress
@@ -31,10 +32,10 @@ from autopart.search.planner import SearchOutcome, annotate, search
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.tuning import choice
-from autopart.tuning.models import ModelLike, load_model, profile_model
+from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import measure_partitions, price_measured
-from autopart.tuning.peers import LINGER_S, peer_equivalents, peers
+from autopart.tuning.peers import LINGER_S, PeerInputs, peer_equivalents, peers
 from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
 
@@ -164,7 +165,7 @@ def _verify(
     feeds = random_inputs(graph, options.seed)
     if progress is not None and options.peers:
         progress("peers", 0, 0, "compiling the libraries alone")
-    peer_runs, notes = peers(model) if options.peers else ({}, [])
+    peer_runs, notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
     failures: dict[str, str] = {}
     runners = _runners(candidates, twins, peer_runs)
 
@@ -237,7 +238,7 @@ def prepare(
 ) -> Prepared:
     """Load ``model``, profile what is missing (unless ``options.profile_file``), and search."""
     options = options or TuneOptions()
-    graph = load_model(model, options.input_shapes)
+    graph = load_model(model, options.input_shapes, options.freeze)
     machine = discover()
     profiled: ProfileReport | None = None
     targets = _with_fallback(options.targets, options.constraints)
