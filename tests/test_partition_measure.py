@@ -58,10 +58,10 @@ def test_tune_measures_its_candidates_partitions_prices_with_them_and_reuses_the
         search_dir=str(tmp_path / "search"), rounds=2, peers=False,
     )  # fmt: skip
     report = tune_model(str(tiny_path), options)
-    assert report.partitions_measured is not None and report.partitions_measured.new >= 2
+    assert report.partitions_measured is not None and report.partitions_measured.new >= 1
     profile = Profile.load(machine_profile_path(profiles, discover()))
     rows = profile.rows(RowKind.PARTITION)
-    assert set(rows["target"]) == {"cpu@onnxruntime", "cpu@numpy"}
+    assert "cpu@onnxruntime" in set(rows["target"]) <= {"cpu@onnxruntime", "cpu@numpy"}
     graph = api.load(str(tiny_path))
     names = tuple(node.name for node in graph.nodes)
     found = measured_partitions(profile, graph, [(names, ORT, True)])
@@ -107,3 +107,26 @@ def test_an_onnx_model_with_the_same_subgraph_shares_its_measurement(tmp_path: P
     onnx.save(copy, str(path))
     second = api.load(str(path))
     assert partition_key(first, first.nodes, True) == partition_key(second, second.nodes, True)
+
+
+def test_only_candidates_predicted_near_the_quickest_and_not_too_split_are_measured() -> None:
+    from types import SimpleNamespace
+
+    from autopart.tuning.partitions import MEASURE_MAX_PARTITIONS, MEASURE_WITHIN, worth_measuring
+
+    def candidate(name: str, seconds: float, partitions: int, fits: bool = True) -> object:
+        plan = SimpleNamespace(partitions=[None] * partitions)
+        return SimpleNamespace(name=name, plan=plan, fits_memory=fits, value=lambda _: seconds)
+
+    candidates = {
+        c.name: c  # type: ignore[attr-defined]
+        for c in (
+            candidate("quick", 1.0, 1),
+            candidate("near", MEASURE_WITHIN * 0.99, 2),
+            candidate("far", MEASURE_WITHIN * 1.01, 1),
+            candidate("split", 1.5, MEASURE_MAX_PARTITIONS + 1),
+            candidate("too big", 0.5, 1, fits=False),
+        )
+    }
+    outcome = SimpleNamespace(candidates=candidates, objective="latency")
+    assert [c.name for c in worth_measuring(outcome)] == ["quick", "near"]  # type: ignore[arg-type]

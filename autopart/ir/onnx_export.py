@@ -50,7 +50,8 @@ def to_onnx(
 ) -> onnx.ModelProto:
     """Export ``nodes`` (default: all) as a model with the given boundary values.
 
-    Constants consumed by the exported nodes become initializers. With ``embed_constants``
+    Constants consumed by the exported nodes become initializers; an output folded to a
+    constant that no exported node makes is made by a ``Constant`` node. With ``embed_constants``
     an int, only constants of at most that many bytes are embedded and larger ones are
     declared as typed graph inputs instead, which keeps shape inference cheap.
     """
@@ -75,12 +76,20 @@ def to_onnx(
             initializers.append(numpy_helper.from_array(data, name))
         else:
             declared.append(name)
+    # an output that import folded to a constant is made by a Constant node: every output
+    # must be a node's, an input or an initializer
+    folded = [
+        helper.make_node("Constant", [], [name], value=numpy_helper.from_array(data, name))
+        for name in dict.fromkeys(outputs)
+        if name not in produced and name not in constants and name not in inputs
+        and (data := graph.value(name).const) is not None
+    ]  # fmt: skip
     boundary = set(inputs) | set(outputs) | set(constants)
     inner = [
         n for n in dict.fromkeys(produced) if n not in boundary and graph.value(n).dtype is not None
     ]
     proto_graph = helper.make_graph(
-        [node_to_proto(node) for node in chosen],
+        [*folded, *(node_to_proto(node) for node in chosen)],
         graph.name,
         [value_info(graph, n) for n in [*inputs, *declared]],
         [value_info(graph, n) for n in outputs],
