@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from autopart.errors import ExecutionError, ModelError
 from autopart.ir import Graph, Node, Value, load_graph
-from autopart.ir.type_check import check_types
+from autopart.ir.type_check import check_declared_types, check_types
 from autopart.runtime import Executor
 from autopart.targets.numpy_codegen import NumpyStep, NumpySubgraph
 from tests.conftest import make_model, run_onnxruntime
@@ -93,6 +93,14 @@ def _matches_onnxruntime(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -
     for name, expected in zip(names, want, strict=True):
         assert got[name].dtype == expected.dtype, name
         np.testing.assert_allclose(got[name], expected, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_a_fuzzed_undefined_output_type_is_one_error_line(tmp_path: Path) -> None:
+    path = tmp_path / "fuzz.onnx"
+    path.write_bytes(FUZZ_CASE.replace(b"\x0c\x08\x01\x12", b"\x0c\x08\x1d\x12"))  # y: 29
+    assert_one_line_error(
+        *invoke("info", str(path)), "value 'y' has element type 29, which ONNX does not define"
+    )
 
 
 def test_the_fuzzed_complex_relu_is_one_error_line(tmp_path: Path) -> None:
@@ -308,6 +316,71 @@ def test_the_check_agrees_with_onnx_full_check(
         else:
             with pytest.raises(ModelError, match=rf"^node 'node' \({op}\): (in|out)put '"):
                 load_graph(model)
+
+
+def _with_code(where: str, code: int) -> onnx.ModelProto:
+    """``y = Cast(Relu(x) + w)`` with element-type ``code`` stated at ``where``."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["inner"])],
+        "then",
+        [],
+        [info("inner", code if where == "subgraph" else F, [2])],
+    )
+    nodes = [
+        helper.make_node("Relu", ["x"], ["h"]),
+        helper.make_node("Add", ["h", "w"], ["s"]),
+        helper.make_node("Cast", ["s"], ["y"], to=code if where == "cast" else F),
+        helper.make_node("If", ["c"], ["z"], then_branch=body, else_branch=body),
+    ]
+    w = numpy_helper.from_array(np.ones(2, np.float32), "w")
+    w.data_type = code if where == "tensor" else F
+    graph = helper.make_graph(
+        nodes,
+        "codes",
+        [info("x", code if where == "input" else F, [2]), info("c", TensorProto.BOOL, [])],
+        [info("y", code if where == "output" else F, [2]), info("z", F, [2])],
+        initializer=[w],
+        value_info=[info("h", code if where == "value_info" else F, [2])],
+    )
+    return make_model(graph, 17)
+
+
+@pytest.mark.parametrize("code", [29, 1000, -1])
+@pytest.mark.parametrize(
+    ("where", "fragment"),
+    [
+        ("input", "value 'x' has element type {}, which ONNX does not define"),
+        ("output", "value 'y' has element type {}, which ONNX does not define"),
+        ("value_info", "value 'h' has element type {}, which ONNX does not define"),
+        ("tensor", "tensor 'w' has element type {}, which ONNX does not define"),
+        ("subgraph", "value 'inner' has element type {}, which ONNX does not define"),
+        ("cast", "a Cast node: attribute to={} is not an ONNX element type"),
+    ],
+)
+def test_undefined_element_type_codes_are_one_error_line(
+    tmp_path: Path, where: str, fragment: str, code: int
+) -> None:
+    path = _save(_with_code(where, code), tmp_path)
+    for command in (["info"], ["run", "--repeat", "1"]):
+        assert_one_line_error(*invoke(*command, path), fragment.format(code))
+
+
+def test_defined_element_type_codes_pass_and_a_default_zero_means_unset() -> None:
+    check_declared_types(_with_code("cast", TensorProto.FLOAT16))
+    quantize = helper.make_node("QuantizeLinear", ["x", "scale"], ["y"], output_dtype=0)
+    graph = helper.make_graph(
+        [quantize],
+        "quantize",
+        [info("x", F, [2, 3])],
+        [info("y", TensorProto.UINT8, [2, 3])],
+        initializer=[numpy_helper.from_array(np.array(0.1, np.float32), "scale")],
+    )
+    model = make_model(graph, 21)
+    _matches_onnxruntime(model, _feeds(model))
+    cast = helper.make_node("Cast", ["x"], ["y"], to=0)  # Cast's ``to`` has no default
+    graph = helper.make_graph([cast], "cast", [info("x", F, [2])], [info("y", F, [2])])
+    with pytest.raises(ModelError, match="attribute to=0 is not an ONNX element type"):
+        check_declared_types(make_model(graph, 17))
 
 
 def test_numpy_errors_while_running_are_one_line(tmp_path: Path) -> None:

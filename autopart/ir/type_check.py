@@ -1,5 +1,9 @@
 """Element types against the ONNX schemas: refuse a node fed a type its op does not take.
 
+Before import reads a model, :func:`check_declared_types` refuses element-type codes ONNX
+does not define wherever the model states one: value declarations (subgraphs' too),
+tensors, and the attributes that name a type (``Cast``'s ``to``, ``dtype``...).
+
 Once import has typed every value, :func:`check_types` holds each node of a domain ONNX
 defines (the default one, ``ai.onnx.ml`` and the preview domains) to the schema in force at
 the model's opset: every present input and output must be of an element type the formal
@@ -37,6 +41,20 @@ _TENSOR_TYPE = re.compile(r"(?:optional\()?tensor\((\w+)\)\)?")
 _ELEMENT_ORDER = {
     TensorProto.DataType.Name(code).lower(): code for code in TensorProto.DataType.values()
 }
+# Every element-type code the installed onnx defines (0, UNDEFINED, is not one).
+ELEMENT_CODES = frozenset(code for code in TensorProto.DataType.values() if code)
+# Names ONNX schemas give integer attributes that hold an element-type code.
+_TYPE_ATTRIBUTES = frozenset(
+    {
+        "to",
+        "dtype",
+        "output_dtype",
+        "output_datatype",
+        "stash_type",
+        "softmax_precision",
+        "precision",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -55,11 +73,81 @@ class _Formal:
 
 @dataclass(frozen=True)
 class _Signature:
-    """An op's schema, reduced to what the check needs."""
+    """An op's schema, reduced to what the checks need.
+
+    ``type_attributes`` maps each attribute holding an element-type code to whether 0
+    means "not given" (its default) rather than an undefined type.
+    """
 
     label: str
     inputs: tuple[_Formal, ...]
     outputs: tuple[_Formal, ...]
+    type_attributes: tuple[tuple[str, bool], ...]
+
+
+def check_declared_types(model: onnx.ModelProto) -> None:
+    """Raise :class:`ModelError` (one line) at an element-type code ONNX does not define.
+
+    Looks at every value declaration (0, "not stated", is allowed there), tensor and
+    type-naming attribute of an ONNX-domain node, in the graph and all its subgraphs: one
+    pass over the model's structure, tensor data untouched.
+    """
+    opsets = {("" if o.domain == "ai.onnx" else o.domain): o.version for o in model.opset_import}
+    graphs = [model.graph]
+    while graphs:
+        graph = graphs.pop()
+        for info in [*graph.input, *graph.output, *graph.value_info]:
+            _check_type_proto(info.type, f"value {info.name!r}")
+        tensors = [*graph.initializer, *(sparse.values for sparse in graph.sparse_initializer)]
+        for tensor in tensors:
+            _check_code(tensor.data_type, f"tensor {tensor.name!r}")
+        for node in graph.node:
+            _check_node_attributes(node, opsets)
+            for attribute in node.attribute:
+                graphs += [attribute.g] if attribute.HasField("g") else attribute.graphs
+
+
+def _check_node_attributes(node: onnx.NodeProto, opsets: dict[str, int]) -> None:
+    where = f"node {node.name!r} ({node.op_type})" if node.name else f"a {node.op_type} node"
+    for attribute in node.attribute:
+        tensors = [*attribute.tensors, *(sparse.values for sparse in attribute.sparse_tensors)]
+        tensors += [attribute.t] if attribute.HasField("t") else []
+        tensors += [attribute.sparse_tensor.values] if attribute.HasField("sparse_tensor") else []
+        for tensor in tensors:
+            _check_code(tensor.data_type, f"attribute {attribute.name!r} of {where}")
+    domain = "" if node.domain == "ai.onnx" else node.domain
+    if domain not in ONNX_DOMAINS:
+        return
+    signature = _signature(node.op_type, domain, opsets.get(domain, opsets.get("", 1)))
+    if signature is None:
+        return
+    given = {a.name: a for a in node.attribute if a.type == onnx.AttributeProto.INT}
+    for name, zero_means_unset in signature.type_attributes:
+        code = given[name].i if name in given else None
+        if code is not None and code not in ELEMENT_CODES and not (code == 0 and zero_means_unset):
+            raise ModelError(f"{where}: attribute {name}={code} is not an ONNX element type")
+
+
+def _check_type_proto(kind: onnx.TypeProto, what: str) -> None:
+    """Refuse undefined element-type codes in a value's type, through sequences and maps."""
+    while True:
+        field = kind.WhichOneof("value")
+        if field in ("tensor_type", "sparse_tensor_type"):
+            code = getattr(kind, field).elem_type
+            if code:
+                _check_code(code, what)
+            return
+        if field in ("sequence_type", "optional_type"):
+            kind = getattr(kind, field).elem_type
+        elif field == "map_type":
+            kind = kind.map_type.value_type
+        else:
+            return
+
+
+def _check_code(code: int, what: str) -> None:
+    if code not in ELEMENT_CODES:
+        raise ModelError(f"{what} has element type {code}, which ONNX does not define")
 
 
 def check_types(graph: Graph) -> None:
@@ -125,10 +213,16 @@ def _signature(op_type: str, domain: str, opset: int) -> _Signature | None:
         return None
     constraints = {c.type_param_str: c.allowed_type_strs for c in schema.type_constraints}
     prefix = f"{domain}::" if domain else ""
+    type_attributes = tuple(
+        (name, attribute.default_value.HasField("i") and attribute.default_value.i == 0)
+        for name, attribute in schema.attributes.items()
+        if name in _TYPE_ATTRIBUTES and attribute.type == OpSchema.AttrType.INT
+    )
     return _Signature(
         f"{prefix}{op_type}-{schema.since_version}",
         tuple(_formal(f, constraints) for f in schema.inputs),
         tuple(_formal(f, constraints) for f in schema.outputs),
+        type_attributes,
     )
 
 
