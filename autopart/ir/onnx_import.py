@@ -21,6 +21,7 @@ from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.input_shapes import InputShapes, declared_dims, resolve_input_shapes
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
+from autopart.ir.type_check import check_declared_types, check_types
 from autopart.limits import check_fits
 from autopart.ops.subgraph import attribute_value, node_outer_names
 
@@ -86,9 +87,11 @@ def load_graph(
     """
     proto = model if isinstance(model, onnx.ModelProto) else read_model(model)
     _check(proto)
+    check_declared_types(proto)
     graph = _graph_from_proto(proto, input_shapes or {}, freeze or {})
     check_declared_sizes(graph)
     infer_shapes(graph)
+    check_types(graph)
     if simplify_graph:
         while simplify(graph):
             infer_shapes(graph)

@@ -12,7 +12,7 @@ from autopart.errors import ModelError, UnsupportedOpError
 from autopart.ir.fold_if import inline_constant_ifs
 from autopart.ir.graph import Graph, Node, Value
 from autopart.limits import check_fits
-from autopart.ops import bind, has_kernel, refusal
+from autopart.ops import KERNEL_ERRORS, bind, has_kernel, kernel_failure, refusal
 
 # Ops whose result is not a function of their inputs must never be folded.
 _NEVER_FOLD = frozenset(
@@ -50,7 +50,13 @@ def _evaluate(graph: Graph, node: Node) -> tuple[np.ndarray, ...]:
     opset = graph.opset_of(node)
     kernel = bind(node.op_type, node.domain, opset, node.attrs, len(node.outputs), node.captures)
     args = [*node.inputs, *node.captures]
-    return kernel(*[graph.value(name).const if name else None for name in args])
+    try:
+        return kernel(*[graph.value(name).const if name else None for name in args])
+    except KERNEL_ERRORS as error:
+        raise ModelError(
+            f"node {node.name!r} ({node.op_type}) fails on the model's constants: "
+            f"{kernel_failure(error)}"
+        ) from error
 
 
 def fold_constants(graph: Graph) -> bool:

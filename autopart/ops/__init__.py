@@ -24,10 +24,12 @@ from autopart.ops import (
     trees,
 )
 from autopart.ops.registry import (
+    KERNEL_ERRORS,
     OpKernel,
     as_outputs,
     bind,
     has_kernel,
+    kernel_failure,
     lookup,
     refusal,
     register,
@@ -35,6 +37,7 @@ from autopart.ops.registry import (
 )
 
 __all__ = [
+    "KERNEL_ERRORS",
     "OpKernel",
     "as_outputs",
     "attention",
@@ -44,6 +47,7 @@ __all__ = [
     "elementwise",
     "has_kernel",
     "indexing",
+    "kernel_failure",
     "lookup",
     "misc",
     "nn",

@@ -38,6 +38,9 @@ REVIEWED_OPSET = 21
 _INERT_ATTRIBUTES = frozenset({"consumed_inputs"})
 # Ops whose kernels are told how many outputs the node has (``_num_outputs``).
 _COUNTS_OUTPUTS = frozenset({"Split", "MaxPool", "If", "Loop", "Scan"})
+# What numpy raises when a kernel's operands are of types, shapes, indices or values it
+# cannot compute with. Callers turn these into one line naming the node; others are bugs.
+KERNEL_ERRORS: tuple[type[Exception], ...] = (TypeError, ValueError, IndexError, ArithmeticError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,3 +268,9 @@ def as_outputs(result: Any) -> tuple[np.ndarray, ...]:
     if isinstance(result, tuple):
         return tuple(np.asarray(item) for item in result)
     return (np.asarray(result),)
+
+
+def kernel_failure(error: BaseException) -> str:
+    """The first line of what a kernel raised (its type's name when the message is empty)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from autopart.errors import ModelError
+from autopart.errors import ExecutionError, ModelError
 from autopart.ir.control_flow import CONTROL_FLOW
 from autopart.ir.graph import Graph, Node
-from autopart.ops import bind, refusal
+from autopart.ops import KERNEL_ERRORS, bind, kernel_failure, refusal
 from autopart.targets.codegen import (
     HOST,
     Codegen,
@@ -90,12 +90,18 @@ class NumpyStep:
     where the value is read from the environment (or is absent: its name is ``""``).
     """
 
-    __slots__ = ("args", "free", "inputs", "kernel", "name", "outputs")
+    __slots__ = ("args", "free", "inputs", "kernel", "name", "op_type", "outputs")
 
     def __init__(
-        self, name: str, kernel: Any, inputs: list[str], args: list[Any], outputs: list[str]
+        self,
+        node: Node,
+        kernel: Any,
+        inputs: list[str],
+        args: list[Any],
+        outputs: list[str],
     ) -> None:
-        self.name = name
+        self.name = node.name
+        self.op_type = node.op_type
         self.kernel = kernel
         self.inputs = inputs
         self.args = args
@@ -114,13 +120,24 @@ class NumpySubgraph(CompiledSubgraph):
         self.outputs = list(outputs)
 
     def run(self, env: Environment) -> None:
-        """Run every step, reading and writing ``env``."""
+        """Run every step, reading and writing ``env``.
+
+        An error numpy raises computing a step (:data:`~autopart.ops.KERNEL_ERRORS`: operands
+        of a type, shape or value it cannot compute with) becomes a one-line
+        :class:`ExecutionError` naming the node, its op and the first line of numpy's message;
+        the original stays chained as its cause. Other exceptions are bugs and pass through.
+        """
         for step in self.steps:
             args = [
                 bound if bound is not None or not name else env[name]
                 for name, bound in zip(step.inputs, step.args, strict=True)
             ]
-            results = step.kernel(*args)
+            try:
+                results = step.kernel(*args)
+            except KERNEL_ERRORS as error:
+                raise ExecutionError(
+                    f"node {step.name!r} ({step.op_type}) failed on numpy: {kernel_failure(error)}"
+                ) from error
             for name, result in zip(step.outputs, results, strict=False):
                 if name:
                     env[name] = result
@@ -171,7 +188,7 @@ class NumpyCodegen(Codegen):
                 kernel = _shape_checked(kernel, node, graph)
             reads = [*node.inputs, *node.captures]
             bound = [graph.value(name).const if name else None for name in reads]
-            steps.append(NumpyStep(node.name, kernel, reads, bound, list(node.outputs)))
+            steps.append(NumpyStep(node, kernel, reads, bound, list(node.outputs)))
         keep = set(outputs) | set(inputs)
         last: dict[str, int] = {}
         for index, step in enumerate(steps):
