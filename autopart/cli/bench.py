@@ -94,6 +94,9 @@ def bench_command(
                 _ratio(row.vs_best_single), str(row.partitions), str(row.copies),
             )  # fmt: skip
         print_table(view)
+        floor = float(rows["noise_floor"].iloc[0]) if "noise_floor" in rows else float("nan")
+        if floor == floor:
+            console.print(f"noise floor (the tuned plan timed twice): {floor:.1%}")
         for row in rows[rows["error"] != ""].itertuples():
             console.print(styled(("note:", "yellow"), f" {row.plan} could not run: {row.error}"))
     console.print(f"wrote {csv_path}")

@@ -24,13 +24,15 @@ from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
+from autopart.tuning.choice import ratio_interval
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.peers import LINGER_S, ONNXRUNTIME, OPENVINO, PeerInputs, peers
 from autopart.tuning.verify import Measured, measure_plans
-from autopart.tuning.workflow import prepare
+from autopart.tuning.workflow import Prepared, prepare
 
 PEER = ONNXRUNTIME  # the peer every benchmark has
 TUNED = "autopart (tuned)"
+AGAIN = "autopart (tuned, timed again)"  # the same plan compiled twice: the noise floor
 BASELINES = (CandidateKind.ORT_EP_RULE, CandidateKind.HEFT, CandidateKind.PER_OP_BEST)
 
 
@@ -43,10 +45,13 @@ def bench_models(
     """One row per (model, plan): measured median, ratios to onnxruntime and best single.
 
     Columns: ``model``, ``plan`` (its name), ``kind`` (a :class:`CandidateKind` value,
-    ``peer`` for onnxruntime alone, ``chosen`` for the tuned plan), ``target`` (a single
-    target's, else empty), ``median_ms``, ``predicted_ms``, ``vs_onnxruntime``,
-    ``vs_openvino``, ``vs_best_peer`` (each peer at its library's defaults,
-    :mod:`autopart.tuning.peers`),
+    ``peer`` for onnxruntime alone, ``chosen`` for the tuned plan, ``chosen-again`` for the
+    tuned plan compiled and timed a second time), ``target`` (a single target's, else
+    empty), ``median_ms``, ``predicted_ms``, ``vs_onnxruntime``, ``vs_openvino``,
+    ``vs_best_peer`` (each peer at its library's defaults, :mod:`autopart.tuning.peers`)
+    with ``vs_best_peer_low`` and ``vs_best_peer_high``, the bounds of its interval over
+    paired rounds (:func:`autopart.tuning.choice.ratio_interval`), ``noise_floor`` (the
+    model's: how far apart the tuned plan's two timings are, ``|again / tuned - 1|``),
     ``vs_best_single``, ``partitions``, ``codegens`` (the distinct codegens of the plan's
     partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
     peers), ``copies``, ``max_rel_error``, ``runs``, ``same_plan_as`` (the plan whose run
@@ -65,23 +70,11 @@ def _bench_model(
 ) -> list[dict[str, object]]:
     """The rows of one model (see :func:`bench_models`)."""
     prepared = prepare(model, _tune_options(options), progress=progress)
-    graph, outcome = prepared.graph, prepared.outcome
-    candidates = {
-        name: c
-        for name, c in outcome.candidates.items()
-        if c.kind is CandidateKind.SINGLE and c.fits_memory
-    }
-    for kind in BASELINES:
-        name = candidate_name(kind)
-        if name in outcome.candidates:
-            candidates[name] = outcome.candidates[name]
-    plans: dict[str, Plan] = {name: c.plan for name, c in candidates.items()}
-    plans[TUNED] = _saved_plan(prepared.directory / "plan.json", graph) or outcome.chosen.plan
-    predicted = {name: c.simulation.makespan_s for name, c in outcome.candidates.items()}
-    saved = plans[TUNED].predicted
-    saved_s = None if saved is None else saved.makespan_s
-    predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
+    graph = prepared.graph
+    candidates, plans, predicted = _contenders(prepared)
     twins = _twins(plans)
+    twins[AGAIN] = AGAIN  # compiled and timed on its own: the run's noise floor
+    plans[AGAIN] = plans[TUNED]
     peers_run, _ = peers(model, PeerInputs.of(graph))
     failures: dict[str, str] = {}
     measured = measure_plans(
@@ -99,8 +92,10 @@ def _bench_model(
     if not any(name in measured for name in plans):
         raise AutopartError(f"the benchmark of {model} was interrupted before anything ran")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
-    best_peer = min(peer_medians.values(), default=float("nan"))
+    best = min(peer_medians, key=lambda name: peer_medians[name], default=None)
+    best_peer = float("nan") if best is None else peer_medians[best]
     best_single = _best_single(measured, candidates)
+    floor = _noise_floor(measured)
 
     def plan_columns(name: str) -> dict[str, object]:
         plan, candidate = plans.get(name), candidates.get(name)
@@ -118,6 +113,7 @@ def _bench_model(
 
     rows: list[dict[str, object]] = []
     for name, result in measured.items():
+        versus = None if best is None else ratio_interval(result, measured[best])
         rows.append(
             {
                 **plan_columns(name),
@@ -126,6 +122,9 @@ def _bench_model(
                 "vs_onnxruntime": result.median_s / peer_medians.get(PEER, float("nan")),
                 "vs_openvino": result.median_s / peer_medians.get(OPENVINO, float("nan")),
                 "vs_best_peer": result.median_s / best_peer,
+                "vs_best_peer_low": np.nan if versus is None else versus.low,
+                "vs_best_peer_high": np.nan if versus is None else versus.high,
+                "noise_floor": floor,
                 "vs_best_single": result.median_s / best_single,
                 "max_rel_error": result.max_error,
                 "runs": len(result.latencies),
@@ -135,6 +134,41 @@ def _bench_model(
         )
     rows.extend({**plan_columns(name), "runs": 0, "error": why} for name, why in failures.items())
     return rows
+
+
+def _contenders(
+    prepared: Prepared,
+) -> tuple[dict[str, Candidate], dict[str, Plan], dict[str, float]]:
+    """The single targets, baselines and tuned plan to time; their predicted seconds.
+
+    The tuned plan is the one `tune` saved for this model and target set if it still
+    matches, else the search's pick made now.
+    """
+    outcome, graph = prepared.outcome, prepared.graph
+    candidates = {
+        name: c
+        for name, c in outcome.candidates.items()
+        if c.kind is CandidateKind.SINGLE and c.fits_memory
+    }
+    for kind in BASELINES:
+        name = candidate_name(kind)
+        if name in outcome.candidates:
+            candidates[name] = outcome.candidates[name]
+    plans: dict[str, Plan] = {name: c.plan for name, c in candidates.items()}
+    plans[TUNED] = _saved_plan(prepared.directory / "plan.json", graph) or outcome.chosen.plan
+    predicted = {name: c.simulation.makespan_s for name, c in outcome.candidates.items()}
+    saved = plans[TUNED].predicted
+    saved_s = None if saved is None else saved.makespan_s
+    predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
+    predicted[AGAIN] = predicted[TUNED]
+    return candidates, plans, predicted
+
+
+def _noise_floor(measured: Mapping[str, Measured]) -> float:
+    """How far apart the tuned plan's two timings are: |second / first - 1| (NaN if absent)."""
+    if TUNED not in measured or AGAIN not in measured:
+        return float("nan")
+    return abs(measured[AGAIN].median_s / measured[TUNED].median_s - 1.0)
 
 
 def _best_single(measured: Mapping[str, Measured], candidates: Mapping[str, Candidate]) -> float:
@@ -168,6 +202,8 @@ def _kind(name: str, candidate: Candidate | None) -> str:
     """The ``kind`` column of a row: the candidate's kind, ``peer`` or ``chosen``."""
     if candidate is not None:
         return candidate.kind.value
+    if name == AGAIN:
+        return "chosen-again"
     return "peer" if name in (ONNXRUNTIME, OPENVINO) else "chosen"
 
 
