@@ -3,12 +3,16 @@
 Variables: ``x[n,t]`` (binary) puts node ``n`` on target ``t``; ``need[v,d]`` >= each
 consumer's presence on ``d`` (1 for graph outputs on ``cpu``); ``z[v,s,d]`` >=
 ``X[p,s] + need[v,d] - 1`` pays the copy ``s -> d`` of ``v`` made by ``p`` (``X[p,s]`` sums
-``x[p,t]`` over ``s``'s targets); ``s[n,t]`` >= ``x[n,t] - sum_p e[p,n,t]`` pays a launch
-when ``n`` joins no producer ``p``'s partition. A join ``e[p,n,t]`` is ``x[p,t]`` until a
-cut needs its own variable (``e <= x[p,t]``); it is 0 when a node between ``p`` and ``n``
-(on a path ``p -> ... -> n``) cannot run on ``t``. An edge cost of ``n`` on ``t`` that is due
-unless every edge of a set is joined gets ``y >= x[n,t] - join`` per edge (an edge that can
-never join makes it a fixed part of ``x[n,t]``'s cost).
+``x[p,t]`` over ``s``'s targets). Launches on ``t`` pay the most partitions of ``t`` one
+path runs through: ``level[n,t]`` >= ``level[p,t] + x[n,t] - e[p,n,t]`` along each edge
+(a path enters a new partition where it reaches ``t`` from elsewhere or over an edge not
+joined). The partitioner also merges partitions no edge links (siblings), so counting the
+nodes that join no producer would overprice; the levels stay a lower bound. A join
+``e[p,n,t]`` is ``x[p,t]`` until a cut needs its own variable (``e <= x[p,t]``); it is 0
+when a node between ``p`` and ``n`` (on a path ``p -> ... -> n``) cannot run on ``t``. An
+edge cost of ``n`` on ``t`` that is due unless every edge of a set is joined gets
+``y >= x[n,t] - join`` per edge (an edge that can never join makes it a fixed part of
+``x[n,t]``'s cost).
 
 Memory caps (an estimate): per device ``d``, the weights (constants read by nodes on ``d``,
 each counted once) plus, at each position ``k`` of the topological node order, the bytes of
@@ -188,16 +192,10 @@ class Formulation:
             e[(p, n, t)] = model.var(integer=int(integral))
             model.row([(e[(p, n, t)], 1.0), (x[(p, t)], -1.0)], upper=0.0)
             model.row([(e[(p, n, t)], 1.0), (x[(n, t)], -1.0)], upper=0.0)
-        for n, targets in enumerate(self.targets):
-            for t in targets:
-                price = self.costs.split_entry_cost(t)
-                if price <= 0:
-                    continue
-                expr: Expr = [(model.var(self.scale * price), 1.0), (x[(n, t)], -1.0)]
-                for p in self.preds[n]:
-                    if self.may_join(p, n, t):
-                        expr.append((e.get((p, n, t), x[(p, t)]), 1.0))
-                model.row(expr, lower=0.0)
+        for t in self.costs.targets:
+            price = self.costs.split_entry_cost(t)
+            if price > 0:
+                self._levels(model, x, e, t, self.scale * price)
         for edges, blockers, escapes in self.cuts:
             t = edges[0][2]
             joins: Expr = [(e[edge], 1.0) for edge in edges]
@@ -209,6 +207,36 @@ class Formulation:
             for edge in escapes:
                 model.row([*joins, (e[edge], -1.0)], upper=len(edges) - 1.0)
         return e
+
+    def _levels(
+        self, model: MilpModel, x: Columns, e: dict[Edge, int], t: VirtualDevice, price: float
+    ) -> None:
+        """Launches on ``t``: at least the partitions of ``t`` that some path runs through.
+
+        ``level[n]`` >= ``level[p]``, and >= ``level[p] + x[n,t] - e[p,n,t]`` where ``n``
+        can run ``t``: a path enters a new partition of ``t`` wherever it reaches ``t``
+        from another target or from an edge not joined (a path never comes back to a
+        partition it left, as partitions form no cycle). The launches pay the highest level.
+        """
+        level: dict[int, int] = {}
+        launches = model.var(price, upper=float(len(self.nodes)))
+        for n, preds in enumerate(self.preds):
+            reached = [p for p in preds if p in level]
+            can_run = t in self.targets[n]
+            if not can_run and not reached:
+                continue
+            level[n] = model.var(upper=float(len(self.nodes)))
+            if can_run:
+                model.row([(level[n], 1.0), (x[(n, t)], -1.0)], lower=0.0)
+            for p in reached:
+                model.row([(level[n], 1.0), (level[p], -1.0)], lower=0.0)
+                if can_run:
+                    expr: Expr = [(level[n], 1.0), (level[p], -1.0), (x[(n, t)], -1.0)]
+                    if self.may_join(p, n, t):
+                        expr.append((e.get((p, n, t), x[(p, t)]), 1.0))
+                    model.row(expr, lower=0.0)
+            if not self.users[n]:
+                model.row([(launches, 1.0), (level[n], -1.0)], lower=0.0)
 
     def _edges(self, model: MilpModel, x: Columns, e: dict[Edge, int]) -> None:
         """The edge costs: ``y >= x[n,t] - join`` for each edge whose crossing makes one due."""
