@@ -3,11 +3,9 @@
 Variables: ``x[n,t]`` (binary) puts node ``n`` on target ``t``; ``need[v,d]`` >= each
 consumer's presence on ``d`` (1 for graph outputs on ``cpu``); ``z[v,s,d]`` >=
 ``X[p,s] + need[v,d] - 1`` pays the copy ``s -> d`` of ``v`` made by ``p`` (``X[p,s]`` sums
-``x[p,t]`` over ``s``'s targets). Launches on ``t`` pay the most partitions of ``t`` one
-path runs through: ``level[n,t]`` >= ``level[p,t] + x[n,t] - e[p,n,t]`` along each edge
-(a path enters a new partition where it reaches ``t`` from elsewhere or over an edge not
-joined). The partitioner also merges partitions no edge links (siblings), so counting the
-nodes that join no producer would overprice; the levels stay a lower bound. A join
+``x[p,t]`` over ``s``'s targets). Launches on ``t`` pay its highest level ``level[n,t]``
+>= ``level[p,t] + x[n,t] - e[p,n,t]``, tied across targets by learnt couplings
+(:mod:`autopart.search.ilp_levels`). A join
 ``e[p,n,t]`` is ``x[p,t]`` until a cut needs its own variable (``e <= x[p,t]``); it is 0
 when a node between ``p`` and ``n`` (on a path ``p -> ... -> n``) cannot run on ``t``. An
 edge cost of ``n`` on ``t`` that is due unless every edge of a set is joined gets
@@ -34,6 +32,7 @@ from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
 from autopart.search.ilp_copies import CopyTerms, live_span, memory_estimate
+from autopart.search.ilp_levels import Coupling, Levels, add_couplings, add_levels, find_couplings
 from autopart.search.join_graphs import (
     Edge,
     join_components,
@@ -76,6 +75,7 @@ class Formulation:
         self.cuts: dict[tuple[tuple[Edge, ...], tuple[int, ...], tuple[Edge, ...]], None] = {}
         self.edge_vars: dict[Edge, bool] = {}  # edge -> whether its variable must be integral
         self.nogoods: list[list[VirtualDevice]] = []
+        self.couplings: dict[Coupling, frozenset[VirtualDevice]] = {}
         self.edge_costs = self._edge_cost_terms()
         self.priced = {t for t in costs.targets if costs.split_entry_cost(t) > 0} | {
             t for _, t, _, _ in self.edge_costs
@@ -192,10 +192,13 @@ class Formulation:
             e[(p, n, t)] = model.var(integer=int(integral))
             model.row([(e[(p, n, t)], 1.0), (x[(p, t)], -1.0)], upper=0.0)
             model.row([(e[(p, n, t)], 1.0), (x[(n, t)], -1.0)], upper=0.0)
-        for t in self.costs.targets:
-            price = self.costs.split_entry_cost(t)
-            if price > 0:
-                self._levels(model, x, e, t, self.scale * price)
+        coupled = {n for u, v, _ in self.couplings for n in (u, v)}
+        levels: Levels = {
+            t: add_levels(self, model, x, e, t, coupled)
+            for t in self.costs.targets
+            if self.costs.split_entry_cost(t) > 0
+        }
+        add_couplings(self, model, x, levels, self.couplings)
         for edges, blockers, escapes in self.cuts:
             t = edges[0][2]
             joins: Expr = [(e[edge], 1.0) for edge in edges]
@@ -207,36 +210,6 @@ class Formulation:
             for edge in escapes:
                 model.row([*joins, (e[edge], -1.0)], upper=len(edges) - 1.0)
         return e
-
-    def _levels(
-        self, model: MilpModel, x: Columns, e: dict[Edge, int], t: VirtualDevice, price: float
-    ) -> None:
-        """Launches on ``t``: at least the partitions of ``t`` that some path runs through.
-
-        ``level[n]`` >= ``level[p]``, and >= ``level[p] + x[n,t] - e[p,n,t]`` where ``n``
-        can run ``t``: a path enters a new partition of ``t`` wherever it reaches ``t``
-        from another target or from an edge not joined (a path never comes back to a
-        partition it left, as partitions form no cycle). The launches pay the highest level.
-        """
-        level: dict[int, int] = {}
-        launches = model.var(price, upper=float(len(self.nodes)))
-        for n, preds in enumerate(self.preds):
-            reached = [p for p in preds if p in level]
-            can_run = t in self.targets[n]
-            if not can_run and not reached:
-                continue
-            level[n] = model.var(upper=float(len(self.nodes)))
-            if can_run:
-                model.row([(level[n], 1.0), (x[(n, t)], -1.0)], lower=0.0)
-            for p in reached:
-                model.row([(level[n], 1.0), (level[p], -1.0)], lower=0.0)
-                if can_run:
-                    expr: Expr = [(level[n], 1.0), (level[p], -1.0), (x[(n, t)], -1.0)]
-                    if self.may_join(p, n, t):
-                        expr.append((e.get((p, n, t), x[(p, t)]), 1.0))
-                    model.row(expr, lower=0.0)
-            if not self.users[n]:
-                model.row([(launches, 1.0), (level[n], -1.0)], lower=0.0)
 
     def _edges(self, model: MilpModel, x: Columns, e: dict[Edge, int]) -> None:
         """The edge costs: ``y >= x[n,t] - join`` for each edge whose crossing makes one due."""
@@ -293,8 +266,8 @@ class Formulation:
 
         ``true_s`` is the assignment's simulated cost, ``model_s`` the model's value of
         ``solution``; nothing is learnt when they agree. Non-convex joined components get
-        convexity cuts, cycles among them cycle cuts; a difference neither explains gets a
-        no-good.
+        convexity cuts, cycles among them cycle cuts, targets with more partitions than
+        levels couplings; a difference none of them explains gets a no-good.
         """
         if true_s <= model_s * (1 + 1e-6):
             return 0
@@ -302,6 +275,9 @@ class Formulation:
         components = join_components(joins)
         added = sum(self._convexity_cuts(component, assignment) for component in components)
         added += self._cycle_cuts(components, assignment)
+        learnt = find_couplings(self, assignment, set(joins), self.couplings)
+        self.couplings.update(learnt)
+        added += len(learnt)
         if not added:
             self.nogoods.append(list(assignment))
             added = 1
