@@ -12,16 +12,20 @@ import time
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.sparse import coo_array
 from scipy.sparse.csgraph import connected_components
 
+import autopart.api
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.target import VirtualDevice
 from autopart.plan import partition as partition_module
 from autopart.plan.partition import Partition, check_acyclic, partition_graph
+from autopart.targets.resolve import available_targets
+from tests.conftest import make_model, run_onnxruntime
 
 V = VirtualDevice.parse
 TARGETS = [V("cpu@numpy"), V("cpu/0@onnxruntime"), V("opencl:0@opencl")]
@@ -210,6 +214,55 @@ def test_a_branch_back_from_another_target_does_not_pull_a_partition_forward() -
     partitions = partition_graph(graph)
     _check_well_formed(graph, partitions)
     assert len(partitions) == _least_partitions(graph) == 3
+
+
+def _three_branches() -> onnx.ModelProto:
+    """Three branches from two graph inputs, two joined by a Concat, one on its own."""
+    rng = np.random.default_rng(0)
+    h = onnx.helper
+    weights = [
+        onnx.numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), n)
+        for n in ("w1", "w2")
+    ]
+    nodes = [
+        h.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c1"], ["b1"]),
+        h.make_node("Conv", ["x", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        h.make_node("Relu", ["c2"], ["b2"]),
+        h.make_node("Relu", ["y"], ["b3"]),
+        h.make_node("Concat", ["b1", "b2", "b3"], ["joined"], axis=1),
+        h.make_node("Add", ["y", "y"], ["alone"]),  # shares no value with the others' nodes
+    ]
+    spec = [1, 4, 8, 8]
+    graph = h.make_graph(
+        nodes,
+        "three_branches",
+        [h.make_tensor_value_info(n, onnx.TensorProto.FLOAT, spec) for n in ("x", "y")],
+        [
+            h.make_tensor_value_info("joined", onnx.TensorProto.FLOAT, [1, 12, 8, 8]),
+            h.make_tensor_value_info("alone", onnx.TensorProto.FLOAT, spec),
+        ],
+        initializer=weights,
+    )
+    return make_model(graph)
+
+
+@pytest.mark.parametrize(
+    "target", ["cpu@numpy", "cpu@onnxruntime", "cpu@openvino", "opencl:0@opencl"]
+)
+def test_one_target_runs_as_one_partition_on_every_codegen(target: str) -> None:
+    if target not in {str(t) for t in available_targets()}:
+        pytest.skip(f"{target} is not available here")
+    model = _three_branches()
+    plan, graph = autopart.api.make_plan(model, [], target)
+    assert [p.target for p in plan.partitions] == [target]
+    assert len(plan.partitions[0].nodes) == len(graph.nodes)
+    rng = np.random.default_rng(1)
+    feeds = {n: rng.standard_normal((1, 4, 8, 8)).astype(np.float32) for n in ("x", "y")}
+    result = autopart.api.run_plan(plan, graph, feeds)
+    expected = dict(zip(["joined", "alone"], run_onnxruntime(model, feeds), strict=True))
+    for name, want in expected.items():
+        np.testing.assert_allclose(result.outputs[name], want, rtol=1e-3, atol=1e-4)
 
 
 def _layered(count: int, seed: int) -> Graph:
