@@ -30,6 +30,9 @@ from autopart.search.constraints import (
     parse_memory,
 )
 from autopart.search.ilp import memory_estimate, solve_ilp
+from autopart.search.ilp_formulation import Formulation
+from autopart.search.ilp_levels import find_couplings
+from autopart.search.milp_model import solve_milp
 from autopart.search.simulator import (
     COLD_RAMP_S,
     cold_share,
@@ -264,6 +267,81 @@ def test_ilp_pays_the_launch_that_cycle_avoidance_adds() -> None:
     assert result.optimal
     assert result.objective_s == truth_sim.sequential_s == 11.0
     assert result.assignment == truth == {"a": ORT, "b": ORT, "c": ORT}
+
+
+def _crossed(costs_of: dict[str, dict[VirtualDevice, float]], launch: float) -> Costs:
+    """``x -> a1 -> b1`` beside ``x -> b2 -> a2``: on two targets, A B A or B A B."""
+    values = {name: Value(name, (8,), F32) for name in ["x", "a1", "b1", "b2", "a2"]}
+    nodes = [
+        Node("a1", "Relu", ["x"], ["a1"]),
+        Node("b1", "Relu", ["a1"], ["b1"]),
+        Node("b2", "Relu", ["x"], ["b2"]),
+        Node("a2", "Relu", ["b2"], ["a2"]),
+    ]
+    graph = Graph("crossed", nodes, values, ["x"], ["b1", "a2"], {"": 17})
+    return Costs(graph, [NUMPY, ORT], costs_of, {NUMPY: launch, ORT: launch}, {})
+
+
+def test_ilp_pays_the_partition_that_crossed_branches_force() -> None:
+    cheap_on = {"a1": ORT, "a2": ORT, "b1": NUMPY, "b2": NUMPY}
+    node_cost = {
+        name: {t: (1.0 if t == best else 4.0) for t in (NUMPY, ORT)}
+        for name, best in cheap_on.items()
+    }
+    costs = _crossed(node_cost, launch=2.0)
+    assert len(plan_for(cheap_on, costs).partitions) == 3  # each path enters one of each
+    assert evaluate(cheap_on, costs).sequential_s == 4.0 + 3 * 2.0
+    result = solve_ilp(costs)
+    truth, truth_sim = exhaustive(costs)
+    assert result.optimal
+    assert result.objective_s == truth_sim.sequential_s == 10.0
+    assert result.assignment == truth == cheap_on
+    # every path enters one partition of each target, so levels alone count two; the
+    # coupling learnt from the plan's three partitions makes the model price it exactly
+    pinned = apply(costs, Constraints(pins=[(f"name:{n}", str(t)) for n, t in truth.items()]))
+    form = Formulation(pinned, {})
+    model_s = [_model_value(form)]
+    order = [truth[node.name] for node in form.nodes]
+    form.couplings.update(find_couplings(form, order, set(), form.couplings))
+    model_s.append(_model_value(form))
+    assert model_s == pytest.approx([4.0 + 2 * 2.0, 10.0])
+
+
+def _model_value(form: Formulation) -> float:
+    model, _, _ = form.build()
+    return float(solve_milp(model, 10.0, 1e-9).fun) / form.scale
+
+
+@st.composite
+def launch_bound_cases(draw: st.DrawFn) -> Costs:
+    """Small branchy DAGs on two or three targets where launches cost as much as nodes."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    targets = [NUMPY, ORT, V("cpu/0@onnxruntime")][: int(rng.integers(2, 4))]
+    values = {"x": Value("x", (8,), F32)}
+    nodes = []
+    for i in range(int(rng.integers(3, 8))):
+        available = ["x", *(f"v{j}" for j in range(i))]
+        inputs = sorted({str(rng.choice(available)) for _ in range(int(rng.integers(1, 3)))})
+        values[f"v{i}"] = Value(f"v{i}", (8,), F32)
+        nodes.append(Node(f"n{i}", "Sum", inputs, [f"v{i}"]))
+    read = {name for node in nodes for name in node.inputs}
+    outputs = [name for name in values if name != "x" and name not in read]
+    graph = Graph("branchy", nodes, values, ["x"], outputs, {"": 17})
+    node_cost = {
+        node.name: {t: float(rng.uniform(0.5, 3.0)) for t in targets} for node in graph.nodes
+    }
+    launch = {t: float(rng.uniform(0.5, 3.0)) for t in targets}
+    return Costs(graph, targets, node_cost, launch, {})
+
+
+@settings(max_examples=30, deadline=None)
+@given(launch_bound_cases())
+def test_ilp_is_exact_where_launches_decide(costs: Costs) -> None:
+    _, truth_sim = exhaustive(costs)
+    result = solve_ilp(costs, time_limit_s=30)
+    assert result.optimal
+    assert math.isclose(result.objective_s, truth_sim.sequential_s, rel_tol=1e-6)
+    assert result.bound_s <= truth_sim.sequential_s * (1 + 1e-9)
 
 
 def test_split_plans_pay_cold_entries_and_the_ilp_prices_them_up_front() -> None:

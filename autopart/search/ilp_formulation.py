@@ -3,12 +3,14 @@
 Variables: ``x[n,t]`` (binary) puts node ``n`` on target ``t``; ``need[v,d]`` >= each
 consumer's presence on ``d`` (1 for graph outputs on ``cpu``); ``z[v,s,d]`` >=
 ``X[p,s] + need[v,d] - 1`` pays the copy ``s -> d`` of ``v`` made by ``p`` (``X[p,s]`` sums
-``x[p,t]`` over ``s``'s targets); ``s[n,t]`` >= ``x[n,t] - sum_p e[p,n,t]`` pays a launch
-when ``n`` joins no producer ``p``'s partition. A join ``e[p,n,t]`` is ``x[p,t]`` until a
-cut needs its own variable (``e <= x[p,t]``); it is 0 when a node between ``p`` and ``n``
-(on a path ``p -> ... -> n``) cannot run on ``t``. An edge cost of ``n`` on ``t`` that is due
-unless every edge of a set is joined gets ``y >= x[n,t] - join`` per edge (an edge that can
-never join makes it a fixed part of ``x[n,t]``'s cost).
+``x[p,t]`` over ``s``'s targets). Launches on ``t`` pay its highest level ``level[n,t]``
+>= ``level[p,t] + x[n,t] - e[p,n,t]``, tied across targets by learnt couplings
+(:mod:`autopart.search.ilp_levels`). A join
+``e[p,n,t]`` is ``x[p,t]`` until a cut needs its own variable (``e <= x[p,t]``); it is 0
+when a node between ``p`` and ``n`` (on a path ``p -> ... -> n``) cannot run on ``t``. An
+edge cost of ``n`` on ``t`` that is due unless every edge of a set is joined gets
+``y >= x[n,t] - join`` per edge (an edge that can never join makes it a fixed part of
+``x[n,t]``'s cost).
 
 Memory caps (an estimate): per device ``d``, the weights (constants read by nodes on ``d``,
 each counted once) plus, at each position ``k`` of the topological node order, the bytes of
@@ -30,6 +32,7 @@ from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
 from autopart.search.ilp_copies import CopyTerms, live_span, memory_estimate
+from autopart.search.ilp_levels import Coupling, Levels, add_couplings, add_levels, find_couplings
 from autopart.search.join_graphs import (
     Edge,
     join_components,
@@ -72,6 +75,7 @@ class Formulation:
         self.cuts: dict[tuple[tuple[Edge, ...], tuple[int, ...], tuple[Edge, ...]], None] = {}
         self.edge_vars: dict[Edge, bool] = {}  # edge -> whether its variable must be integral
         self.nogoods: list[list[VirtualDevice]] = []
+        self.couplings: dict[Coupling, frozenset[VirtualDevice]] = {}
         self.edge_costs = self._edge_cost_terms()
         self.priced = {t for t in costs.targets if costs.split_entry_cost(t) > 0} | {
             t for _, t, _, _ in self.edge_costs
@@ -188,16 +192,13 @@ class Formulation:
             e[(p, n, t)] = model.var(integer=int(integral))
             model.row([(e[(p, n, t)], 1.0), (x[(p, t)], -1.0)], upper=0.0)
             model.row([(e[(p, n, t)], 1.0), (x[(n, t)], -1.0)], upper=0.0)
-        for n, targets in enumerate(self.targets):
-            for t in targets:
-                price = self.costs.split_entry_cost(t)
-                if price <= 0:
-                    continue
-                expr: Expr = [(model.var(self.scale * price), 1.0), (x[(n, t)], -1.0)]
-                for p in self.preds[n]:
-                    if self.may_join(p, n, t):
-                        expr.append((e.get((p, n, t), x[(p, t)]), 1.0))
-                model.row(expr, lower=0.0)
+        coupled = {n for u, v, _ in self.couplings for n in (u, v)}
+        levels: Levels = {
+            t: add_levels(self, model, x, e, t, coupled)
+            for t in self.costs.targets
+            if self.costs.split_entry_cost(t) > 0
+        }
+        add_couplings(self, model, x, levels, self.couplings)
         for edges, blockers, escapes in self.cuts:
             t = edges[0][2]
             joins: Expr = [(e[edge], 1.0) for edge in edges]
@@ -265,8 +266,8 @@ class Formulation:
 
         ``true_s`` is the assignment's simulated cost, ``model_s`` the model's value of
         ``solution``; nothing is learnt when they agree. Non-convex joined components get
-        convexity cuts, cycles among them cycle cuts; a difference neither explains gets a
-        no-good.
+        convexity cuts, cycles among them cycle cuts, targets with more partitions than
+        levels couplings; a difference none of them explains gets a no-good.
         """
         if true_s <= model_s * (1 + 1e-6):
             return 0
@@ -274,6 +275,9 @@ class Formulation:
         components = join_components(joins)
         added = sum(self._convexity_cuts(component, assignment) for component in components)
         added += self._cycle_cuts(components, assignment)
+        learnt = find_couplings(self, assignment, set(joins), self.couplings)
+        self.couplings.update(learnt)
+        added += len(learnt)
         if not added:
             self.nogoods.append(list(assignment))
             added = 1

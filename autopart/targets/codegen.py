@@ -1,8 +1,8 @@
 """The codegen contract and registry (bring-your-own-codegen).
 
-A codegen turns a connected set of IR nodes into something executable on one kind of
-device. It states what it supports with :meth:`Codegen.supports`; nodes it does not
-support fall back to an explicit fallback target chosen by the caller.
+A codegen turns a set of IR nodes (not always connected) into something executable on one
+kind of device. It states what it supports with :meth:`Codegen.supports`; nodes it does
+not support fall back to an explicit fallback target chosen by the caller.
 """
 
 from __future__ import annotations
