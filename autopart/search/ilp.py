@@ -12,8 +12,8 @@ Launches are counted by levels (:mod:`autopart.search.ilp_levels`): per target, 
 partitions of that target some path must enter. The partitioner merges partitions of one
 target whenever no cycle results, siblings included, so a lower bound that sees partitions
 only through edges would overprice; the levels stay a lower bound of the truth. Joins are
-kept exact by cuts, valid because the partitions of :func:`autopart.plan.partition.partition_graph` never depend
-on each other in a cycle. Convexity: a chain ``P`` of joins linking ``a`` to ``b`` with
+kept exact by cuts, valid because the partitions of
+:func:`autopart.plan.partition.partition_graph` never depend on each other in a cycle. Convexity: a chain ``P`` of joins linking ``a`` to ``b`` with
 ``u`` on a path ``a -> u -> b`` obeys ``sum_P e <= |P| - 1 + x[u,t]``. Cycles: joined
 pieces linked in a cycle by graph edges cannot all hold together, ``sum e <= |J| - 1``,
 unless they are one partition (one target ``t``, every link of the cycle joined: one row
