@@ -13,27 +13,27 @@ partitions of that target some path must enter. The partitioner merges partition
 target whenever no cycle results, siblings included, so a lower bound that sees partitions
 only through edges would overprice; the levels stay a lower bound of the truth. Joins are
 kept exact by cuts, valid because the partitions of
-:func:`autopart.plan.partition.partition_graph` never depend on each other in a cycle. Convexity: a chain ``P`` of joins linking ``a`` to ``b`` with
-``u`` on a path ``a -> u -> b`` obeys ``sum_P e <= |P| - 1 + x[u,t]``. Cycles: joined
-pieces linked in a cycle by graph edges cannot all hold together, ``sum e <= |J| - 1``,
-unless they are one partition (one target ``t``, every link of the cycle joined: one row
-per link, relaxed by its ``e``). Joins with at most ``_EAGER_BETWEEN`` nodes in between get
-their convexity cuts up front; the others are separated from each solution's joined
-components. Where a solution's partitions outnumber its levels, couplings learn what the
-order of partitions forces across branches. The fewest partitions of an assignment on three
-targets or more is NP-hard and the partitioner's count can exceed it, so an assignment
-whose true cost stays above its model value once no cut or coupling explains the
-difference gets a no-good, its true cost being known. The model stays a lower bound of the
-truth on every assignment not excluded, so ``min(incumbent, dual bound)`` is a proven
-bound; the loop stops when it meets the incumbent or time runs out.
+:func:`autopart.plan.partition.partition_graph` never depend on each other in a cycle.
+Convexity: a chain ``P`` of joins linking ``a`` to ``b`` with ``u`` on a path ``a -> u ->
+b`` obeys ``sum_P e <= |P| - 1 + x[u,t]``. Cycles: joined pieces linked in a cycle by
+graph edges cannot all hold together, ``sum e <= |J| - 1``, unless they are one partition
+(one target ``t``, every link of the cycle joined: one row per link, relaxed by its
+``e``). Joins with at most ``_EAGER_BETWEEN`` nodes in between get their convexity cuts up
+front; the others are separated from each solution's joined components. Where a solution's
+partitions outnumber its levels, couplings learn what the order of partitions forces
+across branches. The fewest partitions of an assignment on three targets or more is
+NP-hard and the partitioner's count can exceed it, so an assignment whose true cost stays
+above its model value once no cut or coupling explains the difference gets a no-good, its
+true cost being known. The model stays a lower bound of the truth on every assignment not
+excluded, so ``min(incumbent, dual bound)`` is a proven bound; the loop stops when it
+meets the incumbent or time runs out.
 
 A partition pays its target's cold entry only when the plan runs on other targets too. The
 model charges it with every launch, so it overprices exactly the assignments of every node
 to one target (by that target's cold entry per partition), and is a lower bound of the
-truth on every other. Those assignments are among the start assignments (for graphs of
-up to ``_HEURISTIC_NODES`` nodes), which enter at their true cost, so the optimum and the
+truth on every other. Those assignments are among the start assignments (for graphs of up
+to ``_HEURISTIC_NODES`` nodes), which enter at their true cost, so the optimum and the
 bound stay exact; on larger graphs a one-target optimum can be missed by its cold entries.
-
 The model, its variables and its memory estimate are in
 :mod:`autopart.search.ilp_formulation`.
 """
