@@ -138,6 +138,66 @@ def sample_rate_model() -> onnx.ModelProto:
     return make_model(helper.make_graph(nodes, "vad", inputs, outs), 11)
 
 
+def _nonzero_count(x: str, out: str) -> list[onnx.NodeProto]:
+    """``out`` = how many entries of ``x`` are not zero, through NonZero (a dynamic shape)."""
+    return [
+        helper.make_node("NonZero", [x], [f"{out}_at"]),
+        helper.make_node("Cast", [f"{out}_at"], [f"{out}_ones"], to=FLOAT),
+        helper.make_node("ReduceSum", [f"{out}_ones"], [out], keepdims=0),
+    ]
+
+
+def dynamic_branch_model(kind: str) -> onnx.ModelProto:
+    """``y = If(Size(x) == 4)``, a scalar either way; values inside the then branch are dynamic.
+
+    The condition folds once x's shape is known; the else branch is ReduceMax(x). The then
+    branch, by ``kind``: ``nonzero`` counts x's non-zeros through NonZero; ``data_if`` sums
+    an inner If on ``ReduceSum(x) > 0`` that yields x or x[:2]; ``guarded`` negates an inner
+    If on ``Size(x) > 2`` (constant too) whose then branch is the NonZero count.
+    """
+    x = helper.make_tensor_value_info("x", FLOAT, ["n"])
+    y = helper.make_tensor_value_info("y", FLOAT, [])
+    guard = [
+        helper.make_node("Size", ["x"], ["size"]),
+        _const("four", np.array(4, np.int64)),
+        helper.make_node("Equal", ["size", "four"], ["cond"]),
+    ]
+    if kind == "nonzero":
+        then_nodes = _nonzero_count("x", "t")
+    elif kind == "data_if":
+        whole = _branch("whole", [helper.make_node("Identity", ["x"], ["all"])], ["all"])
+        bounds = [_const(k, np.array([v], np.int64)) for k, v in (("lo", 0), ("hi", 2))]
+        head = [*bounds, helper.make_node("Slice", ["x", "lo", "hi"], ["head"])]
+        then_nodes = [
+            helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+            _const("zero", np.array(0, np.float32)),
+            helper.make_node("Greater", ["total", "zero"], ["positive"]),
+            helper.make_node(
+                "If",
+                ["positive"],
+                ["picked"],
+                then_branch=whole,
+                else_branch=_branch("head", head, ["head"]),
+            ),
+            helper.make_node("ReduceSum", ["picked"], ["t"], keepdims=0),
+        ]
+    else:
+        count = _branch("count", _nonzero_count("x", "c"), ["c"])
+        first = _branch("first", [helper.make_node("ReduceMin", ["x"], ["m"], keepdims=0)], ["m"])
+        then_nodes = [
+            helper.make_node("Size", ["x"], ["inner_size"]),
+            _const("two", np.array(2, np.int64)),
+            helper.make_node("Greater", ["inner_size", "two"], ["long"]),
+            helper.make_node("If", ["long"], ["inner"], then_branch=count, else_branch=first),
+            helper.make_node("Neg", ["inner"], ["t"]),
+        ]
+    most = _branch("most", [helper.make_node("ReduceMax", ["x"], ["most"], keepdims=0)], ["most"])
+    node = helper.make_node(
+        "If", ["cond"], ["y"], then_branch=_branch("four", then_nodes, ["t"]), else_branch=most
+    )
+    return make_model(helper.make_graph([*guard, node], "dynamic", [x], [y]))
+
+
 def _save(model: onnx.ModelProto, path: Path) -> Path:
     onnx.save(model, str(path))
     return path
@@ -247,6 +307,47 @@ def test_an_if_folds_for_every_codegen_a_plan_uses() -> None:
     expected = run_onnxruntime(model, feeds)
     for name, array in zip(graph.outputs, expected, strict=True):
         assert max_relative_error(array, result.outputs[name]) < 1e-5
+
+
+@pytest.mark.parametrize("kind", ["nonzero", "data_if", "guarded"])
+def test_an_if_whose_taken_branch_has_dynamic_shapes_stays_a_node(kind: str) -> None:
+    """Folded, the branch's dynamic values would need static shapes: the If is kept instead."""
+    model = dynamic_branch_model(kind)
+    graph = autopart.load(model, {"n": 4})
+    assert [node.op_type for node in graph.nodes].count("If") == 1
+    outer_folded = graph.value("y").producer.op_type == "Neg"  # type: ignore[union-attr]
+    assert outer_folded == (kind == "guarded")  # only the inner If's branch is dynamic
+    _check_against_onnxruntime(model, graph)
+    other = autopart.load(model, {"n": 3})
+    assert [node.op_type for node in other.nodes] == ["ReduceMax"]  # the other branch folds
+
+
+def test_a_kept_if_with_dynamic_outputs_is_refused_naming_its_branch() -> None:
+    """Its condition is a constant: the hint blames the branch it takes, not an input."""
+    x = helper.make_tensor_value_info("x", FLOAT, [4])
+    z = helper.make_tensor_value_info("z", INT64, [])
+    nonzero = [helper.make_node("NonZero", ["x"], ["at"])]
+    shape = [
+        helper.make_node("Shape", ["x"], ["shape"]),
+        _const("axis", np.array([0], np.int64)),
+        helper.make_node("Unsqueeze", ["shape", "axis"], ["row"]),
+    ]
+    branches = {
+        f"{key}_branch": helper.make_graph(
+            nodes, key, [], [helper.make_tensor_value_info(out, INT64, None)]
+        )
+        for key, nodes, out in (("then", nonzero, "at"), ("else", shape, "row"))
+    }
+    nodes = [
+        helper.make_node("Size", ["x"], ["size"]),
+        _const("four", np.array(4, np.int64)),
+        helper.make_node("Equal", ["size", "four"], ["cond"]),
+        helper.make_node("If", ["cond"], ["y"], **branches),
+        helper.make_node("ReduceSum", ["y"], ["z"], keepdims=0),
+    ]
+    model = make_model(helper.make_graph(nodes, "nonzero", [x], [z]))
+    with pytest.raises(ModelError, match=r"If node 'If_3', whose taken branch computes shapes"):
+        autopart.load(model)
 
 
 # -- freezing ----------------------------------------------------------------------------------

@@ -19,6 +19,11 @@ def unknown_shape_hint(graph: Graph, name: str) -> str:
     if producer is None or producer.op_type not in CONTROL_FLOW:
         return ""
     if producer.op_type == "If" and producer.inputs and producer.inputs[0]:
+        if graph.value(producer.inputs[0]).is_const:
+            return (
+                f" (an output of If node {producer.name!r}, whose taken branch computes "
+                "shapes from data; declare the output's shape in the model)"
+            )
         sources = _inputs_behind(graph, producer.inputs[0])
         fix = ", ".join(f"--freeze {source}=VALUE" for source in sources)
         return (

@@ -15,11 +15,16 @@ puts the nodes of the branch taken in the If's place, so that every codegen sees
 - the new nodes keep the If's virtual device and forbids.
 
 An If nested in the branch is folded in a later round, once its own condition is known.
+
+Each new node records the If it was inlined from (``meta["folded_from"]``), so that import
+can tell which folding left a value without a static shape (:func:`folded_ifs_behind`) and
+keep that If a node instead: inside an If, a branch's values may be dynamic.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Set
 
 import onnx
 from onnx import numpy_helper
@@ -27,14 +32,19 @@ from onnx import numpy_helper
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ops.subgraph import attribute_value, node_outer_names, rename_outer
 
+FOLDED_FROM = "folded_from"
 
-def inline_constant_ifs(graph: Graph) -> bool:
-    """Replace every If whose condition is a constant by its taken branch; whether any was."""
+
+def inline_constant_ifs(graph: Graph, keep: Set[str] = frozenset()) -> bool:
+    """Replace every If whose condition is a constant by its taken branch; whether any was.
+
+    Ifs named in ``keep`` stay nodes.
+    """
     node_names = {node.name for node in graph.nodes}
     nodes: list[Node] = []
     changed = False
     for node in graph.nodes:
-        branch = _taken_branch(graph, node)
+        branch = _taken_branch(graph, node) if node.name not in keep else None
         if branch is None:
             nodes.append(node)
             continue
@@ -45,6 +55,12 @@ def inline_constant_ifs(graph: Graph) -> bool:
         graph.nodes = nodes
         graph.rebuild()
     return changed
+
+
+def folded_ifs_behind(graph: Graph, names: Iterable[str]) -> set[str]:
+    """The Ifs whose folding made the nodes that produce values ``names``, by If name."""
+    producers = (graph.value(name).producer for name in names)
+    return {node.meta[FOLDED_FROM] for node in producers if node and FOLDED_FROM in node.meta}
 
 
 def _taken_branch(graph: Graph, node: Node) -> onnx.GraphProto | None:
@@ -101,6 +117,7 @@ def _inline(graph: Graph, node: Node, branch: onnx.GraphProto, node_names: set[s
             identity.forbidden = forbidden
             nodes.append(identity)
     for new in nodes:
+        new.meta[FOLDED_FROM] = node.name
         for name in new.outputs:
             if name:
                 graph.values.setdefault(name, Value(name))

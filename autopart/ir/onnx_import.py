@@ -16,6 +16,7 @@ from onnx import external_data_helper, helper, numpy_helper
 
 from autopart.errors import ModelError, ResourceError, UnsupportedOpError
 from autopart.ir.control_flow import fix_loop_shapes, unknown_shape_hint
+from autopart.ir.fold_if import folded_ifs_behind
 from autopart.ir.freeze import FreezeValues, frozen_arrays
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.input_shapes import InputShapes, declared_dims, resolve_input_shapes
@@ -93,10 +94,29 @@ def load_graph(
     infer_shapes(graph)
     check_types(graph)
     if simplify_graph:
-        while simplify(graph):
-            infer_shapes(graph)
+        graph = _simplified(graph)
     _require_static_shapes(graph)
     return graph
+
+
+def _simplified(graph: Graph) -> Graph:
+    """``graph`` simplified until nothing changes, its Ifs folded where that keeps shapes static.
+
+    Inside an If node a branch's values may be dynamic (its kernel runs the branch whole);
+    folded, they need static shapes like any other. So when a value lacks one because an If
+    was folded, simplifying starts over from ``graph`` with that If kept a node (as before
+    folding existed); each start keeps at least one more If, and most models start once.
+    """
+    may_fold = any(node.op_type == "If" for node in graph.nodes)
+    kept: set[str] = set()
+    while True:
+        attempt = graph.copy() if may_fold else graph  # the copy shares the constants
+        while simplify(attempt, kept):
+            infer_shapes(attempt)
+        blamed = folded_ifs_behind(attempt, _missing_static_shapes(attempt)) - kept
+        if not blamed:
+            return attempt
+        kept |= blamed
 
 
 def _check(proto: onnx.ModelProto) -> None:
@@ -314,8 +334,9 @@ def check_declared_sizes(graph: Graph) -> None:
         check_fits(value.nbytes, f"value {value.name!r} {value.dtype}{list(shape)}")
 
 
-def _require_static_shapes(graph: Graph) -> None:
-    missing = [
+def _missing_static_shapes(graph: Graph) -> list[str]:
+    """The used node outputs whose shape or dtype is unknown, or whose unknown dims matter."""
+    return [
         name
         for node in graph.nodes
         for name in node.outputs
@@ -327,6 +348,10 @@ def _require_static_shapes(graph: Graph) -> None:
             or (None in graph.value(name).shape and unknown_shape_hint(graph, name))  # type: ignore[operator]
         )
     ]
+
+
+def _require_static_shapes(graph: Graph) -> None:
+    missing = _missing_static_shapes(graph)
     if missing:
         shown = ", ".join(missing[:5]) + (
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""

@@ -6,6 +6,8 @@ keeps the virtual device of the node it stands for.
 
 from __future__ import annotations
 
+from collections.abc import Set
+
 import numpy as np
 
 from autopart.errors import ModelError, UnsupportedOpError
@@ -31,15 +33,15 @@ _NEVER_FOLD = frozenset(
 _PASSTHROUGH = frozenset({"Identity", "Dropout"})
 
 
-def simplify(graph: Graph) -> bool:
+def simplify(graph: Graph, keep_ifs: Set[str] = frozenset()) -> bool:
     """Run every simplifying pass once; return whether anything changed.
 
-    An If whose condition folded to a constant is replaced by its taken branch; the new
-    nodes have no shapes yet, so a caller runs shape inference and simplifies again until
-    nothing changes (as import does).
+    An If whose condition folded to a constant is replaced by its taken branch, unless it is
+    named in ``keep_ifs``; the new nodes have no shapes yet, so a caller runs shape
+    inference and simplifies again until nothing changes (as import does).
     """
     changed = fold_constants(graph)
-    changed |= inline_constant_ifs(graph)
+    changed |= inline_constant_ifs(graph, keep_ifs)
     changed |= remove_passthrough(graph)
     changed |= fold_batchnorm_into_conv(graph)
     changed |= eliminate_dead_code(graph)
