@@ -145,8 +145,8 @@ def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
             frames.append(table.assign(model=name, group="zoo", source="zoo", sha256_ok=True))
             console.print(f"{name}: {status(frames[-1])}")
     rows = pd.concat(frames, ignore_index=True)
-    missing = [c for c in COLUMNS if c not in rows]
-    return rows.assign(**dict.fromkeys(missing, np.nan)) if missing else rows
+    rows = rows.assign(**{c: np.nan for c in COLUMNS if c not in rows})
+    return rows.assign(error=rows["error"].astype(object).where(rows["error"].notna(), ""))
 
 
 def status(table: pd.DataFrame) -> str:
@@ -214,7 +214,8 @@ def plot(summary: pd.DataFrame) -> Path:
     axes.set_ylabel("tuned / best peer (median latency; < 1 is faster)")
     axes.set_title("autopart on the held-out suite: tuned plan against the best peer")
     handles = [Patch(color=c, label=g) for g, c in COLOURS.items() if g in set(summary["group"])]
-    handles.append(axes.scatter([], [], marker="x", color="#c44e52", label="did not run"))
+    if not ran.all():
+        handles.append(axes.scatter([], [], marker="x", color="#c44e52", label="did not run"))
     axes.legend(handles=handles, fontsize=8)
     return save_figure(figure, "heldout.png")
 
