@@ -485,3 +485,18 @@ def test_a_negative_size_computed_from_data_is_still_refused() -> None:
     model = make_model(helper.make_graph(nodes, "neg", [x], [y], [shape]))
     with pytest.raises(ModelError, match=r"ConstantOfShape node .* negative size: \[2, -3\]"):
         autopart.load(model)
+
+
+def test_a_declared_symbolic_output_shape_does_not_pin_shape_inference(tmp_path: Path) -> None:
+    """ddddocr's CRNN declares its output [1, seqlen]; the real output is [32, 1, 8210]."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, "width"])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "seqlen"])
+    shape = numpy_helper.from_array(np.array([-1, 1, 4], np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "g", [x], [y], [shape]
+    )
+    path = _save(make_model(graph), tmp_path / "declared.onnx")
+    loaded = autopart.load(str(path), input_shapes={"width": [8]})
+    assert loaded.value("y").shape == (8, 1, 4)
+    code, output = invoke("info", str(path), "--input-shape", "width=8")
+    assert code == 0 and "Reshape" in output, output

@@ -297,6 +297,10 @@ def infer_shapes(graph: Graph) -> None:
     for node in graph.nodes:
         check_made_size(graph, node)  # inference propagates data: it would make them too
     skeleton = to_onnx(graph, inputs=graph.inputs, embed_constants=_SHAPE_INFERENCE_CONST_BYTES)
+    for output in skeleton.graph.output:  # a declared symbolic shape must not pin inference
+        dims = output.type.tensor_type.shape.dim
+        if any(not dim.HasField("dim_value") for dim in dims):
+            output.type.tensor_type.ClearField("shape")
     try:
         inferred = onnx.shape_inference.infer_shapes(skeleton, strict_mode=False, data_prop=True)
     except (onnx.shape_inference.InferenceError, RuntimeError) as error:
