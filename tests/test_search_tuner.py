@@ -272,6 +272,7 @@ def test_tuning_finds_better_than_every_seed_when_one_exists() -> None:
 
 def test_every_trial_uses_only_supported_targets(tmp_path) -> None:
     costs = random_costs(11, 15, support=0.4)
+    (tmp_path / "s").mkdir()
     storage = f"sqlite:///{tmp_path}/s/study.db"
     result, _ = tuned(costs, n_extra=12, storage=storage)
     study = optuna.load_study(study_name=result.study_name, storage=storage)
@@ -296,6 +297,7 @@ def test_same_seed_same_search_with_or_without_storage(tmp_path) -> None:
 def test_resume_keeps_trials_and_does_not_enqueue_seeds_again(tmp_path) -> None:
     costs = random_costs(7, 12)
     seeds = {"numpy": single_target(costs, NUMPY, NUMPY), "heft": heft(costs)}
+    (tmp_path / "search" / "fork").mkdir(parents=True)  # a study's folder must exist
     storage = f"sqlite:///{tmp_path}/search/fork/study.db"
     first = optuna_search(costs, "makespan", seeds, n_trials=10, storage=storage, study_name="s")
     assert (tmp_path / "search" / "fork" / "study.db").is_file()

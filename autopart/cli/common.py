@@ -95,7 +95,8 @@ def parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:
         try:
             if not sep or not name:
                 raise ValueError
-            shapes[name] = [int(d) for d in dims.split(",") if d.strip()]
+            pieces = dims.split(",") if dims.strip() else []  # "x=" is a scalar's shape
+            shapes[name] = [int(piece) for piece in pieces]  # "1,,4" has an empty dim: refused
             if any(d < 0 for d in shapes[name]):
                 raise ValueError
         except ValueError:

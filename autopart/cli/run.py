@@ -49,7 +49,7 @@ from autopart.tuning.verify import CHECK_TOLERANCE, oracle_outputs
     "--seed",
     default=0,
     show_default=True,
-    type=click.IntRange(min=0),
+    type=click.IntRange(0, 2**32 - 1),
     help="seed of the random inputs",
 )
 @click.option(

@@ -74,7 +74,10 @@ from autopart.tuning.workflow import TuneReport, tune_model
     "runs a settled block of runs per round)",
 )  # fmt: skip
 @click.option("--storage", default=None, metavar="URL", help="optuna RDB URL shared by workers")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--seed", type=int, default=0, show_default=True,
+    help="seed of the random inputs and of optuna's sampler (0 to 2**32 - 1)",
+)  # fmt: skip
 @click.option(
     "--peers/--no-peers", default=True, show_default=True,
     help="also time onnxruntime alone and openvino alone, each at its defaults",

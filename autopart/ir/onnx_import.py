@@ -20,6 +20,7 @@ from autopart.ir.fold_if import folded_ifs_behind
 from autopart.ir.freeze import FreezeValues, frozen_arrays
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.input_shapes import InputShapes, declared_dims, resolve_input_shapes
+from autopart.ir.node_order import sort_nodes
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
 from autopart.ir.type_check import check_declared_types, check_types
@@ -34,8 +35,12 @@ _SHAPE_INFERENCE_CONST_BYTES = 4096
 def read_model(path: str | Path) -> onnx.ModelProto:
     """Parse an ONNX file, loading external data only from inside the model's folder."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise ModelError(f"model file not found: {path}")
+    if path.is_dir():
+        raise ModelError(f"{path} is a directory, not an ONNX model file")
+    if not path.is_file():
+        raise ModelError(f"{path} is not a regular file (a device or a pipe), not an ONNX model")
     try:
         model = onnx.load(str(path), load_external_data=False)
     except (DecodeError, ValueError, RuntimeError, OSError) as error:
@@ -127,6 +132,7 @@ def _check(proto: onnx.ModelProto) -> None:
         raise ModelError(f"opset {default} is not supported (supported: {MIN_OPSET}-{MAX_OPSET})")
     _check_text(proto.graph)
     _check_ops_exist(proto)
+    sort_nodes(proto.graph)
     try:
         onnx.checker.check_model(_skeleton(proto))
     except (onnx.checker.ValidationError, ValueError) as error:

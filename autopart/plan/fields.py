@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from autopart.errors import AutopartError
+from autopart.ir.target import VirtualDevice
 
 
 class PlanError(AutopartError):
@@ -68,6 +69,24 @@ class Reader:
             raise self._fail(key, "a finite number" if finite else "a number", value)
         return float(value)
 
+    def seconds(self, key: str) -> float | None:
+        """A time in seconds: a finite number, never negative; or ``None``."""
+        value = self.number(key)
+        if value is not None and value < 0:
+            raise self._fail(key, "a time in seconds (>= 0)", value)
+        return value
+
+    def target(self, key: str) -> str:
+        """A required target spec, ``device[/unit]@codegen`` (a device and a codegen)."""
+        value = self.required_text(key)
+        try:
+            parsed = VirtualDevice.parse(value)
+        except AutopartError:
+            parsed = VirtualDevice()
+        if not parsed.is_complete:
+            raise self._fail(key, "a target such as cpu@numpy", value)
+        return value
+
     def count(self, key: str) -> int | None:
         """A non-negative integer field, or ``None``."""
         value = self._get(key)
@@ -107,12 +126,13 @@ class Reader:
             raise self._fail(key, "a list", value)
         return value
 
-    def numbers(self, key: str) -> list[float]:
-        """A list of numbers, or ``[]``."""
+    def numbers(self, key: str, minimum: float = -math.inf) -> list[float]:
+        """A list of finite numbers of at least ``minimum``, or ``[]``."""
         values = self.items(key)
         for index, value in enumerate(values):
-            if not _is_number(value) or not math.isfinite(value):
-                raise self._fail(f"{key}[{index}]", "a finite number", value)
+            if not _is_number(value) or not math.isfinite(value) or value < minimum:
+                wanted = "a finite number" + ("" if minimum == -math.inf else f" >= {minimum}")
+                raise self._fail(f"{key}[{index}]", wanted, value)
         return [float(value) for value in values]
 
     def nested_numbers(self, key: str) -> dict[str, dict[str, float]]:

@@ -161,8 +161,8 @@ class Prediction:
         ilp = read.section("ilp", _field_names(IlpSummary))
         return cls(
             objective=read.text("objective"),
-            sequential_s=read.number("sequential_s"),
-            makespan_s=read.number("makespan_s"),
+            sequential_s=read.seconds("sequential_s"),
+            makespan_s=read.seconds("makespan_s"),
             schedule=_schedule(read, "schedule"),
             node_costs=read.nested_numbers("node_costs"),
             profile=read.text("profile"),
@@ -196,10 +196,10 @@ class MeasuredRun:
         """
         read = Reader(document, "measured", strict, _field_names(cls))
         return cls(
-            median_s=read.number("median_s"),
+            median_s=read.seconds("median_s"),
             runs=read.count("runs"),
             max_error=read.number("max_error", finite=False),
-            round_medians_s=read.numbers("round_medians_s"),
+            round_medians_s=read.numbers("round_medians_s", minimum=0.0),
             schedule=_schedule(read, "schedule"),
         )
 
@@ -304,7 +304,7 @@ class Plan:
         predicted, measured = document.get("predicted"), document.get("measured")
         plan = cls(
             model=_model_ref(read.child(read.mapping("model"), "model", _field_names(ModelRef))),
-            fallback=read.required_text("fallback"),
+            fallback=read.target("fallback"),
             assignment=read.text_mapping("assignment"),
             partitions=[_partition(p) for p in read.objects("partitions", _PARTITION_KEYS)],
             copies=[_copy(c) for c in read.objects("copies", _field_names(CopySpec))],

@@ -126,8 +126,10 @@ def _backend(storage: str) -> optuna.storages.RDBStorage:
     engine: dict[str, Any] = {}
     if storage.startswith("sqlite:///"):
         path = storage.removeprefix("sqlite:///")
-        if path and path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        if path and path != ":memory:" and not Path(path).parent.is_dir():
+            raise OptunaSearchError(
+                f"the folder of the study database {path} does not exist: create it first"
+            )
         engine = {"connect_args": {"timeout": 60}}
     for attempt in range(CREATE_ATTEMPTS):
         try:

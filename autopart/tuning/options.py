@@ -57,7 +57,7 @@ class TuneOptions:
         if self.budget_s is not None:
             check_budget(self.budget_s, "budget")
         check_count(self.rounds, "rounds", 1)
-        check_count(self.seed, "seed", 0)
+        check_count(self.seed, "seed", 0, SEED_MAX)
 
     def check_outputs(self) -> None:
         """Raise :class:`~autopart.errors.InputError` for an output that cannot be written."""
@@ -76,10 +76,19 @@ def check_budget(seconds: float, name: str, allow_zero: bool = False) -> None:
         raise AutopartError(f"--{name} must be a finite number of seconds, {least}, not {seconds}")
 
 
-def check_count(value: int, name: str, least: int) -> None:
-    """Raise :class:`AutopartError` unless ``value`` is an integer of at least ``least``."""
-    if not isinstance(value, int) or isinstance(value, bool) or value < least:
-        raise AutopartError(f"--{name} must be an integer of at least {least}, not {value!r}")
+def check_count(value: int, name: str, least: int, most: int | None = None) -> None:
+    """Raise :class:`AutopartError` unless ``value`` is an integer in [least, most]."""
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or value < least
+        or (most is not None and value > most)
+    ):
+        bounds = f"at least {least}" if most is None else f"from {least} to {most}"
+        raise AutopartError(f"--{name} must be an integer {bounds}, not {value!r}")
+
+
+SEED_MAX = 2**32 - 1  # numpy's and optuna's seeds are 32-bit
 
 
 @dataclass(frozen=True)

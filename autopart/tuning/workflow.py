@@ -16,6 +16,7 @@ from pathlib import Path
 
 from autopart.costmodel import costs_from_profile, profile_targets
 from autopart.costmodel.costs import Costs
+from autopart.errors import ModelError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
@@ -239,6 +240,10 @@ def prepare(
     """Load ``model``, profile what is missing (unless ``options.profile_file``), and search."""
     options = options or TuneOptions()
     graph = load_model(model, options.input_shapes, options.freeze)
+    if not graph.nodes:
+        raise ModelError(
+            f"{graph.name} has no nodes (its outputs are its inputs): there is nothing to tune"
+        )
     machine = discover()
     profiled: ProfileReport | None = None
     targets = _with_fallback(options.targets, options.constraints)
