@@ -116,7 +116,14 @@ def test_only_candidates_predicted_near_the_quickest_and_not_too_split_are_measu
 
     def candidate(name: str, seconds: float, partitions: int, fits: bool = True) -> object:
         plan = SimpleNamespace(partitions=[None] * partitions)
-        return SimpleNamespace(name=name, plan=plan, fits_memory=fits, value=lambda _: seconds)
+        return SimpleNamespace(
+            name=name,
+            plan=plan,
+            fits_memory=fits,
+            value=lambda _: seconds,
+            kind=None,
+            target=None,
+        )
 
     candidates = {
         c.name: c  # type: ignore[attr-defined]
@@ -124,9 +131,35 @@ def test_only_candidates_predicted_near_the_quickest_and_not_too_split_are_measu
             candidate("quick", 1.0, 1),
             candidate("near", MEASURE_WITHIN * 0.99, 2),
             candidate("far", MEASURE_WITHIN * 1.01, 1),
-            candidate("split", 1.5, MEASURE_MAX_PARTITIONS + 1),
+            candidate("split", 0.1, MEASURE_MAX_PARTITIONS + 1),  # too split: sets no bar
             candidate("too big", 0.5, 1, fits=False),
         )
     }
     outcome = SimpleNamespace(candidates=candidates, objective="latency")
     assert [c.name for c in worth_measuring(outcome)] == ["quick", "near"]  # type: ignore[arg-type]
+
+
+def test_the_plans_the_peers_stand_for_are_always_measured(tiny_path: Path) -> None:  # noqa: F811
+    from autopart.costmodel import costs_from_profile
+    from autopart.profile import new_profile
+    from autopart.search.planner import search
+    from autopart.tuning.partitions import MEASURE_WITHIN, worth_measuring
+
+    graph = api.load(str(tiny_path))
+    targets = ["cpu@onnxruntime", "cpu@numpy"]
+    profile = new_profile(discover())
+    for target in targets:  # onnxruntime's op sum priced far beyond numpy's
+        scale = 1.0 if target == "cpu@numpy" else 10 * MEASURE_WITHIN
+        for node in graph.nodes:
+            from autopart.costmodel.measurements import Measurement
+            from autopart.ir.signature import op_signature
+
+            seconds = 1e-3 * scale
+            row = Measurement(seconds, seconds, seconds, seconds, seconds, 5)
+            profile.record(RowKind.OP, target, op_signature(node, graph), row, node.op_type)
+        launch = Measurement(1e-6, 1e-6, 1e-6, 1e-6, 1e-6, 5)
+        for key in ("wall", "timed"):
+            profile.record(RowKind.LAUNCH, target, key, launch)
+    outcome = search(costs_from_profile(graph, profile, targets))
+    names = [c.name for c in worth_measuring(outcome)]
+    assert "single:cpu@onnxruntime" in names  # onnxruntime alone's configuration

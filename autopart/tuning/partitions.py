@@ -23,6 +23,7 @@ from autopart.search.candidates import Candidate
 from autopart.search.planner import SearchOutcome, reprice
 from autopart.settings import VERIFY
 from autopart.targets.devices import discover
+from autopart.tuning.peers import peer_equivalents
 
 MEASURE_WITHIN = VERIFY.measure_within
 MEASURE_MAX_PARTITIONS = VERIFY.measure_max_partitions
@@ -30,16 +31,27 @@ Spec = tuple[tuple[str, ...], VirtualDevice, bool]
 
 
 def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
-    """The fitting candidates whose partitions the measure stage times, quickest first."""
-    fitting = [c for c in outcome.candidates.values() if c.fits_memory]
-    if not fitting:
+    """The fitting candidates whose partitions the measure stage times, quickest first.
+
+    Those of at most :data:`MEASURE_MAX_PARTITIONS` partitions predicted within
+    :data:`MEASURE_WITHIN` of the quickest of them, and always the plans the peers stand
+    for (:func:`autopart.tuning.peers.peer_equivalents`): a prediction may order what is
+    measured, but a plan too split to measure must not keep the others from it by an op
+    sum far too low, and the peers' own configurations are measured whatever their op sums.
+    """
+    eligible = [
+        c
+        for c in outcome.candidates.values()
+        if c.fits_memory and len(c.plan.partitions) <= MEASURE_MAX_PARTITIONS
+    ]
+    if not eligible:
         return []
-    quickest = min(c.value(outcome.objective) for c in fitting)
+    quickest = min(c.value(outcome.objective) for c in eligible)
+    peers = set(peer_equivalents(outcome.candidates).values())
     chosen = [
         c
-        for c in fitting
-        if c.value(outcome.objective) <= quickest * MEASURE_WITHIN
-        and len(c.plan.partitions) <= MEASURE_MAX_PARTITIONS
+        for c in eligible
+        if c.value(outcome.objective) <= quickest * MEASURE_WITHIN or c.name in peers
     ]
     return sorted(chosen, key=lambda c: c.value(outcome.objective))
 
