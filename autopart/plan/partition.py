@@ -33,12 +33,12 @@ exceed the least one. The result is checked for cycles again at the end.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
+from autopart.ir.node_order import kahn_order
 from autopart.ir.placement import placement
 from autopart.ir.target import VirtualDevice
 
@@ -239,16 +239,7 @@ def _order(depends: list[set[int]]) -> list[int]:
     for index, sources in enumerate(depends):
         for source in sources:
             users[source].append(index)
-    ready = [i for i, count in enumerate(waiting) if count == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        current = heapq.heappop(ready)
-        order.append(current)
-        for user in users[current]:
-            waiting[user] -= 1
-            if waiting[user] == 0:
-                heapq.heappush(ready, user)
+    order = kahn_order(users, waiting)
     if len(order) != len(depends):
         stuck = [i for i, count in enumerate(waiting) if count > 0]
         raise PartitionCycleError(f"partitions {stuck} form a cycle")
