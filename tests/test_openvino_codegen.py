@@ -43,6 +43,14 @@ class TestOpenVinoUnitConformance(CodegenConformance):
     target = "cpu/0@openvino"
 
 
+class TestOpenVinoBf16Conformance(CodegenConformance):
+    target = "cpu@openvino:bf16"
+
+
+BF16 = "bf16" in ovgen.OpenVinoCodegen.precisions()
+needs_bf16 = pytest.mark.skipif(not BF16, reason="this CPU has no bf16 units OpenVINO uses")
+
+
 def compile_whole(graph: Graph, placement: Placement = HOST) -> ovgen.OpenVinoSubgraph:
     constants = [name for name, value in graph.values.items() if value.is_const]
     return ovgen.OpenVinoCodegen().compile(
@@ -142,7 +150,40 @@ def test_partition_in_the_middle_of_resnet50_matches_numpy() -> None:
 def test_compiles_in_f32_not_the_cpu_default_bf16() -> None:
     compiled = compile_whole(tiny_graph("Relu"))
     assert str(compiled.model.get_property("INFERENCE_PRECISION_HINT")) == "<Type: 'float32'>"
-    assert ovgen.OpenVinoCodegen.precision == "f32"
+
+
+@needs_bf16
+def test_a_bf16_target_compiles_in_bf16_and_is_within_bf16s_error_of_the_reference() -> None:
+    graph = autopart.load("squeezenet")
+    placement = resolve("cpu@openvino:bf16").placement
+    compiled = compile_whole(graph, placement)
+    assert str(compiled.model.get_property("INFERENCE_PRECISION_HINT")) == "<Type: 'bfloat16'>"
+    assert compiled.config["INFERENCE_PRECISION_HINT"] == "bf16"
+    feeds = random_inputs(graph, seed=3)
+    reference_outputs = Executor(graph).run(feeds).outputs
+    env: dict[str, Any] = dict(feeds)
+    compiled.run(env)
+    (name,) = graph.outputs
+    error = max_relative_error(reference_outputs[name], env[name])
+    assert TOLERANCE < error < 0.1  # bf16, not f32: measurably off, and not wildly
+
+
+def test_precisions_follow_the_cpu_flags_and_openvinos_capabilities(monkeypatch: Any) -> None:
+    flags = ovgen.cpu_flags()
+    if flags is None:
+        pytest.skip("the OS does not list CPU flags")
+    without = flags - ovruntime.BF16_FLAGS
+    assert ovruntime.offered_precisions(without) == ("f32",)
+    capabilities = set(ovruntime.core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+    expected_bf16 = "BF16" in capabilities and bool(flags & ovruntime.BF16_FLAGS)
+    assert ("bf16" in ovruntime.offered_precisions(flags)) == expected_bf16
+
+
+def test_a_precision_the_machine_lacks_is_one_clear_error(monkeypatch: Any) -> None:
+    monkeypatch.setattr(ovgen.OpenVinoCodegen, "precisions", classmethod(lambda cls: ("f32",)))
+    with pytest.raises(TargetError, match="cannot compute in bf16 on this machine"):
+        resolve("cpu@openvino:bf16")
+    assert "cpu@openvino:bf16" not in {str(t) for t in available_targets()}
 
 
 # -- support predicate ------------------------------------------------------------------------
@@ -247,6 +288,10 @@ def test_targets_include_the_device_and_its_units() -> None:
     targets = {str(t) for t in available_targets()}
     assert "cpu@openvino" in targets
     assert {f"cpu/{index}@openvino" for index in range(len(HostDevice().units))} <= targets
+    assert ("cpu@openvino:bf16" in targets) == BF16
+    assert {str(t) for t in available_targets(precisions=["f32"])} == {
+        t for t in targets if ":" not in t.split("@")[-1]
+    }
 
 
 # -- layouts ----------------------------------------------------------------------------------

@@ -12,10 +12,12 @@ from autopart.cli.common import (
     input_shape_option,
     parse_freeze,
     parse_input_shapes,
+    precision_option,
     print_table,
     progress_display,
     split_list,
     styled,
+    tolerance_option,
     user_errors,
 )
 from autopart.io import check_writable
@@ -36,6 +38,8 @@ from autopart.tuning.plan_rows import plan_label
 @click.option("--profiles", type=click.Path(file_okay=False), default=None, help="profile dir")
 @input_shape_option
 @freeze_option
+@precision_option
+@tolerance_option
 @user_errors
 def bench_command(
     models: tuple[str, ...],
@@ -46,11 +50,17 @@ def bench_command(
     profiles: str | None,
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
+    precision: str,
+    tolerance: float | None,
 ) -> None:
-    """Time the peers (onnxruntime, OpenVINO), every single target, baselines and the tuned plan.
+    """Time the peers, every single target, the baselines and the tuned plan, with errors.
 
-    --input-shape and --freeze apply to every MODEL.
+    The peers are onnxruntime, OpenVINO as installed and OpenVINO f32; every row shows its
+    output error against f32.
+
+    --input-shape, --freeze, --precision and --tolerance apply to every MODEL.
     """
+    from autopart.targets.resolve import machine_precisions
     from autopart.tuning.bench import bench_models, write_csv
     from autopart.tuning.options import BenchOptions
 
@@ -61,6 +71,8 @@ def bench_command(
         profiles,
         parse_input_shapes(input_shapes),
         parse_freeze(freeze),
+        precision,
+        tolerance,
     )
     check_writable(csv_path, "CSV file")
     columns = (TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn())
@@ -83,17 +95,24 @@ def bench_command(
         ]
         rows = rows.assign(label=labels)
         view.add_column("plan", no_wrap=True, min_width=max(len(label) for label in labels))
-        columns = ("median", "predicted", "vs onnxruntime", "vs openvino", "vs best peer",
-                   "vs best single", "partitions", "copies")  # fmt: skip
+        columns = ("median", "error", "predicted", "vs onnxruntime", "vs openvino",
+                   "vs openvino f32", "vs best peer", "partitions")  # fmt: skip
         for column in columns:
             view.add_column(column)
         for row in rows.sort_values("median_ms").itertuples():
             view.add_row(
-                str(row.label), _ms(row.median_ms), _ms(row.predicted_ms),
-                _ratio(row.vs_onnxruntime), _ratio(row.vs_openvino), _ratio(row.vs_best_peer),
-                _ratio(row.vs_best_single), str(row.partitions), str(row.copies),
+                str(row.label), _ms(row.median_ms), _error(row.max_rel_error, row.within_tolerance),
+                _ms(row.predicted_ms), _ratio(row.vs_onnxruntime), _ratio(row.vs_openvino),
+                _ratio(row.vs_openvino_f32), _ratio(row.vs_best_peer), str(row.partitions),
             )  # fmt: skip
         print_table(view)
+        tolerance = rows["tolerance"].dropna()
+        if len(tolerance):
+            console.print(
+                f"precisions here: {', '.join(machine_precisions())}; tolerance "
+                f"{float(tolerance.iloc[0]):.3g} (errors beyond it are marked !; the best "
+                "peer is the quickest within it)"
+            )
         floor = float(rows["noise_floor"].iloc[0]) if "noise_floor" in rows else float("nan")
         if floor == floor:
             console.print(f"noise floor (the tuned plan timed twice): {floor:.1%}")
@@ -104,6 +123,12 @@ def bench_command(
 
 def _ms(value: float) -> str:
     return "-" if value != value else f"{value:.2f} ms"
+
+
+def _error(value: float, within: object) -> str:
+    if value != value:
+        return "-"
+    return f"{value:.1e}" + ("" if within is True or within == 1.0 else " !")
 
 
 def _ratio(value: float) -> str:

@@ -157,6 +157,23 @@ freeze_option = click.option(
 )
 
 
+precision_option = click.option(
+    "--precision",
+    default="auto",
+    show_default=True,
+    metavar="auto|f32|f32,bf16",
+    help="precisions the plan may compute in: every one this machine offers, or those named",
+)
+tolerance_option = click.option(
+    "--tolerance",
+    type=float,
+    default=None,
+    metavar="REL",
+    help="largest relative error of any output against f32 (default: OpenVINO as "
+    "installed's own error, +10%; with --precision f32, 1e-3)",
+)
+
+
 def print_table(table: Table) -> None:
     """Print ``table`` to the console, never cutting its columns only because of a pipe.
 

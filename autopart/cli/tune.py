@@ -18,16 +18,19 @@ from autopart.cli.common import (
     input_shape_option,
     parse_freeze,
     parse_input_shapes,
+    precision_option,
     print_table,
     progress_display,
     split_list,
     styled,
+    tolerance_option,
     user_errors,
 )
 from autopart.limits import format_size
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective
 from autopart.tuning.options import TuneOptions
+from autopart.tuning.plan_rows import plan_precisions
 from autopart.tuning.workflow import TuneReport, tune_model
 
 
@@ -84,6 +87,8 @@ from autopart.tuning.workflow import TuneReport, tune_model
 )  # fmt: skip
 @input_shape_option
 @freeze_option
+@precision_option
+@tolerance_option
 @user_errors
 def tune_command(
     model: str,
@@ -105,6 +110,8 @@ def tune_command(
     peers: bool,
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
+    precision: str,
+    tolerance: float | None,
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""
     constraints = Constraints.from_cli(pins, forbids, memory, fallback)
@@ -138,6 +145,8 @@ def tune_command(
             input_shapes=parse_input_shapes(input_shapes),
             peers=peers,
             freeze=parse_freeze(freeze),
+            precision=precision,
+            tolerance=tolerance,
         )
         report = tune_model(model, options, progress=progress)
     print_report(report)
@@ -167,7 +176,8 @@ def print_report(report: TuneReport) -> None:
         )
     table = Table(title=f"{report.model}: plans (speedup over the best single target)")
     table.add_column("plan", no_wrap=True, min_width=max(len(r.label) + 2 for r in report.rows))
-    for column in ("predicted", "measured", "speedup", "partitions", "copies", "peak memory"):
+    for column in ("predicted", "measured", "error", "speedup", "partitions", "copies",
+                   "peak memory"):  # fmt: skip
         table.add_column(column)
     for row in report.rows:
         marker = " *" if row.name == report.chosen else ""
@@ -175,6 +185,7 @@ def print_report(report: TuneReport) -> None:
             row.label + marker,
             f"{row.predicted_s * 1e3:.2f} ms",
             "-" if row.measured_s is None else f"{row.measured_s * 1e3:.2f} ms",
+            "-" if row.max_error is None else f"{row.max_error:.1e}",
             "-" if row.speedup is None else f"{row.speedup:.2f}x",
             str(row.partitions),
             str(row.copies),
@@ -185,9 +196,12 @@ def print_report(report: TuneReport) -> None:
         timed = ", ".join(f"{name} {m.median_s * 1e3:.2f} ms" for name, m in report.peers.items())
         ratio = report.vs_best_peer
         versus = "" if ratio is None else f"; chosen / best peer: {ratio:.2f}x"
-        console.print(f"peers at their defaults: {timed}{versus}")
+        console.print(f"peers as installed: {timed}{versus}")
     for note in report.notes:
         console.print(styled(("note:", "yellow"), f" {note}"))
-    console.print(f"chosen: {report.chosen} (search pick: {report.search_pick})")
+    console.print(
+        f"chosen: {report.chosen} in {plan_precisions(report.plan)} "
+        f"(search pick: {report.search_pick})"
+    )
     console.print(f"plan: {report.plan_path}")
     console.print(f"saved: {report.directory}")

@@ -1,4 +1,10 @@
-"""Virtual devices: the (device, unit, codegen) triple carried by every IR node."""
+"""Virtual devices: the (device, unit, codegen, precision) tuple carried by every IR node.
+
+The text form is ``device[/unit][@codegen[:precision]]``: ``cpu@numpy``,
+``opencl:0/1@opencl``, ``cpu@openvino:bf16``, ``cpu/0@openvino:bf16``. A precision is
+named only after a codegen (``cpu:0`` would read as a device index). A target without a
+precision computes in f32, the reference: ``cpu@openvino:f32`` is ``cpu@openvino``.
+"""
 
 from __future__ import annotations
 
@@ -8,35 +14,54 @@ from dataclasses import dataclass
 from autopart.errors import TargetError
 
 HOST_DEVICE = "cpu"  # the host's device name: graph inputs start there, outputs end there
+REFERENCE_PRECISION = "f32"  # what a target without a precision computes in
+# Every precision a target may name, most exact first (a codegen offers a subset).
+PRECISIONS = (REFERENCE_PRECISION, "bf16", "int8")
 
 _SPEC = re.compile(
-    r"^(?P<device>[A-Za-z_][\w]*(?::\d+)?)?(?:/(?P<unit>\d+))?(?:@(?P<codegen>[A-Za-z_][\w-]*))?$"
+    r"^(?P<device>[A-Za-z_][\w]*(?::\d+)?)?(?:/(?P<unit>\d+))?"
+    r"(?:@(?P<codegen>[A-Za-z_][\w-]*)(?::(?P<precision>[A-Za-z0-9_]+))?)?$"
 )
 
 
 @dataclass(frozen=True, slots=True)
 class VirtualDevice:
-    """Where a node runs: ``device`` (memory space), ``unit`` (lane) and ``codegen``.
+    """Where a node runs: ``device`` (memory space), ``unit`` (lane), ``codegen``, ``precision``.
 
     Each part is optional; an all-``None`` virtual device means "not yet planned".
-    The text form is ``device[/unit][@codegen]``, e.g. ``cpu@numpy`` or ``opencl:0/1@opencl``.
+    ``precision`` is None for f32 (the reference) and otherwise one of :data:`PRECISIONS`;
+    which ones a codegen offers on a machine is the codegen's to say
+    (:meth:`autopart.targets.codegen.Codegen.precisions`).
     """
 
     device: str | None = None
     unit: int | None = None
     codegen: str | None = None
+    precision: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.precision == REFERENCE_PRECISION:
+            object.__setattr__(self, "precision", None)
+        elif self.precision is not None and self.precision not in PRECISIONS:
+            raise TargetError(
+                f"unknown precision {self.precision!r}; precisions: {', '.join(PRECISIONS)}"
+            )
 
     @classmethod
     def parse(cls, spec: str) -> VirtualDevice:
-        """Parse ``device[/unit][@codegen]``; raise :class:`TargetError` when malformed."""
+        """Parse ``device[/unit][@codegen[:precision]]``; :class:`TargetError` if malformed."""
         match = _SPEC.match(spec.strip())
         if not match or not spec.strip():
             raise TargetError(
-                f"malformed target {spec!r}: expected device[/unit][@codegen], e.g. cpu@numpy"
+                f"malformed target {spec!r}: expected device[/unit][@codegen[:precision]], "
+                "e.g. cpu@numpy or cpu@openvino:bf16"
             )
         unit = match.group("unit")
         return cls(
-            match.group("device"), int(unit) if unit is not None else None, match.group("codegen")
+            match.group("device"),
+            int(unit) if unit is not None else None,
+            match.group("codegen"),
+            match.group("precision"),
         )
 
     @property
@@ -49,18 +74,43 @@ class VirtualDevice:
         """Whether a device and a codegen are chosen (a runnable target; the unit may be unset)."""
         return self.device is not None and self.codegen is not None
 
+    @property
+    def computes_in(self) -> str:
+        """The precision this target computes in: ``f32`` when none is named."""
+        return self.precision or REFERENCE_PRECISION
+
+    @property
+    def reduced(self) -> bool:
+        """Whether this target computes in less than f32 (its outputs are approximate)."""
+        return self.precision is not None
+
+    def at_precision(self, precision: str | None) -> VirtualDevice:
+        """The same target computing in ``precision`` (None or ``f32``: the reference)."""
+        return VirtualDevice(self.device, self.unit, self.codegen, precision)
+
     def narrow(self, other: VirtualDevice) -> VirtualDevice | None:
-        """The parts of both together, or ``None`` when they set some part differently."""
+        """The parts of both together, or ``None`` when they set some part differently.
+
+        A precision is part of the codegen: it narrows only where the codegen is named,
+        and an unnamed precision (f32) agrees with a named one only when no codegen is set.
+        """
         if not (
             _agree(self.device, other.device)
             and _agree(self.unit, other.unit)
             and _agree(self.codegen, other.codegen)
         ):
             return None
+        if self.codegen is not None and other.codegen is not None:
+            if self.precision != other.precision:
+                return None
+            precision = self.precision
+        else:
+            precision = self.precision if self.codegen is not None else other.precision
         return VirtualDevice(
             self.device if self.device is not None else other.device,
             self.unit if self.unit is not None else other.unit,
             self.codegen if self.codegen is not None else other.codegen,
+            precision,
         )
 
     def __str__(self) -> str:
@@ -69,6 +119,8 @@ class VirtualDevice:
             text += f"/{self.unit}"
         if self.codegen is not None:
             text += f"@{self.codegen}"
+            if self.precision is not None:
+                text += f":{self.precision}"
         return text or "<unplanned>"
 
 

@@ -178,14 +178,16 @@ class MeasuredRun:
 
     ``median_s`` is the median of ``runs`` timed runs; ``round_medians_s`` one median per
     round of interleaved runs (the independent samples); ``max_error`` the largest relative
-    output error against the numpy reference; ``schedule`` the last run's step timings. A
-    field a writer did not record is ``None`` (or empty).
+    output error against the numpy reference (f32) over the evaluation samples, and
+    ``tolerance`` the accuracy budget it was held to; ``schedule`` the last run's step
+    timings. A field a writer did not record is ``None`` (or empty).
     """
 
     median_s: float | None = None
     runs: int | None = None
     max_error: float | None = None
     round_medians_s: list[float] = field(default_factory=list)
+    tolerance: float | None = None
     schedule: list[ScheduleStep] = field(default_factory=list)
 
     @classmethod
@@ -200,6 +202,7 @@ class MeasuredRun:
             runs=read.count("runs"),
             max_error=read.number("max_error", finite=False),
             round_medians_s=read.numbers("round_medians_s", minimum=0.0),
+            tolerance=read.number("tolerance"),
             schedule=_schedule(read, "schedule"),
         )
 

@@ -13,7 +13,10 @@ on nodes; the ILP takes them as ``solve_ilp(costs, memory=constraints.memory)`` 
 
 Target patterns of forbids: a device (``opencl:0``) forbids every target on it; a device and
 codegen (``opencl:0@opencl``) that codegen on the device and all its units; a full target
-(``cpu/1@onnxruntime``) exactly that one. A part left out matches anything.
+(``cpu/1@onnxruntime``) that target at every precision, and one that names a precision
+(``cpu@openvino:bf16``) only that precision: ``--forbid 'Softmax=cpu@openvino:bf16'`` keeps
+the softmaxes out of bf16. A part left out matches anything. A pin to a full target
+(``cpu@openvino``) is exact, so it also keeps the node in f32.
 """
 
 from __future__ import annotations
@@ -106,6 +109,7 @@ def matches(pattern: VirtualDevice, target: VirtualDevice) -> bool:
         (pattern.device is None or pattern.device == target.device)
         and (pattern.unit is None or pattern.unit == target.unit)
         and (pattern.codegen is None or pattern.codegen == target.codegen)
+        and (pattern.precision is None or pattern.precision == target.precision)
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from autopart.errors import TargetError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node
+from autopart.ir.target import REFERENCE_PRECISION
 from autopart.targets.devices import Device, HostDevice
 
 # Value name -> tensor resident on the device of the subgraph that reads or writes it:
@@ -31,11 +32,14 @@ class Placement:
     ``alone`` says the subgraph is its plan's only partition: nothing else runs before,
     after or beside it, so a codegen may use its library's own defaults for a lone model
     (onnxruntime then lets its pool threads spin, which would slow a neighbour lane).
+    ``precision`` is what the subgraph computes in: None for f32, else one of the
+    codegen's :meth:`Codegen.precisions`.
     """
 
     device: Device
     unit: int | None = None
     alone: bool = False
+    precision: str | None = None
 
 
 HOST = Placement(HostDevice())
@@ -105,6 +109,16 @@ class Codegen(ABC):
     def available(cls) -> bool:
         """Whether this codegen's dependencies are installed (optional ones fail late)."""
         return True
+
+    @classmethod
+    def precisions(cls) -> tuple[str, ...]:
+        """The precisions this codegen computes in on this machine, f32 first.
+
+        Probed from the hardware and the library, never assumed: a codegen offers bf16 only
+        where the CPU has bf16 units and its library uses them. The default is f32 alone;
+        a codegen offering more must compile a :class:`Placement`'s ``precision``.
+        """
+        return (REFERENCE_PRECISION,)
 
     @abstractmethod
     def supports(self, node: Node, graph: Graph) -> bool:

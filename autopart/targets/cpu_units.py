@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 
 from autopart.errors import TargetError
 
@@ -47,3 +48,20 @@ def pinned_to(cores: Sequence[int]) -> Iterator[None]:
         yield
     finally:
         os.sched_setaffinity(0, previous)
+
+
+@cache
+def cpu_flags() -> frozenset[str] | None:
+    """The instruction-set flags of this machine's CPU (``/proc/cpuinfo``), or None.
+
+    None where the OS does not say (not Linux, or the file cannot be read): callers then
+    trust their library's own probe.
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("flags") and ":" in line:
+                    return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        return None
+    return None

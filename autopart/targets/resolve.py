@@ -1,11 +1,12 @@
-"""Resolving target specs (``device[/unit]@codegen``) against the machine's devices."""
+"""Resolving target specs (``device[/unit]@codegen[:precision]``) against the machine's devices."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from autopart.errors import TargetError
-from autopart.ir.target import VirtualDevice
+from autopart.ir.target import PRECISIONS, VirtualDevice
 from autopart.targets.codegen import Codegen, Placement, codegen_names, get_codegen
 from autopart.targets.devices import Machine, discover
 
@@ -22,8 +23,15 @@ class ResolvedTarget:
         return str(self.target)
 
 
-def available_targets(machine: Machine | None = None) -> list[VirtualDevice]:
-    """Every (device, unit, codegen) triple that can run here, whole devices first."""
+def available_targets(
+    machine: Machine | None = None, precisions: Collection[str] | None = None
+) -> list[VirtualDevice]:
+    """Every target that can run here, whole devices first, each precision after f32.
+
+    A target is a (device, unit, codegen, precision) that the codegen offers on this
+    machine (:meth:`~autopart.targets.codegen.Codegen.precisions`); ``precisions`` keeps
+    only those named (None: every one offered).
+    """
     machine = machine or discover()
     targets = []
     for device in machine.devices.values():
@@ -31,9 +39,12 @@ def available_targets(machine: Machine | None = None) -> list[VirtualDevice]:
             codegen = get_codegen(name)
             if codegen.device_kind != device.kind or not codegen.available():
                 continue
-            targets.append(VirtualDevice(device.name, None, name))
-            if codegen.uses_units:
-                targets.extend(VirtualDevice(device.name, u.index, name) for u in device.units)
+            offered = [
+                p for p in codegen.precisions() if precisions is None or p in set(precisions)
+            ]
+            units = [None, *(u.index for u in device.units)] if codegen.uses_units else [None]
+            for precision in offered:
+                targets.extend(VirtualDevice(device.name, u, name, precision) for u in units)
     return targets
 
 
@@ -63,4 +74,25 @@ def resolve(target: VirtualDevice | str, machine: Machine | None = None) -> Reso
         raise TargetError(
             f"codegen {codegen.name} cannot be pinned to a unit; use {device.name}@{codegen.name}"
         )
-    return ResolvedTarget(spec, Placement(device, spec.unit), codegen)
+    if spec.computes_in not in codegen.precisions():
+        raise TargetError(
+            f"codegen {codegen.name} cannot compute in {spec.computes_in} on this machine "
+            f"(target {spec}); it offers {', '.join(codegen.precisions())}"
+        )
+    return ResolvedTarget(spec, Placement(device, spec.unit, precision=spec.precision), codegen)
+
+
+def machine_precisions(machine: Machine | None = None) -> list[str]:
+    """Every precision some target of this machine computes in, f32 first."""
+    found = {target.computes_in for target in available_targets(machine)}
+    return [precision for precision in PRECISIONS if precision in found]
+
+
+def codegen_precisions() -> dict[str, tuple[str, ...]]:
+    """The precisions each installed codegen offers here, by codegen name."""
+    offered = {}
+    for name in codegen_names():
+        codegen = get_codegen(name)
+        if codegen.available():
+            offered[name] = codegen.precisions()
+    return offered

@@ -24,9 +24,18 @@ from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
+from autopart.tuning.accuracy import evaluation_samples
 from autopart.tuning.choice import ratio_interval
 from autopart.tuning.options import BenchOptions, TuneOptions
-from autopart.tuning.peers import LINGER_S, ONNXRUNTIME, OPENVINO, PeerInputs, peers
+from autopart.tuning.peers import (
+    LINGER_S,
+    ONNXRUNTIME,
+    OPENVINO,
+    OPENVINO_F32,
+    PEERS,
+    PeerInputs,
+    peers,
+)
 from autopart.tuning.verify import Measured, measure_plans
 from autopart.tuning.workflow import Prepared, prepare
 
@@ -47,16 +56,19 @@ def bench_models(
     Columns: ``model``, ``plan`` (its name), ``kind`` (a :class:`CandidateKind` value,
     ``peer`` for onnxruntime alone, ``chosen`` for the tuned plan, ``chosen-again`` for the
     tuned plan compiled and timed a second time), ``target`` (a single target's, else
-    empty), ``median_ms``, ``predicted_ms``, ``vs_onnxruntime``, ``vs_openvino``,
-    ``vs_best_peer`` (each peer at its library's defaults, :mod:`autopart.tuning.peers`)
-    with ``vs_best_peer_low`` and ``vs_best_peer_high``, the bounds of its interval over
+    empty), ``median_ms``, ``predicted_ms``, ``vs_onnxruntime``, ``vs_openvino`` (as
+    installed), ``vs_openvino_f32``, ``vs_best_peer`` (each peer a library as installed,
+    :mod:`autopart.tuning.peers`; the best is the quickest peer whose error is within the
+    tolerance) with ``vs_best_peer_low`` and ``vs_best_peer_high``, the bounds of its interval over
     paired rounds (:func:`autopart.tuning.choice.ratio_interval`), ``noise_floor`` (the
     model's: how far apart the tuned plan's two timings are, ``|again / tuned - 1|``),
     ``vs_best_single``, ``partitions``, ``codegens`` (the distinct codegens of the plan's
     partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
-    peers), ``copies``, ``max_rel_error``, ``runs``, ``same_plan_as`` (the plan whose run
-    it shares, if equal), ``off_target_nodes`` and ``error``: why a plan or peer that could
-    not run has no timings (its figures are then NaN).
+    peers), ``copies``, ``max_rel_error`` (against the f32 reference, over the timing
+    feeds and the evaluation samples), ``tolerance`` (the budget every row was held to,
+    :mod:`autopart.tuning.accuracy`), ``within_tolerance``, ``runs``, ``same_plan_as`` (the
+    plan whose run it shares, if equal), ``off_target_nodes`` and ``error``: why a plan or
+    peer that could not run has no timings (its figures are then NaN).
     """
     options = options or BenchOptions()
     rows: list[dict[str, object]] = []
@@ -86,13 +98,16 @@ def _bench_model(
         peers=peers_run,
         peer_linger_s=LINGER_S,
         failures=failures,
+        samples=evaluation_samples(graph, 0),
+        tolerance=options.budget.tolerance_rule(),
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     failures.update({n: failures[t] for n, t in twins.items() if t in failures})
     if not any(name in measured for name in plans):
         raise AutopartError(f"the benchmark of {model} was interrupted before anything ran")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
-    best = min(peer_medians, key=lambda name: peer_medians[name], default=None)
+    within = [name for name in peer_medians if measured[name].correct]
+    best = min(within, key=lambda name: peer_medians[name], default=None)
     best_peer = float("nan") if best is None else peer_medians[best]
     best_single = _best_single(measured, candidates)
     floor = _noise_floor(measured)
@@ -121,12 +136,15 @@ def _bench_model(
                 "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
                 "vs_onnxruntime": result.median_s / peer_medians.get(PEER, float("nan")),
                 "vs_openvino": result.median_s / peer_medians.get(OPENVINO, float("nan")),
+                "vs_openvino_f32": result.median_s / peer_medians.get(OPENVINO_F32, float("nan")),
                 "vs_best_peer": result.median_s / best_peer,
                 "vs_best_peer_low": np.nan if versus is None else versus.low,
                 "vs_best_peer_high": np.nan if versus is None else versus.high,
                 "noise_floor": floor,
                 "vs_best_single": result.median_s / best_single,
                 "max_rel_error": result.max_error,
+                "tolerance": result.tolerance,
+                "within_tolerance": result.correct,
                 "runs": len(result.latencies),
                 "same_plan_as": "" if twins.get(name, name) == name else twins[name],
                 "error": "",
@@ -189,6 +207,8 @@ def _tune_options(options: BenchOptions) -> TuneOptions:
         search_dir=options.search_dir,
         input_shapes=options.input_shapes,
         freeze=options.freeze,
+        precision=options.precision,
+        tolerance=options.tolerance,
     )
 
 
@@ -204,7 +224,7 @@ def _kind(name: str, candidate: Candidate | None) -> str:
         return candidate.kind.value
     if name == AGAIN:
         return "chosen-again"
-    return "peer" if name in (ONNXRUNTIME, OPENVINO) else "chosen"
+    return "peer" if name in PEERS else "chosen"
 
 
 def _twins(plans: Mapping[str, Plan]) -> dict[str, str]:

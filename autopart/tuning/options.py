@@ -12,6 +12,7 @@ from autopart.io import check_writable
 from autopart.loader import FreezeValues, InputShapes
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective
+from autopart.tuning.accuracy import Budget, check_tolerance, parse_precisions
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,10 @@ class TuneOptions:
     :func:`autopart.loader.load_model`). With ``peers`` (the default) onnxruntime alone and
     openvino alone, each at its library's defaults, run in the same rounds as the
     candidate plans on the original model (fed the frozen values), and the report gives
-    the chosen plan's ratio to them.
+    the chosen plan's ratio to them. ``precision`` allows precisions (``auto`` or None:
+    every one this machine offers; ``f32``: the exact plans; or a list such as
+    ``f32,bf16``) and ``tolerance`` caps the largest relative output error against the f32
+    reference (None: the default budget, see :mod:`autopart.tuning.accuracy`).
     """
 
     targets: Sequence[str] | None = None
@@ -50,14 +54,23 @@ class TuneOptions:
     input_shapes: InputShapes | None = None
     peers: bool = True
     freeze: FreezeValues | None = None
+    precision: str | Sequence[str] | None = None
+    tolerance: float | None = None
 
     def __post_init__(self) -> None:
+        parse_precisions(self.precision)
+        check_tolerance(self.tolerance)
         object.__setattr__(self, "objective", Objective.parse(self.objective))
         object.__setattr__(self, "method", Method.parse(self.method))
         if self.budget_s is not None:
             check_budget(self.budget_s, "budget")
         check_count(self.rounds, "rounds", 1)
         check_count(self.seed, "seed", 0, SEED_MAX)
+
+    @property
+    def budget(self) -> Budget:
+        """The precisions allowed and the accuracy budget."""
+        return Budget(parse_precisions(self.precision), self.tolerance)
 
     def check_outputs(self) -> None:
         """Raise :class:`~autopart.errors.InputError` for an output that cannot be written."""
@@ -98,8 +111,8 @@ class BenchOptions:
     ``targets`` are target specs (None: every target found); ``rounds`` the timed rounds
     per plan; the tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves
     it); ``profiles_dir`` is where this machine's profile is kept (None: the default).
-    ``input_shapes`` and ``freeze`` are those of :class:`TuneOptions`, applied to every
-    model benched.
+    ``input_shapes``, ``freeze``, ``precision`` and ``tolerance`` are those of
+    :class:`TuneOptions`, applied to every model benched.
     """
 
     targets: Sequence[str] | None = None
@@ -108,6 +121,15 @@ class BenchOptions:
     profiles_dir: str | Path | None = None
     input_shapes: InputShapes | None = None
     freeze: FreezeValues | None = None
+    precision: str | Sequence[str] | None = None
+    tolerance: float | None = None
 
     def __post_init__(self) -> None:
         check_count(self.rounds, "rounds", 1)
+        parse_precisions(self.precision)
+        check_tolerance(self.tolerance)
+
+    @property
+    def budget(self) -> Budget:
+        """The precisions allowed and the accuracy budget."""
+        return Budget(parse_precisions(self.precision), self.tolerance)

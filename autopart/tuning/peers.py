@@ -1,16 +1,19 @@
-"""The peers a user would run instead of autopart, each at its library's defaults.
+"""The peers a user would run instead of autopart, each a library as installed.
 
 ``onnxruntime alone`` is one InferenceSession with default session options on the CPU
-provider; ``openvino alone`` is ``compile_model`` on OpenVINO's CPU device with only the
-LATENCY hint and f32 precision set (its default on CPUs with bf16 units is bf16, about
-1e-2 off the reference). Benchmarks time them side by side with autopart's plans and report
-the ratio to each and to the best of them; a peer is never given autopart's settings. A
+provider; ``openvino alone`` is ``compile_model(model, "CPU")`` with no properties at all,
+OpenVINO as installed (bf16 on CPUs with avx512_bf16 or AMX, about 1e-2 off the
+reference); ``openvino alone f32`` is the same with only the f32 precision hint, the exact
+configuration. Benchmarks time them side by side with autopart's plans and report the
+ratio to each and to the best of them, with each one's output error; a peer is never
+given autopart's settings. A
 peer runs the model as the user gave it: when import froze inputs (``--freeze``), the peer
 is fed their values instead (:class:`PeerInputs`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,18 +28,20 @@ from autopart.ir.onnx_export import to_onnx
 from autopart.ir.target import HOST_DEVICE
 from autopart.search.candidates import Candidate, CandidateKind
 from autopart.settings import VERIFY
+from autopart.tuning.accuracy import AS_INSTALLED
 from autopart.targets.openvino import runtime as openvino_runtime
 from autopart.zoo import resolve_model
 
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 PeerModel = str | Path | onnx.ModelProto | Graph
 ONNXRUNTIME = "onnxruntime alone"
-OPENVINO = "openvino alone"
-PEERS = (ONNXRUNTIME, OPENVINO)
+OPENVINO = AS_INSTALLED  # "openvino alone": compile_model with no properties
+OPENVINO_F32 = "openvino alone f32"
+PEERS = (ONNXRUNTIME, OPENVINO, OPENVINO_F32)
 # the codegen whose whole-device partition each peer's configuration is
-PEER_CODEGENS = {ONNXRUNTIME: "onnxruntime", OPENVINO: "openvino"}
+PEER_CODEGENS = {ONNXRUNTIME: "onnxruntime", OPENVINO: "openvino", OPENVINO_F32: "openvino"}
 # how long each peer's threads keep cores busy after a run (see measure_plans)
-LINGER_S = {ONNXRUNTIME: VERIFY.spin_linger_s, OPENVINO: 0.0}
+LINGER_S = {ONNXRUNTIME: VERIFY.spin_linger_s, OPENVINO: 0.0, OPENVINO_F32: 0.0}
 
 
 @dataclass(frozen=True)
@@ -104,16 +109,18 @@ def onnxruntime_alone(
     return run
 
 
-def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None) -> Runner:
-    """A runner for ``model`` compiled by OpenVINO for its CPU: LATENCY hint, f32, no more.
+def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool = False) -> Runner:
+    """A runner for ``model`` compiled by OpenVINO for its CPU with no properties at all.
 
-    With ``inputs``, inputs of dynamic shape are reshaped to the static shapes given (and
-    frozen inputs to their values' shapes), and frozen values are fed with every run.
+    That is OpenVINO as installed (bf16 where the CPU has it); with ``f32``, the f32
+    precision hint and nothing else. With ``inputs``, inputs of dynamic shape are reshaped
+    to the static shapes given (and frozen inputs to their values' shapes), and frozen
+    values are fed with every run.
     """
     fixed = inputs or PeerInputs()
     read = openvino_runtime.read_onnx(peer_model(model).SerializeToString())
     _reshape(read, fixed)
-    settings = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
     compiled = openvino_runtime.core().compile_model(read, "CPU", settings)
     request = compiled.create_infer_request()
     names = [port.get_any_name() for port in compiled.inputs]
@@ -144,13 +151,14 @@ def peers(
     """Every peer this machine can run for ``model``, by name, and why any other could not.
 
     ``inputs`` say how import fixed the inputs (:meth:`PeerInputs.of` the imported graph);
-    each peer runs ``model`` as it is, fed the frozen values. OpenVINO is a peer where it is
-    installed. A library that rejects the model is left
+    each peer runs ``model`` as it is, fed the frozen values. OpenVINO is two peers where it
+    is installed: as installed, and f32. A library that rejects the model is left
     out with a one-line reason: a user could not have run it that way either.
     """
     makers: dict[str, Callable[..., Runner]] = {ONNXRUNTIME: onnxruntime_alone}
     if openvino_runtime.HAVE_OPENVINO:
         makers[OPENVINO] = openvino_alone
+        makers[OPENVINO_F32] = functools.partial(openvino_alone, f32=True)
     found: dict[str, Runner] = {}
     notes: list[str] = []
     for name, make in makers.items():
@@ -162,22 +170,37 @@ def peers(
     return found, notes
 
 
+def peer_precision(peer: str) -> str | None:
+    """The precision ``peer`` computes in, as a target names it (None: f32).
+
+    OpenVINO as installed computes in its CPU plugin's default (bf16 where the CPU has it);
+    the other peers in f32.
+    """
+    if peer == OPENVINO and openvino_runtime.HAVE_OPENVINO:
+        default = openvino_runtime.default_precision()
+        return None if default == "f32" else default
+    return None
+
+
 def peer_equivalents(candidates: Mapping[str, Candidate]) -> dict[str, str]:
     """Each peer's configuration among ``candidates``: the plan it amounts to, by peer name.
 
-    That is the single-target candidate of the peer's codegen on the whole host device,
-    run as one partition with no node off its target: its codegen compiles a plan's only
-    partition as the library compiles a model alone (onnxruntime at its default session
-    options, OpenVINO with the peer's properties). Peers with no such candidate are left out.
+    That is the single-target candidate of the peer's codegen and precision on the whole
+    host device, run as one partition with no node off its target: its codegen compiles a
+    plan's only partition as the library compiles a model alone (onnxruntime at its default
+    session options, OpenVINO with the LATENCY hint and the precision, which are its
+    defaults). Peers with no such candidate are left out.
     """
     found: dict[str, str] = {}
     for peer, codegen in PEER_CODEGENS.items():
+        precision = peer_precision(peer)
         for name, candidate in candidates.items():
             target = candidate.target
             if (
                 candidate.kind is CandidateKind.SINGLE
                 and target is not None
                 and target.codegen == codegen
+                and target.precision == precision
                 and target.unit is None
                 and target.device == HOST_DEVICE
                 and candidate.off_target_nodes == 0

@@ -10,7 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from autopart.io import atomic_write_bytes
-from autopart.ir.target import VirtualDevice
+from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION, VirtualDevice
+from autopart.plan.schema import Plan
 from autopart.search.candidates import Candidate, CandidateKind
 from autopart.settings import VERIFY, settings_in_force
 from autopart.tuning.verify import Measured
@@ -51,6 +52,12 @@ class PlanRow:
     def label(self) -> str:
         """The name as tables show it (:func:`plan_label`)."""
         return plan_label(self.name, self.off_target_nodes)
+
+
+def plan_precisions(plan: Plan) -> str:
+    """The precisions ``plan``'s partitions compute in, e.g. ``f32+bf16`` (f32 first)."""
+    found = {VirtualDevice.parse(p.target).computes_in for p in plan.partitions}
+    return "+".join(p for p in PRECISIONS if p in found) or REFERENCE_PRECISION
 
 
 def plan_label(name: str, off_target_nodes: int) -> str:

@@ -46,6 +46,7 @@ class Measured(Latencies):
     max_error: float = 0.0
     round_medians: list[float] = field(default_factory=list)
     round_indices: list[int] = field(default_factory=list)
+    tolerance: float = CHECK_TOLERANCE
 
     @property
     def samples(self) -> list[float]:
@@ -54,8 +55,8 @@ class Measured(Latencies):
 
     @property
     def correct(self) -> bool:
-        """Whether every output matched the numpy reference within the tolerance."""
-        return self.max_error <= CHECK_TOLERANCE
+        """Whether every output matched the f32 reference within ``tolerance`` (relative)."""
+        return self.max_error <= self.tolerance
 
     def run_record(self) -> MeasuredRun:
         """The record a plan keeps of this measurement (the one writer of ``plan.measured``)."""
@@ -63,6 +64,7 @@ class Measured(Latencies):
             median_s=self.median_s,
             runs=len(self.latencies),
             max_error=self.max_error,
+            tolerance=self.tolerance,
             round_medians_s=list(self.round_medians),
             schedule=[ScheduleStep(s.step, s.lane, s.start, s.end) for s in self.steps],
         )
@@ -111,6 +113,8 @@ def _stretched(rounds: int, round_s: float, min_timed_s: float) -> int:
 
 
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+# A tolerance, or how to choose one from every runner's error on the evaluation samples.
+Tolerance = float | Callable[[Mapping[str, float]], float]
 _RunResult = tuple[dict[str, np.ndarray], list[float], list[StepTiming]]
 
 
@@ -152,6 +156,8 @@ def measure_plans(
     race: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
     race_batches: int = 3,
     failures: dict[str, str] | None = None,
+    samples: Sequence[Mapping[str, np.ndarray]] = (),
+    tolerance: Tolerance = CHECK_TOLERANCE,
 ) -> dict[str, Measured]:
     """Run every plan in ``warmup`` + ``rounds`` rounds or more, interleaved; check outputs once.
 
@@ -181,6 +187,11 @@ def measure_plans(
     it already hold) is dropped from the rounds and left out of the result; ``failures``,
     when given, receives its one-line reason by name. A KeyboardInterrupt stops early and
     returns what was measured (plans with no timed run are left out).
+
+    Accuracy: each runner's ``max_error`` is its largest relative output error against the
+    numpy reference (f32) over ``feeds`` and the evaluation ``samples``, each run once
+    before the timed rounds. A runner is ``correct`` within ``tolerance``: a number, or a
+    function choosing one from every runner's error (e.g. a peer's, plus an allowance).
     """
     peers = dict(peers or {})
     results = {name: Measured() for name in [*plans, *peers]}
@@ -194,6 +205,10 @@ def measure_plans(
         }
         try:
             state.compile(plans, stack)
+            state.check_samples(samples)
+            chosen = tolerance(_errors(results)) if callable(tolerance) else tolerance
+            for result in results.values():
+                result.tolerance = chosen
             order = [*plans, *peers]
             round_index, round_started = 0, time.perf_counter()
             batches = 0
@@ -265,6 +280,20 @@ class _Rounds:
                 continue
             self.runners = {name: _plan_block(executor), **self.runners}
 
+    def check_samples(self, samples: Sequence[Mapping[str, np.ndarray]]) -> None:
+        """Run every runner once on each evaluation sample; keep its largest output error."""
+        for sample in samples:
+            reference = Executor(self.graph).run(sample).outputs
+            for name in list(self.runners):
+                try:
+                    outputs, _, _ = self.runners[name](sample, Block(settle=0, timed=1))
+                except AutopartError as error:
+                    self.fail(name, error)
+                    continue
+                errors = check_outputs(self.graph, sample, outputs, reference)
+                result = self.results[name]
+                result.max_error = max(result.max_error, *errors.values(), 0.0)
+
     def run_round(self, order: Sequence[str], round_index: int) -> None:
         """One block of each runner in ``order``, shuffled by the round; record what counts.
 
@@ -285,7 +314,7 @@ class _Rounds:
             result = self.results[name]
             if round_index == 0:
                 errors = check_outputs(self.graph, self.feeds, outputs, self.reference)
-                result.max_error = max(errors.values(), default=0.0)
+                result.max_error = max(result.max_error, *errors.values(), 0.0)
             if round_index >= self.warmup:
                 result.latencies.extend(latencies)
                 result.round_medians.append(statistics.median(latencies))
@@ -293,6 +322,11 @@ class _Rounds:
                 result.steps = steps
             elif round_index == self.warmup - 1:
                 self.blocks[name] = block_for(statistics.median(latencies))
+
+
+def _errors(results: Mapping[str, Measured]) -> dict[str, float]:
+    """Each runner's largest output error so far, by name."""
+    return {name: result.max_error for name, result in results.items()}
 
 
 def round_order(order: Sequence[str], round_index: int) -> list[str]:

@@ -33,6 +33,7 @@ from autopart.search.planner import SearchOutcome, annotate, search
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.tuning import choice
+from autopart.tuning.accuracy import accuracy_notes, evaluation_samples
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import measure_partitions, price_measured
@@ -183,6 +184,8 @@ def _verify(
         peers=peer_runs,
         peer_linger_s=LINGER_S,
         failures=failures,
+        samples=evaluation_samples(graph, options.seed),
+        tolerance=options.budget.tolerance_rule(),
     )
     peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
@@ -190,9 +193,7 @@ def _verify(
     notes.extend(
         f"{name} could not run, so it was not timed: {why}" for name, why in failures.items()
     )
-    wrong = sorted(name for name, m in {**measured, **peer_results}.items() if not m.correct)
-    if wrong:
-        notes.append(f"outputs differ from the reference for: {', '.join(wrong)}")
+    notes.extend(accuracy_notes({**measured, **peer_results}, options.budget))
     return measured, peer_results, notes
 
 
@@ -250,10 +251,14 @@ def prepare(
     if options.profile_file is not None:
         profile = Profile.load(options.profile_file)
         planned_only = profile.fingerprint != machine.fingerprint()
-        chosen_targets = list(targets) if targets else [str(t) for t in profile_targets(profile)]
+        chosen_targets = list(targets or []) or [
+            str(t) for t in profile_targets(profile) if options.budget.allows(t.computes_in)
+        ]
     else:
         planned_only = False
-        chosen_targets = list(targets) if targets else [str(t) for t in available_targets(machine)]
+        chosen_targets = list(targets or []) or [
+            str(t) for t in available_targets(machine, options.budget.precisions)
+        ]
         profiled, profile, profile_path = profile_model(
             graph,
             chosen_targets,

@@ -6,16 +6,20 @@ nodes as a standalone model whose inputs and outputs are the boundary values and
 it from memory (``Core.read_model(bytes, empty weights tensor)``): no file is written.
 Compiled models are cached per process by the model's hash and the target's settings.
 
-Precision: every model is compiled with ``INFERENCE_PRECISION_HINT=f32``
-(:data:`~autopart.targets.openvino.runtime.PRECISION`, the codegen's ``precision``), so
-outputs match the numpy reference within the project's tolerance, not bf16's 1e-2.
+Precision: every model is compiled with the target's precision as
+``INFERENCE_PRECISION_HINT``: f32 for a target that names none (``cpu@openvino``), so
+outputs match the numpy reference within the project's tolerance, and bf16 for
+``cpu@openvino:bf16``, offered where OpenVINO lists BF16 among the CPU's optimisation
+capabilities and the CPU flags show avx512_bf16 or AMX
+(:func:`~autopart.targets.openvino.runtime.offered_precisions`).
 
 Layouts: the CPU plugin runs convolutions and pooling in blocked or channels-last layouts
 and inserts ``Reorder`` nodes where the plain layout at a subgraph's edges meets them;
 ``layout_samples`` times those with OpenVINO's per-node counters (``PERF_COUNT``).
 
-Units: the whole device (``cpu@openvino``) gets only the LATENCY hint and f32 precision,
-so OpenVINO uses every core this process may run on, exactly as OpenVINO alone would. A
+Units: the whole device (``cpu@openvino``) gets only the LATENCY hint and its precision,
+so OpenVINO uses every core this process may run on, exactly as OpenVINO alone would (at
+its default precision, bf16 on such CPUs, ``cpu@openvino:bf16`` is OpenVINO as installed). A
 unit (``cpu/N@openvino``) gets one stream of one inference thread per core of the unit,
 OpenVINO's own pinning off, and the calling thread pinned to the unit's cores for the call
 (with one thread OpenVINO computes on the calling thread).
@@ -43,7 +47,7 @@ from autopart.targets.codegen import (
     ProbedCodegen,
     register_codegen,
 )
-from autopart.targets.cpu_units import pinned_to
+from autopart.targets.cpu_units import cpu_flags, pinned_to
 from autopart.targets.openvino import runtime
 from autopart.targets.openvino.probe import probe
 
@@ -145,10 +149,10 @@ def layout_seconds(counters: Sequence[Any]) -> tuple[float, float]:
 
 @register_codegen
 class OpenVinoCodegen(ProbedCodegen):
-    """Whole subgraphs compiled by OpenVINO for the CPU, in f32, optionally on one CPU unit.
+    """Whole subgraphs compiled by OpenVINO for the CPU, optionally on one CPU unit.
 
-    Supports what a one-node probe compiles (see :func:`probe`). ``precision`` is the
-    inference precision of every compiled model. Compiling needs the openvino package;
+    Supports what a one-node probe compiles (see :func:`probe`). Computes in f32, or in
+    bf16 where the CPU has it (:meth:`precisions`). Compiling needs the openvino package;
     without it ``available()`` is false and ``compile`` raises :class:`TargetError`.
     """
 
@@ -158,12 +162,16 @@ class OpenVinoCodegen(ProbedCodegen):
     fuses = True
     converts_layouts = True
     probe = staticmethod(probe)
-    precision = runtime.PRECISION
 
     @classmethod
     def available(cls) -> bool:
         """Whether the openvino package could be imported."""
         return runtime.HAVE_OPENVINO
+
+    @classmethod
+    def precisions(cls) -> tuple[str, ...]:
+        """f32, and bf16 where OpenVINO and the CPU flags both show bf16 units."""
+        return runtime.offered_precisions(cpu_flags()) if cls.available() else ("f32",)
 
     def compile(
         self,
@@ -206,7 +214,7 @@ class OpenVinoCodegen(ProbedCodegen):
             raise TargetError("subgraph computes none of its outputs; nothing to compile")
         model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
         cores = tuple(unit.cores) if unit is not None else ()
-        config = runtime.target_config(cores if unit is not None else None)
+        config = runtime.target_config(cores if unit is not None else None, placement.precision)
         passthrough = {
             name: graph.value(name).const
             for name in outputs

@@ -3,10 +3,11 @@
 openvino is optional and imported on first use: the import takes ~0.35 s, and on import
 the package updates a usage counter in ``~/intel`` (OpenVINO's telemetry, which also sends
 an event when the user consented). Importing this module never imports openvino.
-Every model is read from serialised ONNX in memory and compiled with
-``INFERENCE_PRECISION_HINT=f32`` (:data:`PRECISION`): OpenVINO's CPU default on CPUs with
-avx512_bf16 is bf16, about 1e-2 (relative) from the reference. Compiled models are cached
-per process by the hash of the model and the compile properties.
+Every model is read from serialised ONNX in memory and compiled with the target's
+precision as ``INFERENCE_PRECISION_HINT`` (f32 unless the target names bf16): OpenVINO's CPU
+default on CPUs with avx512_bf16 or AMX is bf16, about 1e-2 (relative) from the reference,
+so f32 is always asked for explicitly. Compiled models are cached per process by the hash
+of the model and the compile properties.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ HAVE_OPENVINO: bool = _installed()
 
 MISSING_MESSAGE = "codegen openvino needs the openvino package: pip install openvino"
 DEVICE = "CPU"
-PRECISION = "f32"  # INFERENCE_PRECISION_HINT of every model this codegen compiles
+PRECISION = "f32"  # INFERENCE_PRECISION_HINT of a target that names no precision
+# autopart's precision names -> OpenVINO's INFERENCE_PRECISION_HINT values and its
+# OPTIMIZATION_CAPABILITIES entry, for the precisions set by a hint.
+HINTS = {"f32": "f32", "bf16": "bf16"}
+CAPABILITIES = {"f32": "FP32", "bf16": "BF16"}
+# CPU flags (/proc/cpuinfo) of units that compute in bf16: AVX-512 BF16 or AMX.
+BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 # The most recently used compiled models (profiling compiles hundreds of one-op models).
 COMPILED_CACHE_SIZE = 256
@@ -66,19 +73,43 @@ def core() -> Any:
     return _core
 
 
-def target_config(cores: Sequence[int] | None) -> dict[str, str]:
+def target_config(cores: Sequence[int] | None, precision: str | None = None) -> dict[str, str]:
     """OpenVINO compile properties: the whole device when ``cores`` is None, else a unit.
 
-    The whole device gets the LATENCY hint and :data:`PRECISION`, nothing else. A unit
-    also gets one stream, one inference thread per core and OpenVINO's pinning off: the
-    caller pins the calling thread to the unit's cores.
+    The whole device gets the LATENCY hint and ``precision``'s inference precision hint
+    (None: :data:`PRECISION`), nothing else. A unit also gets one stream, one inference
+    thread per core and OpenVINO's pinning off: the caller pins the calling thread to the
+    unit's cores.
     """
-    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": PRECISION}
+    hint = HINTS[precision or PRECISION]
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": hint}
     if cores is not None:
         config["NUM_STREAMS"] = "1"
         config["INFERENCE_NUM_THREADS"] = str(max(len(cores), 1))
         config["ENABLE_CPU_PINNING"] = "NO"
     return config
+
+
+def offered_precisions(cpu_flags: frozenset[str] | None) -> tuple[str, ...]:
+    """The precisions OpenVINO's CPU plugin computes in here, f32 first.
+
+    bf16 is offered where OpenVINO lists ``BF16`` among the CPU's
+    ``OPTIMIZATION_CAPABILITIES`` and ``cpu_flags`` (None: the OS cannot say) has a bf16
+    unit (:data:`BF16_FLAGS`). Without openvino: nothing.
+    """
+    if not HAVE_OPENVINO:
+        return ()
+    capabilities = set(core().get_property(DEVICE, "OPTIMIZATION_CAPABILITIES"))
+    offered = ["f32"]
+    if CAPABILITIES["bf16"] in capabilities and (cpu_flags is None or cpu_flags & BF16_FLAGS):
+        offered.append("bf16")
+    return tuple(offered)
+
+
+def default_precision() -> str:
+    """The precision OpenVINO's CPU plugin computes in when given no properties."""
+    hint = str(core().get_property(DEVICE, "INFERENCE_PRECISION_HINT")).lower()
+    return "bf16" if "bf16" in hint or "bfloat16" in hint else "f32"
 
 
 def first_line(error: BaseException) -> str:

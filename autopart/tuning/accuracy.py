@@ -1,0 +1,126 @@
+"""The accuracy budget of a tune: which precisions it may use and how far outputs may drift.
+
+A plan's error is the largest relative error of any output against the f32 reference (the
+numpy reference), over the evaluation samples (:func:`evaluation_samples`). The budget
+(``--tolerance REL``) caps it. By default it follows the ecosystem: OpenVINO as installed
+computes in bf16 where the CPU has it, so the default budget is that peer's own error on
+the same samples, plus :attr:`~autopart.settings.AccuracySettings.peer_allowance` for
+rounding, and never below the f32 check tolerance. The default plan is then never less
+accurate than OpenVINO at its defaults. ``--precision f32`` allows f32 targets only and
+holds plans to the f32 check tolerance: the exact plans of before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from autopart.errors import AutopartError
+from autopart.ir.feeds import random_inputs
+from autopart.ir.graph import Graph
+from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION
+from autopart.settings import ACCURACY, VERIFY
+from autopart.tuning.verify import Measured, Tolerance
+
+AS_INSTALLED = "openvino alone"  # the peer whose error sets the default budget
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a tune may trade for speed: ``precisions`` allowed and the ``tolerance``.
+
+    ``precisions`` None allows every precision the machine offers. ``tolerance`` None is the
+    default budget (:func:`follow_peer`); with f32 alone it is the f32 check tolerance.
+    """
+
+    precisions: tuple[str, ...] | None = None
+    tolerance: float | None = None
+
+    @property
+    def exact(self) -> bool:
+        """Whether only f32 is allowed."""
+        return self.precisions == (REFERENCE_PRECISION,)
+
+    def allows(self, precision: str) -> bool:
+        """Whether a target computing in ``precision`` may be used."""
+        return self.precisions is None or precision in self.precisions
+
+    def tolerance_rule(self) -> Tolerance:
+        """The tolerance to verify with: the number given, else the default rule."""
+        if self.tolerance is not None:
+            return self.tolerance
+        return VERIFY.check_tolerance if self.exact else follow_peer
+
+    def describe(self) -> str:
+        """One line: the precisions allowed and the budget."""
+        allowed = (
+            "every precision offered" if self.precisions is None else "+".join(self.precisions)
+        )
+        if self.tolerance is not None:
+            budget = f"tolerance {self.tolerance:.3g}"
+        elif self.exact:
+            budget = f"tolerance {VERIFY.check_tolerance:.3g} (f32)"
+        else:
+            budget = "tolerance: OpenVINO as installed's error on the same inputs"
+        return f"{allowed}, {budget}"
+
+
+def parse_precisions(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """``auto`` (or None): every precision; else a comma-separated subset of PRECISIONS.
+
+    f32 is always allowed (the fallback computes in it). Raises :class:`AutopartError`
+    naming an unknown precision and listing the known ones.
+    """
+    if text is None:
+        return None
+    names = text.split(",") if isinstance(text, str) else list(text)
+    names = [name.strip().lower() for name in names if name.strip()]
+    if names in ([], ["auto"]):
+        return None
+    unknown = [name for name in names if name not in PRECISIONS]
+    if unknown:
+        raise AutopartError(
+            f"unknown precision {unknown[0]!r}; precisions: auto, {', '.join(PRECISIONS)}"
+        )
+    return tuple(p for p in PRECISIONS if p in names or p == REFERENCE_PRECISION)
+
+
+def check_tolerance(value: float | None) -> None:
+    """Raise :class:`AutopartError` unless ``value`` is None or a finite number > 0."""
+    if value is None:
+        return
+    if not isinstance(value, int | float) or not np.isfinite(value) or value <= 0:
+        raise AutopartError(f"--tolerance must be a finite relative error above 0, not {value}")
+
+
+def follow_peer(errors: Mapping[str, float]) -> float:
+    """The default budget from every runner's error: OpenVINO as installed's, plus rounding.
+
+    Never below the f32 check tolerance; that tolerance where OpenVINO did not run.
+    """
+    peer = errors.get(AS_INSTALLED)
+    if peer is None or not np.isfinite(peer):
+        return VERIFY.check_tolerance
+    return max(VERIFY.check_tolerance, peer * (1 + ACCURACY.peer_allowance))
+
+
+def accuracy_notes(results: Mapping[str, Measured], budget: Budget) -> list[str]:
+    """Notes on the budget the runners were held to and those over it, by name."""
+    if not results:
+        return []
+    tolerance = next(iter(results.values())).tolerance
+    notes = [f"accuracy: {budget.describe()}; held to {tolerance:.3g}"]
+    over = sorted(name for name, m in results.items() if not m.correct)
+    if over:
+        shown = ", ".join(f"{name} ({results[name].max_error:.2g})" for name in over[:8])
+        more = f" and {len(over) - 8} more" if len(over) > 8 else ""
+        notes.append(f"outputs beyond the tolerance, so not kept: {shown}{more}")
+    return notes
+
+
+def evaluation_samples(graph: Graph, seed: int) -> list[dict[str, np.ndarray]]:
+    """The seeded random inputs besides the timing feeds whose outputs are checked."""
+    count = ACCURACY.evaluation_samples
+    return [random_inputs(graph, seed + 1 + index) for index in range(count)]
