@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, assume, given, settings
 
 from autopart.ir.onnx_import import load_graph
 from autopart.ir.target import VirtualDevice
-from autopart.targets.codegen import get_codegen
 from autopart.runtime.executor import Executor
+from autopart.targets.codegen import get_codegen
 from autopart.targets.resolve import ResolvedTarget, resolve
 from autopart.testing.cases import OpCase, any_case
 

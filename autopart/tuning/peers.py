@@ -28,8 +28,8 @@ from autopart.ir.onnx_export import to_onnx
 from autopart.ir.target import HOST_DEVICE
 from autopart.search.candidates import Candidate, CandidateKind
 from autopart.settings import VERIFY
-from autopart.tuning.accuracy import AS_INSTALLED
 from autopart.targets.openvino import runtime as openvino_runtime
+from autopart.tuning.accuracy import AS_INSTALLED
 from autopart.zoo import resolve_model
 
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]

@@ -16,10 +16,11 @@ from pathlib import Path
 
 from autopart.costmodel import costs_from_profile, profile_targets
 from autopart.costmodel.costs import Costs
-from autopart.errors import ModelError
+from autopart.errors import AutopartError, ModelError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
+from autopart.ir.target import VirtualDevice
 from autopart.loader import ModelLike, load_model
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
@@ -248,6 +249,14 @@ def prepare(
     machine = discover()
     profiled: ProfileReport | None = None
     targets = _with_fallback(options.targets, options.constraints)
+    budget = options.budget
+    for text in targets or []:
+        precision = VirtualDevice.parse(text).computes_in
+        if not budget.allows(precision):
+            raise AutopartError(
+                f"target {text} computes in {precision}, which --precision "
+                f"{'+'.join(budget.precisions or ())} does not allow"
+            )
     if options.profile_file is not None:
         profile = Profile.load(options.profile_file)
         planned_only = profile.fingerprint != machine.fingerprint()

@@ -1,0 +1,149 @@
+"""Precision as a level of the target: spelling, constraints, the budget, tune and bench."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import autopart
+from autopart.errors import AutopartError, TargetError
+from autopart.ir.target import PRECISIONS, VirtualDevice
+from autopart.plan.build import build_plan_for
+from autopart.plan.schema import Plan
+from autopart.runtime import random_inputs
+from autopart.runtime.plan_executor import PlanExecutor
+from autopart.search.constraints import matches
+from autopart.settings import ACCURACY, VERIFY
+from autopart.targets.openvino import codegen as ovgen
+from autopart.tuning.accuracy import Budget, evaluation_samples, follow_peer, parse_precisions
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.verify import check_outputs, measure_plans
+from autopart.tuning.workflow import tune_model
+from tests.test_errors import assert_one_line_error, invoke
+from tests.test_profile import FAST, tiny_cnn, tiny_path  # noqa: F401 - fixture
+
+HAVE_OPENVINO = ovgen.OpenVinoCodegen.available()
+BF16 = HAVE_OPENVINO and "bf16" in ovgen.OpenVinoCodegen.precisions()
+needs_bf16 = pytest.mark.skipif(not BF16, reason="this CPU has no bf16 units OpenVINO uses")
+
+names = st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True)
+
+
+@given(
+    device=names,
+    index=st.none() | st.integers(0, 9),
+    unit=st.none() | st.integers(0, 64),
+    codegen=st.none() | names,
+    precision=st.sampled_from([None, *PRECISIONS]),
+)
+def test_a_target_reads_back_as_written_and_f32_is_no_precision(
+    device: str, index: int | None, unit: int | None, codegen: str | None, precision: str | None
+) -> None:
+    name = device if index is None else f"{device}:{index}"
+    target = VirtualDevice(name, unit, codegen, precision if codegen else None)
+    assert VirtualDevice.parse(str(target)) == target
+    assert target.precision != "f32"
+    assert target.computes_in == (precision if codegen and precision else "f32")
+
+
+def test_precision_spelling_and_its_errors() -> None:
+    assert VirtualDevice.parse("cpu/0@openvino:int8") == VirtualDevice("cpu", 0, "openvino", "int8")
+    assert VirtualDevice.parse("cpu@openvino:f32") == VirtualDevice.parse("cpu@openvino")
+    assert str(VirtualDevice.parse("cpu@openvino:bf16")) == "cpu@openvino:bf16"
+    with pytest.raises(TargetError, match="unknown precision 'fp8'"):
+        VirtualDevice.parse("cpu@openvino:fp8")
+    with pytest.raises(TargetError, match="malformed target"):
+        VirtualDevice.parse("cpu:bf16")  # a precision only follows a codegen
+
+
+def test_patterns_match_every_precision_unless_they_name_one() -> None:
+    bf16, f32 = VirtualDevice.parse("cpu@openvino:bf16"), VirtualDevice.parse("cpu@openvino")
+    assert matches(VirtualDevice("cpu", None, "openvino"), bf16)  # a forbid of the codegen
+    assert matches(VirtualDevice("cpu"), bf16)
+    assert matches(bf16, bf16) and not matches(bf16, f32)
+    # a node pinned to the full f32 target does not narrow to its bf16 twin
+    assert f32.narrow(bf16) is None and bf16.narrow(VirtualDevice("cpu")) == bf16
+
+
+def test_precision_lists_and_the_budget() -> None:
+    assert parse_precisions(None) is None and parse_precisions("auto") is None
+    assert parse_precisions("f32") == ("f32",)
+    assert parse_precisions("bf16") == ("f32", "bf16")  # f32 is always allowed
+    assert parse_precisions(["int8", "f32"]) == ("f32", "int8")
+    with pytest.raises(AutopartError, match="unknown precision 'fp16'"):
+        parse_precisions("f32,fp16")
+    assert Budget(("f32",)).tolerance_rule() == VERIFY.check_tolerance
+    assert Budget(None, 0.05).tolerance_rule() == 0.05
+    assert Budget().tolerance_rule() is follow_peer
+    assert Budget(("f32",)).allows("f32") and not Budget(("f32",)).allows("bf16")
+    with pytest.raises(AutopartError, match="--tolerance"):
+        TuneOptions(tolerance=-1.0)
+    with pytest.raises(AutopartError, match="--tolerance"):
+        TuneOptions(tolerance=float("nan"))
+
+
+def test_the_default_budget_is_openvino_as_installed_plus_the_allowance() -> None:
+    allowance = 1 + ACCURACY.peer_allowance
+    assert follow_peer({"openvino alone": 0.02, "x": 0.5}) == pytest.approx(0.02 * allowance)
+    assert follow_peer({"openvino alone": 1e-7}) == VERIFY.check_tolerance  # f32 CPUs
+    assert follow_peer({"onnxruntime alone": 0.0}) == VERIFY.check_tolerance  # no OpenVINO
+
+
+def test_bad_precision_options_are_one_line_errors(tiny_path: Path) -> None:  # noqa: F811
+    code, output = invoke("tune", str(tiny_path), "--precision", "fp8")
+    assert_one_line_error(code, output, "fp8")
+    code, output = invoke("bench", str(tiny_path), "--tolerance", "0")
+    assert_one_line_error(code, output, "--tolerance")
+    code, output = invoke("run", str(tiny_path), "--assign", "*=cpu@numpy:bf16")
+    assert_one_line_error(code, output, "numpy cannot compute in bf16")
+
+
+@needs_bf16
+def test_errors_are_the_largest_over_the_evaluation_samples_and_held_to_the_tolerance() -> None:
+    graph = autopart.load("squeezenet")
+    bf16 = VirtualDevice.parse("cpu@openvino:bf16")
+    plan = build_plan_for(graph, {n.name: bf16 for n in graph.nodes}, bf16, "bf16")
+    feeds, samples = random_inputs(graph, 0), evaluation_samples(graph, 0)
+    measured = measure_plans(graph, {"bf16": plan}, feeds, rounds=1, samples=samples,
+                             tolerance=lambda errors: errors["bf16"] / 2)  # fmt: skip
+    result = measured["bf16"]
+    with PlanExecutor(plan, graph) as executor:
+        errors = [
+            max(check_outputs(graph, feed, executor.run(feed).outputs).values())
+            for feed in [feeds, *samples]
+        ]
+    assert result.max_error == pytest.approx(max(errors))
+    assert len(set(np.round(errors, 6))) > 1  # the samples differ: the max is over them all
+    assert result.tolerance == pytest.approx(result.max_error / 2) and not result.correct
+
+
+@needs_bf16
+def test_tune_uses_bf16_within_the_budget_and_f32_when_asked(tmp_path: Path) -> None:
+    targets = ["cpu@openvino", "cpu@openvino:bf16"]
+    common = {"profiles_dir": tmp_path / "p", "search_dir": tmp_path / "s", "rounds": 3}
+    report = tune_model("squeezenet", TuneOptions(targets=targets, **common))  # type: ignore[arg-type]
+    measured = report.plan.measured
+    assert measured is not None and measured.tolerance is not None
+    as_installed = report.peers["openvino alone"]
+    assert measured.tolerance == pytest.approx(
+        follow_peer({"openvino alone": as_installed.max_error})
+    )
+    assert measured.max_error is not None and measured.max_error <= measured.tolerance
+    assert any(":bf16" in p.target for p in report.plan.partitions)  # bf16 halves this CPU's time
+    with pytest.raises(AutopartError, match="computes in bf16, which --precision f32"):
+        tune_model("squeezenet", TuneOptions(targets=targets, precision="f32", **common))  # type: ignore[arg-type]
+    exact = tune_model(
+        "squeezenet",
+        TuneOptions(targets=targets[:1], precision="f32", **common),  # type: ignore[arg-type]
+    )
+    assert all(":" not in p.target.split("@")[-1] for p in exact.plan.partitions)
+    assert exact.plan.measured is not None
+    assert exact.plan.measured.tolerance == VERIFY.check_tolerance
+    assert exact.plan.measured.max_error is not None and exact.plan.measured.max_error < 1e-3
+    assert all(":bf16" not in row.name for row in exact.rows)
+    saved = Plan.load(exact.plan_path)
+    assert saved.measured is not None and saved.measured.tolerance == VERIFY.check_tolerance
