@@ -137,8 +137,10 @@ class Prediction:
     ``sequential_s`` the sum of every step's cost, ``makespan_s`` the end of the concurrent
     ``schedule``; ``node_costs`` every node's seconds by target text. ``profile`` names the
     machine profile the costs came from, ``method`` the search, ``candidate`` the chosen
-    candidate and ``ilp`` the exact search's report. A field a writer did not record is
-    ``None`` (or empty); readers say so rather than guess.
+    candidate and ``ilp`` the exact search's report; ``error`` the predicted largest relative
+    output error against f32 (from the nodes' measured sensitivities, see
+    :mod:`autopart.costmodel.accuracy`). A field a writer did not record is ``None`` (or
+    empty); readers say so rather than guess.
     """
 
     objective: str | None = None
@@ -150,6 +152,7 @@ class Prediction:
     method: str | None = None
     candidate: str | None = None
     ilp: IlpSummary | None = None
+    error: float | None = None
 
     @classmethod
     def from_dict(cls, document: Any, strict: bool = True) -> Prediction:
@@ -169,6 +172,7 @@ class Prediction:
             method=read.text("method"),
             candidate=read.text("candidate"),
             ilp=None if ilp is None else _ilp_summary(ilp),
+            error=read.number("error"),
         )
 
 

@@ -45,6 +45,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
 from autopart.search.constraints import ConstraintError
@@ -88,19 +89,22 @@ def solve_ilp(
     memory: Mapping[str, int] | None = None,
     time_limit_s: float = 60.0,
     rel_gap: float = 1e-7,
+    accuracy: AccuracyBudget | None = None,
 ) -> IlpResult:
     """The assignment of least sequential latency, proven within ``rel_gap`` if time allows.
 
-    ``memory`` caps devices' bytes (the estimate is in the module docstring). Always returns
+    ``memory`` caps devices' bytes (the estimate is in the module docstring); ``accuracy``
+    keeps the predicted output error within its tolerance (one row: the reduced nodes'
+    error weights, :class:`~autopart.costmodel.accuracy.AccuracyBudget`). Always returns
     the best assignment found, its simulated cost and a valid lower bound. Raises
     :class:`IlpError` when a node has no target or nothing was found in time, and
     :class:`ConstraintError` when no assignment fits the memory caps.
     """
     started = time.perf_counter()
-    form = Formulation(costs, memory or {})
+    form = Formulation(costs, memory or {}, accuracy)
     incumbent = _Incumbent(costs, [node.name for node in form.nodes])
     for candidate in form.heuristics():
-        if form.memory_ok(candidate):
+        if form.feasible(candidate):
             incumbent.offer(candidate)
     loop = _solve_with_cuts(form, incumbent, started + time_limit_s, rel_gap, memory)
     best, best_cost = incumbent.best, incumbent.cost

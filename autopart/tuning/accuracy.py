@@ -12,15 +12,17 @@ holds plans to the f32 check tolerance: the exact plans of before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.errors import AutopartError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
-from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION
+from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION, VirtualDevice
+from autopart.profile.sensitivity import EMULATED, measure_budget
 from autopart.settings import ACCURACY, VERIFY
 from autopart.tuning.verify import Measured, Tolerance
 
@@ -118,6 +120,48 @@ def accuracy_notes(results: Mapping[str, Measured], budget: Budget) -> list[str]
         more = f" and {len(over) - 8} more" if len(over) > 8 else ""
         notes.append(f"outputs beyond the tolerance, so not kept: {shown}{more}")
     return notes
+
+
+def search_budget(
+    graph: Graph,
+    targets: Sequence[str],
+    budget: Budget,
+    seed: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> AccuracyBudget | None:
+    """The accuracy budget the search keeps to, from the nodes' measured sensitivities.
+
+    None when no target of ``targets`` computes in a reduced precision the reference can
+    emulate. The tolerance is ``budget``'s when given; else every node reduced is allowed
+    (the default budget follows OpenVINO as installed, which reduces every node it can),
+    with the same allowance, so the bound binds only when a tolerance is asked for.
+    """
+    reduced = sorted(
+        {p for text in targets if (p := VirtualDevice.parse(text).precision) in EMULATED}
+    )
+    if not reduced:
+        return None
+    feeds = random_inputs(graph, seed)
+    found = [measure_budget(graph, feeds, p, None, progress=progress) for p in reduced]
+    weights = {key: value for part in found for key, value in part.weights.items()}
+    worst = max(part.all_reduced for part in found)
+    tolerance = budget.tolerance
+    if tolerance is None:
+        tolerance = max(worst * (1 + ACCURACY.peer_allowance), VERIFY.check_tolerance)
+    return AccuracyBudget(weights, tolerance, worst, found[0].method)
+
+
+def over_budget(
+    accuracy: AccuracyBudget | None, assignment: Mapping[str, VirtualDevice], measured: Measured
+) -> AccuracyBudget | None:
+    """The tightened budget to search again with, if the ILP's plan measured over its own.
+
+    None when there was no budget, the plan was within the tolerance, or its error does
+    not come from reduced precision (it predicts none).
+    """
+    if accuracy is None or measured.correct or accuracy.predicted_error(assignment) == 0:
+        return None
+    return accuracy.tightened(measured.max_error, measured.tolerance)
 
 
 def evaluation_samples(graph: Graph, seed: int) -> list[dict[str, np.ndarray]]:

@@ -209,25 +209,7 @@ def measure_plans(
             chosen = tolerance(_errors(results)) if callable(tolerance) else tolerance
             for result in results.values():
                 result.tolerance = chosen
-            order = [*plans, *peers]
-            round_index, round_started = 0, time.perf_counter()
-            batches = 0
-            while True:
-                if round_index >= state.planned:
-                    if race is None or batches >= race_batches:
-                        break
-                    so_far = {name: result for name, result in results.items() if result.latencies}
-                    contenders = [n for n in race(so_far) if n in state.runners]
-                    if len(contenders) < 2:
-                        break
-                    order, batches = contenders, batches + 1
-                    state.planned += rounds
-                state.run_round([name for name in order if name in state.runners], round_index)
-                if round_index == warmup:
-                    spent = time.perf_counter() - round_started
-                    state.planned = warmup + _stretched(rounds, spent, min_timed_s)
-                round_index += 1
-                round_started = time.perf_counter()
+            state.run_rounds([*plans, *peers], rounds, min_timed_s, race, race_batches)
         except KeyboardInterrupt:
             pass
     return {name: result for name, result in results.items() if result.latencies}
@@ -279,6 +261,33 @@ class _Rounds:
                 self.fail(name, error)
                 continue
             self.runners = {name: _plan_block(executor), **self.runners}
+
+    def run_rounds(
+        self,
+        order: Sequence[str],
+        rounds: int,
+        min_timed_s: float,
+        race: Callable[[Mapping[str, Measured]], Sequence[str]] | None,
+        race_batches: int,
+    ) -> None:
+        """The rounds of :func:`measure_plans`: stretched to ``min_timed_s``, then raced."""
+        round_index, round_started, batches = 0, time.perf_counter(), 0
+        while True:
+            if round_index >= self.planned:
+                if race is None or batches >= race_batches:
+                    return
+                so_far = {name: result for name, result in self.results.items() if result.latencies}
+                contenders = [n for n in race(so_far) if n in self.runners]
+                if len(contenders) < 2:
+                    return
+                order, batches = contenders, batches + 1
+                self.planned += rounds
+            self.run_round([name for name in order if name in self.runners], round_index)
+            if round_index == self.warmup:
+                spent = time.perf_counter() - round_started
+                self.planned = self.warmup + _stretched(rounds, spent, min_timed_s)
+            round_index += 1
+            round_started = time.perf_counter()
 
     def check_samples(self, samples: Sequence[Mapping[str, np.ndarray]]) -> None:
         """Run every runner once on each evaluation sample; keep its largest output error."""

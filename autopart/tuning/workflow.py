@@ -9,12 +9,14 @@ is made for that machine and left unverified.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autopart.costmodel import costs_from_profile, profile_targets
+from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError, ModelError
 from autopart.ir.feeds import random_inputs
@@ -25,16 +27,22 @@ from autopart.loader import ModelLike, load_model
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
 from autopart.progress import StageProgress
-from autopart.search.candidates import Candidate
+from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.constraints import Constraints
 from autopart.search.options import SearchOptions
 from autopart.search.optuna_search import SearchProgress
 from autopart.search.optuna_study import check_storage
 from autopart.search.planner import SearchOutcome, annotate, search
+from autopart.settings import ACCURACY
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.tuning import choice
-from autopart.tuning.accuracy import accuracy_notes, evaluation_samples
+from autopart.tuning.accuracy import (
+    accuracy_notes,
+    evaluation_samples,
+    over_budget,
+    search_budget,
+)
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import measure_partitions, price_measured
@@ -47,7 +55,9 @@ from autopart.tuning.verify import Measured, measure_plans
 class Prepared:
     """A model with its costs and search outcome, before anything is run.
 
-    ``measured`` reports the measure stage (candidate partitions timed whole), when it ran.
+    ``measured`` reports the measure stage (candidate partitions timed whole), when it ran;
+    ``accuracy`` is the budget the search kept to (None: no reduced target) and
+    ``search_options`` the options it ran with (to search again under a tighter budget).
     """
 
     graph: Graph
@@ -59,6 +69,8 @@ class Prepared:
     planned_only: bool
     outcome: SearchOutcome
     measured: ProfileReport | None = None
+    accuracy: AccuracyBudget | None = None
+    search_options: SearchOptions = field(default_factory=SearchOptions)
 
 
 @dataclass
@@ -129,6 +141,25 @@ def tune_model(
         measured, peer_results, notes = _verify(
             model, prepared, candidates, twins, options, progress
         )
+        for round_index in range(ACCURACY.tighten_rounds):
+            ilp = candidate_name(CandidateKind.ILP)
+            tighter = over_budget(prepared.accuracy, candidates.get(ilp, outcome.chosen).assignment,
+                                  measured[ilp]) if ilp in measured else None  # fmt: skip
+            if tighter is None or prepared.accuracy is None:
+                break
+            note = (
+                f"accuracy round {round_index + 1}: the ILP's plan measured "
+                f"{measured[ilp].max_error:.3g} over {measured[ilp].tolerance:.3g}; solved "
+                f"again with the predicted error bound {prepared.accuracy.tolerance:.3g} -> "
+                f"{tighter.tolerance:.3g}"
+            )
+            prepared = _search_again(prepared, tighter)
+            outcome = prepared.outcome
+            candidates, twins = _runnable(outcome)
+            measured, peer_results, notes = _verify(
+                model, prepared, candidates, twins, options, progress
+            )
+            notes.insert(0, note)
     pick = outcome.chosen.name
     final, decision = _final_choice(pick, candidates, twins, measured, peer_results, notes)
     chosen = candidates[final]
@@ -218,6 +249,9 @@ def _record(
         method=outcome.method,
         candidate=final,
         ilp=None if outcome.ilp is None else _ilp_summary(outcome),
+        error=None
+        if prepared.accuracy is None
+        else prepared.accuracy.predicted_error(chosen.assignment),
     )
     if final in measured:
         plan.measured = measured[final].run_record()
@@ -293,6 +327,11 @@ def prepare(
         study_name=f"{options.objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
         source=str(graph.meta.get("source", graph.name)),
     )
+    accuracy = search_budget(
+        graph, chosen_targets, options.budget, options.seed,
+        None if progress is None else lambda d, t: progress("accuracy", d, t, "sensitivities"),
+    )  # fmt: skip
+    search_options = dataclasses.replace(search_options, accuracy=accuracy)
     if progress is not None:
         progress("search", 0, 1, f"{len(graph.nodes)} nodes on {len(chosen_targets)} targets")
     outcome = search(costs, search_options, progress=search_progress)
@@ -307,8 +346,16 @@ def prepare(
     price_measured(graph, profile, costs, outcome)
     return Prepared(
         graph, profile, profiled, costs, chosen_targets, directory, planned_only, outcome,
-        measured,
+        measured, accuracy, search_options,
     )  # fmt: skip
+
+
+def _search_again(prepared: Prepared, accuracy: AccuracyBudget) -> Prepared:
+    """``prepared`` searched again under ``accuracy``, priced with what was measured."""
+    options = dataclasses.replace(prepared.search_options, accuracy=accuracy)
+    outcome = search(prepared.costs, options)
+    price_measured(prepared.graph, prepared.profile, prepared.costs, outcome)
+    return dataclasses.replace(prepared, outcome=outcome, accuracy=accuracy)
 
 
 def _runnable(outcome: SearchOutcome) -> tuple[dict[str, Candidate], dict[str, str]]:
