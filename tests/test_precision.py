@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from autopart.ir.target import PRECISIONS, VirtualDevice
 from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
 from autopart.profile.sensitivity import measure_budget, round_to
+from autopart.report.html import render_html
 from autopart.runtime import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.candidates import CandidateKind
@@ -222,3 +224,14 @@ def test_a_tolerance_below_bf16s_error_keeps_the_plan_within_it(tmp_path: Path) 
     assert measured is not None and measured.max_error is not None
     assert measured.tolerance == 0.01 and measured.max_error <= 0.01
     assert report.plan.predicted is not None and report.plan.predicted.error is not None
+
+
+def test_show_marks_each_node_with_its_precision() -> None:
+    graph = autopart.load("squeezenet")
+    f32, bf16 = VirtualDevice.parse("cpu@onnxruntime"), VirtualDevice.parse("cpu@openvino:bf16")
+    half = {node.name: (bf16 if index % 2 else f32) for index, node in enumerate(graph.nodes)}
+    plan = build_plan_for(graph, half, f32, "mixed")  # planning needs no bf16 hardware
+    page = render_html(plan, graph)
+    marked = dict(re.findall(r'data-node="([^"]+)"[^>]*data-precision="([a-z0-9]+)"', page))
+    assert marked == {name: target.computes_in for name, target in half.items()}
+    assert page.count('stroke-dasharray="4 2"') >= sum(t.reduced for t in half.values())
