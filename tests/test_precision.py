@@ -235,3 +235,31 @@ def test_show_marks_each_node_with_its_precision() -> None:
     marked = dict(re.findall(r'data-node="([^"]+)"[^>]*data-precision="([a-z0-9]+)"', page))
     assert marked == {name: target.computes_in for name, target in half.items()}
     assert page.count('stroke-dasharray="4 2"') >= sum(t.reduced for t in half.values())
+
+
+@needs_bf16
+def test_one_partition_mixes_precisions_with_convert_islands() -> None:
+    graph = autopart.load("squeezenet")
+    f32, bf16 = VirtualDevice.parse("cpu@openvino"), VirtualDevice.parse("cpu@openvino:bf16")
+    convs = [node.name for node in graph.nodes if node.op_type == "Conv"]
+    half = set(convs[: len(convs) // 2])
+    mixed = {node.name: (bf16 if node.name in half else f32) for node in graph.nodes}
+    plan = build_plan_for(graph, mixed, f32, "mixed")
+    assert len(plan.partitions) == 1 and plan.partitions[0].target == "cpu@openvino"
+    uniform = build_plan_for(graph, dict.fromkeys(mixed, bf16), f32, "bf16")
+    assert [p.target for p in uniform.partitions] == ["cpu@openvino:bf16"]
+    feeds = random_inputs(graph, 0)
+    errors = {}
+    for name, chosen in {"mixed": plan, "bf16": uniform}.items():
+        with PlanExecutor(chosen, graph) as executor:
+            errors[name] = max(check_outputs(graph, feeds, executor.run(feeds).outputs).values())
+            (step,) = executor.steps.values()
+            runtime = step.compiled.model.get_runtime_model()  # type: ignore[union-attr]
+            kinds = {
+                op.get_rt_info()["runtimePrecision"].astype(str)
+                for op in runtime.get_ordered_ops()
+                if "runtimePrecision" in op.get_rt_info()
+            }
+            assert "bf16" in kinds and "f32" in kinds  # OpenVINO keeps some ops f32 itself
+    # half the convolutions in bf16: measurably off f32, within bf16's scale
+    assert VERIFY.check_tolerance < errors["mixed"] < 0.1

@@ -95,7 +95,10 @@ class Codegen(ABC):
     ``clock`` whether ``run_timed`` reports wall time or device time from events;
     ``fuses`` whether it fuses ops inside a subgraph (the profiler then also times pairs of
     ops together); ``converts_layouts`` whether its compiled subgraphs convert data layouts
-    at their edges (the profiler then measures that with ``layout_samples``).
+    at their edges (the profiler then measures that with ``layout_samples``);
+    ``mixes_precisions`` whether one subgraph may hold nodes of different precisions, each
+    computing in its own virtual device's precision (a plan's partitions then group nodes
+    by target regardless of precision, see :func:`autopart.targets.resolve.compile_target`).
     """
 
     name: ClassVar[str]
@@ -104,6 +107,7 @@ class Codegen(ABC):
     clock: ClassVar[str] = "wall"  # what run_timed measures: "wall" or device "event" time
     fuses: ClassVar[bool] = False
     converts_layouts: ClassVar[bool] = False
+    mixes_precisions: ClassVar[bool] = False
 
     @classmethod
     def available(cls) -> bool:

@@ -96,3 +96,27 @@ def codegen_precisions() -> dict[str, tuple[str, ...]]:
         if codegen.available():
             offered[name] = codegen.precisions()
     return offered
+
+
+def compile_target(target: VirtualDevice) -> VirtualDevice:
+    """The target a partition holding ``target``'s nodes is compiled for.
+
+    ``target`` itself, or, when its codegen mixes precisions in one subgraph
+    (:attr:`~autopart.targets.codegen.Codegen.mixes_precisions`), ``target`` at f32: its
+    nodes of every precision may share one partition. An unknown codegen mixes nothing.
+    """
+    if target.precision is None or target.codegen not in codegen_names():
+        return target
+    mixes = get_codegen(target.codegen).mixes_precisions
+    return target.at_precision(None) if mixes else target
+
+
+def belongs(node_target: VirtualDevice, partition_target: VirtualDevice) -> bool:
+    """Whether a node on ``node_target`` may sit in a partition on ``partition_target``.
+
+    Equal targets; or a partition at f32 on a codegen that mixes precisions, holding a node
+    of that target at any precision.
+    """
+    if node_target == partition_target:
+        return True
+    return partition_target.precision is None and compile_target(node_target) == partition_target

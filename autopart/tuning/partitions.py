@@ -57,11 +57,17 @@ def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
 
 
 def partition_specs(candidates: list[Candidate]) -> Iterator[Spec]:
-    """Each partition of ``candidates`` as (node names, target, alone), in plan order."""
+    """Each partition of ``candidates`` as (node names, target, alone), in plan order.
+
+    Partitions that mix precisions are left out: their nodes' precisions are not part of
+    a measurement's key, and op sums price them.
+    """
     for candidate in candidates:
-        alone = len(candidate.plan.partitions) == 1
-        for spec in candidate.plan.partitions:
-            yield tuple(spec.nodes), VirtualDevice.parse(spec.target), alone
+        plan = candidate.plan
+        alone = len(plan.partitions) == 1
+        for spec in plan.partitions:
+            if all(plan.assignment[name] == spec.target for name in spec.nodes):
+                yield tuple(spec.nodes), VirtualDevice.parse(spec.target), alone
 
 
 def measure_partitions(

@@ -162,6 +162,7 @@ class OpenVinoCodegen(ProbedCodegen):
     fuses = True
     converts_layouts = True
     probe = staticmethod(probe)
+    mixes_precisions = True
 
     @classmethod
     def available(cls) -> bool:
@@ -220,7 +221,19 @@ class OpenVinoCodegen(ProbedCodegen):
             for name in outputs
             if name not in produced and graph.value(name).const is not None
         }
-        model = runtime.compiled_model(model_bytes, config)
+        islands = [n for n in nodes if n.virtual_device.precision is not None]
+        if placement.precision is not None or len(islands) == len(nodes):
+            islands = []  # one precision throughout: the inference precision hint says it
+            config = runtime.target_config(
+                cores if unit is not None else None,
+                placement.precision or (nodes[0].virtual_device.precision if nodes else None),
+            )
+        model = runtime.compiled_model(
+            model_bytes,
+            config,
+            [n.name for n in islands],
+            [name for n in islands for name in n.outputs if name],
+        )
         return OpenVinoSubgraph(
             model, model_bytes, config, inputs, outputs, feeds, results, cores, passthrough
         )
