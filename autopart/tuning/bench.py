@@ -90,7 +90,8 @@ def _bench_model(
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     failures.update({n: failures[t] for n, t in twins.items() if t in failures})
     if not any(name in measured for name in plans):
-        raise AutopartError(f"the benchmark of {model} was interrupted before anything ran")
+        why = next(iter(failures.values()), "no plan ran")
+        raise AutopartError(f"no plan of {model} could run: {why}")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
     best = min(peer_medians, key=lambda name: peer_medians[name], default=None)
     best_peer = float("nan") if best is None else peer_medians[best]

@@ -179,8 +179,9 @@ def measure_plans(
     A plan or peer that fails to compile or to run with an :class:`AutopartError` (a
     library that rejects a partition at run time, memory that the plans compiled before
     it already hold) is dropped from the rounds and left out of the result; ``failures``,
-    when given, receives its one-line reason by name. A KeyboardInterrupt stops early and
-    returns what was measured (plans with no timed run are left out).
+    when given, receives its one-line reason by name. A KeyboardInterrupt propagates:
+    the plans compiled so far are closed and nothing measured is returned, so that no plan
+    timed over fewer rounds than asked is taken for a measured one.
     """
     peers = dict(peers or {})
     results = {name: Measured() for name in [*plans, *peers]}
@@ -192,29 +193,26 @@ def measure_plans(
         state.runners = {
             name: _peer_block(peer, lingers.get(name, 0.0)) for name, peer in peers.items()
         }
-        try:
-            state.compile(plans, stack)
-            order = [*plans, *peers]
-            round_index, round_started = 0, time.perf_counter()
-            batches = 0
-            while True:
-                if round_index >= state.planned:
-                    if race is None or batches >= race_batches:
-                        break
-                    so_far = {name: result for name, result in results.items() if result.latencies}
-                    contenders = [n for n in race(so_far) if n in state.runners]
-                    if len(contenders) < 2:
-                        break
-                    order, batches = contenders, batches + 1
-                    state.planned += rounds
-                state.run_round([name for name in order if name in state.runners], round_index)
-                if round_index == warmup:
-                    spent = time.perf_counter() - round_started
-                    state.planned = warmup + _stretched(rounds, spent, min_timed_s)
-                round_index += 1
-                round_started = time.perf_counter()
-        except KeyboardInterrupt:
-            pass
+        state.compile(plans, stack)
+        order = [*plans, *peers]
+        round_index, round_started = 0, time.perf_counter()
+        batches = 0
+        while True:
+            if round_index >= state.planned:
+                if race is None or batches >= race_batches:
+                    break
+                so_far = {name: result for name, result in results.items() if result.latencies}
+                contenders = [n for n in race(so_far) if n in state.runners]
+                if len(contenders) < 2:
+                    break
+                order, batches = contenders, batches + 1
+                state.planned += rounds
+            state.run_round([name for name in order if name in state.runners], round_index)
+            if round_index == warmup:
+                spent = time.perf_counter() - round_started
+                state.planned = warmup + _stretched(rounds, spent, min_timed_s)
+            round_index += 1
+            round_started = time.perf_counter()
     return {name: result for name, result in results.items() if result.latencies}
 
 
@@ -318,15 +316,31 @@ def check_outputs(
     """Max relative error of each output against the numpy reference on the same inputs.
 
     ``reference`` passes outputs of the numpy reference computed earlier on ``inputs``.
+    A NaN or an infinity where the reference has the same is no error; anywhere else it is
+    an infinite error, so that it always fails a check (never a NaN that compares false).
     """
     if reference is None:
         reference = Executor(graph).run(inputs).outputs
     errors = {}
     for name, expected in reference.items():
-        got = np.asarray(outputs[name], dtype=np.float64)
-        scale = float(np.abs(expected).max()) or 1.0
-        errors[name] = float(np.abs(got - expected).max()) / scale if expected.size else 0.0
+        errors[name] = relative_error(np.asarray(outputs[name]), np.asarray(expected))
     return errors
+
+
+def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
+    """``max |got - expected| / max |expected|`` over finite values (see :func:`check_outputs`)."""
+    if not expected.size:
+        return 0.0
+    got = got.astype(np.float64, copy=False)
+    expected = expected.astype(np.float64, copy=False)
+    finite = np.isfinite(expected)
+    same = (np.isnan(got) & np.isnan(expected)) | (got == expected)
+    if not np.all(same | (finite & np.isfinite(got))):
+        return math.inf
+    if not finite.any():
+        return 0.0
+    scale = float(np.abs(expected[finite]).max()) or 1.0
+    return float(np.abs(got[finite] - expected[finite]).max()) / scale
 
 
 def oracle_outputs(

@@ -17,6 +17,7 @@ from pathlib import Path
 from autopart.costmodel import costs_from_profile, profile_targets
 from autopart.costmodel.costs import Costs
 from autopart.errors import ModelError
+from autopart.io import check_writable
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
@@ -37,7 +38,14 @@ from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import measure_partitions, price_measured
 from autopart.tuning.peers import LINGER_S, PeerInputs, peer_equivalents, peers
-from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
+from autopart.tuning.plan_rows import (
+    REPORT_CSV,
+    REPORT_JSON,
+    PlanRow,
+    drift_note,
+    plan_rows,
+    save_report,
+)
 from autopart.tuning.verify import Measured, measure_plans
 
 
@@ -106,13 +114,49 @@ def tune_model(
 
     ``progress`` is called at every step of every stage. Raises an
     :class:`~autopart.errors.AutopartError` subclass for bad options, constraints that
-    cannot hold, or a profile that lacks what the model needs.
+    cannot hold, or a profile that lacks what the model needs. Every file the tune writes,
+    and the study storage, are checked before anything is measured. An interrupt
+    (KeyboardInterrupt) propagates with a note of what each stage kept; the plan files are
+    written only once every plan has run all its rounds, so an interrupted tune leaves the
+    saved plan as it was.
     """
     options = options or TuneOptions()
     options.check_outputs()
     if options.storage is not None:
         check_storage(options.storage)
-    prepared = prepare(model, options, progress=progress)
+    located = locate(model, options)
+    plan_path = located.directory / "plan.json"
+    for name, what in (("plan.json", "plan file"), (REPORT_JSON, "report"), (REPORT_CSV, "report")):
+        check_writable(located.directory / name, what)
+    written: list[Path] = []
+    try:
+        return _tune(model, options, located, progress, written)
+    except KeyboardInterrupt as interrupt:
+        interrupt.add_note(_plans_kept(plan_path, options.output, written))
+        raise
+
+
+def _plans_kept(plan_path: Path, output: str | Path | None, written: list[Path]) -> str:
+    """What an interrupted tune did to the plan files: left them, or wrote ``written``."""
+    if written:
+        return "the new plan was saved to " + " and ".join(str(path) for path in written)
+    paths = [plan_path, *([Path(output)] if output is not None else [])]
+    existing = [str(path) for path in paths if path.exists()]
+    if not existing:
+        return "no plan was saved"
+    verb = "was" if len(existing) == 1 else "were"
+    return f"the saved plan {' and '.join(existing)} {verb} left as it was"
+
+
+def _tune(
+    model: ModelLike,
+    options: TuneOptions,
+    located: Located,
+    progress: StageProgress | None,
+    written: list[Path],
+) -> TuneReport:
+    """:func:`tune_model` once its outputs are checked; appends each plan file it writes."""
+    prepared = prepare(model, options, progress=progress, located=located)
     graph, profile, outcome = prepared.graph, prepared.profile, prepared.outcome
     candidates, twins = _runnable(outcome)
     measured: dict[str, Measured] = {}
@@ -136,9 +180,9 @@ def tune_model(
     rows = plan_rows(candidates, measured)
     notes.extend(drift_note(rows, model if isinstance(model, str | Path) else graph.name))
     plan_path = prepared.directory / "plan.json"
-    plan.save(plan_path)
-    if options.output is not None:
-        plan.save(options.output)
+    for path in [plan_path, *([Path(options.output)] if options.output is not None else [])]:
+        plan.save(path)
+        written.append(path)
     save_report(
         prepared.directory, rows, final, pick, prepared.targets, profile.fingerprint, notes,
         {name: result.median_s for name, result in peer_results.items()},
@@ -234,10 +278,32 @@ def _with_fallback(
     return chosen
 
 
-def prepare(
-    model: ModelLike, options: TuneOptions | None = None, *, progress: StageProgress | None = None
-) -> Prepared:
-    """Load ``model``, profile what is missing (unless ``options.profile_file``), and search."""
+@dataclass
+class Located:
+    """A loaded model and where its tune works, fixed before anything is measured.
+
+    ``targets`` are the target specs chosen; ``directory`` the search folder
+    (``search_dir/<model>-<targets hash>/``, made); ``storage`` the study's RDB URL;
+    ``given`` the profile of ``options.profile_file`` when one was given, and
+    ``planned_only`` whether it is another machine's (nothing runs).
+    """
+
+    graph: Graph
+    targets: list[str]
+    directory: Path
+    storage: str
+    given: Profile | None
+    planned_only: bool
+
+
+def locate(model: ModelLike, options: TuneOptions | None = None) -> Located:
+    """Load ``model`` and fix its targets, search folder and study storage (see :class:`Located`).
+
+    The search folder is made, and when the search will use optuna the study database in
+    it is opened and read (:func:`~autopart.search.optuna_study.check_storage`), so that a
+    damaged or read-only study fails before anything is measured (:func:`tune_model`
+    checks a storage given in ``options`` before loading the model).
+    """
     options = options or TuneOptions()
     graph = load_model(model, options.input_shapes, options.freeze)
     if not graph.nodes:
@@ -245,15 +311,43 @@ def prepare(
             f"{graph.name} has no nodes (its outputs are its inputs): there is nothing to tune"
         )
     machine = discover()
-    profiled: ProfileReport | None = None
     targets = _with_fallback(options.targets, options.constraints)
-    if options.profile_file is not None:
-        profile = Profile.load(options.profile_file)
-        planned_only = profile.fingerprint != machine.fingerprint()
-        chosen_targets = list(targets) if targets else [str(t) for t in profile_targets(profile)]
+    given = None if options.profile_file is None else Profile.load(options.profile_file)
+    if given is not None:
+        chosen = list(targets) if targets else [str(t) for t in profile_targets(given)]
     else:
-        planned_only = False
-        chosen_targets = list(targets) if targets else [str(t) for t in available_targets(machine)]
+        chosen = list(targets) if targets else [str(t) for t in available_targets(machine)]
+    name = Path(str(graph.meta.get("source", graph.name))).name.removesuffix(".onnx")
+    directory = Path(options.search_dir) / f"{name}-{targets_key(chosen)}"
+    check_writable(directory, "search folder", directory=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    storage = options.storage or f"sqlite:///{directory / 'study.db'}"
+    optuna = SearchOptions(objective=options.objective, method=options.method).uses_optuna
+    if optuna and options.storage is None:  # a given storage is checked before loading
+        check_storage(storage)
+    planned_only = given is not None and given.fingerprint != machine.fingerprint()
+    return Located(graph, chosen, directory, storage, given, planned_only)
+
+
+def prepare(
+    model: ModelLike,
+    options: TuneOptions | None = None,
+    *,
+    progress: StageProgress | None = None,
+    located: Located | None = None,
+) -> Prepared:
+    """Load ``model``, profile what is missing (unless ``options.profile_file``), and search.
+
+    ``located`` is :func:`locate`'s answer for ``model`` when the caller has it already.
+    """
+    options = options or TuneOptions()
+    located = located or locate(model, options)
+    graph, chosen_targets, directory = located.graph, located.targets, located.directory
+    profiled: ProfileReport | None = None
+    profile_path: Path | None = None
+    if located.given is not None:
+        profile = located.given
+    else:
         profiled, profile, profile_path = profile_model(
             graph,
             chosen_targets,
@@ -261,9 +355,6 @@ def prepare(
             progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
         )
     costs = costs_from_profile(graph, profile, chosen_targets)
-    name = Path(str(graph.meta.get("source", graph.name))).name.removesuffix(".onnx")
-    directory = Path(options.search_dir) / f"{name}-{targets_key(chosen_targets)}"
-    directory.mkdir(parents=True, exist_ok=True)
 
     def search_progress(update: SearchProgress) -> None:
         if progress is not None:
@@ -275,7 +366,7 @@ def prepare(
         method=options.method,
         budget_s=options.budget_s,
         seed=options.seed,
-        storage=options.storage or f"sqlite:///{directory / 'study.db'}",
+        storage=located.storage,
         study_name=f"{options.objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
         source=str(graph.meta.get("source", graph.name)),
     )
@@ -292,8 +383,8 @@ def prepare(
         )  # fmt: skip
     price_measured(graph, profile, costs, outcome)
     return Prepared(
-        graph, profile, profiled, costs, chosen_targets, directory, planned_only, outcome,
-        measured,
+        graph, profile, profiled, costs, chosen_targets, directory, located.planned_only,
+        outcome, measured,
     )  # fmt: skip
 
 
