@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -85,7 +87,12 @@ def bench_command(
                 stage=stage,
             )  # fmt: skip
 
-        table = bench_models(models, options, progress=progress)
+        try:
+            table = bench_models(models, options, progress=progress)
+        except KeyboardInterrupt as interrupt:
+            left = "was left as it was" if os.path.exists(csv_path) else "was not written"
+            interrupt.add_note(f"{csv_path} {left}")
+            raise
     write_csv(table, csv_path)
     for model, rows in table.groupby("model", sort=False):
         view = Table(title=f"{model} (medians of {int(rows['runs'].max())} interleaved runs)")

@@ -51,13 +51,10 @@ read is reported, never overwritten.
 
 from __future__ import annotations
 
-import fcntl
 import io
 import json
 import math
 import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,7 +64,7 @@ import pandas as pd
 
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, Measurement, RowKind
 from autopart.errors import AutopartError, ProfileError
-from autopart.io import atomic_write_bytes, parse_json, read_document
+from autopart.io import atomic_write_bytes, locked, parse_json, read_document
 from autopart.ir.target import VirtualDevice
 
 SCHEMA = "autopart.profile"
@@ -244,7 +241,7 @@ class Profile:
     def save(self, path: str | Path) -> None:
         """Write atomically, merging with what another process saved there meanwhile."""
         path = Path(path)
-        with _locked(path):
+        with locked(path):  # serialise the read-merge-write of processes saving here
             merged = self.merge(Profile.load(path)) if path.exists() else self
             atomic_write_bytes(path, merged.to_text().encode())
         self.table = merged.table
@@ -386,15 +383,3 @@ _DTYPES = {
 def _empty() -> pd.DataFrame:
     table = pd.DataFrame({column: pd.Series(dtype=object) for column in COLUMNS})
     return table
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Serialise read-merge-write cycles of processes saving the same profile."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -75,3 +75,10 @@ class SearchOptions:
     def __post_init__(self) -> None:
         object.__setattr__(self, "objective", Objective.parse(self.objective))
         object.__setattr__(self, "method", Method.parse(self.method))
+
+    @property
+    def uses_optuna(self) -> bool:
+        """Whether the search runs optuna (and opens the study storage), not only the ILP."""
+        return self.method == Method.OPTUNA or (
+            self.method == Method.AUTO and self.objective != Objective.LATENCY
+        )

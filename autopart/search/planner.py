@@ -18,7 +18,7 @@ from autopart.search.baselines import baselines, default_fallback
 from autopart.search.candidates import Candidate, CandidateKind
 from autopart.search.constraints import ConstraintError, Constraints, apply
 from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
-from autopart.search.options import Method, Objective, SearchOptions
+from autopart.search.options import Objective, SearchOptions
 from autopart.search.optuna_search import OptunaResult, SearchProgress, optuna_search
 from autopart.search.simulator import Simulation, plan_for, simulate
 from autopart.settings import SEARCH
@@ -95,9 +95,7 @@ def search(
     candidates[made.name] = made
     optuna: OptunaResult | None = None
     pareto: list[Candidate] = []
-    if options.method == Method.OPTUNA or (
-        options.method == Method.AUTO and options.objective != Objective.LATENCY
-    ):
+    if options.uses_optuna:
         seeds = {name: c.assignment for name, c in candidates.items() if c.fits_memory}
         optuna = _optuna(restricted, seeds, options, progress)
         made = candidate(CandidateKind.TUNED, optuna.assignment)

@@ -104,7 +104,8 @@ def _bench_model(
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     failures.update({n: failures[t] for n, t in twins.items() if t in failures})
     if not any(name in measured for name in plans):
-        raise AutopartError(f"the benchmark of {model} was interrupted before anything ran")
+        why = next(iter(failures.values()), "no plan ran")
+        raise AutopartError(f"no plan of {model} could run: {why}")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
     within = [name for name in peer_medians if measured[name].correct]
     best = min(within, key=lambda name: peer_medians[name], default=None)

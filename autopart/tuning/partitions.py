@@ -23,6 +23,7 @@ from autopart.search.candidates import Candidate
 from autopart.search.planner import SearchOutcome, reprice
 from autopart.settings import VERIFY
 from autopart.targets.devices import discover
+from autopart.tuning.models import note_profile_kept
 from autopart.tuning.peers import peer_equivalents
 
 MEASURE_WITHIN = VERIFY.measure_within
@@ -77,10 +78,17 @@ def measure_partitions(
     outcome: SearchOutcome,
     progress: Progress | None = None,
 ) -> ProfileReport:
-    """Time whole what :func:`worth_measuring` names and ``profile`` lacks; save to ``path``."""
+    """Time whole what :func:`worth_measuring` names and ``profile`` lacks; save to ``path``.
+
+    An interrupt propagates once the partitions timed are saved, noting the rows kept.
+    """
     specs = list(dict.fromkeys(partition_specs(worth_measuring(outcome))))
     profiler = Profiler(profile, discover(), path)
-    return profiler.profile_partitions(graph, specs, progress=progress)
+    try:
+        return profiler.profile_partitions(graph, specs, progress=progress)
+    except KeyboardInterrupt as interrupt:
+        note_profile_kept(interrupt, profile, path)
+        raise
 
 
 def price_measured(graph: Graph, profile: Profile, costs: Costs, outcome: SearchOutcome) -> int:

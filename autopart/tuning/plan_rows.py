@@ -19,6 +19,8 @@ from autopart.tuning.verify import Measured
 DRIFT_LIMIT = VERIFY.drift_limit  # a single target predicted this far off gets a note
 DRIFT_FLOOR_S = VERIFY.drift_floor_s  # ... unless it is off by less than this
 
+REPORT_JSON, REPORT_CSV = "report.json", "report.csv"  # beside plan.json in the search folder
+
 
 @dataclass
 class PlanRow:
@@ -162,9 +164,9 @@ def save_report(
         "peers": dict(peers_s or {}),
         "settings": settings_in_force(),
     }
-    atomic_write_bytes(directory / "report.json", (json.dumps(document, indent=1) + "\n").encode())
+    atomic_write_bytes(directory / REPORT_JSON, (json.dumps(document, indent=1) + "\n").encode())
     table = pd.DataFrame([row.to_dict() for row in rows])
     table["memory_bytes"] = table["memory_bytes"].map(
         lambda m: ";".join(f"{k}={v}" for k, v in m.items())
     )
-    atomic_write_bytes(directory / "report.csv", table.to_csv(index=False).encode())
+    atomic_write_bytes(directory / REPORT_CSV, table.to_csv(index=False).encode())

@@ -185,8 +185,9 @@ def measure_plans(
     A plan or peer that fails to compile or to run with an :class:`AutopartError` (a
     library that rejects a partition at run time, memory that the plans compiled before
     it already hold) is dropped from the rounds and left out of the result; ``failures``,
-    when given, receives its one-line reason by name. A KeyboardInterrupt stops early and
-    returns what was measured (plans with no timed run are left out).
+    when given, receives its one-line reason by name. A KeyboardInterrupt propagates:
+    the plans compiled so far are closed and nothing measured is returned, so that no plan
+    timed over fewer rounds than asked is taken for a measured one.
 
     Accuracy: each runner's ``max_error`` is its largest relative output error against the
     numpy reference (f32) over ``feeds`` and the evaluation ``samples``, each run once
@@ -203,15 +204,12 @@ def measure_plans(
         state.runners = {
             name: _peer_block(peer, lingers.get(name, 0.0)) for name, peer in peers.items()
         }
-        try:
-            state.compile(plans, stack)
-            state.check_samples(samples)
-            chosen = tolerance(_errors(results)) if callable(tolerance) else tolerance
-            for result in results.values():
-                result.tolerance = chosen
-            state.run_rounds([*plans, *peers], rounds, min_timed_s, race, race_batches)
-        except KeyboardInterrupt:
-            pass
+        state.compile(plans, stack)
+        state.check_samples(samples)
+        chosen = tolerance(_errors(results)) if callable(tolerance) else tolerance
+        for result in results.values():
+            result.tolerance = chosen
+        state.run_rounds([*plans, *peers], rounds, min_timed_s, race, race_batches)
     return {name: result for name, result in results.items() if result.latencies}
 
 
@@ -361,15 +359,31 @@ def check_outputs(
     """Max relative error of each output against the numpy reference on the same inputs.
 
     ``reference`` passes outputs of the numpy reference computed earlier on ``inputs``.
+    A NaN or an infinity where the reference has the same is no error; anywhere else it is
+    an infinite error, so that it always fails a check (never a NaN that compares false).
     """
     if reference is None:
         reference = Executor(graph).run(inputs).outputs
     errors = {}
     for name, expected in reference.items():
-        got = np.asarray(outputs[name], dtype=np.float64)
-        scale = float(np.abs(expected).max()) or 1.0
-        errors[name] = float(np.abs(got - expected).max()) / scale if expected.size else 0.0
+        errors[name] = relative_error(np.asarray(outputs[name]), np.asarray(expected))
     return errors
+
+
+def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
+    """``max |got - expected| / max |expected|`` over finite values (see :func:`check_outputs`)."""
+    if not expected.size:
+        return 0.0
+    got = got.astype(np.float64, copy=False)
+    expected = expected.astype(np.float64, copy=False)
+    finite = np.isfinite(expected)
+    same = (np.isnan(got) & np.isnan(expected)) | (got == expected)
+    if not np.all(same | (finite & np.isfinite(got))):
+        return math.inf
+    if not finite.any():
+        return 0.0
+    scale = float(np.abs(expected[finite]).max()) or 1.0
+    return float(np.abs(got[finite] - expected[finite]).max()) / scale
 
 
 def oracle_outputs(
