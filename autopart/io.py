@@ -1,8 +1,9 @@
-"""Reading and writing user files: atomic writes and safe ``.npz`` tensor files."""
+"""Reading and writing user files: atomic writes, safe ``.npz`` tensor files, checks."""
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import stat
@@ -129,10 +130,12 @@ def load_tensors(
 ) -> dict[str, np.ndarray]:
     """Load named arrays from an ``.npz`` file (never unpickling objects).
 
-    Before any array is read, its name is checked against ``expected`` (when given) and the
-    sizes the archive declares are weighed against the memory available
-    (:func:`autopart.limits.check_fits`), so a zip bomb or a misnamed file costs nothing.
-    Raises :class:`InputError` for an unreadable file or an unexpected name.
+    Before any array is read, its name is checked against ``expected`` (when given: each
+    must be there, and no other) and the sizes the archive declares are weighed against the
+    memory available (:func:`autopart.limits.check_fits`), so a zip bomb or a misnamed file
+    costs nothing. Every member is then checked against the CRC-32 the archive records for
+    it, so a damaged or cut file is refused rather than read as other values. Raises
+    :class:`InputError` for an unreadable or damaged file or a missing or unexpected name.
     """
     try:
         with zipfile.ZipFile(path) as archive:
@@ -147,6 +150,10 @@ def load_tensors(
         raise InputError(f"cannot read {path} as an .npz file of arrays: {error}") from None
     check_fits(max(declared, sum(m.file_size for m in members)), f"the arrays in {path}")
     try:
+        with zipfile.ZipFile(path) as archive:
+            damaged = archive.testzip()  # np.load reads a member only as far as its header says
+        if damaged is not None:
+            raise ValueError(f"array {damaged!r} fails its CRC-32 check (the file is damaged)")
         with np.load(path, allow_pickle=False) as archive:
             return {name: archive[name] for name in archive.files}
     except Exception as error:  # as above: the archive's members can be corrupt too
@@ -154,13 +161,26 @@ def load_tensors(
 
 
 def _check_names(path: str | Path, names: Collection[str], expected: Collection[str]) -> None:
+    """Raise :class:`InputError` unless ``names`` are exactly the ``expected`` ones.
+
+    A name missing from an archive whose other names are right is an archive that lost a
+    member (its directory is damaged), or one made without it.
+    """
     unknown = sorted(set(names) - set(expected))
+    missing = [name for name in expected if name not in names]
     if unknown:
-        missing = [name for name in expected if name not in names]
-        also = f"; missing input {', '.join(missing)}" if missing else ""
+        also = f"; missing input {', '.join(map(_printable, missing))}" if missing else ""
         raise InputError(
-            f"{path} holds arrays the model has no input for: {', '.join(unknown)}{also}"
+            f"{path} holds arrays the model has no input for: "
+            f"{', '.join(map(_printable, unknown))}{also}"
         )
+    if missing:
+        raise InputError(f"{path} holds no array for input {', '.join(map(_printable, missing))}")
+
+
+def _printable(name: str) -> str:
+    """``name`` with control characters escaped, for a message of one line."""
+    return repr(name)[1:-1]
 
 
 def _declared_nbytes(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> int:
@@ -186,12 +206,19 @@ def save_tensors(path: str | Path, tensors: Mapping[str, np.ndarray]) -> None:
 
 
 def read_document(
-    path: str | Path, what: str, error: type[AutopartError], max_bytes: int = MAX_DOCUMENT_BYTES
+    path: str | Path,
+    what: str,
+    error: type[AutopartError],
+    max_bytes: int = MAX_DOCUMENT_BYTES,
+    *,
+    keep_undecodable: bool = False,
 ) -> str:
     """The UTF-8 text of a saved ``what`` (a plan, a profile), read at most ``max_bytes``.
 
     A missing, unreadable, oversized (a symlink to ``/dev/zero``, say) or non-UTF-8 file
-    raises ``error`` with one line; nothing past the limit is read.
+    raises ``error`` with one line; nothing past the limit is read. With
+    ``keep_undecodable``, bytes that are not UTF-8 are kept as lone surrogates instead, for
+    formats that check each of their rows and drop the damaged ones.
     """
     try:
         with open(path, "rb") as handle:
@@ -204,9 +231,29 @@ def read_document(
         raise error(f"{what} {path} is larger than {format_size(max_bytes)}: not a {what}")
     check_fits(len(data) * 8, f"{what} {path}")  # parsing takes several times the text
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8", "surrogateescape" if keep_undecodable else "strict")
     except UnicodeDecodeError as failure:
         raise error(f"{what} {path} is not UTF-8 text: {failure.reason}") from None
+
+
+def text_digest(text: str, size: int = 16) -> str:
+    """The BLAKE2b digest of ``text`` in hex, ``size`` bytes long: what saved files check.
+
+    Lone surrogates (undecodable bytes kept by :func:`read_document`) are hashed as they
+    are, so they never match the digest of the text that was written.
+    """
+    data = text.encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(data, digest_size=size).hexdigest()
+
+
+def json_digest(document: object) -> str:
+    """:func:`text_digest` of a JSON document's content: key order and spacing do not count.
+
+    ``document`` must be what :func:`json.loads` gives (string keys, lists, no tuples), so
+    that a document and the same document read back from its file have the same digest.
+    """
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return text_digest(canonical)
 
 
 def _no_constant(name: str) -> float:

@@ -126,9 +126,12 @@ def test_makespan_objective_runs_the_tuner_seeded_by_every_baseline(
 
 def _foreign_copy(profile_path: Path, destination: Path) -> Path:
     """This machine's profile, relabelled as another machine whose device is opencl:5."""
-    text = profile_path.read_text().replace("opencl:0", "opencl:5")
-    foreign = Profile.from_text(text)
-    foreign.meta["fingerprint"] = "feedfacecafebeef"
+    profile = Profile.load(profile_path)
+    table = profile.table.assign(
+        target=profile.table["target"].str.replace("opencl:0", "opencl:5", regex=False)
+    )
+    meta = json.loads(json.dumps(profile.meta).replace("opencl:0", "opencl:5"))
+    foreign = Profile({**meta, "fingerprint": "feedfacecafebeef"}, table)
     destination.write_text(foreign.to_text())
     return destination
 

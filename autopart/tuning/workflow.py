@@ -221,6 +221,7 @@ def _tune(
     plan = chosen.plan
     _record(plan, chosen, prepared, options, final, measured)
     plan.notes.extend(notes)
+    notes[:0] = profile.dropped.notes()  # rows of its file that failed their check
     rows = plan_rows(candidates, measured)
     notes.extend(drift_note(rows, model if isinstance(model, str | Path) else graph.name))
     plan_path = prepared.directory / "plan.json"
