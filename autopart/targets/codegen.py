@@ -191,8 +191,8 @@ class ProbedCodegen(Codegen):
 
 _CODEGENS: dict[str, Callable[[], Codegen]] = {}
 _BUILTIN_MODULES = (
-    "autopart.targets.numpy_codegen",
-    "autopart.targets.onnxruntime_codegen",
+    "autopart.targets.numpy.codegen",
+    "autopart.targets.onnxruntime.codegen",
     "autopart.targets.openvino.codegen",
     "autopart.targets.opencl.codegen",
 )

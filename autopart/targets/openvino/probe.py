@@ -1,7 +1,7 @@
 """What the ``openvino`` codegen supports: one-node probes compiled once per signature.
 
 For every distinct node signature (the onnxruntime codegen's
-:func:`~autopart.targets.onnxruntime_codegen.node_signature`, plus each input's rank and
+:func:`~autopart.targets.onnxruntime.codegen.node_signature`, plus each input's rank and
 its constant data where small) a one-node ONNX model with the node's static input shapes
 and its constant inputs embedded is read from memory and compiled for the CPU; the answer
 is memoised for the life of the process. Nodes that OpenVINO compiles but computes
@@ -18,7 +18,7 @@ from onnx import helper, numpy_helper
 
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import attribute_to_proto
-from autopart.targets.onnxruntime_codegen import node_signature
+from autopart.targets.onnxruntime.codegen import node_signature
 from autopart.targets.openvino import runtime
 from autopart.targets.probe_cache import ProbeCache
 

@@ -49,7 +49,7 @@ from autopart.targets.codegen import (
     register_codegen,
 )
 from autopart.targets.cpu_units import allowed_cores, pinned_to
-from autopart.targets.onnxruntime_layout import layout_seconds_per_run
+from autopart.targets.onnxruntime.layout import layout_seconds_per_run
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.training import training_refusal
 
