@@ -135,6 +135,14 @@ class Codegen(ABC):
     ) -> CompiledSubgraph:
         """Compile ``nodes`` of ``graph`` into one subgraph that runs at ``placement``."""
 
+    def check_device(self, placement: Placement) -> None:
+        """Raise :class:`TargetError` unless ``placement`` is a device of ``device_kind``."""
+        if placement.device.kind != self.device_kind:
+            raise TargetError(
+                f"codegen {self.name} runs on {self.device_kind} devices, "
+                f"not {placement.device.name!r}"
+            )
+
     def alone_differs(self, placement: Placement) -> bool:
         """Whether a plan's only partition at ``placement`` gets other library settings.
 

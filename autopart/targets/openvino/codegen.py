@@ -39,6 +39,7 @@ import numpy as np
 from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
+from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import (
     HOST,
     CompiledSubgraph,
@@ -190,37 +191,18 @@ class OpenVinoCodegen(ProbedCodegen):
         """
         if not self.available():
             raise TargetError(runtime.MISSING_MESSAGE)
-        if placement.device.kind != self.device_kind:
-            raise TargetError(
-                f"codegen openvino runs on cpu devices, not {placement.device.name!r}"
-            )
+        self.check_device(placement)
         self.check_supported(graph, nodes)
         unit = placement.device.unit(placement.unit)
-        produced = {name for node in nodes for name in node.outputs if name}
-        read = {name for node in nodes for name in node.present_inputs} - produced
-        given = set(inputs)
-        constants = {name for name in read | set(outputs) if graph.value(name).is_const}
-        unfed = sorted(read - given - constants)
-        if unfed:
-            raise TargetError(
-                f"subgraph reads {', '.join(unfed[:4])} which are neither inputs nor constants"
-            )
-        for name in outputs:
-            if name not in produced and name not in given and name not in constants:
-                raise TargetError(f"subgraph output {name!r} is produced by none of its nodes")
-        feeds = [name for name in dict.fromkeys(inputs) if name in read and name not in constants]
-        results = [name for name in dict.fromkeys(outputs) if name in produced]
+        boundary = exported_boundary(graph, nodes, inputs, outputs)
+        feeds, results = boundary.feeds, boundary.results
         if not results:
             raise TargetError("subgraph computes none of its outputs; nothing to compile")
         model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
         cores = tuple(unit.cores) if unit is not None else ()
         config = runtime.target_config(cores if unit is not None else None, placement.precision)
-        passthrough = {
-            name: graph.value(name).const
-            for name in outputs
-            if name not in produced and graph.value(name).const is not None
-        }
         model = runtime.compiled_model(model_bytes, config)
         return OpenVinoSubgraph(
-            model, model_bytes, config, inputs, outputs, feeds, results, cores, passthrough
-        )
+            model, model_bytes, config, inputs, outputs, feeds, results, cores,
+            boundary.passthrough,
+        )  # fmt: skip
