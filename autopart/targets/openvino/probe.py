@@ -4,8 +4,8 @@ For every distinct node signature (:func:`~autopart.targets.probe_model.node_sig
 plus each input's rank and its constant data where small) a one-node ONNX model with the
 node's static input shapes and its constant inputs embedded
 (:func:`~autopart.targets.probe_model.probe_model`) is read from memory and compiled for
-the CPU; the answer is memoised for the life of the process. Nodes that OpenVINO compiles but computes
-differently from ONNX are refused by rule (:func:`known_mismatch`).
+the CPU; the answer is memoised for the life of the process. Nodes that OpenVINO compiles
+but computes differently from ONNX are refused by rule (:func:`known_mismatch`).
 """
 
 from __future__ import annotations
