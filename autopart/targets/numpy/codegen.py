@@ -17,7 +17,7 @@ from autopart.targets.codegen import (
     CompiledSubgraph,
     Environment,
     Placement,
-    register_codegen,
+    Role,
 )
 
 
@@ -145,12 +145,17 @@ class NumpySubgraph(CompiledSubgraph):
                 env.pop(name, None)
 
 
-@register_codegen
 class NumpyCodegen(Codegen):
-    """Reference codegen on the host: every op that has a numpy kernel for its opset."""
+    """Reference codegen on the host: every op that has a numpy kernel for its opset.
+
+    It plays :attr:`~autopart.targets.codegen.Role.REFERENCE`: the default fallback, the
+    executor's codegen and the last oracle of ``--check``.
+    """
 
     name = "numpy"
     device_kind = "cpu"
+    library = "numpy"
+    roles = frozenset({Role.REFERENCE})
 
     def supports(self, node: Node, graph: Graph) -> bool:
         """Supported when a reference kernel implements the node's op, opset and attributes."""

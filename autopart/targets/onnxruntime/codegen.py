@@ -44,10 +44,12 @@ from autopart.targets.codegen import (
     Environment,
     Placement,
     ProbedCodegen,
-    register_codegen,
+    Role,
 )
 from autopart.targets.cpu_units import allowed_cores, pinned_to
+from autopart.targets.onnxruntime import peer
 from autopart.targets.onnxruntime.layout import layout_seconds_per_run
+from autopart.targets.peer import Peer
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import node_signature, probe_model
 from autopart.targets.training import training_refusal
@@ -224,13 +226,13 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         return layout_seconds_per_run(events, runs + 1)[-runs:]
 
 
-@register_codegen
 class OnnxRuntimeCodegen(ProbedCodegen):
     """Whole subgraphs run by onnxruntime's CPU provider, optionally pinned to one CPU unit.
 
     Supports what a one-node probe session accepts (see :func:`probe`). Compiling needs the
     onnxruntime package; without it ``available()`` is false and ``compile`` raises
-    :class:`TargetError`.
+    :class:`TargetError`. It is ``--check``'s oracle (a whole model in one session) and the
+    host provider of ONNX Runtime's provider-order baseline; its peer is onnxruntime alone.
     """
 
     name = "onnxruntime"
@@ -238,12 +240,19 @@ class OnnxRuntimeCodegen(ProbedCodegen):
     uses_units = True
     fuses = True
     converts_layouts = True
+    library = "onnxruntime"
+    roles = frozenset({Role.ORACLE, Role.HOST_PROVIDER})
     probe = staticmethod(probe)
 
     @classmethod
     def available(cls) -> bool:
         """Whether the onnxruntime package could be imported."""
         return HAVE_ONNXRUNTIME
+
+    @classmethod
+    def peers(cls) -> tuple[Peer, ...]:
+        """``onnxruntime alone``: one session at its default options."""
+        return (peer.ALONE,)
 
     def alone_differs(self, placement: Placement) -> bool:
         """On a whole device a lone partition gets default session options: threads spin."""

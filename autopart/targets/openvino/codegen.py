@@ -46,11 +46,11 @@ from autopart.targets.codegen import (
     Environment,
     Placement,
     ProbedCodegen,
-    register_codegen,
 )
 from autopart.targets.cpu_units import cpu_flags, pinned_to
-from autopart.targets.openvino import runtime
+from autopart.targets.openvino import peer, runtime
 from autopart.targets.openvino.probe import probe
+from autopart.targets.peer import Peer
 
 # Node types of OpenVINO's layout conversions in its per-node performance counters.
 LAYOUT_NODE_TYPES = frozenset({"Reorder"})
@@ -148,7 +148,6 @@ def layout_seconds(counters: Sequence[Any]) -> tuple[float, float]:
     return layout, other
 
 
-@register_codegen
 class OpenVinoCodegen(ProbedCodegen):
     """Whole subgraphs compiled by OpenVINO for the CPU, optionally on one CPU unit.
 
@@ -162,12 +161,18 @@ class OpenVinoCodegen(ProbedCodegen):
     uses_units = True
     fuses = True
     converts_layouts = True
+    library = "openvino"
     probe = staticmethod(probe)
 
     @classmethod
     def available(cls) -> bool:
         """Whether the openvino package could be imported."""
         return runtime.HAVE_OPENVINO
+
+    @classmethod
+    def peers(cls) -> tuple[Peer, ...]:
+        """``openvino alone`` (as installed, no properties) and ``openvino alone f32``."""
+        return (peer.AS_INSTALLED, peer.F32)
 
     @classmethod
     def precisions(cls) -> tuple[str, ...]:
