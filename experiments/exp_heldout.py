@@ -41,8 +41,9 @@ from matplotlib.patches import Patch
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import autopart
+from autopart.targets.onnxruntime.peer import ALONE as ONNXRUNTIME_PEER
+from autopart.targets.openvino.peer import AS_INSTALLED as OPENVINO_PEER
 from autopart.tuning.bench import TUNED
-from autopart.tuning.peers import ONNXRUNTIME, OPENVINO
 from autopart.zoo import zoo_names
 
 HELDOUT = Path(__file__).parent / "heldout"
@@ -237,8 +238,8 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
                 "model": model,
                 "source": table["source"].iloc[0],
                 "tuned_ms": medians.get(TUNED, np.nan),
-                "onnxruntime_ms": medians.get(ONNXRUNTIME, np.nan),
-                "openvino_ms": medians.get(OPENVINO, np.nan),
+                "onnxruntime_ms": medians.get(ONNXRUNTIME_PEER.name, np.nan),
+                "openvino_ms": medians.get(OPENVINO_PEER.name, np.nan),
                 "best_single_ms": singles["median_ms"].min() if len(singles) else np.nan,
                 "tuned_plan": _first(table, "tune_chosen", ""),
                 "tuned_predicted_ms": _first(tuned, "predicted_ms"),
