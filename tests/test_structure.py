@@ -210,7 +210,8 @@ def _docstrings(tree: ast.AST) -> set[int]:
 
 def _names_codegen(literal: str, codegen: str) -> bool:
     """Whether a string literal is ``codegen``'s name or a target spec on it (cpu/0@x:bf16)."""
-    return re.fullmatch(rf"(?:[\w:./-]*@)?{re.escape(codegen)}(?::[A-Za-z]\w*)?", literal) is not None
+    spec = rf"(?:[\w:./-]*@)?{re.escape(codegen)}(?::[A-Za-z]\w*)?"
+    return re.fullmatch(spec, literal) is not None
 
 
 def _codegen_mentions(codegen: str) -> list[str]:
