@@ -128,7 +128,7 @@ class Codegen(ABC):
     at their edges (the profiler then measures that with ``layout_samples``).
 
     ``library`` is the distribution whose version identifies its results (None: none
-    beyond autopart), ``roles`` the :class:`Role` s it plays.
+    beyond autopart), ``roles`` the parts it plays (:class:`Role`).
     """
 
     name: ClassVar[str]
