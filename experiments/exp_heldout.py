@@ -41,8 +41,10 @@ from matplotlib.patches import Patch
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import autopart
+from autopart.targets.onnxruntime.peer import ALONE as ONNXRUNTIME_PEER
+from autopart.targets.openvino.peer import AS_INSTALLED as OPENVINO_PEER
+from autopart.targets.openvino.peer import F32 as OPENVINO_F32_PEER
 from autopart.tuning.bench import TUNED
-from autopart.tuning.peers import ONNXRUNTIME, OPENVINO, OPENVINO_F32
 from autopart.tuning.plan_rows import plan_precisions
 from autopart.zoo import zoo_names
 
@@ -251,10 +253,10 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
                 "model": model,
                 "source": table["source"].iloc[0],
                 "tuned_ms": medians.get(TUNED, np.nan),
-                "onnxruntime_ms": medians.get(ONNXRUNTIME, np.nan),
-                "openvino_ms": medians.get(OPENVINO, np.nan),
-                "openvino_f32_ms": medians.get(OPENVINO_F32, np.nan),
-                "openvino_error": errors_of.get(OPENVINO, np.nan),
+                "onnxruntime_ms": medians.get(ONNXRUNTIME_PEER.name, np.nan),
+                "openvino_ms": medians.get(OPENVINO_PEER.name, np.nan),
+                "openvino_f32_ms": medians.get(OPENVINO_F32_PEER.name, np.nan),
+                "openvino_error": errors_of.get(OPENVINO_PEER.name, np.nan),
                 "tolerance": _first(tuned, "tolerance"),
                 "tuned_vs_openvino": _first(tuned, "vs_openvino"),
                 "tuned_precisions": _first(table, "tune_precisions", ""),

@@ -61,8 +61,8 @@ def bench_command(
 ) -> None:
     """Time the peers, every single target, the baselines and the tuned plan, with errors.
 
-    The peers are onnxruntime, OpenVINO as installed and OpenVINO f32; every row shows its
-    output error against f32.
+    The peers are each installed codegen's library alone at its defaults (onnxruntime,
+    OpenVINO as installed and OpenVINO f32); every row shows its output error against f32.
 
     --input-shape, --freeze, --precision and --tolerance apply to every MODEL.
     """
@@ -105,6 +105,7 @@ def bench_command(
 def _print_model(model: str, rows: pd.DataFrame) -> None:
     """The table of one model's rows, its tolerance, noise floor and what could not run."""
     from autopart.targets.resolve import machine_precisions
+    from autopart.tuning.bench import peer_columns
 
     view = Table(title=f"{model} (medians of {int(rows['runs'].max())} interleaved runs)")
     labels = [
@@ -113,15 +114,16 @@ def _print_model(model: str, rows: pd.DataFrame) -> None:
     ]
     rows = rows.assign(label=labels)
     view.add_column("plan", no_wrap=True, min_width=max(len(label) for label in labels))
-    columns = ("median", "error", "predicted", "vs onnxruntime", "vs openvino",
-               "vs openvino f32", "vs best peer", "partitions")  # fmt: skip
+    versus = [column for column in peer_columns().values() if column in rows]
+    columns = ("median", "error", "predicted", *(c.replace("_", " ") for c in versus),
+               "vs best peer", "partitions")  # fmt: skip
     for column in columns:
         view.add_column(column)
     for row in rows.sort_values("median_ms").itertuples():
         view.add_row(
             str(row.label), _ms(row.median_ms), _error(row.max_rel_error, row.within_tolerance),
-            _ms(row.predicted_ms), _ratio(row.vs_onnxruntime), _ratio(row.vs_openvino),
-            _ratio(row.vs_openvino_f32), _ratio(row.vs_best_peer), str(row.partitions),
+            _ms(row.predicted_ms), *(_ratio(getattr(row, c)) for c in versus),
+            _ratio(row.vs_best_peer), str(row.partitions),
         )  # fmt: skip
     print_table(view)
     tolerance = rows["tolerance"].dropna()

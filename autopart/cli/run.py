@@ -63,9 +63,8 @@ from autopart.tuning.verify import CHECK_TOLERANCE, oracle_outputs
 )
 @click.option(
     "--fallback",
-    default="cpu@numpy",
-    show_default=True,
-    help="target of unassigned and unsupported nodes",
+    default=None,
+    help="target of unassigned and unsupported nodes [default: the reference, on the host]",
 )
 @click.option(
     "--save-plan",
@@ -92,7 +91,7 @@ def run(
     warmup: int,
     seed: int,
     assign: tuple[str, ...],
-    fallback: str,
+    fallback: str | None,
     save_plan: str | None,
     check: bool,
     sequential: bool,

@@ -1,19 +1,20 @@
 """Measuring how much each node's reduced precision perturbs a model's outputs.
 
 A reduced-precision target (bf16) computes with its inputs and weights rounded to bf16,
-accumulates in f32 and rounds its outputs: the numpy reference emulates exactly that for
-chosen nodes (:func:`run_reduced`), which needs no device and no compile, and gives the same
-answer on every machine. A node's sensitivity is the relative output error of the model
-(as :func:`autopart.tuning.verify.check_outputs` measures it: the largest error over the
-largest magnitude, over outputs) when it alone runs reduced. That takes one run of the
-model per node; where that would exceed ``budget_s`` the node's *local* error (its own
-output's relative error, inputs exact) stands in, from one run. Both are scaled so that
-every node reduced predicts the error measured with every node reduced
+accumulates in f32 and rounds its outputs: the reference codegen emulates exactly that for
+chosen nodes (:class:`~autopart.targets.codegen.Emulating`), which needs no device and no
+compile, and gives the same answer on every machine. A node's sensitivity is the relative
+output error of the model (the largest error over the largest magnitude, over outputs)
+when it alone runs reduced. That takes one run of the model from that node on; where those
+runs would exceed ``budget_s`` the node's *local* error (its own output's relative error,
+its inputs exact) stands in, from one run. Both are scaled so that every node reduced
+predicts the error measured with every node reduced
 (:class:`~autopart.costmodel.accuracy.AccuracyBudget`).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
@@ -22,11 +23,9 @@ import ml_dtypes
 import numpy as np
 
 from autopart.costmodel.accuracy import AccuracyBudget
-from autopart.errors import ExecutionError
+from autopart.errors import TargetError
 from autopart.ir.graph import Graph
-from autopart.ops import KERNEL_ERRORS, kernel_failure
-from autopart.targets.codegen import get_codegen
-from autopart.targets.numpy_codegen import NumpyStep
+from autopart.targets.codegen import Emulating, reference_codegen
 
 # How each reduced precision is emulated on f32 values: the rounding of its storage type.
 EMULATED = {"bf16": ml_dtypes.bfloat16}
@@ -39,46 +38,8 @@ def round_to(precision: str, value: Any) -> Any:
     return value
 
 
-def run_reduced(
-    steps: list[NumpyStep],
-    feeds: Mapping[str, np.ndarray],
-    reduced: Collection[str],
-    precision: str,
-    outputs: Collection[str],
-    start: int = 0,
-    keep: bool = False,
-) -> dict[str, np.ndarray]:
-    """Run the numpy ``steps`` with the nodes named in ``reduced`` emulating ``precision``.
-
-    Returns ``outputs``, or with ``keep`` every value (nothing is freed). From ``start``
-    on, ``feeds`` must hold every value the steps from there read (a kept run's values).
-    """
-    env: dict[str, Any] = dict(feeds)
-    for step in steps[start:]:
-        args = [
-            bound if bound is not None or not name else env[name]
-            for name, bound in zip(step.inputs, step.args, strict=True)
-        ]
-        lowered = step.name in reduced
-        if lowered:
-            args = [round_to(precision, arg) for arg in args]
-        try:
-            results = step.kernel(*args)
-        except KERNEL_ERRORS as error:
-            raise ExecutionError(
-                f"node {step.name!r} ({step.op_type}) failed on numpy: {kernel_failure(error)}"
-            ) from error
-        for name, result in zip(step.outputs, results, strict=False):
-            if name:
-                env[name] = round_to(precision, result) if lowered else result
-        if not keep:
-            for name in step.free:
-                env.pop(name, None)
-    return env if keep else {name: env[name] for name in outputs if name in env}
-
-
-def output_error(got: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]) -> float:
-    """The largest relative error of ``got`` against ``expected`` over their outputs."""
+def output_error(got: Mapping[str, Any], expected: Mapping[str, Any]) -> float:
+    """The largest relative error of ``got`` against ``expected`` over their float outputs."""
     worst = 0.0
     for name, want in expected.items():
         if name not in got or not np.issubdtype(np.asarray(want).dtype, np.floating):
@@ -88,6 +49,31 @@ def output_error(got: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarra
         diff = np.abs(np.asarray(got[name], np.float64) - want64)
         worst = max(worst, float(np.nan_to_num(diff, nan=np.inf).max(initial=0.0)) / scale)
     return worst
+
+
+class _Runs:
+    """The reference compiled once, run with chosen nodes reduced to one precision."""
+
+    def __init__(self, graph: Graph, feeds: Mapping[str, np.ndarray], precision: str) -> None:
+        compiled = reference_codegen().compile(graph, graph.nodes, graph.inputs, graph.outputs)
+        if not isinstance(compiled, Emulating):
+            raise TargetError("the reference codegen cannot emulate reduced precision")
+        self.compiled, self.graph, self.feeds = compiled, graph, dict(feeds)
+        self.rounding: Callable[[Any], Any] = functools.partial(round_to, precision)
+
+    def outputs(
+        self, reduced: Collection[str], env: Mapping[str, Any] | None = None, start: int = 0
+    ) -> dict[str, Any]:
+        """The graph's outputs with ``reduced`` nodes emulated, from ``env`` at step ``start``."""
+        values = dict(self.feeds if env is None else env)
+        self.compiled.run_rounded(values, reduced, self.rounding, start)
+        return {name: values[name] for name in self.graph.outputs if name in values}
+
+    def kept(self) -> dict[str, Any]:
+        """Every value of one exact run (nothing freed)."""
+        values = dict(self.feeds)
+        self.compiled.run_rounded(values, (), self.rounding, keep=True)
+        return values
 
 
 def measure_budget(
@@ -104,27 +90,29 @@ def measure_budget(
     nothing: reduced precision everywhere is within it). Sensitivities are whole-model
     errors when one run per node fits ``budget_s``, else local errors (see the module).
     """
-    compiled = get_codegen("numpy").compile(graph, graph.nodes, graph.inputs, graph.outputs)
-    steps: list[NumpyStep] = compiled.steps  # type: ignore[attr-defined]
-    outputs = list(graph.outputs)
-    reference = run_reduced(steps, feeds, (), precision, outputs)
-    floats = [index for index, step in enumerate(steps) if _computes_floats(graph, step)]
-    started = time.perf_counter()  # the first run warms the kernels up: time the second
-    every = run_reduced(steps, feeds, {steps[i].name for i in floats}, precision, outputs)
+    runs = _Runs(graph, feeds, precision)
+    names = runs.compiled.node_names
+    floats = [i for i, name in enumerate(names) if _computes_floats(graph, name)]
+    reference = runs.outputs(())
+    started = time.perf_counter()  # the first run warmed the kernels up: time the second
+    all_reduced = output_error(runs.outputs({names[i] for i in floats}), reference)
     run_s = time.perf_counter() - started
-    all_reduced = output_error(every, reference)
     if run_s * len(floats) / 2 <= budget_s:  # a run from a node on takes half one on average
         method, raw = "whole", {}
-        values = run_reduced(steps, feeds, (), precision, outputs, keep=True)
+        values = runs.kept()
         for done, index in enumerate(floats):
-            name = steps[index].name
-            again = run_reduced(steps, values, {name}, precision, outputs, start=index)
-            raw[name] = output_error(again, reference)
+            again = runs.outputs({names[index]}, values, start=index)
+            raw[names[index]] = output_error(again, reference)
             if progress is not None:
                 progress(done + 1, len(floats))
     else:
-        chosen = {steps[i].name for i in floats}
-        method, raw = "local", _local_errors(steps, feeds, chosen, precision)
+        method, chosen = "local", {names[i] for i in floats}
+        raw = {
+            name: output_error(dict(enumerate(rounded)), dict(enumerate(exact)))
+            for name, exact, rounded in runs.compiled.rounded_outputs(
+                dict(feeds), chosen, runs.rounding
+            )
+        }
     total = sum(value * value for value in raw.values())
     scale = all_reduced**2 / total if total > 0 else 0.0
     weights = {(name, precision): value * value * scale for name, value in raw.items()}
@@ -132,32 +120,6 @@ def measure_budget(
     return AccuracyBudget(weights, limit, all_reduced, method)
 
 
-def _computes_floats(graph: Graph, step: NumpyStep) -> bool:
+def _computes_floats(graph: Graph, name: str) -> bool:
     """Whether the node makes a float32 output (only those are rounded)."""
-    return any(name and graph.value(name).dtype == np.float32 for name in step.outputs)
-
-
-def _local_errors(
-    steps: list[NumpyStep], feeds: Mapping[str, np.ndarray], chosen: set[str], precision: str
-) -> dict[str, float]:
-    """Each chosen node's own output error when it alone is reduced, its inputs exact."""
-    env: dict[str, Any] = dict(feeds)
-    errors: dict[str, float] = {}
-    for step in steps:
-        args = [
-            bound if bound is not None or not name else env[name]
-            for name, bound in zip(step.inputs, step.args, strict=True)
-        ]
-        results = step.kernel(*args)
-        if step.name in chosen:
-            lowered = step.kernel(*[round_to(precision, arg) for arg in args])
-            errors[step.name] = output_error(
-                {str(i): round_to(precision, r) for i, r in enumerate(lowered)},
-                {str(i): r for i, r in enumerate(results)},
-            )
-        for name, result in zip(step.outputs, results, strict=False):
-            if name:
-                env[name] = result
-        for name in step.free:
-            env.pop(name, None)
-    return errors
+    return any(out and graph.value(out).dtype == np.float32 for out in graph.node(name).outputs)

@@ -6,8 +6,14 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from autopart.errors import TargetError
-from autopart.ir.target import PRECISIONS, VirtualDevice
-from autopart.targets.codegen import Codegen, Placement, codegen_names, get_codegen
+from autopart.ir.target import HOST_DEVICE, PRECISIONS, VirtualDevice
+from autopart.targets.codegen import (
+    Codegen,
+    Placement,
+    codegen_names,
+    get_codegen,
+    reference_codegen,
+)
 from autopart.targets.devices import Machine, discover
 
 
@@ -80,6 +86,11 @@ def resolve(target: VirtualDevice | str, machine: Machine | None = None) -> Reso
             f"(target {spec}); it offers {', '.join(codegen.precisions())}"
         )
     return ResolvedTarget(spec, Placement(device, spec.unit, precision=spec.precision), codegen)
+
+
+def reference_target() -> VirtualDevice:
+    """The reference codegen on the whole host, in f32: the default fallback target."""
+    return VirtualDevice(HOST_DEVICE, None, reference_codegen().name)
 
 
 def machine_precisions(machine: Machine | None = None) -> list[str]:

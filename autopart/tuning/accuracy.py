@@ -1,10 +1,11 @@
 """The accuracy budget of a tune: which precisions it may use and how far outputs may drift.
 
 A plan's error is the largest relative error of any output against the f32 reference (the
-numpy reference), over the evaluation samples (:func:`evaluation_samples`). The budget
+reference codegen), over the evaluation samples (:func:`evaluation_samples`). The budget
 (``--tolerance REL``) caps it. By default it follows the ecosystem: OpenVINO as installed
 computes in bf16 where the CPU has it, so the default budget is that peer's own error on
-the same samples, plus :attr:`~autopart.settings.AccuracySettings.peer_allowance` for
+the same samples (the peer whose codegen declares it ``sets_budget``,
+:func:`budget_peer`), plus :attr:`~autopart.settings.AccuracySettings.peer_allowance` for
 rounding, and never below the f32 check tolerance. The default plan is then never less
 accurate than OpenVINO at its defaults. ``--precision f32`` allows f32 targets only and
 holds plans to the f32 check tolerance: the exact plans of before.
@@ -24,9 +25,17 @@ from autopart.ir.graph import Graph
 from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION, VirtualDevice
 from autopart.profile.sensitivity import EMULATED, measure_budget
 from autopart.settings import ACCURACY, VERIFY
+from autopart.targets.codegen import declared_peers
 from autopart.tuning.verify import Measured, Tolerance
 
-AS_INSTALLED = "openvino alone"  # the peer whose error sets the default budget
+
+def budget_peer() -> str | None:
+    """The name of the peer whose error sets the default budget (None: no codegen has one).
+
+    That is the first declared peer marked ``sets_budget``
+    (:class:`~autopart.targets.peer.Peer`): OpenVINO as installed.
+    """
+    return next((peer.name for peer in declared_peers() if peer.sets_budget), None)
 
 
 @dataclass(frozen=True)
@@ -60,12 +69,13 @@ class Budget:
         allowed = (
             "every precision offered" if self.precisions is None else "+".join(self.precisions)
         )
+        peer = None if self.exact else budget_peer()
         if self.tolerance is not None:
             budget = f"tolerance {self.tolerance:.3g}"
-        elif self.exact:
+        elif peer is None:
             budget = f"tolerance {VERIFY.check_tolerance:.3g} (f32)"
         else:
-            budget = "tolerance: OpenVINO as installed's error on the same inputs"
+            budget = f"tolerance: {peer}'s error on the same inputs"
         return f"{allowed}, {budget}"
 
 
@@ -98,11 +108,12 @@ def check_tolerance(value: float | None) -> None:
 
 
 def follow_peer(errors: Mapping[str, float]) -> float:
-    """The default budget from every runner's error: OpenVINO as installed's, plus rounding.
+    """The default budget from every runner's error: :func:`budget_peer`'s, plus rounding.
 
-    Never below the f32 check tolerance; that tolerance where OpenVINO did not run.
+    Never below the f32 check tolerance; that tolerance where that peer did not run.
     """
-    peer = errors.get(AS_INSTALLED)
+    name = budget_peer()
+    peer = None if name is None else errors.get(name)
     if peer is None or not np.isfinite(peer):
         return VERIFY.check_tolerance
     return max(VERIFY.check_tolerance, peer * (1 + ACCURACY.peer_allowance))

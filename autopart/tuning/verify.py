@@ -28,7 +28,7 @@ from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import VERIFY
-from autopart.targets.codegen import HOST, get_codegen
+from autopart.targets.codegen import HOST, Codegen, Role, codegen_for, reference_codegen
 
 CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
 
@@ -391,36 +391,40 @@ def oracle_outputs(
 ) -> tuple[str, dict[str, np.ndarray]]:
     """Outputs to check a run of ``plan`` against, from an oracle independent of it.
 
-    That is onnxruntime running the whole model in one default session, where it can, unless
-    ``plan`` is exactly that (every node on one whole-device onnxruntime partition); else
-    the numpy reference, unless ``plan`` runs every node on it. Returns the oracle's name
-    and its outputs. Raises :class:`AutopartError` when no independent oracle can run the
+    That is the :attr:`~autopart.targets.codegen.Role.ORACLE` codegen (onnxruntime) running
+    the whole model alone, where it can, unless ``plan`` is exactly that (every node on one
+    whole-device partition of it); else the :attr:`~autopart.targets.codegen.Role.REFERENCE`
+    codegen (numpy), unless ``plan`` runs every node on it. Returns the oracle's name and
+    its outputs. Raises :class:`AutopartError` when no independent oracle can run the
     model: a run is never checked against itself.
     """
     codegens = {VirtualDevice.parse(p.target).codegen for p in plan.partitions} if plan else set()
-    whole_onnxruntime = (
-        plan is not None and len(plan.partitions) == 1 and codegens == {"onnxruntime"}
-    )
-    why = "the plan is onnxruntime alone"
-    if not whole_onnxruntime:
-        try:
-            return "onnxruntime (whole model)", _whole_onnxruntime(graph, feeds)
-        except AutopartError as error:
-            why = f"onnxruntime cannot run the model ({(str(error).splitlines() or [''])[0]})"
-    if codegens == {"numpy"}:
+    oracle, reference = codegen_for(Role.ORACLE), reference_codegen()
+    why = "no codegen is an oracle of whole models"
+    if oracle is not None:
+        alone = plan is not None and len(plan.partitions) == 1 and codegens == {oracle.name}
+        why = f"the plan is {oracle.name} alone"
+        if not alone:
+            try:
+                return f"{oracle.name} (whole model)", _whole_model(oracle, graph, feeds)
+            except AutopartError as error:
+                first = (str(error).splitlines() or [""])[0]
+                why = f"{oracle.name} cannot run the model ({first})"
+    if codegens == {reference.name}:
         raise AutopartError(f"no independent oracle to check against: {why[:200]}")
-    return "the numpy reference", Executor(graph).run(feeds).outputs
+    return f"the {reference.name} reference", Executor(graph).run(feeds).outputs
 
 
-def _whole_onnxruntime(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every output of ``graph`` from one onnxruntime session at its defaults.
+def _whole_model(
+    oracle: Codegen, graph: Graph, feeds: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Every output of ``graph`` from ``oracle`` compiling it whole, as its library alone.
 
-    Raises :class:`AutopartError` when onnxruntime is missing or refuses a node or the model.
+    Raises :class:`AutopartError` when its library is missing or refuses a node or the model.
     """
-    codegen = get_codegen("onnxruntime")
-    if not codegen.available():
-        raise TargetError("onnxruntime is not installed")
-    compiled = codegen.compile(
+    if not oracle.available():
+        raise TargetError(f"{oracle.name} is not installed")
+    compiled = oracle.compile(
         graph, graph.nodes, [*graph.inputs, *graph.constants], graph.outputs,
         replace(HOST, alone=True),
     )  # fmt: skip

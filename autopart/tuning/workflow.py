@@ -42,7 +42,7 @@ from autopart.tuning.locate import Located, locate
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import measure_partitions, price_measured
-from autopart.tuning.peers import LINGER_S, PeerInputs, peer_equivalents, peers
+from autopart.tuning.peers import PeerInputs, peer_equivalents, peer_lingers, peers
 from autopart.tuning.plan_rows import (
     REPORT_CSV,
     REPORT_JSON,
@@ -270,7 +270,7 @@ def _verify(
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
         race=contested,
         peers=peer_runs,
-        peer_linger_s=LINGER_S,
+        peer_linger_s=peer_lingers(),
         failures=failures,
         samples=evaluation_samples(graph, options.seed),
         tolerance=options.budget.tolerance_rule(),
