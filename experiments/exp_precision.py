@@ -55,13 +55,17 @@ from autopart.ir.target import VirtualDevice
 from autopart.plan.build import build_plan_for
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor
+from autopart.targets.onnxruntime.peer import ALONE as ONNXRUNTIME_PEER
+from autopart.targets.openvino.peer import AS_INSTALLED, F32, openvino_alone
 from autopart.tuning.accuracy import evaluation_samples, follow_peer
 from autopart.tuning.bench import TUNED
-from autopart.tuning.peers import ONNXRUNTIME, OPENVINO, OPENVINO_F32, PeerInputs, openvino_alone
+from autopart.tuning.peers import PeerInputs
+
 from autopart.tuning.plan_rows import plan_precisions
 from autopart.tuning.verify import check_outputs
 from autopart.zoo import zoo_names
 
+ONNXRUNTIME, OPENVINO, OPENVINO_F32 = ONNXRUNTIME_PEER.name, AS_INSTALLED.name, F32.name
 FLOOR = 1e-8  # errors below this (the numpy reference: 0) are drawn at it on the log axis
 PEER_STYLE = {  # marker, colour
     ONNXRUNTIME: ("s", "#c44e52"),

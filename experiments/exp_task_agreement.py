@@ -56,7 +56,9 @@ from heldout.suite import CACHE
 
 from autopart import api
 from autopart.runtime.plan_executor import PlanExecutor
-from autopart.tuning.peers import PeerInputs, onnxruntime_alone, openvino_alone
+from autopart.targets.onnxruntime.peer import onnxruntime_alone
+from autopart.targets.openvino.peer import openvino_alone
+from autopart.tuning.peers import PeerInputs
 from autopart.tuning.plan_rows import plan_precisions
 
 Feeds = dict[str, np.ndarray]
