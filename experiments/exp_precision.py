@@ -60,7 +60,6 @@ from autopart.targets.openvino.peer import AS_INSTALLED, F32, openvino_alone
 from autopart.tuning.accuracy import evaluation_samples, follow_peer
 from autopart.tuning.bench import TUNED
 from autopart.tuning.peers import PeerInputs
-
 from autopart.tuning.plan_rows import plan_precisions
 from autopart.tuning.verify import check_outputs
 from autopart.zoo import zoo_names
