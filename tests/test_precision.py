@@ -31,6 +31,7 @@ from autopart.settings import ACCURACY, VERIFY
 from autopart.targets.openvino import codegen as ovgen
 from autopart.tuning.accuracy import Budget, evaluation_samples, follow_peer, parse_precisions
 from autopart.tuning.options import TuneOptions
+from autopart.tuning.plan_rows import plan_precisions
 from autopart.tuning.verify import check_outputs, measure_plans
 from autopart.tuning.workflow import tune_model
 from tests.test_errors import assert_one_line_error, invoke
@@ -263,3 +264,13 @@ def test_one_partition_mixes_precisions_with_convert_islands() -> None:
             assert "bf16" in kinds and "f32" in kinds  # OpenVINO keeps some ops f32 itself
     # half the convolutions in bf16: measurably off f32, within bf16's scale
     assert VERIFY.check_tolerance < errors["mixed"] < 0.1
+
+
+def test_a_plans_precisions_come_from_its_nodes_not_its_partitions() -> None:
+    graph = autopart.load("squeezenet")
+    f32, bf16 = VirtualDevice.parse("cpu@openvino"), VirtualDevice.parse("cpu@openvino:bf16")
+    mixed = {node.name: (bf16 if index == 3 else f32) for index, node in enumerate(graph.nodes)}
+    plan = build_plan_for(graph, mixed, f32, "mixed")
+    assert [p.target for p in plan.partitions] == ["cpu@openvino"]  # one partition, at f32
+    assert plan_precisions(plan) == "f32+bf16"
+    assert plan_precisions(build_plan_for(graph, dict.fromkeys(mixed, f32), f32, "f32")) == "f32"

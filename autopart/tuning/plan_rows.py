@@ -57,8 +57,11 @@ class PlanRow:
 
 
 def plan_precisions(plan: Plan) -> str:
-    """The precisions ``plan``'s partitions compute in, e.g. ``f32+bf16`` (f32 first)."""
-    found = {VirtualDevice.parse(p.target).computes_in for p in plan.partitions}
+    """The precisions ``plan``'s nodes compute in, e.g. ``f32+bf16`` (f32 first).
+
+    Read from the nodes' targets: a partition that mixes precisions names only f32.
+    """
+    found = {VirtualDevice.parse(t).computes_in for t in set(plan.assignment.values())}
     return "+".join(p for p in PRECISIONS if p in found) or REFERENCE_PRECISION
 
 
