@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -109,6 +110,7 @@ def codegen_precisions() -> dict[str, tuple[str, ...]]:
     return offered
 
 
+@functools.cache
 def compile_target(target: VirtualDevice) -> VirtualDevice:
     """The target a partition holding ``target``'s nodes is compiled for.
 
