@@ -437,7 +437,7 @@ def _final_choice(
     means the plan it stands for. Adds a note saying what was kept, against what, and the
     interval on the ratio; and one when the search's pick failed its check.
     """
-    runners = _runners(candidates, twins, peer_results)
+    runners = choice.within_budget(_runners(candidates, twins, peer_results), measured)
     timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
     decision = choice.decide(timed, runners)
     if pick in measured and not measured[pick].correct:
