@@ -14,7 +14,7 @@ a kill or a spent budget again.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -73,7 +73,9 @@ class Measuring:
     ``settings`` are the profiler's whole budget per measurement; :attr:`per_pass` one
     pass's share. ``values`` are the graph's intermediate values (numpy reference), empty
     when no job needs them. ``taken`` holds every pass's samples so far, pass by pass, by
-    (row kind or reference column, target, key).
+    (row kind or reference column, target, key). ``compiled`` keeps what a kind compiles
+    once for all its passes, by (target, key): a whole partition, whose compile can take
+    seconds.
     """
 
     profile: Profile
@@ -83,6 +85,7 @@ class Measuring:
     targets: dict[str, ResolvedTarget]
     settings: TimingSettings
     taken: SamplesByPass = field(default_factory=dict)
+    compiled: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     @property
     def per_pass(self) -> TimingSettings:
