@@ -36,6 +36,11 @@ to ``_HEURISTIC_NODES`` nodes), which enter at their true cost, so the optimum a
 bound stay exact; on larger graphs a one-target optimum can be missed by its cold entries.
 The model, its variables and its memory estimate are in
 :mod:`autopart.search.ilp_formulation`.
+
+Graphs of :data:`SERIES_MIN_NODES` nodes or more with series points (no memory caps, no
+partition measured whole) are solved by segments (:mod:`autopart.search.ilp_series`): one
+small ILP per kind of segment and pair of targets around it, joined by a shortest path;
+plans on one target are priced whole beside it. The answer and its bound stay exact.
 """
 
 from __future__ import annotations
@@ -47,15 +52,18 @@ from dataclasses import dataclass
 
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
+from autopart.progress import Progress
 from autopart.search.constraints import ConstraintError
 from autopart.search.ilp_copies import memory_estimate
 from autopart.search.ilp_formulation import Formulation, IlpError
+from autopart.search.ilp_series import SeriesAnswer, solve_by_segments
 from autopart.search.milp_model import solve_milp
 from autopart.search.simulator import plan_for, simulate
 
 __all__ = ["IlpError", "IlpResult", "memory_estimate", "solve_ilp"]
 
 Assignment = dict[str, VirtualDevice]
+SERIES_MIN_NODES = 400  # below this the whole-graph ILP is quick: solve it as one
 
 
 @dataclass
@@ -67,7 +75,9 @@ class IlpResult:
     ``(objective - bound) / objective``; ``optimal`` says the gap closed (within the relative
     tolerance ``rel_gap``). ``status`` is ``optimal``, ``time_limit`` or ``stopped``;
     ``variables`` and ``constraints`` give the size of the last model solved, ``iterations``
-    the number of solves and ``cuts`` the cuts learnt between them.
+    the number of solves and ``cuts`` the cuts learnt between them. Solved by segments,
+    ``segments`` and ``kinds`` count them and their distinct kinds (0 otherwise), and the
+    sizes are the largest sub-problem's.
     """
 
     assignment: Assignment
@@ -81,6 +91,8 @@ class IlpResult:
     constraints: int
     iterations: int = 1
     cuts: int = 0
+    segments: int = 0
+    kinds: int = 0
 
 
 def solve_ilp(
@@ -88,21 +100,50 @@ def solve_ilp(
     memory: Mapping[str, int] | None = None,
     time_limit_s: float = 60.0,
     rel_gap: float = 1e-7,
+    progress: Progress | None = None,
+    by_segments: bool | None = None,
 ) -> IlpResult:
     """The assignment of least sequential latency, proven within ``rel_gap`` if time allows.
 
-    ``memory`` caps devices' bytes (the estimate is in the module docstring). Always returns
+    ``memory`` caps devices' bytes (the estimate is in the module docstring); ``progress``
+    hears of every solve (a sub-problem's, by segments). ``by_segments`` solves by
+    segments where the graph has series points (``None``: from :data:`SERIES_MIN_NODES`
+    nodes on; never with memory caps or partitions measured whole). Always returns
     the best assignment found, its simulated cost and a valid lower bound. Raises
     :class:`IlpError` when a node has no target or nothing was found in time, and
     :class:`ConstraintError` when no assignment fits the memory caps.
     """
     started = time.perf_counter()
+    if by_segments is None:
+        by_segments = len(costs.graph.nodes) >= SERIES_MIN_NODES
+    if by_segments and not memory and not costs.measured:
+        deadline = started + time_limit_s
+        series = solve_by_segments(costs, deadline, rel_gap, _solve_part, progress)
+        if series is not None:
+            return _joined(costs, series, started, rel_gap)
+    return _solve_whole(costs, memory, time_limit_s, rel_gap, started, progress)
+
+
+def _solve_part(costs: Costs, time_limit_s: float, rel_gap: float) -> IlpResult:
+    """One segment's sub-problem, solved whole."""
+    return _solve_whole(costs, None, time_limit_s, rel_gap, time.perf_counter())
+
+
+def _solve_whole(
+    costs: Costs,
+    memory: Mapping[str, int] | None,
+    time_limit_s: float,
+    rel_gap: float,
+    started: float,
+    progress: Progress | None = None,
+) -> IlpResult:
+    """The whole-graph ILP (see the module docstring)."""
     form = Formulation(costs, memory or {})
     incumbent = _Incumbent(costs, [node.name for node in form.nodes])
     for candidate in form.heuristics():
         if form.memory_ok(candidate):
             incumbent.offer(candidate)
-    loop = _solve_with_cuts(form, incumbent, started + time_limit_s, rel_gap, memory)
+    loop = _solve_with_cuts(form, incumbent, started + time_limit_s, rel_gap, memory, progress)
     best, best_cost = incumbent.best, incumbent.cost
     if best is None:
         raise IlpError(f"the ILP found no assignment within {time_limit_s:g} s")
@@ -119,6 +160,40 @@ def solve_ilp(
         constraints=loop.size[1],
         iterations=loop.iterations,
         cuts=loop.cuts,
+    )
+
+
+def _joined(costs: Costs, series: SeriesAnswer, started: float, rel_gap: float) -> IlpResult:
+    """The answer by segments, beside every plan on one target, priced by the simulator.
+
+    The bound is the least of the segments' bound (plans on several targets) and the
+    true cost of each plan on one target.
+    """
+    names = [node.name for node in costs.graph.nodes]
+    incumbent = _Incumbent(costs, names)
+    incumbent.offer([series.assignment[name] for name in names])
+    bound = series.bound_s
+    for target in costs.targets:
+        if all(target in costs.node_cost[name] for name in names):
+            bound = min(bound, incumbent.offer([target] * len(names)))
+    assert incumbent.best is not None
+    best = incumbent.cost
+    bound = min(bound, best)
+    gap = (best - bound) / best if best > 0 else 0.0
+    optimal = gap <= max(rel_gap, 1e-9)
+    return IlpResult(
+        assignment=dict(zip(names, incumbent.best, strict=True)),
+        objective_s=best,
+        bound_s=bound,
+        gap=gap,
+        optimal=optimal,
+        solve_s=time.perf_counter() - started,
+        status="optimal" if optimal else "time_limit" if not series.optimal else "stopped",
+        variables=series.variables,
+        constraints=series.constraints,
+        iterations=series.solves,
+        segments=series.segments,
+        kinds=series.kinds,
     )
 
 
@@ -164,10 +239,14 @@ def _solve_with_cuts(
     deadline: float,
     rel_gap: float,
     memory: Mapping[str, int] | None,
+    progress: Progress | None = None,
 ) -> _Loop:
     """Solve, learn cuts from the answer and solve again until the gap closes or time ends."""
     loop = _Loop()
     while True:
+        if progress is not None:
+            best = f"best {incumbent.cost * 1e3:.4g} ms" if incumbent.best else "nothing yet"
+            progress(loop.iterations, 0, f"ILP solve {loop.iterations + 1}: {best}")
         left = deadline - time.perf_counter()
         if left <= 0:
             loop.status = "time_limit"

@@ -37,7 +37,7 @@ from autopart.tuning import choice
 from autopart.tuning.accuracy import accuracy_notes, evaluation_samples
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.partitions import measure_partitions, price_measured
+from autopart.tuning.partitions import measure_partitions, price_measured, too_split_to_race
 from autopart.tuning.peers import LINGER_S, PeerInputs, peer_equivalents, peers
 from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
 from autopart.tuning.verify import Measured, measure_plans
@@ -175,9 +175,11 @@ def _verify(
     def contested(so_far: Mapping[str, Measured]) -> list[str]:
         return choice.contested(so_far, runners)
 
+    left_out = {c.name for c in too_split_to_race(prepared.outcome)}
+    notes.extend(_left_out_note(candidates, left_out))
     measured = measure_plans(
         graph,
-        {name: c.plan for name, c in candidates.items() if twins[name] == name},
+        {n: c.plan for n, c in candidates.items() if twins[n] == n and n not in left_out},
         feeds,
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
@@ -295,7 +297,12 @@ def prepare(
     )
     if progress is not None:
         progress("search", 0, 1, f"{len(graph.nodes)} nodes on {len(chosen_targets)} targets")
-    outcome = search(costs, search_options, progress=search_progress)
+    outcome = search(
+        costs,
+        search_options,
+        progress=search_progress,
+        steps=None if progress is None else lambda d, t, s: progress("search", d, t, s),
+    )
     if progress is not None:
         progress("search", 1, 1, f"{len(outcome.candidates)} candidates")
     measured = None
@@ -378,6 +385,16 @@ def _final_choice(
             "compiled as that library compiles the whole model alone"
         )
     return kept, decision
+
+
+def _left_out_note(candidates: Mapping[str, Candidate], left_out: set[str]) -> list[str]:
+    """A note naming the candidates too split and too slow to race, if any."""
+    if not left_out:
+        return []
+    named = ", ".join(
+        f"{name} ({len(candidates[name].plan.partitions)} partitions)" for name in sorted(left_out)
+    )
+    return [f"not run, too split to compile and predicted slow: {named}"]
 
 
 def _race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> list[str]:

@@ -1,0 +1,222 @@
+"""Cutting a graph into segments at its series points, for the exact search at scale.
+
+A node ``a`` is a *series point* when everything before it in the topological order is an
+ancestor of it, nothing after it is read by a node before it (no edge jumps over it, and no
+graph input is read after it), and none of its outputs is a graph output. A transformer
+stack has two per block (the residual Adds), a chain one per node. The segments between
+consecutive series points price independently under the cost model of
+:mod:`autopart.search.simulator`, once the targets of the series points are fixed:
+
+- **Copies.** Only the outputs of a series point cross it, and a copy is charged once per
+  (value, destination device): the copies of ``a``'s outputs belong to the segment after it
+  (its readers are all there), every other copy to the segment of its value's producer.
+- **Partitions.** A partition holding nodes on both sides of ``a`` holds ``a`` too: a node
+  ``u`` before ``a`` is its ancestor and a node ``w`` after it its descendant, so a
+  partition with ``u`` and ``w`` but not ``a`` would depend on ``a``'s partition and that
+  on it. So the partitions of the whole plan are those of each segment, glued at the series
+  points: ``a``'s partition is counted once, in the segment it ends.
+- **Edge costs.** ``a``'s layout conversions split the same way: entering its partition (its
+  inputs) in the segment it ends, leaving it (its readers) in the segment after. A fused
+  consumer and its producer never lie across a series point other than ``a`` itself.
+
+The cold entries and the lone-partition saving depend on the whole plan (on more than one
+target, or one partition). Segments are priced as in a plan on several targets, every
+partition paying its cold entry; plans on one target are priced whole apart
+(:mod:`autopart.search.ilp_series`).
+
+Segments of equal structure and costs (the blocks of a stack, the repeated ops of a chain)
+share one :func:`segment_key`, so each kind is solved once (:func:`segment_costs` builds the
+sub-problem). The whole pass is linear in the graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopart.costmodel.costs import Costs
+from autopart.ir.graph import Graph, Node, Value
+from autopart.ir.target import VirtualDevice
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Nodes ``positions`` of the topological order, entered after series point ``entry``.
+
+    ``entry`` is ``None`` for the first segment; ``closed`` says the last position is the
+    next series point (every segment but the last).
+    """
+
+    entry: int | None
+    positions: tuple[int, ...]
+    closed: bool
+
+    @property
+    def exit(self) -> int | None:
+        """The series point that ends the segment, if it is closed."""
+        return self.positions[-1] if self.closed else None
+
+
+def series_points(graph: Graph) -> list[int]:
+    """The positions of ``graph``'s series points (see the module docstring), ascending.
+
+    Position ``k`` qualifies when no edge from before ``k`` lands after it, no graph input
+    is read after it, it makes no graph output, every node before it is read by some node
+    (following readers forward then ends at ``k``) and every node after it reads some node
+    (following producers back then ends at ``k``).
+    """
+    nodes = graph.nodes
+    index = {node.name: i for i, node in enumerate(nodes)}
+    outputs = set(graph.outputs)
+    read_by = [
+        [index[c.name] for name in node.outputs if name for c in graph.value(name).consumers]
+        for node in nodes
+    ]
+    reads = [
+        any(graph.value(name).producer is not None for name in node.present_inputs)
+        for node in nodes
+    ]
+    last_source = max((k for k, found in enumerate(reads) if not found), default=-1)
+    first_sink = min((k for k, found in enumerate(read_by) if not found), default=len(nodes))
+    reach = max(
+        (index[c.name] for name in graph.inputs for c in graph.value(name).consumers), default=-1
+    )
+    points: list[int] = []
+    for k, node in enumerate(nodes[: min(first_sink, len(nodes) - 1)]):
+        made = [name for name in node.outputs if name]
+        if reach <= k and last_source <= k and not any(name in outputs for name in made):
+            points.append(k)
+        reach = max(reach, *read_by[k])
+    return points
+
+
+def segments(graph: Graph, points: list[int] | None = None) -> list[Segment]:
+    """The segments between ``points`` (default: :func:`series_points`), in order."""
+    points = series_points(graph) if points is None else points
+    found: list[Segment] = []
+    start, entry = 0, None
+    cuts = set(points)
+    for point in [*points, len(graph.nodes) - 1]:
+        closed = point in cuts
+        found.append(Segment(entry, tuple(range(start, point + 1)), closed))
+        start, entry = point + 1, point
+    return found
+
+
+def segment_key(costs: Costs, segment: Segment) -> tuple[object, ...]:
+    """What the segment's sub-problem depends on, with node names replaced by positions.
+
+    Equal keys give equal sub-problems (:func:`segment_costs`), so their answers are shared.
+    """
+    graph = costs.graph
+    members = ([] if segment.entry is None else [segment.entry]) + list(segment.positions)
+    local = {graph.nodes[p].name: i for i, p in enumerate(members)}
+    outputs = set(graph.outputs)
+    parts: list[object] = [segment.entry is None, segment.closed]
+    for i, position in enumerate(members):
+        node = graph.nodes[position]
+        reads = []
+        for name in node.present_inputs:
+            value = graph.value(name)
+            if value.is_const:
+                continue
+            made_by = value.producer.name if value.producer is not None else None
+            source = local.get(made_by) if made_by is not None else ("input", name)
+            slot = value.producer.outputs.index(name) if value.producer is not None else 0
+            reads.append((source, slot, value.nbytes))
+        made = tuple((graph.value(o).nbytes, o in outputs) for o in node.outputs if o)
+        entering = i == 0 and segment.entry is not None
+        parts.append(
+            (
+                tuple(reads),
+                made,
+                None if entering else _by_target(costs.node_cost.get(node.name, {})),
+                None if entering else local.get(costs.fused_producer.get(node.name, "")),
+                None if entering else _by_target(costs.unfused.get(node.name, {})),
+                _by_target(costs.layout.get(node.name, {})),
+            )
+        )
+    return tuple(parts)
+
+
+def _by_target(entry: dict[VirtualDevice, float]) -> tuple[tuple[int, float], ...]:
+    """``entry`` as (target identity, seconds) pairs: equal pairs mean equal entries.
+
+    Identities rather than targets, as hashing a target is slow; equal targets that are
+    distinct objects only make two kinds of one.
+    """
+    return tuple((id(target), seconds) for target, seconds in entry.items())
+
+
+def segment_costs(
+    costs: Costs,
+    segment: Segment,
+    entry_target: VirtualDevice | None,
+    exit_target: VirtualDevice | None,
+) -> Costs:
+    """The sub-problem of ``segment`` with its series points on the given targets.
+
+    Its graph holds the segment's nodes, after a copy of the entry series point with no
+    inputs that costs nothing and runs only on ``entry_target``; its exit series point runs
+    only on ``exit_target``. Every partition pays its target's cold entry as a launch (a
+    plan on several targets), no partition is alone, and nothing is measured whole. Its
+    optimum less the entry's launch (its partition is counted where it ends) is the
+    segment's share of the optimum of the whole plan with those series points.
+    """
+    graph = costs.graph
+    nodes = [graph.nodes[p] for p in segment.positions]
+    values: dict[str, Value] = {}
+
+    def keep(name: str) -> None:
+        if name and name not in values:
+            old = graph.value(name)
+            values[name] = Value(name, old.shape, old.dtype, old.const)
+
+    sub_nodes: list[Node] = []
+    node_cost = {node.name: dict(costs.node_cost.get(node.name, {})) for node in nodes}
+    if segment.entry is not None:
+        entry = graph.nodes[segment.entry]
+        sub_nodes.append(Node(entry.name, entry.op_type, [], list(entry.outputs)))
+        node_cost[entry.name] = {entry_target: 0.0} if entry_target is not None else {}
+    for node in nodes:
+        sub_nodes.append(
+            Node(
+                node.name,
+                node.op_type,
+                list(node.inputs),
+                list(node.outputs),
+                node.attrs,
+                node.domain,
+                captures=list(node.captures),
+            )
+        )
+    for node in sub_nodes:
+        for name in [*node.present_inputs, *node.outputs]:
+            keep(name)
+    if segment.exit is not None and exit_target is not None:
+        exit_name = graph.nodes[segment.exit].name
+        node_cost[exit_name] = {exit_target: costs.node_cost[exit_name][exit_target]}
+    made = {name for node in nodes for name in node.outputs if name}
+    inputs = [name for name in graph.inputs if name in values]
+    outputs = [name for name in graph.outputs if name in made]
+    sub_graph = Graph(graph.name, sub_nodes, values, inputs, outputs, dict(graph.opsets))
+    names = set(node_cost)
+    inner = {node.name for node in nodes}
+    return Costs(
+        sub_graph,
+        list(costs.targets),
+        node_cost,
+        launch={t: costs.split_entry_cost(t) for t in costs.targets},
+        transfers=dict(costs.transfers),
+        fused_producer={n: p for n, p in costs.fused_producer.items() if n in inner and p in names},
+        unfused={n: dict(e) for n, e in costs.unfused.items() if n in inner},
+        layout={n: dict(e) for n, e in costs.layout.items() if n in names},
+    )
+
+
+def _producers(graph: Graph, index: dict[str, int], node: Node) -> list[int]:
+    found = set()
+    for name in node.present_inputs:
+        producer = graph.value(name).producer
+        if producer is not None:
+            found.add(index[producer.name])
+    return sorted(found)
