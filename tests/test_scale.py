@@ -26,6 +26,7 @@ from autopart.ir.target import VirtualDevice
 from autopart.loader import load_model
 from autopart.profile import Profile
 from autopart.profile.profiler import plan_jobs
+from autopart.runtime.executor import Executor
 from autopart.search import ilp
 from autopart.search.coarsen import SHARED_READERS, segment_key, segments, series_points
 from autopart.search.planner import search
@@ -315,3 +316,68 @@ def test_plans_too_split_to_compile_and_predicted_slow_do_not_race() -> None:
     assert len(per_op.plan.partitions) > 256
     left_out = {c.name for c in too_split_to_race(outcome)}
     assert "per-op-best" in left_out and outcome.chosen.name not in left_out
+
+
+def test_merging_a_reader_into_its_only_producer_would_lose_the_optimum() -> None:
+    """Why nothing is merged: one reader of one producer, same targets, one device."""
+    values = {name: Value(name, (4,), F32) for name in ("x", "a", "b")}
+    nodes = [Node("p", "Relu", ["x"], ["a"]), Node("g", "Relu", ["a"], ["b"])]
+    graph = Graph("pair", nodes, values, ["x"], ["b"], {"": 17})
+    node_cost = {"p": {NUMPY: 1e-6, ORT: 5e-6}, "g": {NUMPY: 5e-6, ORT: 1e-6}}
+    costs = Costs(graph, [NUMPY, ORT], node_cost, launch={NUMPY: 0.5e-6, ORT: 0.5e-6})
+    best, truth = exhaustive(costs)
+    assert best == {"p": NUMPY, "g": ORT}
+    assert truth.sequential_s == pytest.approx(3e-6)
+    for target in (NUMPY, ORT):
+        assert evaluate({"p": target, "g": target}, costs).sequential_s == pytest.approx(6.5e-6)
+    result = by_segments(costs)
+    assert result.assignment == best and result.optimal
+
+
+def test_openvino_compiles_long_chains_without_snippets_and_quickly() -> None:
+    """Its snippets take time beyond the square of a chain's length to compile."""
+    from autopart.targets.codegen import get_codegen
+    from autopart.targets.resolve import resolve as resolve_target
+
+    resolved = resolve_target("cpu@openvino")
+    if not resolved.codegen.available():
+        pytest.skip("openvino is not installed")
+    codegen = get_codegen("openvino")
+    chain = load_model(op_chain(1000))
+    started = time.perf_counter()
+    compiled = codegen.compile(chain, chain.nodes, chain.inputs, chain.outputs, resolved.placement)
+    assert compiled.config.get("SNIPPETS_MODE") == "DISABLE"
+    assert time.perf_counter() - started < 5  # 8-11 s with snippets on this machine
+    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    expected = Executor(chain).run({"x": x}).outputs[chain.outputs[0]]
+    env: dict[str, object] = {"x": x}
+    compiled.run(env)
+    assert np.allclose(np.asarray(env[chain.outputs[0]]), expected, atol=1e-5)
+    stack = load_model(transformer_stack(BLOCK_NODES))
+    kept = codegen.compile(stack, stack.nodes, stack.inputs, stack.outputs, resolved.placement)
+    assert "SNIPPETS_MODE" not in kept.config  # short chains: attention runs quicker with them
+
+
+@pytest.mark.parametrize("family", ["chain", "transformer"])
+def test_openvino_compiles_large_subgraphs_in_pieces_that_compute_the_same(family: str) -> None:
+    """OpenVINO's compile grows faster than the graph: large subgraphs go in pieces."""
+    from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph
+    from autopart.targets.resolve import resolve as resolve_target
+
+    resolved = resolve_target("cpu@openvino")
+    if not resolved.codegen.available():
+        pytest.skip("openvino is not installed")
+    model = op_chain(4500) if family == "chain" else transformer_stack(4500)
+    graph = load_model(model)
+    compiled = resolved.codegen.compile(
+        graph, graph.nodes, graph.inputs, graph.outputs, resolved.placement
+    )
+    assert isinstance(compiled, PiecewiseSubgraph) and len(compiled.pieces) == 3
+    assert sum(len(piece.produced) for piece in compiled.pieces) < 10  # cut where little passes
+    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    expected = Executor(graph).run({"x": x}).outputs[graph.outputs[0]]
+    env: dict[str, object] = {"x": x}
+    compiled.run(env)
+    assert set(env) == {"x", graph.outputs[0]}  # what passed between pieces is gone
+    assert np.allclose(np.asarray(env[graph.outputs[0]]), expected, rtol=1e-4, atol=1e-4)
+    assert 2 * PIECE_NODES < len(graph.nodes) <= 3 * PIECE_NODES

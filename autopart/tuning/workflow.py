@@ -243,6 +243,9 @@ def prepare(
 ) -> Prepared:
     """Load ``model``, profile what is missing (unless ``options.profile_file``), and search."""
     options = options or TuneOptions()
+    if progress is not None and not isinstance(model, Graph):
+        named = Path(model).name if isinstance(model, str | Path) else "the model"
+        progress("import", 0, 0, f"importing {named}")
     graph = load_model(model, options.input_shapes, options.freeze)
     if not graph.nodes:
         raise ModelError(
