@@ -116,7 +116,9 @@ def random_costs(rng: np.random.Generator, graph: Graph, combinations: int | Non
             unfused[node.name] = {t: float(rng.uniform(0, 4)) for t in node_cost[node.name]}
         if rng.random() < 0.3:
             layout[node.name] = {t: float(rng.uniform(0, 4)) for t in node_cost[node.name]}
-    return Costs(graph, TARGETS, node_cost, launch, transfers, fused, unfused, layout, cold)
+    # a lone partition may run quicker or slower per node (onnxruntime's pool threads)
+    alone = {t: float(rng.uniform(-1.0, 1.0)) for t in TARGETS if rng.random() < 0.5}
+    return Costs(graph, TARGETS, node_cost, launch, transfers, fused, unfused, layout, cold, alone)
 
 
 def by_segments(costs: Costs) -> ilp.IlpResult:

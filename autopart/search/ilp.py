@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from autopart.costmodel.costs import Costs
@@ -124,9 +124,11 @@ def solve_ilp(
     return _solve_whole(costs, memory, time_limit_s, rel_gap, started, progress)
 
 
-def _solve_part(costs: Costs, time_limit_s: float, rel_gap: float) -> IlpResult:
-    """One segment's sub-problem, solved whole."""
-    return _solve_whole(costs, None, time_limit_s, rel_gap, time.perf_counter())
+def _solve_part(
+    costs: Costs, time_limit_s: float, rel_gap: float, banned: list[Assignment]
+) -> IlpResult:
+    """One segment's sub-problem, solved whole, ``banned`` assignments excluded."""
+    return _solve_whole(costs, None, time_limit_s, rel_gap, time.perf_counter(), banned=banned)
 
 
 def _solve_whole(
@@ -136,12 +138,15 @@ def _solve_whole(
     rel_gap: float,
     started: float,
     progress: Progress | None = None,
+    banned: Sequence[Assignment] = (),
 ) -> IlpResult:
-    """The whole-graph ILP (see the module docstring)."""
+    """The whole-graph ILP (see the module docstring), ``banned`` assignments excluded."""
     form = Formulation(costs, memory or {})
+    excluded = [[assignment[node.name] for node in form.nodes] for assignment in banned]
+    form.nogoods.extend(excluded)
     incumbent = _Incumbent(costs, [node.name for node in form.nodes])
     for candidate in form.heuristics():
-        if form.memory_ok(candidate):
+        if form.memory_ok(candidate) and candidate not in excluded:
             incumbent.offer(candidate)
     loop = _solve_with_cuts(form, incumbent, started + time_limit_s, rel_gap, memory, progress)
     best, best_cost = incumbent.best, incumbent.cost
@@ -167,15 +172,19 @@ def _joined(costs: Costs, series: SeriesAnswer, started: float, rel_gap: float) 
     """The answer by segments, beside every plan on one target, priced by the simulator.
 
     The bound is the least of the segments' bound (plans on several targets) and the
-    true cost of each plan on one target.
+    true cost of each plan on one target. Each node's quickest target is offered too, in
+    case time ran out before the segments gave a plan.
     """
     names = [node.name for node in costs.graph.nodes]
     incumbent = _Incumbent(costs, names)
-    incumbent.offer([series.assignment[name] for name in names])
+    if series.assignment:
+        incumbent.offer([series.assignment[name] for name in names])
     bound = series.bound_s
     for target in costs.targets:
         if all(target in costs.node_cost[name] for name in names):
             bound = min(bound, incumbent.offer([target] * len(names)))
+    entries = [costs.node_cost[name] for name in names]
+    incumbent.offer([min(entry, key=entry.__getitem__) for entry in entries])
     assert incumbent.best is not None
     best = incumbent.cost
     bound = min(bound, best)
