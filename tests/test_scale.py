@@ -383,3 +383,22 @@ def test_openvino_compiles_large_subgraphs_in_pieces_that_compute_the_same(famil
     assert set(env) == {"x", graph.outputs[0]}  # what passed between pieces is gone
     assert np.allclose(np.asarray(env[graph.outputs[0]]), expected, rtol=1e-4, atol=1e-4)
     assert 2 * PIECE_NODES < len(graph.nodes) <= 3 * PIECE_NODES
+
+
+def test_job_planning_and_the_ilp_report_progress() -> None:
+    from autopart.profile.kinds import JOB_KINDS
+
+    graph = load_model(op_chain(600))
+    heard: list[str] = []
+    plan_jobs(
+        graph, [resolve("cpu@numpy")], _fabricated_profile(graph, ["cpu@numpy"]),
+        progress=lambda done, total, label: heard.append(label),
+    )  # fmt: skip
+    assert [label.split(" ")[1] for label in heard] == [kind.kind.value for kind in JOB_KINDS]
+    costs = synthetic_costs(graph, ["cpu@numpy", "cpu@onnxruntime"])
+    heard.clear()
+    ilp.solve_ilp(costs, progress=lambda done, total, label: heard.append(label))
+    assert heard and all(label.startswith("ILP by segments: kind ") for label in heard)
+    heard.clear()
+    ilp.solve_ilp(costs, by_segments=False, progress=lambda d, t, label: heard.append(label))
+    assert heard[0].startswith("ILP solve 1: ")
