@@ -27,7 +27,7 @@ from autopart.loader import load_model
 from autopart.profile import Profile
 from autopart.profile.profiler import plan_jobs
 from autopart.runtime.executor import Executor
-from autopart.search import ilp
+from autopart.search import ilp, ilp_series
 from autopart.search.coarsen import SHARED_READERS, segment_key, segments, series_points
 from autopart.search.planner import search
 from autopart.search.simulator import evaluate
@@ -192,14 +192,21 @@ def test_series_points_are_those_of_the_definition(seed: int, blocks: int, reach
 
 
 # -- the search by segments is exact ---------------------------------------------------------
-@settings(max_examples=40, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), blocks=st.integers(2, 6))
-def test_search_by_segments_finds_the_brute_force_optimum(seed: int, blocks: int) -> None:
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), blocks=st.integers(2, 6), tried=st.sampled_from([0, 16]))
+def test_search_by_segments_finds_the_brute_force_optimum(
+    seed: int, blocks: int, tried: int
+) -> None:
+    """Sub-problems solved by the ILP (``tried`` 0) or, when small, tried one by one."""
     rng = np.random.default_rng(seed)
     graph = block_graph(rng, blocks)
     costs = random_costs(rng, graph, combinations=500)
     _, truth = exhaustive(costs)
-    result = by_segments(costs)
+    kept, ilp_series.ENUMERATED = ilp_series.ENUMERATED, tried
+    try:
+        result = by_segments(costs)
+    finally:
+        ilp_series.ENUMERATED = kept
     assert result.segments == len(series_points(graph)) + 1 or not series_points(graph)
     assert math.isclose(result.objective_s, truth.sequential_s, rel_tol=1e-6)
     assert math.isclose(

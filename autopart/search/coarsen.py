@@ -238,9 +238,13 @@ def segment_costs(
         node_cost,
         launch={t: costs.split_entry_cost(t) for t in costs.targets},
         transfers=dict(costs.transfers),
-        fused_producer={n: p for n, p in costs.fused_producer.items() if n in inner and p in names},
-        unfused={n: dict(e) for n, e in costs.unfused.items() if n in inner},
-        layout={n: dict(e) for n, e in costs.layout.items() if n in names},
+        fused_producer={
+            n: costs.fused_producer[n]
+            for n in inner
+            if costs.fused_producer.get(n) in names  # only the segment's own: not the whole's
+        },
+        unfused={n: dict(costs.unfused[n]) for n in inner if n in costs.unfused},
+        layout={n: dict(costs.layout[n]) for n in names if n in costs.layout},
     )
 
 

@@ -50,6 +50,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from autopart.costmodel.alone import FLOOR as ALONE_FLOOR
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
 from autopart.progress import Progress
@@ -172,19 +173,27 @@ def _joined(costs: Costs, series: SeriesAnswer, started: float, rel_gap: float) 
     """The answer by segments, beside every plan on one target, priced by the simulator.
 
     The bound is the least of the segments' bound (plans on several targets) and the
-    true cost of each plan on one target. Each node's quickest target is offered too, in
-    case time ran out before the segments gave a plan.
+    true cost of each plan on one target, or a lower bound of it where that already loses
+    (:func:`_one_target_floor`). Each node's quickest target is offered too, in case time
+    ran out before the segments gave a plan.
     """
     names = [node.name for node in costs.graph.nodes]
     incumbent = _Incumbent(costs, names)
     if series.assignment:
         incumbent.offer([series.assignment[name] for name in names])
-    bound = series.bound_s
-    for target in costs.targets:
-        if all(target in costs.node_cost[name] for name in names):
-            bound = min(bound, incumbent.offer([target] * len(names)))
     entries = [costs.node_cost[name] for name in names]
     incumbent.offer([min(entry, key=entry.__getitem__) for entry in entries])
+    bound = series.bound_s
+    floors = {
+        target: _one_target_floor(costs, names, target)
+        for target in costs.targets
+        if all(target in entry for entry in entries)
+    }
+    for target in sorted(floors, key=floors.__getitem__):  # likeliest winners first
+        if floors[target] < incumbent.cost:
+            bound = min(bound, incumbent.offer([target] * len(names)))
+        else:  # it cannot win: its floor bounds it
+            bound = min(bound, floors[target])
     assert incumbent.best is not None
     best = incumbent.cost
     bound = min(bound, best)
@@ -204,6 +213,20 @@ def _joined(costs: Costs, series: SeriesAnswer, started: float, rel_gap: float) 
         segments=series.segments,
         kinds=series.kinds,
     )
+
+
+def _one_target_floor(costs: Costs, names: list[str], target: VirtualDevice) -> float:
+    """A lower bound of the plan of every node on ``target``: one lone partition.
+
+    Its launch and node costs (edge costs and copies only add), less the lone-partition
+    saving as :meth:`Costs.partition_cost` takes it; its measurement, where it has one.
+    """
+    measured = costs.measured.get((tuple(names), target, True))
+    if measured is not None:
+        return measured
+    total = costs.launch_cost(target) + math.fsum(costs.cost(n, target) for n in names)
+    saving = len(names) * costs.alone.get(target, 0.0)
+    return max(total - saving, total * ALONE_FLOOR)
 
 
 class _Incumbent:

@@ -16,11 +16,14 @@ targets of the entry times targets of the exit.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+import numpy as np
 
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
@@ -29,6 +32,7 @@ from autopart.search.coarsen import Segment, segment_costs, segment_key, segment
 from autopart.search.simulator import evaluate
 
 Assignment = dict[str, VirtualDevice]
+ENUMERATED = 16  # sub-problems of at most this many assignments are tried one by one
 Target = VirtualDevice | None
 Entry = tuple[float, float, list[VirtualDevice] | None, bool]  # value, bound, targets, optimal
 Key = tuple[str, int, Target, Target]  # how (best, pure, mixed), kind, entry and exit targets
@@ -96,53 +100,142 @@ def solve_by_segments(
     kinds = {key: index for index, key in enumerate(dict.fromkeys(keys))}
     answer = SeriesAnswer({}, math.inf, math.inf, True, len(parts), len(kinds))
     table = _Table(costs, answer, solve, progress, (deadline, rel_gap))
-    nodes = costs.graph.nodes
-    layer: dict[State, tuple[float, float]] = {(True, None): (0.0, 0.0)}
-    back: list[dict[State, tuple[State, Key]]] = []
+    steps: dict[int, _Step] = {}
+    path = _Path()
     for part, key in zip(parts, keys, strict=True):
-        exits = list(costs.supported(nodes[part.exit])) if part.exit is not None else [None]
-        step: dict[State, tuple[float, float]] = {}
-        choice: dict[State, tuple[State, Key]] = {}
-        for (pure, into), (value, bound) in layer.items():
-            for out in exits:
-                for how, after in _moves(pure, into, out):
-                    entry = table.get((how, kinds[key], into, out), part)
-                    if entry is None:
-                        continue
-                    if value + entry[0] < step.get(after, (math.inf, 0.0))[0]:
-                        choice[after] = ((pure, into), (how, kinds[key], into, out))
-                    old = step.get(after, (math.inf, math.inf))
-                    step[after] = (min(old[0], value + entry[0]), min(old[1], bound + entry[1]))
-        layer = step
-        back.append(choice)
-    end: State = (False, None)
-    if end not in layer:
-        return answer  # no plan on two targets: every node has one
-    answer.value_s, answer.bound_s = layer[end]
+        kind = kinds[key]
+        if kind not in steps:
+            steps[kind] = _Step.of(table, part, kind)
+        path.advance(steps[kind])
+    answer.value_s, answer.bound_s = path.value, path.bound
     if math.isfinite(answer.value_s):
-        for index in reversed(range(len(parts))):
-            end, found = back[index][end]
-            targets = table.found[found]
-            assert targets is not None and targets[2] is not None
-            for position, target in zip(parts[index].positions, targets[2], strict=True):
+        nodes = costs.graph.nodes
+        chosen = path.walk_back([steps[kinds[key]] for key in keys], costs.targets)
+        for part, key in zip(parts, chosen, strict=True):
+            found = table.found[key]
+            assert found is not None and found[2] is not None
+            for position, target in zip(part.positions, found[2], strict=True):
                 answer.assignment[nodes[position].name] = target
     return answer
 
 
-def _moves(pure: bool, into: Target, out: Target) -> list[tuple[str, State]]:
-    """The ways through a segment from state (pure, into) to its exit on ``out``.
+@dataclass
+class _Step:
+    """A kind of segment as the path sees it: values ``[0]`` and bounds ``[1]`` by target.
 
-    ``best``: the segment's least plan; ``pure``: every node on the one target so far;
-    ``mixed``: its least plan not all on that target. A plan still pure at the end runs on
-    one target: it is priced whole elsewhere, so the last segment never keeps it.
+    ``best[:, i, o]``: its least plan from entry target ``i`` to exit target ``o`` (one
+    row without an entry, one column without an exit); ``pure[:, t]``: every node on
+    ``t``; ``mixed[:, t]``: its least plan not all on ``t`` (the entry's target, or the
+    exit's without an entry). Impossible plans cost infinity.
     """
-    one = into if into is not None else out  # the target a plan still pure would have
-    if not pure or one is None or out not in (one, None):
-        return [("best", (False, out))]
-    moves = [("mixed", (False, out))]
-    if out is not None:
-        moves.append(("pure", (True, out)))
-    return moves
+
+    kind: int
+    first: bool
+    last: bool
+    best: np.ndarray
+    pure: np.ndarray
+    mixed: np.ndarray
+
+    @classmethod
+    def of(cls, table: _Table, part: Segment, kind: int) -> _Step:
+        """Every sub-problem of the kind, each solved once (through ``table``)."""
+        costs, count = table.costs, len(table.costs.targets)
+        nodes = costs.graph.nodes
+        entries = [None] if part.entry is None else costs.supported(nodes[part.entry])
+        exits = [None] if part.exit is None else costs.supported(nodes[part.exit])
+        shape = (2, 1 if part.entry is None else count, 1 if part.exit is None else count)
+        step = cls(
+            kind, part.entry is None, part.exit is None,
+            np.full(shape, math.inf), np.full((2, count), math.inf), np.full((2, count), math.inf),
+        )  # fmt: skip
+        index = {target: i for i, target in enumerate(costs.targets)}
+        for into in entries:
+            for out in exits:
+                at = (0 if into is None else index[into], 0 if out is None else index[out])
+                step._fill(table.get(("best", kind, into, out), part), step.best, at)
+                one = into if into is not None else out
+                if one is None or out not in (one, None):
+                    continue
+                step._fill(table.get(("mixed", kind, into, out), part), step.mixed, index[one])
+                if out is not None:
+                    step._fill(table.get(("pure", kind, into, out), part), step.pure, index[one])
+        return step
+
+    @staticmethod
+    def _fill(entry: Entry | None, array: np.ndarray, at: int | tuple[int, int]) -> None:
+        if entry is not None:
+            array[(0, *np.atleast_1d(at))] = entry[0]
+            array[(1, *np.atleast_1d(at))] = entry[1]
+
+
+class _Path:
+    """The shortest paths so far, by state: values ``[0]`` and bounds ``[1]`` by target.
+
+    ``pure[:, t]``: every node so far on ``t``; ``mixed[:, t]``: the least plan on two
+    targets or more whose last series point runs on ``t``. ``back`` keeps, per segment
+    and exit target, how its mixed state was reached: 0 its least plan after a mixed
+    state, 1 its least plan after a pure one (another target), 2 its least plan not all on
+    the pure state's target; and the entry target.
+    """
+
+    def __init__(self) -> None:
+        self.pure = np.zeros((2, 0))
+        self.mixed = np.zeros((2, 0))
+        self.back: list[tuple[np.ndarray, np.ndarray]] = []
+        self.value = self.bound = math.inf
+
+    def advance(self, step: _Step) -> None:
+        """Take the next segment."""
+        if step.first:
+            self.pure, self.mixed = step.pure.copy(), step.mixed.copy()
+            self.back.append((np.zeros(0, int), np.zeros(0, int)))
+            return
+        count = self.pure.shape[1]
+        after_mixed = self.mixed[:, :, None] + step.best
+        after_pure = np.full_like(after_mixed, math.inf)  # a last segment: only by turning
+        if not step.last:  # to an exit on another target
+            other = ~np.eye(count, dtype=bool)
+            after_pure[:, other] = (self.pure[:, :, None] + step.best)[:, other]
+        turning = self.pure + step.mixed  # [:, t]: still pure into the segment, then not
+        if step.last:
+            turning = turning[:, :, None]  # the mixed exit of a last segment: from any t
+        options = np.stack([after_mixed, after_pure, _diagonal(turning, step.last)], axis=1)
+        flat = options.reshape(2, -1, options.shape[3])  # [value|bound, how*into, out]
+        choice = np.argmin(flat[0], axis=0)
+        self.mixed = flat.min(axis=1)
+        self.mixed[0] = flat[0][choice, np.arange(flat.shape[2])]
+        self.back.append((choice // count, choice % count))
+        self.pure = self.pure + step.pure
+        if step.last:
+            self.value, self.bound = float(self.mixed[0][0]), float(self.mixed[1][0])
+
+    def walk_back(self, steps: list[_Step], targets: list[VirtualDevice]) -> list[Key]:
+        """Each segment's plan along the least path ending in a mixed state."""
+        chosen: list[Key] = []
+        pure, at = False, 0
+        for step, (how, into) in zip(reversed(steps), reversed(self.back), strict=True):
+            out = None if step.last else targets[at]
+            if step.first:
+                chosen.append(("pure" if pure else "mixed", step.kind, None, out))
+                continue
+            if pure:
+                chosen.append(("pure", step.kind, targets[at], out))
+                continue
+            way, source = int(how[at]), int(into[at])
+            name = "mixed" if way == 2 else "best"
+            chosen.append((name, step.kind, targets[source], out))
+            pure, at = way > 0, source
+        return chosen[::-1]
+
+
+def _diagonal(turning: np.ndarray, last: bool) -> np.ndarray:
+    """The turning option as a (2, into, out) array: from target t to the exit on t."""
+    if last:
+        return turning  # already (2, into, 1)
+    count = turning.shape[1]
+    array = np.full((2, count, count), math.inf)
+    array[:, np.arange(count), np.arange(count)] = turning
+    return array
 
 
 class _Table:
@@ -200,6 +293,13 @@ class _Table:
                 answer.solves, 0, f"ILP by segments: kind {key[1] + 1} of {answer.kinds}, "
                 f"{len(inner)} nodes, {into} to {key[3]}",
             )  # fmt: skip
+        choices = [sub.supported(node) for node in sub.graph.nodes]
+        if math.prod(len(c) for c in choices) <= ENUMERATED:  # a chain's one-node segments
+            found = _enumerated(sub, choices, banned)
+            if found is None:
+                return math.inf, math.inf, None, True
+            value = found[1] - entered
+            return value, value, [found[0][name] for name in inner], True
         if left <= 0:  # no time: no plan, and the node costs alone as a bound
             answer.optimal = False
             lower = sum(min(entry.values()) for entry in sub.node_cost.values())
@@ -211,6 +311,22 @@ class _Table:
         answer.optimal = answer.optimal and result.optimal
         targets = [result.assignment[name] for name in inner]
         return result.objective_s - entered, result.bound_s - entered, targets, result.optimal
+
+
+def _enumerated(
+    sub: Costs, choices: list[list[VirtualDevice]], banned: list[Assignment]
+) -> tuple[Assignment, float] | None:
+    """The least of every assignment of ``sub`` but ``banned``, by the simulator."""
+    names = [node.name for node in sub.graph.nodes]
+    best: tuple[Assignment, float] | None = None
+    for combination in itertools.product(*choices):
+        assignment = dict(zip(names, combination, strict=True))
+        if assignment in banned:
+            continue
+        value = evaluate(assignment, sub).sequential_s
+        if best is None or value < best[1]:
+            best = (assignment, value)
+    return best
 
 
 def _may_mix(sub: Costs, inner: list[str], one: Target) -> bool:
