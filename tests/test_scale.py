@@ -409,3 +409,26 @@ def test_job_planning_and_the_ilp_report_progress() -> None:
     heard.clear()
     ilp.solve_ilp(costs, by_segments=False, progress=lambda d, t, label: heard.append(label))
     assert heard[0].startswith("ILP solve 1: ")
+
+
+def test_opencl_fuses_a_long_chain_into_kernels_of_bounded_length() -> None:
+    """Grouping stays linear in the chain, and no kernel's source grows without end."""
+    from autopart.targets.opencl.codegen import plan_groups
+    from autopart.targets.opencl.elementwise import MAX_CHAIN
+    from autopart.targets.resolve import resolve as resolve_target
+
+    graph = load_model(op_chain(3 * MAX_CHAIN))
+    groups = plan_groups(graph, graph.nodes, graph.outputs)
+    assert [len(group.nodes) for group in groups] == [MAX_CHAIN] * 3
+    resolved = resolve_target("opencl:0@opencl")
+    if not resolved.codegen.available():
+        pytest.skip("no OpenCL device")
+    compiled = resolved.codegen.compile(
+        graph, graph.nodes, graph.inputs, graph.outputs, resolved.placement
+    )
+    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    env: dict[str, object] = {"x": resolved.placement.device.from_host(x, None)}
+    compiled.run(env)
+    found = resolved.placement.device.to_host(env[graph.outputs[0]])
+    expected = Executor(graph).run({"x": x}).outputs[graph.outputs[0]]
+    assert np.allclose(found, expected, rtol=1e-4, atol=1e-5)

@@ -299,7 +299,7 @@ def prepare(
         source=str(graph.meta.get("source", graph.name)),
     )
     if progress is not None:
-        progress("search", 0, 1, f"{len(graph.nodes)} nodes on {len(chosen_targets)} targets")
+        progress("search", 0, 0, f"{len(graph.nodes)} nodes on {len(chosen_targets)} targets")
     outcome = search(
         costs,
         search_options,
