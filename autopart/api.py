@@ -28,6 +28,7 @@ from autopart.progress import Progress, StageProgress
 from autopart.runtime.executor import Executor, RunResult
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
 from autopart.targets.devices import Machine, discover
+from autopart.targets.resolve import reference_target
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.verify import check_outputs
@@ -91,7 +92,7 @@ def run(
     input_shapes: InputShapes | None = None,
     freeze: FreezeValues | None = None,
 ) -> RunResult:
-    """Run every node on ``cpu@numpy`` (``autopart run MODEL``).
+    """Run every node on the reference, ``cpu@numpy`` (``autopart run MODEL``).
 
     Without ``inputs``, seeded random inputs are used. Returns the outputs and the latency
     of each of the ``repeat`` timed runs. ``input_shapes`` and ``freeze`` are :func:`load`'s.
@@ -109,17 +110,20 @@ def devices() -> Machine:
 def make_plan(
     model: ModelLike,
     assign: Sequence[str] = (),
-    fallback: str = "cpu@numpy",
+    fallback: str | None = None,
     input_shapes: InputShapes | None = None,
     freeze: FreezeValues | None = None,
 ) -> tuple[Plan, Graph]:
     """A plan from ``SELECTOR=TARGET`` rules; unassigned or unsupported nodes use ``fallback``.
 
-    ``input_shapes`` and ``freeze`` are :func:`load`'s; the plan records both.
+    ``fallback`` None is the reference on the whole host (``cpu@numpy``,
+    :func:`~autopart.targets.resolve.reference_target`). ``input_shapes`` and ``freeze``
+    are :func:`load`'s; the plan records both.
     """
     graph = load(model, input_shapes, freeze)
     source = str(graph.meta.get("source", graph.name))
-    return plan_from_rules(graph, assign, fallback, source), graph
+    last = reference_target() if fallback is None else fallback
+    return plan_from_rules(graph, assign, last, source), graph
 
 
 def load_plan(path: str | Path) -> tuple[Plan, Graph]:

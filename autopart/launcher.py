@@ -4,7 +4,9 @@ Importing :mod:`autopart` changes nothing in the process. The command line owns 
 process, so before numpy is loaded it asks OpenBLAS's idle threads to stop spinning soon
 (``OPENBLAS_THREAD_TIMEOUT``, unless the user set it: their spin slowed the next lane's run
 by up to 1.7x on a machine whose cores onnxruntime and OpenCL also use) and keeps freed
-host memory in the heap (:func:`autopart.host_memory.retain_freed_memory`).
+host memory in the heap (:func:`autopart.host_memory.retain_freed_memory`). SIGINT and
+SIGTERM are taken first of all (:func:`autopart.interrupts.run_interruptible`), so that
+one line and exit status 130 or 143 end the process whenever they come.
 """
 
 from __future__ import annotations
@@ -16,6 +18,12 @@ OPENBLAS_THREAD_TIMEOUT = "4"
 
 def main() -> None:
     """Run the ``autopart`` command line in a process prepared for measuring."""
+    from autopart.interrupts import run_interruptible
+
+    run_interruptible(_prepared_main)
+
+
+def _prepared_main() -> None:
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_THREAD_TIMEOUT)
     from autopart.host_memory import retain_freed_memory
 

@@ -210,6 +210,11 @@ class AccuracySettings:
         "the default budget is OpenVINO as installed's own error on the same samples times "
         "1 + this, for rounding: the issue's 10% allowance (its error varies ~5% by sample)",
     )
+    tighten_rounds: int = _tuned(
+        2,
+        "times the search solves again with a tighter bound when the ILP's plan measures "
+        "over the tolerance (each round verifies every candidate again)",
+    )
     evaluation_samples: int = _tuned(
         4,
         "seeded random inputs besides the timing feeds whose outputs are checked: four "

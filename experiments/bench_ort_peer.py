@@ -28,8 +28,8 @@ from rich.table import Table
 from autopart import api
 from autopart.ir.feeds import random_inputs
 from autopart.targets.devices import discover
+from autopart.targets.onnxruntime.peer import onnxruntime_alone
 from autopart.targets.resolve import resolve
-from autopart.tuning.peers import onnxruntime_alone
 
 RESULTS = Path(__file__).parent / "results"
 Runner = Callable[[Mapping[str, np.ndarray]], Any]

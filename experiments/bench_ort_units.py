@@ -40,7 +40,7 @@ from autopart.plan.partition import boundary
 from autopart.runtime import random_inputs
 from autopart.targets.codegen import Placement, get_codegen
 from autopart.targets.devices import HostDevice
-from autopart.targets.onnxruntime_codegen import OnnxRuntimeCodegen, OnnxRuntimeSubgraph
+from autopart.targets.onnxruntime.codegen import OnnxRuntimeCodegen, OnnxRuntimeSubgraph
 
 RESULTS = Path(__file__).parent / "results"
 

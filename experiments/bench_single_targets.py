@@ -25,8 +25,8 @@ import autopart
 import autopart.api
 from autopart.runtime import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
+from autopart.targets.onnxruntime.peer import onnxruntime_alone
 from autopart.targets.resolve import available_targets
-from autopart.tuning.peers import onnxruntime_alone
 
 RESULTS = Path(__file__).parent / "results"
 

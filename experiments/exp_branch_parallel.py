@@ -53,12 +53,12 @@ from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.search.options import Method, Objective, SearchOptions
 from autopart.search.planner import search
 from autopart.search.simulator import plan_for, simulate
-from autopart.tuning.bench import PEER
-from autopart.tuning.peers import onnxruntime_alone
+from autopart.targets.onnxruntime.peer import ALONE, onnxruntime_alone
 
 MODELS = ["inception_v1", "inception_v2", "densenet121", "squeezenet"]
 WHOLE = VirtualDevice.parse("cpu@onnxruntime")
 UNITS = (VirtualDevice.parse("cpu/0@onnxruntime"), VirtualDevice.parse("cpu/1@onnxruntime"))
+PEER = ALONE.name
 PEER_PARALLEL = "onnxruntime ORT_PARALLEL"
 
 

@@ -41,8 +41,11 @@ from matplotlib.patches import Patch
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import autopart
+from autopart.targets.onnxruntime.peer import ALONE as ONNXRUNTIME_PEER
+from autopart.targets.openvino.peer import AS_INSTALLED as OPENVINO_PEER
+from autopart.targets.openvino.peer import F32 as OPENVINO_F32_PEER
 from autopart.tuning.bench import TUNED
-from autopart.tuning.peers import ONNXRUNTIME, OPENVINO
+from autopart.tuning.plan_rows import plan_precisions
 from autopart.zoo import zoo_names
 
 HELDOUT = Path(__file__).parent / "heldout"
@@ -68,6 +71,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--profiles", default=None, help="profile store (default: saved)")
     parser.add_argument("--targets", nargs="*", default=None, help="default: all found")
     parser.add_argument("--no-fetch", action="store_true", help="use the cache as it is")
+    parser.add_argument("--precision", default="auto", help="auto (default), f32, f32,bf16")
+    parser.add_argument("--tolerance", type=float, default=None, help="default: as installed")
+    parser.add_argument("--out", default="heldout", help="name of the CSVs and PNG written")
     parser.add_argument(
         "--no-tune", action="store_true", help="bench the plans tune saved before, as they are"
     )
@@ -108,7 +114,8 @@ def tune_one(entry: Entry, options: Mapping[str, object], progress: Progress) ->
         progress.update(task, completed=done, total=total or None, description=f"tune {stage}")
 
     started = time.perf_counter()
-    fields = {k: v for k, v in options.items() if k in ("search_dir", "profiles_dir", "targets")}
+    kept = ("search_dir", "profiles_dir", "targets", "precision", "tolerance")
+    fields = {k: v for k, v in options.items() if k in kept}
     try:
         tuned = autopart.tune(entry.model, progress=report, **fields, **entry.fields)
         chosen = next(row for row in tuned.rows if row.name == tuned.chosen)
@@ -118,6 +125,7 @@ def tune_one(entry: Entry, options: Mapping[str, object], progress: Progress) ->
             "tune_measured_ms": (chosen.measured_s or np.nan) * 1e3,
             "tune_vs_best_peer": tuned.vs_best_peer or np.nan,
             "tune_interval": "" if tuned.decision is None else str(tuned.decision.interval),
+            "tune_precisions": plan_precisions(tuned.plan),
             "tune_error": "",
         }
     except Exception as error:  # any failure is a result here: record it and go on
@@ -180,7 +188,12 @@ def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
     measured choice, not the search's prediction). The rows so far are written after every
     model.
     """
-    options: dict[str, object] = {"rounds": args.rounds, "search_dir": args.search_dir}
+    options: dict[str, object] = {
+        "rounds": args.rounds,
+        "search_dir": args.search_dir,
+        "precision": args.precision,
+        "tolerance": args.tolerance,
+    }
     if args.profiles is not None:
         options["profiles_dir"] = args.profiles
     if args.targets:
@@ -203,7 +216,7 @@ def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
                              sha256_ok=entry.sha256_ok, **tunes.get(entry.name, {}))
             )  # fmt: skip
             console.print(f"{entry.name}: {status(frames[-1])}")
-            write_csv(_finished(frames), "heldout.csv")
+            write_csv(_finished(frames), f"{args.out}.csv")
     return _finished(frames)
 
 
@@ -228,6 +241,9 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     out = []
     for (group, model), table in rows.groupby(["group", "model"], sort=False):
         medians = table.set_index("plan")["median_ms"]
+        errors_of = (
+            table.set_index("plan")["max_rel_error"] if "max_rel_error" in table else pd.Series()
+        )
         tuned = table[table["plan"] == TUNED]
         errors = [e for e in table["error"].fillna("") if e]
         singles = table[table["kind"] == "single"]
@@ -237,8 +253,13 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
                 "model": model,
                 "source": table["source"].iloc[0],
                 "tuned_ms": medians.get(TUNED, np.nan),
-                "onnxruntime_ms": medians.get(ONNXRUNTIME, np.nan),
-                "openvino_ms": medians.get(OPENVINO, np.nan),
+                "onnxruntime_ms": medians.get(ONNXRUNTIME_PEER.name, np.nan),
+                "openvino_ms": medians.get(OPENVINO_PEER.name, np.nan),
+                "openvino_f32_ms": medians.get(OPENVINO_F32_PEER.name, np.nan),
+                "openvino_error": errors_of.get(OPENVINO_PEER.name, np.nan),
+                "tolerance": _first(tuned, "tolerance"),
+                "tuned_vs_openvino": _first(tuned, "vs_openvino"),
+                "tuned_precisions": _first(table, "tune_precisions", ""),
                 "best_single_ms": singles["median_ms"].min() if len(singles) else np.nan,
                 "tuned_plan": _first(table, "tune_chosen", ""),
                 "tuned_predicted_ms": _first(tuned, "predicted_ms"),
@@ -273,7 +294,7 @@ def _first(table: pd.DataFrame, column: str, default: object = np.nan) -> object
     return default if isinstance(value, float) and np.isnan(value) else value
 
 
-def plot(summary: pd.DataFrame) -> Path:
+def plot(summary: pd.DataFrame, name: str = "heldout") -> Path:
     """Bars of tuned / best peer per model from 1 (log scale); models that did not run: x."""
     figure = new_figure(max(6.0, 0.45 * len(summary) + 2), 4.5)
     axes = figure.add_subplot()
@@ -296,7 +317,7 @@ def plot(summary: pd.DataFrame) -> Path:
     if not ran.all():
         handles.append(axes.scatter([], [], marker="x", color="#c44e52", label="did not run"))
     axes.legend(handles=handles, fontsize=8)
-    return save_figure(figure, "heldout.png")
+    return save_figure(figure, f"{name}.png")
 
 
 def main() -> None:
@@ -308,9 +329,9 @@ def main() -> None:
         raise SystemExit(str(error)) from None
     rows = run_all(suite, args)
     summary = summarise(rows)
-    console.print(f"wrote {write_csv(rows, 'heldout.csv')}")
-    console.print(f"wrote {write_csv(summary, 'heldout_summary.csv')}")
-    console.print(f"wrote {plot(summary)}")
+    console.print(f"wrote {write_csv(rows, f'{args.out}.csv')}")
+    console.print(f"wrote {write_csv(summary, f'{args.out}_summary.csv')}")
+    console.print(f"wrote {plot(summary, args.out)}")
     shown = summary.drop(columns=["source", "sha256_ok"])
     shown["error"] = shown["error"].str.slice(0, 70)
     show(f"held-out suite (frozen {suite.frozen}): tuned plan against the peers", shown, 2)

@@ -62,7 +62,7 @@ def test_entry_point_plugins_are_loaded(tmp_path: Path, monkeypatch: pytest.Monk
         monkeypatch,
         "good_plugin",
         """
-        from autopart.targets.numpy_codegen import NumpyCodegen
+        from autopart.targets.numpy.codegen import NumpyCodegen
 
         class MineCodegen(NumpyCodegen):
             name = "mine"

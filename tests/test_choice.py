@@ -8,7 +8,14 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autopart.tuning.choice import Runner, contested, decide, explain, ratio_interval
+from autopart.tuning.choice import (
+    Runner,
+    contested,
+    decide,
+    explain,
+    ratio_interval,
+    within_budget,
+)
 from autopart.tuning.verify import Measured
 
 
@@ -139,3 +146,22 @@ def test_the_kept_plan_is_never_clearly_slower_than_the_quickest(
     assert ratio_interval(measured[decision.chosen], measured[quickest]).low <= 1.0
     simplest_tied = min(runners[n].partitions for n in decision.tied)
     assert runners[decision.chosen].partitions == simplest_tied
+
+
+def test_a_peer_whose_plan_measured_over_the_tolerance_keeps_no_plan() -> None:
+    plan = "single:cpu@openvino:bf16"
+    measured = {"openvino alone": _rounds(_noisy(1.0, 15, 0.01, 16)),
+                plan: _rounds(_noisy(1.0, 15, 0.01, 17)),
+                "single:cpu@openvino": _rounds(_noisy(1.6, 15, 0.01, 18))}  # fmt: skip
+    measured["openvino alone"].max_error = 5.0e-3  # the library's rounding: within
+    measured[plan].max_error = 6.4e-3  # the plan's own rounding: over the tolerance
+    for result in measured.values():
+        result.tolerance = 5.5e-3
+    runners = {"openvino alone": Runner(1, plan, peer=True),
+               plan: Runner(1, plan),
+               "single:cpu@openvino": Runner(1, "single:cpu@openvino")}  # fmt: skip
+    assert decide(measured, runners).chosen == "openvino alone"  # type: ignore[union-attr]
+    kept = within_budget(runners, measured)
+    assert kept["openvino alone"].stands_for is None and kept[plan] == runners[plan]
+    decision = decide(measured, kept)
+    assert decision is not None and decision.chosen == "single:cpu@openvino"

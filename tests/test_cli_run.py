@@ -85,6 +85,7 @@ def test_plan_for_another_model_is_refused(tmp_path: Path) -> None:
     assert invoke("run", "squeezenet", "--save-plan", str(plan_path), "--repeat", "1")[0] == 0
     document = json.loads(plan_path.read_text())
     document["model"]["source"] = "inception_v1"
+    del document["check"]  # edited by hand
     plan_path.write_text(json.dumps(document))
     assert_one_line_error(*invoke("run", str(plan_path)), "not this one")
 
@@ -106,6 +107,9 @@ def test_tampered_and_corrupt_plans_are_refused(tmp_path: Path) -> None:
     )
     document = json.loads(plan_path.read_text())
     document["partitions"][0]["nodes"].append(document["partitions"][1]["nodes"][0])
+    plan_path.write_text(json.dumps(document))
+    assert_one_line_error(*invoke("run", str(plan_path)), str(plan_path), "is damaged")
+    del document["check"]  # edited by hand: checked against the model instead
     plan_path.write_text(json.dumps(document))
     assert_one_line_error(*invoke("run", str(plan_path)), "node '")
     plan_path.write_text(plan_path.read_text()[:100])

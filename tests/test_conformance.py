@@ -1,32 +1,67 @@
-"""Every built-in codegen passes the conformance suite on every device it can run on."""
+"""Every built-in codegen passes the conformance suite on every target it offers here.
+
+The targets come from the registry (:func:`~autopart.targets.resolve.available_targets`):
+each whole device at every precision its codegens offer on this machine, and one unit per
+codegen and device (the last, so that a unit index other than 0 is exercised where there
+are several), in f32, to keep the time bounded. One test class per target is made from
+:class:`~autopart.testing.conformance.CodegenConformance`; a codegen this machine cannot
+run (no package, no device) has no target and says so in a skipped test. Plugins ship
+their own subclass (``tests/test_byoc.py``).
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 import pytest
 
+from autopart.ir.target import VirtualDevice
+from autopart.targets.codegen import builtin_codegen_modules, codegen_names, get_codegen
 from autopart.targets.resolve import available_targets
 from autopart.testing.conformance import CodegenConformance
 
-TARGETS = {str(t) for t in available_targets()}
+
+def builtin(codegen: str) -> bool:
+    """Whether ``codegen`` is one of autopart's own (found in a folder of autopart.targets)."""
+    return type(get_codegen(codegen)).__module__ in builtin_codegen_modules()
 
 
-class TestNumpy(CodegenConformance):
-    target = "cpu@numpy"
+def conformance_targets(targets: Sequence[VirtualDevice]) -> list[VirtualDevice]:
+    """Of ``targets``: every whole device at every precision, and each device's last unit
+    per codegen in f32, in the order given."""
+    chosen = [target for target in targets if target.unit is None]
+    last_units: dict[tuple[str | None, str | None], VirtualDevice] = {}
+    for target in targets:
+        if target.unit is not None and target.precision is None:
+            last_units[(target.device, target.codegen)] = target
+    return chosen + list(last_units.values())
 
 
-@pytest.mark.skipif("cpu/0@onnxruntime" not in TARGETS, reason="onnxruntime is not installed")
-class TestOnnxRuntimeUnit(CodegenConformance):
-    target = "cpu/0@onnxruntime"
-
-
-@pytest.mark.skipif(
-    "opencl:0@opencl" not in TARGETS,
-    reason="no OpenCL device (pip install pyopencl pocl-binary-distribution)",
+TARGETS = conformance_targets(
+    [t for t in available_targets() if t.codegen is not None and builtin(t.codegen)]
 )
-class TestOpenCL(CodegenConformance):
-    target = "opencl:0@opencl"
+for _target in TARGETS:
+    _name = "Test_" + re.sub(r"\W+", "_", str(_target)).strip("_")
+    globals()[_name] = type(_name, (CodegenConformance,), {"target": str(_target)})
 
 
-@pytest.mark.skipif("opencl:0/1@opencl" not in TARGETS, reason="no OpenCL sub-devices")
-class TestOpenCLUnit(CodegenConformance):
-    target = "opencl:0/1@opencl"
+def test_the_conformance_targets_are_whole_devices_at_each_precision_and_one_unit() -> None:
+    parse = VirtualDevice.parse
+    offered = [
+        parse(spec)
+        for spec in ("cpu@a", "cpu/0@a", "cpu/1@a", "cpu@a:bf16", "cpu/0@a:bf16", "cpu@b", "x@c")
+    ]
+    assert [str(t) for t in conformance_targets(offered)] == [
+        "cpu@a", "cpu@a:bf16", "cpu@b", "x@c", "cpu/1@a",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("codegen", [name for name in codegen_names() if builtin(name)])
+def test_every_builtin_codegen_is_tested_where_it_can_run(codegen: str) -> None:
+    tested = {target.codegen for target in TARGETS}
+    if codegen not in tested:
+        why = "not installed" if not get_codegen(codegen).available() else "no device for it"
+        pytest.skip(f"codegen {codegen} has no target on this machine ({why})")
+    precisions = {t.computes_in for t in TARGETS if t.codegen == codegen and t.unit is None}
+    assert precisions == set(get_codegen(codegen).precisions())

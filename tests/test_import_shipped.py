@@ -18,8 +18,10 @@ from autopart.errors import ModelError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.input_shapes import declared_dims
 from autopart.runtime.executor import Executor
+from autopart.targets.onnxruntime.peer import onnxruntime_alone
+from autopart.targets.openvino.peer import openvino_alone
 from autopart.targets.openvino.runtime import HAVE_OPENVINO
-from autopart.tuning.peers import PeerInputs, onnxruntime_alone, openvino_alone
+from autopart.targets.peer import PeerInputs
 from tests.conftest import make_model, max_relative_error, run_onnxruntime
 from tests.test_errors import assert_one_line_error, invoke
 from tests.test_profile import FAST

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from autopart.targets.onnxruntime_codegen import HAVE_ONNXRUNTIME
+from autopart.targets.onnxruntime.codegen import HAVE_ONNXRUNTIME
 from autopart.targets.opencl.device import discover_opencl_devices
 from tests.node_suite import (
     DATA,

@@ -19,9 +19,9 @@ from autopart.errors import TargetError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
 from autopart.plan.partition import boundary
 from autopart.runtime import Executor, random_inputs
-from autopart.targets import onnxruntime_codegen as ortgen
 from autopart.targets.codegen import HOST, Placement, get_codegen
 from autopart.targets.devices import HostDevice, Unit
+from autopart.targets.onnxruntime import codegen as ortgen
 from tests.conftest import max_relative_error
 
 pytest.importorskip("onnxruntime")
@@ -340,7 +340,7 @@ def test_module_imports_without_onnxruntime() -> None:
     script = (
         "import sys; sys.modules['onnxruntime'] = None\n"
         "from autopart.errors import TargetError\n"
-        "from autopart.targets import onnxruntime_codegen as m\n"
+        "from autopart.targets.onnxruntime import codegen as m\n"
         "assert not m.HAVE_ONNXRUNTIME and not m.OnnxRuntimeCodegen.available()\n"
         "try:\n"
         "    m.OnnxRuntimeCodegen().compile(None, [], [], [])\n"

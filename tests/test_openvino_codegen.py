@@ -1,4 +1,7 @@
-"""The OpenVINO codegen: conformance, zoo models match numpy, support probes, units, absence."""
+"""The OpenVINO codegen: zoo models match numpy, support probes, units, absence.
+
+Its conformance over every op case runs with every other codegen's, in test_conformance.py.
+"""
 
 from __future__ import annotations
 
@@ -26,25 +29,13 @@ from autopart.targets.openvino import probe as ovprobe
 from autopart.targets.openvino import runtime as ovruntime
 from autopart.targets.resolve import available_targets, resolve
 from autopart.testing.cases import single_node_case
-from autopart.testing.conformance import CodegenConformance, reference, run_case
+from autopart.testing.conformance import reference, run_case
 from tests.conftest import max_relative_error
 
 pytest.importorskip("openvino")
 
 CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 TOLERANCE = 1e-3  # the project's check tolerance (autopart.tuning.verify.CHECK_TOLERANCE)
-
-
-class TestOpenVinoConformance(CodegenConformance):
-    target = "cpu@openvino"
-
-
-class TestOpenVinoUnitConformance(CodegenConformance):
-    target = "cpu/0@openvino"
-
-
-class TestOpenVinoBf16Conformance(CodegenConformance):
-    target = "cpu@openvino:bf16"
 
 
 BF16 = "bf16" in ovgen.OpenVinoCodegen.precisions()

@@ -2,29 +2,41 @@
 
 from __future__ import annotations
 
+import itertools
+import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import autopart
+from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError, TargetError
 from autopart.ir.target import PRECISIONS, VirtualDevice
 from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
+from autopart.profile.sensitivity import measure_budget, round_to
+from autopart.report.html import render_html
 from autopart.runtime import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
+from autopart.search.candidates import CandidateKind
 from autopart.search.constraints import matches
+from autopart.search.ilp import solve_ilp
+from autopart.search.simulator import evaluate
 from autopart.settings import ACCURACY, VERIFY
 from autopart.targets.openvino import codegen as ovgen
 from autopart.tuning.accuracy import Budget, evaluation_samples, follow_peer, parse_precisions
 from autopart.tuning.options import TuneOptions
+from autopart.tuning.plan_rows import plan_precisions
 from autopart.tuning.verify import check_outputs, measure_plans
 from autopart.tuning.workflow import tune_model
 from tests.test_errors import assert_one_line_error, invoke
 from tests.test_profile import FAST, tiny_cnn, tiny_path  # noqa: F401 - fixture
+from tests.test_search_exact import OPENCL, cases
 
 HAVE_OPENVINO = ovgen.OpenVinoCodegen.available()
 BF16 = HAVE_OPENVINO and "bf16" in ovgen.OpenVinoCodegen.precisions()
@@ -147,3 +159,118 @@ def test_tune_uses_bf16_within_the_budget_and_f32_when_asked(tmp_path: Path) -> 
     assert all(":bf16" not in row.name for row in exact.rows)
     saved = Plan.load(exact.plan_path)
     assert saved.measured is not None and saved.measured.tolerance == VERIFY.check_tolerance
+
+
+class _OnOpenCL(AccuracyBudget):
+    """A budget in which the OpenCL target of the random cases stands for a reduced one."""
+
+    def weight(self, node: str, target: VirtualDevice) -> float:
+        return self.weights.get((node, "bf16"), 0.0) if target == OPENCL else 0.0
+
+
+@settings(max_examples=15, deadline=None)
+@given(cases(), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
+def test_the_ilp_is_exact_under_an_accuracy_budget(
+    costs: Costs, quantile: float, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    names = [node.name for node in costs.graph.nodes]
+    weights = {(name, "bf16"): float(rng.uniform(0, 1e-4)) for name in names}
+    choices = [
+        dict(zip(names, c, strict=True)) for c in itertools.product(*map(costs.supported, names))
+    ]
+    unbounded = _OnOpenCL(weights, 1.0)
+    errors = [unbounded.predicted_error(a) for a in choices]
+    budget = _OnOpenCL(weights, float(np.quantile(errors, quantile)))
+    fitting = [a for a in choices if budget.fits(a)]
+    best = min(evaluate(a, costs).sequential_s for a in fitting)
+    result = solve_ilp(costs, time_limit_s=30, accuracy=budget)
+    assert result.optimal
+    assert budget.fits(result.assignment)
+    assert math.isclose(result.objective_s, best, rel_tol=1e-6)
+
+
+def test_sensitivities_add_up_to_the_error_of_every_node_reduced() -> None:
+    graph = autopart.load("squeezenet")
+    feeds = random_inputs(graph, 0)
+    budget = measure_budget(graph, feeds, "bf16", None)
+    every = {node.name: VirtualDevice.parse("cpu@openvino:bf16") for node in graph.nodes}
+    assert budget.all_reduced > VERIFY.check_tolerance  # bf16 is measurably off
+    assert budget.predicted_error(every) == pytest.approx(budget.all_reduced, rel=1e-6)
+    none = {node.name: VirtualDevice.parse("cpu@openvino") for node in graph.nodes}
+    assert budget.predicted_error(none) == 0.0
+    # the emulation agrees with OpenVINO's bf16 on the same inputs within a factor of two
+    plan = build_plan_for(graph, every, every[graph.nodes[0].name], "bf16")
+    if BF16:
+        with PlanExecutor(plan, graph) as executor:
+            real = max(check_outputs(graph, feeds, executor.run(feeds).outputs).values())
+        assert budget.all_reduced / 2 < real < budget.all_reduced * 2
+    # rounding through bf16 keeps 8 significant bits
+    x = np.float32([1.0, 1.00390625, 3.14159265])
+    assert list(round_to("bf16", x)) == [1.0, 1.0, 3.140625]
+
+
+@pytest.mark.slow
+@needs_bf16
+def test_a_tolerance_below_bf16s_error_keeps_the_plan_within_it(tmp_path: Path) -> None:
+    targets = ["cpu@openvino", "cpu@openvino:bf16"]
+    common = {"profiles_dir": tmp_path / "p", "search_dir": tmp_path / "s", "rounds": 3}
+    report = tune_model("squeezenet", TuneOptions(targets=targets, tolerance=0.01, **common))  # type: ignore[arg-type]
+    ilp = next(c for c in report.outcome.candidates.values() if c.kind is CandidateKind.ILP)
+    accuracy = report.outcome.candidates and ilp.fits_accuracy
+    assert accuracy  # the ILP's plan keeps within the bound it was given (or a tighter one)
+    row = next(r for r in report.rows if r.name == ilp.name)
+    assert row.max_error is not None
+    measured = report.plan.measured
+    assert measured is not None and measured.max_error is not None
+    assert measured.tolerance == 0.01 and measured.max_error <= 0.01
+    assert report.plan.predicted is not None and report.plan.predicted.error is not None
+
+
+def test_show_marks_each_node_with_its_precision() -> None:
+    graph = autopart.load("squeezenet")
+    f32, bf16 = VirtualDevice.parse("cpu@onnxruntime"), VirtualDevice.parse("cpu@openvino:bf16")
+    half = {node.name: (bf16 if index % 2 else f32) for index, node in enumerate(graph.nodes)}
+    plan = build_plan_for(graph, half, f32, "mixed")  # planning needs no bf16 hardware
+    page = render_html(plan, graph)
+    marked = dict(re.findall(r'data-node="([^"]+)"[^>]*data-precision="([a-z0-9]+)"', page))
+    assert marked == {name: target.computes_in for name, target in half.items()}
+    assert page.count('stroke-dasharray="4 2"') >= sum(t.reduced for t in half.values())
+
+
+@needs_bf16
+def test_one_partition_mixes_precisions_with_convert_islands() -> None:
+    graph = autopart.load("squeezenet")
+    f32, bf16 = VirtualDevice.parse("cpu@openvino"), VirtualDevice.parse("cpu@openvino:bf16")
+    convs = [node.name for node in graph.nodes if node.op_type == "Conv"]
+    half = set(convs[: len(convs) // 2])
+    mixed = {node.name: (bf16 if node.name in half else f32) for node in graph.nodes}
+    plan = build_plan_for(graph, mixed, f32, "mixed")
+    assert len(plan.partitions) == 1 and plan.partitions[0].target == "cpu@openvino"
+    uniform = build_plan_for(graph, dict.fromkeys(mixed, bf16), f32, "bf16")
+    assert [p.target for p in uniform.partitions] == ["cpu@openvino:bf16"]
+    feeds = random_inputs(graph, 0)
+    errors = {}
+    for name, chosen in {"mixed": plan, "bf16": uniform}.items():
+        with PlanExecutor(chosen, graph) as executor:
+            errors[name] = max(check_outputs(graph, feeds, executor.run(feeds).outputs).values())
+            (step,) = executor.steps.values()
+            runtime = step.compiled.model.get_runtime_model()  # type: ignore[union-attr]
+            kinds = {
+                op.get_rt_info()["runtimePrecision"].astype(str)
+                for op in runtime.get_ordered_ops()
+                if "runtimePrecision" in op.get_rt_info()
+            }
+            assert "bf16" in kinds and "f32" in kinds  # OpenVINO keeps some ops f32 itself
+    # half the convolutions in bf16: measurably off f32, within bf16's scale
+    assert VERIFY.check_tolerance < errors["mixed"] < 0.1
+
+
+def test_a_plans_precisions_come_from_its_nodes_not_its_partitions() -> None:
+    graph = autopart.load("squeezenet")
+    f32, bf16 = VirtualDevice.parse("cpu@openvino"), VirtualDevice.parse("cpu@openvino:bf16")
+    mixed = {node.name: (bf16 if index == 3 else f32) for index, node in enumerate(graph.nodes)}
+    plan = build_plan_for(graph, mixed, f32, "mixed")
+    assert [p.target for p in plan.partitions] == ["cpu@openvino"]  # one partition, at f32
+    assert plan_precisions(plan) == "f32+bf16"
+    assert plan_precisions(build_plan_for(graph, dict.fromkeys(mixed, f32), f32, "f32")) == "f32"

@@ -106,7 +106,7 @@ def test_store_round_trip_and_merge_keeps_the_newer_row(tmp_path: Path) -> None:
     path = tmp_path / "p.csv"
     first.save(path)
     text = path.read_text()
-    assert text.startswith("# autopart.profile 3\n") and "kind,target,key" in text
+    assert text.startswith("# autopart.profile 4\n") and "kind,target,key" in text
     loaded = Profile.load(path)
     assert loaded.measurement("op", "cpu@numpy", 'Conv:13 {"a":[1,2]} (x) -> (y)') == _measurement(
         1e-3
@@ -255,12 +255,15 @@ def test_a_killed_run_leaves_a_readable_profile_and_the_rerun_measures_only_inco
     report, _, _ = api.profile(tiny_cnn(), ["cpu@numpy", "cpu/0@onnxruntime"], store, settings=FAST)
     assert report.new > 0 and report.reused > 0 and report.missing == 0
     assert report.new + report.reused == 3 * 2 + 3 + 2 + 2  # ops, layouts, pairs, launches
+    assert report.resumed == report.new  # every job cut short had a pass in: none from scratch
     after = Profile.load(path)
     assert all(after.complete(kind, target, key, 3) for kind, target, key in partial)
     for row in complete:  # kept as the killed run left them
         assert _same(after.row(*row), killed.row(*row)), row
-    for row in partial:  # measured again, from their first pass
-        assert not _same(after.row(*row), killed.row(*row)), row
+    for row in partial:  # given the passes they lacked, their samples kept with the new ones
+        old, new = killed.row(*row), after.row(*row)
+        assert old is not None and new is not None and old["partial"] and not new["partial"]
+        assert new["runs"] > old["runs"] and new["min_s"] <= old["min_s"], row
 
 
 def _same(row: dict[str, object] | None, other: dict[str, object] | None) -> bool:

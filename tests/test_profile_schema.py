@@ -103,7 +103,7 @@ def test_a_schema_1_file_gives_the_costs_it_gave_before(mode: str) -> None:
     assert costs.fused_producer == {"relu1": "conv1", "add": "conv2"}
 
 
-def test_a_schema_1_file_moves_reference_s_to_its_kinds_column_and_saves_as_schema_2(
+def test_a_schema_1_file_moves_reference_s_to_its_kinds_column_and_saves_as_current(
     tmp_path: Path,
 ) -> None:
     graph = api.load(tiny_cnn())
@@ -159,9 +159,7 @@ def _target(kind: RowKind) -> str:
     ),
     st.integers(0, 3),
 )
-def test_a_schema_3_round_trip_is_exact(
-    rows: list[tuple[RowKind, str, float, float]], passes: int
-) -> None:
+def test_a_round_trip_is_exact(rows: list[tuple[RowKind, str, float, float]], passes: int) -> None:
     profile = Profile({"fingerprint": "round trip"})
     for kind, key, median, reference in rows:
         measured = Measurement(median, median / 2, median * 2, 0.0, median * 3, 7, "wall", passes)
@@ -182,21 +180,25 @@ def test_a_schema_3_round_trip_is_exact(
             assert row[column] == wanted or (math.isnan(row[column]) and math.isnan(wanted))
 
 
-def test_a_schema_2_file_loads_without_shared_s_and_saves_as_schema_3(tmp_path: Path) -> None:
+def test_a_schema_2_file_loads_without_shared_s_and_saves_as_the_current_schema(
+    tmp_path: Path,
+) -> None:
     graph = api.load(tiny_cnn())
     current = Profile.from_text(v1_profile_text(graph))
     _, meta, table = current.to_text().split("\n", 2)
     columns = pd.read_csv(io.StringIO(table), dtype=str, keep_default_na=False)
     assert "," in "".join(columns["key"])  # quoted keys survive the rewrite below
-    without = columns.drop(columns="shared_s").to_csv(index=False)
-    older = "\n".join(["# autopart.profile 2", meta, without])
+    without = columns.drop(columns=["shared_s", "partial", "check"]).to_csv(index=False)
+    header = json.loads(meta.removeprefix("#"))
+    del header["integrity"]  # version 2 had no checks
+    older = "\n".join(["# autopart.profile 2", f"# {json.dumps(header)}", without])
     loaded = Profile.from_text(older)
     assert list(loaded.table.columns) == COLUMNS and loaded.table["shared_s"].isna().all()
     path = tmp_path / "p.csv"
     path.write_text(older)
     Profile.load(path).save(path)
     assert path.read_text().startswith(f"# autopart.profile {SCHEMA_VERSION}\n")
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION == 4
 
 
 def test_a_reference_column_belongs_to_one_kind_and_kinds_are_checked() -> None:

@@ -24,7 +24,7 @@ from autopart.runtime import Executor, random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.codegen import Placement, get_codegen
 from autopart.targets.devices import discover
-from autopart.targets.onnxruntime_codegen import HAVE_ONNXRUNTIME
+from autopart.targets.onnxruntime.codegen import HAVE_ONNXRUNTIME
 from autopart.targets.opencl import discover_opencl_devices
 from autopart.targets.opencl.attributes import ATTRIBUTES
 from tests.conftest import make_model

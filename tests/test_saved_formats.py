@@ -7,7 +7,6 @@ parser, a plan file that is a symlink to ``/dev/zero`` was read until MemoryErro
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 from autopart.errors import ProfileError
 from autopart.plan.schema import Plan, PlanError
 from autopart.profile import Profile
+from tests.profile_text import cells, rewrite_rows
 from tests.test_errors import assert_one_line_error, invoke
 from tests.test_profile import FAST, tiny_cnn
 
@@ -42,12 +42,13 @@ def saved(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
 
 
 def _rewrite_rows(source: Path, target: Path, change: dict[str, object], kind: str) -> Path:
-    header, table = source.read_text().split("\n", 2)[:2], source.read_text().split("\n", 2)[2]
-    rows = pd.read_csv(io.StringIO(table), dtype=str, keep_default_na=False)
-    first = rows.index[rows["kind"] == kind][0]
-    for column, value in change.items():
-        rows.loc[first, column] = str(value)
-    target.write_text("\n".join(header) + "\n" + rows.to_csv(index=False))
+    def edit(rows: pd.DataFrame) -> pd.DataFrame:
+        first = rows.index[rows["kind"] == kind][0]
+        for column, value in change.items():
+            rows.loc[first, column] = str(value)
+        return rows
+
+    target.write_text(rewrite_rows(source.read_text(), edit))
     return target
 
 
@@ -88,14 +89,17 @@ def test_a_fused_pair_of_views_on_a_device_clock_may_take_no_time(
     saved: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
     _, profile, _ = saved
-    header, table = profile.read_text().split("\n", 2)[:2], profile.read_text().split("\n", 2)[2]
-    rows = pd.read_csv(io.StringIO(table), dtype=str, keep_default_na=False)
+    rows = cells(profile.read_text())
     on_device = rows.index[(rows["kind"] == "fused") & (rows["timer"] != "wall")]
     if on_device.empty:
         pytest.skip("this machine's profile has no fused pairs timed on a device clock")
-    rows.loc[on_device[0], ["median_s", "q1_s", "q3_s", "min_s", "max_s"]] = "0"
+
+    def edit(rows: pd.DataFrame) -> pd.DataFrame:
+        rows.loc[on_device[0], ["median_s", "q1_s", "q3_s", "min_s", "max_s"]] = "0"
+        return rows
+
     rewritten = tmp_path / "views.csv"
-    rewritten.write_text("\n".join(header) + "\n" + rows.to_csv(index=False))
+    rewritten.write_text(rewrite_rows(profile.read_text(), edit))
     assert (Profile.load(rewritten).rows("fused")["median_s"] == 0).sum() == 1
 
 
@@ -148,6 +152,7 @@ def test_ill_typed_plan_fields_are_refused(
 ) -> None:
     _, _, plan_path = saved
     document = json.loads(plan_path.read_text())
+    del document["check"]  # edited by hand
     *parents, last = field.split(".")
     node = document
     for key in parents:

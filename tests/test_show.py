@@ -256,6 +256,9 @@ def test_show_refuses_bad_plans_and_outputs(tmp_path: Path, timed_path: Path) ->
     document = json.loads(timed_path.read_text())
     document["model"]["source"] = "inception_v1"
     other.write_text(json.dumps(document))
+    assert_one_line_error(*invoke("show", str(other)), str(other), "is damaged")
+    del document["check"]  # an edit by hand, accepted as such
+    other.write_text(json.dumps(document))
     assert_one_line_error(*invoke("show", str(other)), "not this one")
     assert_one_line_error(
         *invoke("show", str(timed_path), "--html", str(tmp_path)), "cannot write", str(tmp_path)

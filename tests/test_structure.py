@@ -180,3 +180,127 @@ def test_cited_package_paths_exist() -> None:
         if not (ROOT / match.group(0)).exists()
     ]
     assert missing == []
+
+
+# -- every codegen in a folder of its own, named by nothing outside it --------------------
+TARGETS = PACKAGE / "targets"
+# (module, literal) pairs that may name a codegen outside its folder, each with its reason.
+CODEGEN_NAME_ALLOWED = {
+    # the host's facts (and so the machine fingerprint) hold the numpy library's version,
+    # the library every part of autopart computes with, not the codegen named after it
+    ("autopart/targets/host.py", "numpy"),
+}
+
+
+def _codegen_folders() -> list[str]:
+    """The folders under autopart/targets/ that hold a codegen (a ``codegen`` module)."""
+    return sorted(path.parent.name for path in TARGETS.glob("*/codegen.py"))
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ids of the docstring nodes of ``tree``'s module, classes and functions."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            first = node.body[0] if node.body else None
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
+def _names_codegen(literal: str, codegen: str) -> bool:
+    """Whether a string literal is ``codegen``'s name or a target spec on it (cpu/0@x:bf16)."""
+    spec = rf"(?:[\w:./-]*@)?{re.escape(codegen)}(?::[A-Za-z]\w*)?"
+    return re.fullmatch(spec, literal) is not None
+
+
+def _codegen_mentions(codegen: str) -> list[str]:
+    """Every place outside ``codegen``'s folder that names it: a module path or a literal.
+
+    A module path is ``autopart.targets.<codegen>`` (or its file path) anywhere in a
+    module's text, and any import that reaches the folder, relative ones included. A
+    literal is a string constant other than a docstring that is the name or a target spec
+    naming it; prose that mentions it (help texts, messages, docstrings) is documentation.
+    """
+    modules = _modules()
+    folder = f"autopart.targets.{codegen}"
+    path_text = re.compile(
+        rf"autopart\.targets\.{re.escape(codegen)}\b|autopart/targets/{re.escape(codegen)}/"
+    )
+    found = []
+    for name, path in modules.items():
+        if name == folder or name.startswith(folder + "."):
+            continue
+        where = str(path.relative_to(ROOT))
+        text = path.read_text(encoding="utf-8")
+        found += [f"{where}: {m.group(0)}" for m in path_text.finditer(text)]
+        found += [
+            f"{where}: imports {target}"
+            for target in sorted(_imported(name, path, modules))
+            if target == folder or target.startswith(folder + ".")
+        ]
+        tree = ast.parse(text)
+        docstrings = _docstrings(tree)
+        found += [
+            f"{where}:{node.lineno}: {node.value!r}"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and id(node) not in docstrings
+            and _names_codegen(node.value, codegen)
+            and (where, node.value) not in CODEGEN_NAME_ALLOWED
+        ]
+    return sorted(set(found))
+
+
+def test_the_codegen_name_check_tells_names_from_prose() -> None:
+    assert _names_codegen("numpy", "numpy") and _names_codegen("cpu@numpy", "numpy")
+    assert _names_codegen("cpu/0@openvino:bf16", "openvino")
+    assert _names_codegen("opencl:0/1@opencl", "opencl")
+    assert not _names_codegen("cpu@numpyish", "numpy")
+    assert not _names_codegen("the numpy reference", "numpy")
+    assert not _names_codegen("opencl:0", "opencl")  # a device name, not the codegen
+
+
+def test_every_codegen_is_a_folder_whose_codegen_module_defines_it() -> None:
+    from autopart.targets.codegen import Codegen, builtin_codegen_modules, codegen_names
+
+    folders = _codegen_folders()
+    assert {"numpy", "onnxruntime", "openvino", "opencl"} <= set(folders)
+    assert builtin_codegen_modules() == [f"autopart.targets.{f}.codegen" for f in folders]
+    for folder in folders:
+        module = importlib.import_module(f"autopart.targets.{folder}.codegen")
+        defined = [
+            value.name
+            for value in vars(module).values()
+            if isinstance(value, type)
+            and issubclass(value, Codegen)
+            and value.__module__ == module.__name__
+            and hasattr(value, "name")
+        ]
+        assert defined == [folder], folder
+    assert set(folders) <= set(codegen_names())
+    assert not list(TARGETS.glob("*_codegen.py"))  # no codegen beside the contract
+
+
+def test_no_module_outside_a_codegen_folder_names_that_codegen() -> None:
+    """A new codegen is one folder of its own plus its docs page: no other module names it."""
+    mentions = {codegen: _codegen_mentions(codegen) for codegen in _codegen_folders()}
+    assert mentions == {codegen: [] for codegen in mentions}
+
+
+def test_the_name_check_finds_a_module_path_and_a_target_literal(tmp_path: Path) -> None:
+    source = 'from autopart.targets.opencl import device\nFALLBACK = "cpu/0@opencl"\n'
+    tree = ast.parse(source)
+    literals = [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)]
+    assert any(_names_codegen(value, "opencl") for value in literals)
+    (tmp_path / "mod.py").write_text(source, encoding="utf-8")
+    imported = _imported("autopart.search.mod", tmp_path / "mod.py", _modules())
+    assert "autopart.targets.opencl.device" in imported
+
+
+def test_every_codegen_has_its_docs_page_in_the_nav() -> None:
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    for codegen in _codegen_folders():
+        assert (ROOT / "docs" / f"{codegen}.md").is_file(), codegen
+        assert re.search(rf":\s*{re.escape(codegen)}\.md\s*$", nav, re.MULTILINE), codegen

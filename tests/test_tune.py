@@ -126,9 +126,12 @@ def test_makespan_objective_runs_the_tuner_seeded_by_every_baseline(
 
 def _foreign_copy(profile_path: Path, destination: Path) -> Path:
     """This machine's profile, relabelled as another machine whose device is opencl:5."""
-    text = profile_path.read_text().replace("opencl:0", "opencl:5")
-    foreign = Profile.from_text(text)
-    foreign.meta["fingerprint"] = "feedfacecafebeef"
+    profile = Profile.load(profile_path)
+    table = profile.table.assign(
+        target=profile.table["target"].str.replace("opencl:0", "opencl:5", regex=False)
+    )
+    meta = json.loads(json.dumps(profile.meta).replace("opencl:0", "opencl:5"))
+    foreign = Profile({**meta, "fingerprint": "feedfacecafebeef"}, table)
     destination.write_text(foreign.to_text())
     return destination
 
@@ -418,7 +421,7 @@ def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measuremen
 def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Path) -> None:  # noqa: F811
     from autopart import api
     from autopart.ir.feeds import random_inputs
-    from autopart.tuning.peers import onnxruntime_alone
+    from autopart.targets.onnxruntime.peer import onnxruntime_alone
 
     feeds = random_inputs(api.load(str(tiny_path)), 0)
     plain = onnxruntime_alone(str(tiny_path))(feeds)
@@ -459,14 +462,15 @@ def test_a_peer_that_rejects_the_model_is_left_out_with_a_note(
     monkeypatch: pytest.MonkeyPatch,
     tiny_path: Path,  # noqa: F811
 ) -> None:
-    from autopart.tuning import peers as peer_module
+    from autopart.targets.openvino import peer as openvino_peer
+    from autopart.tuning.peers import peers
 
     def rejects(model: object, inputs: object = None, f32: bool = False) -> object:
         raise RuntimeError("Exception from src/x.cpp:1:\nunsupported op Foo")
 
-    monkeypatch.setattr(peer_module, "openvino_alone", rejects)
-    monkeypatch.setattr(peer_module.openvino_runtime, "HAVE_OPENVINO", True)
-    runners, notes = peer_module.peers(str(tiny_path))
+    monkeypatch.setattr(openvino_peer, "openvino_alone", rejects)
+    monkeypatch.setattr(openvino_peer.runtime, "HAVE_OPENVINO", True)
+    runners, notes = peers(str(tiny_path))
     assert list(runners) == ["onnxruntime alone"]
     assert notes == [
         "openvino alone could not run this model: unsupported op Foo",

@@ -22,7 +22,7 @@ from autopart.errors import ExecutionError, ModelError
 from autopart.ir import Graph, Node, Value, load_graph
 from autopart.ir.type_check import check_declared_types, check_types
 from autopart.runtime import Executor
-from autopart.targets.numpy_codegen import NumpyStep, NumpySubgraph
+from autopart.targets.numpy.codegen import NumpyStep, NumpySubgraph
 from tests.conftest import make_model, run_onnxruntime
 from tests.test_control_flow import control_flow_model
 from tests.test_errors import assert_one_line_error, invoke

@@ -20,6 +20,7 @@ from autopart.cli.run import run
 from autopart.cli.show import show_command
 from autopart.cli.tune import tune_command
 from autopart.cli.zoo import zoo
+from autopart.interrupts import exit_status, interrupted_line
 
 __all__ = ["main", "print_table"]
 
@@ -43,9 +44,10 @@ class OneLineErrors(click.Group):
         except click.ClickException as error:
             click.echo(f"error: {one_line(error.format_message())}", err=True)
             sys.exit(error.exit_code)
-        except click.Abort:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+        except click.Abort as abort:  # an interrupt while click parsed, or a prompt cut short
+            interrupt = abort.__cause__ or KeyboardInterrupt()
+            click.echo(one_line(interrupted_line(interrupt)), err=True)
+            sys.exit(exit_status(interrupt))
         if not standalone_mode:
             return result
         sys.exit(result if isinstance(result, int) else 0)

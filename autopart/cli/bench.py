@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from typing import TYPE_CHECKING
+
 import click
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -22,6 +25,9 @@ from autopart.cli.common import (
 )
 from autopart.io import check_writable
 from autopart.tuning.plan_rows import plan_label
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @click.command("bench")
@@ -55,12 +61,11 @@ def bench_command(
 ) -> None:
     """Time the peers, every single target, the baselines and the tuned plan, with errors.
 
-    The peers are onnxruntime, OpenVINO as installed and OpenVINO f32; every row shows its
-    output error against f32.
+    The peers are each installed codegen's library alone at its defaults (onnxruntime,
+    OpenVINO as installed and OpenVINO f32); every row shows its output error against f32.
 
     --input-shape, --freeze, --precision and --tolerance apply to every MODEL.
     """
-    from autopart.targets.resolve import machine_precisions
     from autopart.tuning.bench import bench_models, write_csv
     from autopart.tuning.options import BenchOptions
 
@@ -85,40 +90,54 @@ def bench_command(
                 stage=stage,
             )  # fmt: skip
 
-        table = bench_models(models, options, progress=progress)
+        try:
+            table = bench_models(models, options, progress=progress)
+        except KeyboardInterrupt as interrupt:
+            left = "was left as it was" if os.path.exists(csv_path) else "was not written"
+            interrupt.add_note(f"{csv_path} {left}")
+            raise
     write_csv(table, csv_path)
     for model, rows in table.groupby("model", sort=False):
-        view = Table(title=f"{model} (medians of {int(rows['runs'].max())} interleaved runs)")
-        labels = [
-            plan_label(plan, int(off))
-            for plan, off in zip(rows["plan"], rows["off_target_nodes"], strict=True)
-        ]
-        rows = rows.assign(label=labels)
-        view.add_column("plan", no_wrap=True, min_width=max(len(label) for label in labels))
-        columns = ("median", "error", "predicted", "vs onnxruntime", "vs openvino",
-                   "vs openvino f32", "vs best peer", "partitions")  # fmt: skip
-        for column in columns:
-            view.add_column(column)
-        for row in rows.sort_values("median_ms").itertuples():
-            view.add_row(
-                str(row.label), _ms(row.median_ms), _error(row.max_rel_error, row.within_tolerance),
-                _ms(row.predicted_ms), _ratio(row.vs_onnxruntime), _ratio(row.vs_openvino),
-                _ratio(row.vs_openvino_f32), _ratio(row.vs_best_peer), str(row.partitions),
-            )  # fmt: skip
-        print_table(view)
-        tolerance = rows["tolerance"].dropna()
-        if len(tolerance):
-            console.print(
-                f"precisions here: {', '.join(machine_precisions())}; tolerance "
-                f"{float(tolerance.iloc[0]):.3g} (errors beyond it are marked !; the best "
-                "peer is the quickest within it)"
-            )
-        floor = float(rows["noise_floor"].iloc[0]) if "noise_floor" in rows else float("nan")
-        if floor == floor:
-            console.print(f"noise floor (the tuned plan timed twice): {floor:.1%}")
-        for row in rows[rows["error"] != ""].itertuples():
-            console.print(styled(("note:", "yellow"), f" {row.plan} could not run: {row.error}"))
+        _print_model(str(model), rows)
     console.print(f"wrote {csv_path}")
+
+
+def _print_model(model: str, rows: pd.DataFrame) -> None:
+    """The table of one model's rows, its tolerance, noise floor and what could not run."""
+    from autopart.targets.resolve import machine_precisions
+    from autopart.tuning.bench import peer_columns
+
+    view = Table(title=f"{model} (medians of {int(rows['runs'].max())} interleaved runs)")
+    labels = [
+        plan_label(plan, int(off))
+        for plan, off in zip(rows["plan"], rows["off_target_nodes"], strict=True)
+    ]
+    rows = rows.assign(label=labels)
+    view.add_column("plan", no_wrap=True, min_width=max(len(label) for label in labels))
+    versus = [column for column in peer_columns().values() if column in rows]
+    columns = ("median", "error", "predicted", *(c.replace("_", " ") for c in versus),
+               "vs best peer", "partitions")  # fmt: skip
+    for column in columns:
+        view.add_column(column)
+    for row in rows.sort_values("median_ms").itertuples():
+        view.add_row(
+            str(row.label), _ms(row.median_ms), _error(row.max_rel_error, row.within_tolerance),
+            _ms(row.predicted_ms), *(_ratio(getattr(row, c)) for c in versus),
+            _ratio(row.vs_best_peer), str(row.partitions),
+        )  # fmt: skip
+    print_table(view)
+    tolerance = rows["tolerance"].dropna()
+    if len(tolerance):
+        console.print(
+            f"precisions here: {', '.join(machine_precisions())}; tolerance "
+            f"{float(tolerance.iloc[0]):.3g} (errors beyond it are marked !; the best "
+            "peer is the quickest within it)"
+        )
+    floor = float(rows["noise_floor"].iloc[0]) if "noise_floor" in rows else float("nan")
+    if floor == floor:
+        console.print(f"noise floor (the tuned plan timed twice): {floor:.1%}")
+    for row in rows[rows["error"] != ""].itertuples():
+        console.print(styled(("note:", "yellow"), f" {row.plan} could not run: {row.error}"))
 
 
 def _ms(value: float) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import sys
 import time
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import wraps
 from typing import Any
 
@@ -24,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from autopart.errors import AutopartError
+from autopart.interrupts import exit_status, interrupted_line, interruptible
 
 
 def visible(text: str) -> str:
@@ -64,23 +66,44 @@ PIPED_MAX_WIDTH = 200  # a table printed to a pipe or log gets up to this many c
 
 
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Wrap a command so that an :class:`AutopartError` is one ``error:`` line and exit 2."""
+    """Wrap a command: an :class:`AutopartError` is one ``error:`` line and exit status 2.
+
+    SIGINT and SIGTERM stop it at the next safe point (:func:`autopart.interrupts.interruptible`):
+    one ``interrupted:`` line says what the work kept, and the exit status is 130 or 143.
+    """
 
     @wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return command(*args, **kwargs)
-        except AutopartError as error:
-            click.echo(f"error: {one_line(str(error))}", err=True)
-            sys.exit(2)
-        except MemoryError as error:  # the last guard: the size checks should come first
-            click.echo(f"error: out of memory: {one_line(str(error)) or 'no detail'}", err=True)
-            sys.exit(2)
-        except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
-            sys.exit(130)
+        with interruptible():
+            try:
+                return command(*args, **kwargs)
+            except AutopartError as error:
+                click.echo(f"error: {one_line(str(error))}", err=True)
+                sys.exit(2)
+            except MemoryError as error:  # the last guard: the size checks should come first
+                detail = one_line(str(error)) or "no detail"
+                click.echo(f"error: out of memory: {detail}", err=True)
+                sys.exit(2)
+            except KeyboardInterrupt as interrupt:
+                click.echo(one_line(interrupted_line(interrupt)), err=True)
+                sys.exit(exit_status(interrupt))
 
     return wrapper
+
+
+@contextmanager
+def telling_interrupts(kept: list[str]) -> Iterator[None]:
+    """Within, an interrupt (KeyboardInterrupt) is told what the command has kept so far.
+
+    The command appends a sentence to ``kept`` after each file it writes; an interrupt
+    gets each as a note (for the ``interrupted:`` line, :func:`user_errors`).
+    """
+    try:
+        yield
+    except KeyboardInterrupt as interrupt:
+        for sentence in kept:
+            interrupt.add_note(sentence)
+        raise
 
 
 def parse_input_shapes(specs: Sequence[str]) -> dict[str, list[int]]:

@@ -90,6 +90,10 @@ def profile_command(
             f"{report.elapsed_s:.1f} s",
         )
     )
+    for note in report.notes:
+        console.print(styled(("note:", "yellow"), f" {note}"))
+    if report.resumed:
+        console.print(f"{report.resumed} measurements took only the passes they lacked")
     if report.missing:
         missing = f"budget spent: {report.missing} measurements still missing; run again to resume"
         console.print(styled((missing, "yellow")))

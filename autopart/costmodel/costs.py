@@ -7,7 +7,7 @@ or by hand in tests and synthetic experiments. All times are seconds.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autopart.costmodel.alone import FLOOR as ALONE_FLOOR
@@ -104,7 +104,12 @@ class Costs:
         return self.launch_cost(target) + self.cold_cost(target)
 
     def partition_cost(
-        self, nodes: Sequence[str], target: VirtualDevice, split: bool = False, alone: bool = False
+        self,
+        nodes: Sequence[str],
+        target: VirtualDevice,
+        split: bool = False,
+        alone: bool = False,
+        node_targets: Mapping[str, VirtualDevice] | None = None,
     ) -> float:
         """Seconds of one partition of ``nodes`` on ``target``.
 
@@ -113,20 +118,28 @@ class Costs:
         plan runs partitions on other targets too); less the target's alone saving per node
         where ``alone`` (the partition is its plan's only one).
 
-        Raises KeyError when ``target`` cannot run one of the nodes. A partition in
-        :attr:`measured` costs its measurement (plus its cold entry where ``split``).
+        ``node_targets`` gives nodes of a partition that mixes precisions their own targets
+        (each is priced at its precision; the one-node timings of a reduced node include the
+        conversions at its edges). Raises KeyError when a target cannot run one of the
+        nodes. A partition of one precision in :attr:`measured` costs its measurement (plus
+        its cold entry where ``split``).
         """
-        timed = self.measured.get((tuple(nodes), target, alone))
+        mixed = bool(node_targets) and any(
+            node_targets.get(name, target) != target
+            for name in nodes  # type: ignore[union-attr]
+        )
+        timed = None if mixed else self.measured.get((tuple(nodes), target, alone))
         if timed is not None:
             return timed + (self.cold_cost(target) if split else 0.0)
         inside = set(nodes)
         total = self.split_entry_cost(target) if split else self.launch_cost(target)
         for name in nodes:
-            total += self.cost(name, target)
+            own = node_targets.get(name, target) if node_targets else target
+            total += self.cost(name, own)
             producer = self.fused_producer.get(name)
             if producer is not None and producer not in inside:
-                total += self.unfused.get(name, {}).get(target, 0.0)
-            layout = self.layout.get(name, {}).get(target, 0.0)
+                total += self.unfused.get(name, {}).get(own, 0.0)
+            layout = self.layout.get(name, {}).get(own, 0.0)
             if layout > 0.0:
                 total += layout * self._edges_crossed(self.graph.node(name), inside) / 2
         if not alone:

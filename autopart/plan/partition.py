@@ -41,6 +41,7 @@ from autopart.ir.graph import Graph, Node
 from autopart.ir.node_order import kahn_order
 from autopart.ir.placement import placement
 from autopart.ir.target import VirtualDevice
+from autopart.targets.resolve import compile_target
 
 
 class PartitionCycleError(AutopartError):
@@ -63,18 +64,24 @@ def partition_graph(graph: Graph) -> list[Partition]:
 
     Same-target partitions merge whenever no cycle results (see the module docstring): no
     two partitions of one target can be merged without a cycle, and a graph whose nodes
-    share one target is one partition. Every node's virtual device must name a target (a
-    device and a codegen), else :class:`autopart.errors.ModelError` names the unplanned
-    nodes.
+    share one target is one partition. On a codegen that mixes precisions, targets that
+    differ only in precision count as one (:func:`~autopart.targets.resolve.compile_target`):
+    their partition's target is the nodes' common one, or f32 when they mix. Every node's
+    virtual device must name a target (a device and a codegen), else
+    :class:`autopart.errors.ModelError` names the unplanned nodes.
     """
     assignment = placement(graph)
-    dag = _Dag(graph, assignment)
+    dag = _Dag(graph, {name: compile_target(t) for name, t in assignment.items()})
     joins = _Joins(len(dag.targets))
     for node in dag.release_order():
         joins.add(node, dag.colors[node], dag.preds[node])
     created = [Partition(index, dag.targets[color]) for index, color in enumerate(joins.color)]
     for node, owner in zip(graph.nodes, joins.owner_of(len(graph.nodes)), strict=True):
         created[owner].nodes.append(node)
+    for partition in created:  # one precision throughout: the partition's own target
+        exact = {assignment[node.name] for node in partition.nodes}
+        if len(exact) == 1:
+            partition.target = exact.pop()
     ordered = [created[i] for i in _order(joins.depends)]
     for new_index, partition in enumerate(ordered):
         partition.index = new_index

@@ -8,6 +8,11 @@ Plans are never pickled.
 Version 2 types the two result records: ``predicted`` is a :class:`Prediction` and
 ``measured`` a :class:`MeasuredRun`. Version 1 kept them as free dicts of the same JSON
 shape; loading one converts them (keys that version 2 does not know are dropped).
+
+A saved plan proves it is whole: :meth:`Plan.save` adds ``check``, the digest of the rest of
+the document's content (:func:`autopart.io.json_digest`), and :meth:`Plan.load` refuses a
+plan whose content does not match it. A plan without ``check`` (written by hand, or
+before checks) is read as it is.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from autopart.io import atomic_write_bytes, parse_json, read_document
+from autopart.io import atomic_write_bytes, json_digest, parse_json, read_document
 from autopart.plan.fields import PlanError, Reader
 
 __all__ = [
@@ -39,6 +44,7 @@ __all__ = [
 SCHEMA = "autopart.plan"
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
+CHECK = "check"  # the key of the digest of the rest of a saved document
 
 
 @dataclass
@@ -137,8 +143,10 @@ class Prediction:
     ``sequential_s`` the sum of every step's cost, ``makespan_s`` the end of the concurrent
     ``schedule``; ``node_costs`` every node's seconds by target text. ``profile`` names the
     machine profile the costs came from, ``method`` the search, ``candidate`` the chosen
-    candidate and ``ilp`` the exact search's report. A field a writer did not record is
-    ``None`` (or empty); readers say so rather than guess.
+    candidate and ``ilp`` the exact search's report; ``error`` the predicted largest relative
+    output error against f32 (from the nodes' measured sensitivities, see
+    :mod:`autopart.costmodel.accuracy`). A field a writer did not record is ``None`` (or
+    empty); readers say so rather than guess.
     """
 
     objective: str | None = None
@@ -150,6 +158,7 @@ class Prediction:
     method: str | None = None
     candidate: str | None = None
     ilp: IlpSummary | None = None
+    error: float | None = None
 
     @classmethod
     def from_dict(cls, document: Any, strict: bool = True) -> Prediction:
@@ -169,6 +178,7 @@ class Prediction:
             method=read.text("method"),
             candidate=read.text("candidate"),
             ilp=None if ilp is None else _ilp_summary(ilp),
+            error=read.number("error"),
         )
 
 
@@ -284,9 +294,10 @@ class Plan:
         return document
 
     def save(self, path: str | Path) -> None:
-        """Write the plan as indented JSON, atomically."""
-        text = json.dumps(self.to_dict(), indent=1) + "\n"
-        atomic_write_bytes(path, text.encode())
+        """Write the plan as indented JSON, atomically, ending with its ``check`` digest."""
+        document = json.loads(json.dumps(self.to_dict()))  # as a reader will see it
+        document[CHECK] = json_digest(document)
+        atomic_write_bytes(path, (json.dumps(document, indent=1) + "\n").encode())
 
     @classmethod
     def from_dict(cls, document: Any) -> Plan:
@@ -326,9 +337,21 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> Plan:
-        """Read a plan file; corrupt or foreign files raise :class:`PlanError`."""
+        """Read a plan file; corrupt, damaged or foreign files raise :class:`PlanError`.
+
+        A document whose ``check`` does not match its content is damaged (cut short,
+        changed on disk, or edited by hand): the error names the file.
+        """
         text = read_document(path, "plan file", PlanError)
-        return cls.from_dict(parse_json(text, f"{path} is not a readable plan: ", PlanError))
+        document = parse_json(text, f"{path} is not a readable plan: ", PlanError)
+        if isinstance(document, dict) and CHECK in document:
+            check = document.pop(CHECK)
+            if check != json_digest(document):
+                raise PlanError(
+                    f"plan file {path} is damaged: its content does not match its check "
+                    f"(if you edited it by hand, delete its {CHECK!r} field)"
+                )
+        return cls.from_dict(document)
 
 
 _REQUIRED_KEYS = ("model", "fallback", "assignment", "partitions", "copies", "order", "storage")

@@ -9,7 +9,7 @@ from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.partition import Partition, PartitionCycleError, boundary, check_acyclic
 from autopart.plan.schema import Plan, PlanError
 from autopart.targets.devices import Machine
-from autopart.targets.resolve import resolve
+from autopart.targets.resolve import belongs, resolve
 
 
 def validate_plan(plan: Plan, graph: Graph, machine: Machine | None = None) -> None:
@@ -59,7 +59,8 @@ def _check_partitions(plan: Plan, graph: Graph) -> list[Partition]:
             if name in seen:
                 raise PlanError(f"node {name!r} is in both {seen[name]} and {spec.id}")
             seen[name] = spec.id
-            if plan.assignment.get(name) != spec.target:
+            assigned = plan.assignment.get(name)
+            if assigned is None or not belongs(_parse(assigned), target):
                 raise PlanError(
                     f"node {name!r} is assigned {plan.assignment.get(name)} but sits in {spec.id} "
                     f"on {spec.target}"
@@ -173,6 +174,8 @@ def _check_machine(plan: Plan, graph: Graph, machine: Machine) -> None:
     for spec in plan.partitions:
         try:
             resolved = resolve(spec.target, machine)
+            for assigned in {plan.assignment[n] for n in spec.nodes} - {spec.target}:
+                resolve(assigned, machine)  # a mixed partition's precisions must exist here
         except AutopartError as error:
             raise PlanError(f"plan cannot run here: {error}") from None
         refused = [n for n in spec.nodes if not resolved.codegen.supports(graph.node(n), graph)]

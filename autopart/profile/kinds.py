@@ -80,6 +80,12 @@ class OpJobs(JobKind):
                     jobs.append(Job(self.kind, target, signature, label, [node]))
         return jobs
 
+    def rows(self, job: Job, planning: Planning) -> list[tuple[RowKind, str]]:
+        """The op row, and on codegens timed by device events the enqueue row."""
+        if _resolved(planning, job.target).codegen.clock == "event":
+            return [(RowKind.OP, job.key), (RowKind.ENQUEUE, job.key)]
+        return [(RowKind.OP, job.key)]
+
     def measure(self, job: Job, measuring: Measuring) -> None:
         """Time the op's ``run_timed``; on device clocks also the host's enqueueing."""
         resolved = measuring.targets[job.target]
@@ -129,7 +135,7 @@ class LayoutJobs(JobKind):
         resolved = measuring.targets[job.target]
         compiled, env = compiled_with_inputs(resolved, measuring.graph, job.nodes, measuring.values)
         samples = compiled.layout_samples(env, measuring.per_pass.min_runs)
-        kernels = measuring.add_pass("kernel_s", job.target, job.key, [k for _, k in samples])
+        kernels = measuring.add_pass("kernel_s", job, job.key, [k for _, k in samples])
         layouts = [layout for layout, _ in samples]
         measuring.record(self.kind, job, job.key, layouts, "event", node.op_type, kernel_s=kernels)
 
@@ -177,7 +183,7 @@ class FusedJobs(JobKind):
         sampler = pair_sampler(resolved, measuring.graph, job.nodes, measuring.values, alone)
         together = collect(sampler, share)
         # the warm-up runs' are left out
-        producer = measuring.add_pass("producer_s", job.target, job.key, alone[-len(together) :])
+        producer = measuring.add_pass("producer_s", job, job.key, alone[-len(together) :])
         measuring.record(
             self.kind, job, job.key, together, resolved.codegen.clock,
             "+".join(node.op_type for node in job.nodes), producer_s=producer,
@@ -207,6 +213,10 @@ class LaunchJobs(JobKind):
                 jobs.append(Job(self.kind, target, "", f"launch on {target}"))
         return jobs
 
+    def rows(self, job: Job, planning: Planning) -> list[tuple[RowKind, str]]:
+        """The target's :func:`launch_keys` rows."""
+        return [(self.kind, key) for key in launch_keys(_resolved(planning, job.target))]
+
     def measure(self, job: Job, measuring: Measuring) -> None:
         """Time the probe's wall time, its ``run_timed``, and its kernel under a profiler."""
         resolved = measuring.targets[job.target]
@@ -216,6 +226,11 @@ class LaunchJobs(JobKind):
         measuring.record(self.kind, job, "timed", timed, resolved.codegen.clock, "Relu")
         if profiled:
             measuring.record(self.kind, job, "profiled", profiled, "event", "Relu")
+
+
+def _resolved(planning: Planning, target: str) -> ResolvedTarget:
+    """The resolved target of ``planning`` named ``target``."""
+    return next(r for r in planning.targets if str(r.target) == target)
 
 
 def launch_keys(resolved: ResolvedTarget) -> tuple[str, ...]:
@@ -309,6 +324,10 @@ class CutJobs(JobKind):
             self, planning, _windows(planning, cut=True), rows, "ops, whole and cut, on"
         )
 
+    def rows(self, job: Job, planning: Planning) -> list[tuple[RowKind, str]]:
+        """The window's calibration, cut and cold rows."""
+        return [(kind, job.key) for kind in (RowKind.CALIBRATION, RowKind.CUT, RowKind.COLD)]
+
     def measure(self, job: Job, measuring: Measuring) -> None:
         """Time the window whole and cut in turn, then whole after the host worked elsewhere."""
         resolved = measuring.targets[job.target]
@@ -321,7 +340,7 @@ class CutJobs(JobKind):
         share = replace(settings, max_seconds=settings.max_seconds * CUT_SHARE)
         halves = collect(sample, share)
         # the warm-up runs' are left out
-        whole = measuring.add_pass("whole_s", job.target, job.key, walls[-len(halves) :])
+        whole = measuring.add_pass("whole_s", job, job.key, walls[-len(halves) :])
         ops = len(job.nodes)
         measuring.record(
             self.kind, job, job.key, halves, "wall", f"cut of {ops} ops", whole_s=whole

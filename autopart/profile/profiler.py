@@ -16,8 +16,9 @@ slow-down (common on shared machines) cannot skew one op's timing: on squeezenet
 OpenCL device, the ops' first-pass medians summed to 1.12-1.81x their third's in ten
 profiles. Everything measured is checkpointed to the profile file every few seconds,
 atomically, so an interrupted run (Ctrl-C or a kill) loses at most the last few seconds. A
-row counts as measured only once all its passes are in (its ``passes`` column), so a rerun
-measures again what is missing or was cut short, and only that.
+row counts as measured only once all its passes are in (its ``passes`` column); a row cut
+short keeps the samples of the passes it has (its ``partial`` column), so a rerun takes only
+the passes it lacks (:mod:`autopart.profile.jobs`), and measures what is missing.
 """
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ class ProfileReport:
     """What a profiling run did: new, reused and missing measurements, and calibrations.
 
     ``new`` counts the jobs measured in full this run, ``missing`` those the budget left
-    undone or cut short (a rerun measures them), ``reused`` the ones the profile held.
+    undone or cut short (a rerun measures them), ``reused`` the ones the profile held;
+    ``resumed`` the jobs that took only the passes their saved rows lacked. ``notes`` say
+    what reading the profile dropped (rows that failed their check, measured again).
     ``calibrations`` holds each target's subgraph calibration for the profiled graph, and
     ``entries`` each target's (cut, cold entry) costs for it in seconds
     (:mod:`autopart.costmodel.cuts`) and what a lone partition saves per node there
@@ -62,12 +65,14 @@ class ProfileReport:
     new: int = 0
     reused: int = 0
     missing: int = 0
+    resumed: int = 0
     unsupported: int = 0
     elapsed_s: float = 0.0
     interrupted: bool = False
     targets: list[str] = field(default_factory=list)
     calibrations: list[Calibration] = field(default_factory=list)
     entries: dict[str, tuple[float, float, float]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
 
 def plan_jobs(
@@ -83,17 +88,21 @@ def plan_jobs(
     Returns the jobs of every kind in :data:`~autopart.profile.kinds.JOB_KINDS`, in that
     order, plus the counts of reused measurements and of (signature, target) pairs that the
     target cannot run (recorded as ``unsupported`` rows); ``progress`` hears of each kind
-    as it is planned. A row stored with fewer than
-    ``passes`` passes (1 for one-pass kinds) is measured again. With ``refresh`` every
-    measurement is planned again, whatever the profile holds; signatures marked
-    unsupported stay so (that is the codegen's answer, not a timing).
+    as it is planned. A row stored with fewer than ``passes`` passes (1 for one-pass
+    kinds) is measured again, in the passes it lacks where its samples are saved (each
+    job's ``passes`` and ``done``). With ``refresh`` every measurement is planned again in
+    full, whatever the profile holds; signatures marked unsupported stay so (that is the
+    codegen's answer, not a timing).
     """
     planning = Planning(graph, list(targets), profile, refresh, max(passes, 1))
     jobs: list[Job] = []
     for done, kind in enumerate(JOB_KINDS):
         if progress is not None:
             progress(0, 0, f"planning {kind.kind.value} jobs ({done}/{len(JOB_KINDS)} kinds)")
-        jobs += kind.plan(planning)
+        for job in kind.plan(planning):
+            job.passes = kind.passes(planning)
+            job.done = planning.resumable(job, kind.rows(job, planning))
+            jobs.append(job)
     return jobs, planning.reused, planning.unsupported
 
 
@@ -128,10 +137,10 @@ class Profiler:
         Measuring keeps freed host memory in the process from then on
         (:func:`autopart.host_memory.retain_freed_memory`), as the plans it prices will run.
 
-        With ``refresh``, measure all of it again (:func:`plan_jobs`); the new rows replace
-        the old ones. Stops early once ``budget_s`` seconds were spent (jobs left undone or
-        with passes left are counted in ``missing``). On KeyboardInterrupt the measurements
-        so far are saved and the interrupt propagates.
+        With ``refresh``, measure all of it again (:func:`plan_jobs`); each new row replaces
+        the old one once it is complete. Stops early once ``budget_s`` seconds were spent
+        (jobs left undone or with passes left are counted in ``missing``). On
+        KeyboardInterrupt the measurements so far are saved and the interrupt propagates.
         """
         retain_freed_memory()
         started = time.perf_counter()
@@ -142,12 +151,13 @@ class Profiler:
         )
         report = ProfileReport(reused=reused, unsupported=unsupported)
         report.targets = [str(r.target) for r in resolved]
+        report.notes = self.profile.dropped.notes()
         needs_values = any(BY_KIND[job.kind].needs_values for job in jobs)
         if needs_values and progress is not None:
             progress(0, len(jobs), f"the numpy reference's values of {len(graph.nodes)} nodes")
         measuring = Measuring(
             self.profile, self.machine, graph, reference_values(graph) if needs_values else {},
-            {str(r.target): r for r in resolved}, self.settings,
+            {str(r.target): r for r in resolved}, self.settings, refresh=refresh,
         )  # fmt: skip
         taken = [0] * len(jobs)  # each job's passes taken
         try:
@@ -165,7 +175,8 @@ class Profiler:
             report.interrupted = True
             raise
         finally:
-            self._finish(report, jobs, taken, started, save=any(taken) or bool(unsupported))
+            dropped = bool(self.profile.dropped.count)  # written back without those rows
+            self._finish(report, jobs, taken, started, any(taken) or bool(unsupported) or dropped)
         return report
 
     def profile_partitions(
@@ -188,6 +199,7 @@ class Profiler:
         started = time.perf_counter()
         passes = max(self.settings.passes, 1)
         resolved = {str(t): resolve(t, self.machine) for _, t, _ in partitions}
+        planning = Planning(graph, list(resolved.values()), self.profile)
         jobs: list[Job] = []
         report = ProfileReport(targets=sorted(resolved))
         for names, target, alone in partitions:
@@ -199,7 +211,9 @@ class Profiler:
                 report.reused += 1
                 continue
             label = f"{len(nodes)} ops as one partition on {target}"
-            jobs.append(Job(RowKind.PARTITION, str(target), key, label, nodes))
+            job = Job(RowKind.PARTITION, str(target), key, label, nodes, passes=passes)
+            job.done = planning.resumable(job, [(RowKind.PARTITION, key)])
+            jobs.append(job)
         inside = any(
             name not in graph.inputs for job in jobs for name in boundary(graph, job.nodes)[0]
         )
@@ -219,10 +233,9 @@ class Profiler:
         self, report: ProfileReport, jobs: list[Job], taken: list[int], started: float, save: bool
     ) -> None:
         """Count the jobs measured in full and those left, save if ``save``, note the time."""
-        passes = max(self.settings.passes, 1)
-        needed = [1 if BY_KIND[job.kind].one_pass else passes for job in jobs]
-        report.new = sum(t >= n for t, n in zip(taken, needed, strict=True))
+        report.new = sum(t >= job.passes - job.done for t, job in zip(taken, jobs, strict=True))
         report.missing = len(jobs) - report.new
+        report.resumed = sum(job.done > 0 for job in jobs)
         if self.path is not None and save:
             self.profile.save(self.path)
         report.elapsed_s = time.perf_counter() - started
@@ -236,16 +249,16 @@ class Profiler:
         budget_s: float | None,
         progress: Progress | None,
     ) -> None:
-        """Take every pass of every job, pass after pass, counting each job's in ``taken``.
+        """Take every pass each job lacks, pass after pass, counting each job's in ``taken``.
 
         Stops before a step once ``budget_s`` seconds from ``started`` are spent.
         """
-        passes = max(self.settings.passes, 1)
+        passes = max([self.settings.passes, *(job.passes for job in jobs)])
         steps = [
             (p, i, job)
             for p in range(passes)
             for i, job in enumerate(jobs)
-            if p == 0 or not BY_KIND[job.kind].one_pass
+            if job.done <= p < job.passes
         ]
         last_save = time.perf_counter()
         for step, (pass_index, index, job) in enumerate(steps):
@@ -255,6 +268,7 @@ class Profiler:
                 suffix = f" ({pass_index + 1}/{passes})" if passes > 1 else ""
                 progress(step, len(steps), job.label + suffix)
             BY_KIND[job.kind].measure(job, measuring)
+            measuring.commit()
             taken[index] += 1
             if self.path is not None and time.perf_counter() - last_save > self.checkpoint_s:
                 self.profile.save(self.path)

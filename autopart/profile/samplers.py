@@ -22,7 +22,7 @@ from autopart.ir.graph import Graph, Node
 from autopart.plan.partition import boundary
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.timing import TimingSettings, collect
-from autopart.targets.codegen import CompiledSubgraph, get_codegen
+from autopart.targets.codegen import CompiledSubgraph, reference_codegen
 from autopart.targets.resolve import ResolvedTarget
 
 PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
@@ -191,10 +191,10 @@ def busy(seconds: float) -> None:
 
 
 def reference_values(graph: Graph) -> dict[str, np.ndarray]:
-    """Every non-constant value of ``graph`` on seeded random inputs (numpy reference)."""
+    """Every non-constant value of ``graph`` on seeded random inputs (the reference codegen)."""
     feeds = random_inputs(graph, seed=0)
     produced = [name for node in graph.nodes for name in node.outputs if name]
-    compiled = get_codegen("numpy").compile(graph, graph.nodes, graph.inputs, produced)
+    compiled = reference_codegen().compile(graph, graph.nodes, graph.inputs, produced)
     env: dict[str, Any] = dict(feeds)
     compiled.run(env)
     return env

@@ -14,10 +14,11 @@ from pathlib import Path
 
 from autopart.errors import ProfileError
 from autopart.profile.store import Profile, now
+from autopart.targets.codegen import codegen_libraries
 from autopart.targets.devices import Machine
 
 DEFAULT_DIR = "profiles"
-_VERSIONED = ("autopart", "numpy", "onnxruntime", "openvino", "pyopencl", "onnx", "scipy")
+_VERSIONED = ("autopart", "onnx", "scipy")  # besides each codegen's library
 
 
 def default_profiles_dir() -> Path:
@@ -31,13 +32,18 @@ def machine_profile_path(directory: str | Path, machine: Machine) -> Path:
 
 
 def library_versions() -> dict[str, str]:
-    """Versions of Python and of the libraries whose speed the measurements depend on."""
+    """Versions of Python and of the libraries whose speed the measurements depend on.
+
+    Those are autopart's own and every registered codegen's library
+    (:attr:`~autopart.targets.codegen.Codegen.library`), where installed.
+    """
     versions = {"python": platform.python_version()}
     for name in _VERSIONED:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             continue
+    versions.update(codegen_libraries())
     return versions
 
 

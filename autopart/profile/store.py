@@ -2,14 +2,16 @@
 
 A profile file looks like::
 
-    # autopart.profile 3
-    # {"fingerprint": "…", "machine": {…}, "created": "…", "settings": {…}, …}
+    # autopart.profile 4
+    # {"fingerprint": "…", "machine": {…}, "created": "…", "settings": {…}, "integrity": …}
     kind,target,key,op_type,median_s,q1_s,q3_s,min_s,max_s,runs,passes,timer,nbytes,kernel_s,…
     op,cpu@onnxruntime,"Conv:11 {…} (float32[1x64x56x56],…) -> (…)",Conv,0.00021,…
 
 Every row holds a :class:`~autopart.costmodel.measurements.Measurement` (``median_s`` to
 ``timer``, and ``passes``: how many of the profiler's passes through its job list its
-samples came from), ``op_type`` (a label), ``nbytes`` and ``measured_at``. Row kinds
+samples came from), ``op_type`` (a label), ``nbytes``, ``measured_at`` and ``partial``: the
+samples of each pass so far (JSON) while the row lacks some of its passes, so that a later
+run takes only the passes it lacks (empty once complete). Row kinds
 (:class:`~autopart.costmodel.measurements.RowKind`):
 
 - ``op``: ``key`` is the op signature;
@@ -39,11 +41,13 @@ samples came from), ``op_type`` (a label), ``nbytes`` and ``measured_at``. Row k
   :mod:`autopart.costmodel.partitions`).
 
 The named reference columns (:data:`~autopart.costmodel.measurements.REFERENCE_COLUMNS`)
-are empty on every other kind. Files of schema version 1 held all five in one column,
-``reference_s``, and no ``passes``; they are read by moving ``reference_s`` to the column of
-the row's kind and taking ``passes`` from the profile's recorded settings
-(:func:`migrate_v1`); files of version 2 lacked ``shared_s`` (and ``alone`` rows). Both
-are written back as version 3.
+are empty on every other kind. The file proves it is whole: its header and each row carry a
+check, and a row that fails its check is dropped and reported (:mod:`.integrity`). Files of
+schema version 1 held all five reference columns in one, ``reference_s``, and no ``passes``;
+they are read by moving ``reference_s`` to the column of the row's kind and taking
+``passes`` from the profile's recorded settings (:func:`migrate_v1`); files of version 2
+lacked ``shared_s`` (and ``alone`` rows), and files up to version 3 lacked ``partial`` and
+the checks. All are written back as version 4.
 Rows are unique by (kind, target, key); when two profiles of one machine merge, the newer
 measurement wins. Files are never pickled, never half-written, and a file that cannot be
 read is reported, never overwritten.
@@ -51,13 +55,7 @@ read is reported, never overwritten.
 
 from __future__ import annotations
 
-import fcntl
-import io
-import json
 import math
-import warnings
-from collections.abc import Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -67,24 +65,34 @@ import pandas as pd
 
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, Measurement, RowKind
 from autopart.errors import AutopartError, ProfileError
-from autopart.io import atomic_write_bytes, parse_json, read_document
+from autopart.io import atomic_write_bytes, locked, read_document
 from autopart.ir.target import VirtualDevice
+from autopart.profile.integrity import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    DroppedRows,
+    parse_cells,
+    read_text,
+    write_text,
+)
 
-SCHEMA = "autopart.profile"
-SCHEMA_VERSION = 3
+__all__ = ["COLUMNS", "SCHEMA", "SCHEMA_VERSION", "DroppedRows", "Profile", "migrate_v1", "now"]
 TIMINGS = ["median_s", "q1_s", "q3_s", "min_s", "max_s"]
 MAX_TIMING_S = 3600.0  # no one measurement the profiler takes lasts an hour
 MAY_TAKE_NO_TIME = (RowKind.OP, RowKind.LAYOUT, RowKind.LAUNCH, RowKind.UNSUPPORTED)
 REFERENCES = list(REFERENCE_COLUMNS.values())
 COLUMNS = [
     "kind", "target", "key", "op_type", *TIMINGS, "runs", "passes", "timer", "nbytes",
-    *REFERENCES, "measured_at",
+    *REFERENCES, "measured_at", "partial",
 ]  # fmt: skip
 COLUMNS_V1 = [
     "kind", "target", "key", "op_type", *TIMINGS, "runs", "timer", "nbytes", "reference_s",
     "measured_at",
 ]  # fmt: skip
-COLUMNS_V2 = [column for column in COLUMNS if column != "shared_s"]
+COLUMNS_V3 = [column for column in COLUMNS if column != "partial"]
+COLUMNS_V2 = [column for column in COLUMNS_V3 if column != "shared_s"]
+FLOATS = [*TIMINGS, *REFERENCES, "reference_s"]
+COUNTS = ["runs", "passes", "nbytes"]
 KEY = ["kind", "target", "key"]
 V1_ONE_PASS = (RowKind.FUSED,)  # schema-1 profilers timed these in one pass whatever the settings
 
@@ -99,7 +107,7 @@ class Profile:
 
     ``meta["fingerprint"]`` identifies the machine; ``meta["machine"]`` describes its devices.
     Methods taking a ``kind`` take a :class:`RowKind` or its value, and raise
-    ``ValueError`` for anything else.
+    ``ValueError`` for anything else. ``dropped`` says what reading its file dropped.
     """
 
     def __init__(self, meta: dict[str, Any], table: pd.DataFrame | None = None) -> None:
@@ -108,6 +116,7 @@ class Profile:
         self.meta = meta
         self.table = _empty() if table is None else table
         self._index: dict[tuple[str, str, str], int] | None = None
+        self.dropped = DroppedRows()
 
     @property
     def fingerprint(self) -> str:
@@ -178,11 +187,13 @@ class Profile:
         whole_s: float = math.nan,
         warm_s: float = math.nan,
         shared_s: float = math.nan,
+        partial: str = "",
     ) -> None:
         """Store (or replace) one measurement, with the reference column of its kind.
 
-        Raises ``ValueError`` for an unknown kind, or for a reference column given to a
-        kind that has another (or none): see the module docstring.
+        ``partial`` holds the samples of its passes while it lacks some (see the module
+        docstring). Raises ``ValueError`` for an unknown kind, or for a reference column
+        given to a kind that has another (or none).
         """
         kind = RowKind(kind)
         given = {
@@ -204,6 +215,7 @@ class Profile:
             "nbytes": int(nbytes),
             **{name: float(value) for name, value in given.items()},
             "measured_at": now(),
+            "partial": partial,
         }
         position = self._lookup().get((kind, target, key))
         if position is None:
@@ -233,18 +245,14 @@ class Profile:
         return Profile(meta, table.reset_index(drop=True))
 
     def to_text(self) -> str:
-        """The file contents: the two header lines, then the CSV table (schema version 3)."""
-        meta = {**self.meta, "updated": now()}
-        buffer = io.StringIO()
-        buffer.write(f"# {SCHEMA} {SCHEMA_VERSION}\n")
-        buffer.write(f"# {json.dumps(meta, sort_keys=True, default=str)}\n")
-        self.table.sort_values(KEY, kind="stable").to_csv(buffer, index=False)
-        return buffer.getvalue()
+        """The file contents: header lines, then the CSV table (schema version 4, checked)."""
+        rows = self.table.sort_values(KEY, kind="stable")[COLUMNS].itertuples(index=False)
+        return write_text({**self.meta, "updated": now()}, COLUMNS, rows)
 
     def save(self, path: str | Path) -> None:
         """Write atomically, merging with what another process saved there meanwhile."""
         path = Path(path)
-        with _locked(path):
+        with locked(path):  # serialise the read-merge-write of processes saving here
             merged = self.merge(Profile.load(path)) if path.exists() else self
             atomic_write_bytes(path, merged.to_text().encode())
         self.table = merged.table
@@ -252,60 +260,40 @@ class Profile:
 
     @classmethod
     def load(cls, path: str | Path) -> Profile:
-        """Read a profile file; raise :class:`ProfileError` naming what is wrong with it."""
-        text = read_document(path, "profile", ProfileError)
+        """Read a profile file; raise :class:`ProfileError` naming what is wrong with it.
+
+        Rows that fail their check are dropped; :attr:`dropped` says how many and why.
+        """
+        text = read_document(path, "profile", ProfileError, keep_undecodable=True)
         return cls.from_text(text, str(path))
 
     @classmethod
     def from_text(cls, text: str, origin: str = "<text>") -> Profile:
         """Parse the contents of a profile file (see :meth:`to_text`).
 
-        Files of schema version 1 are migrated in memory (:func:`migrate_v1`).
+        Rows that fail their check are dropped (:mod:`autopart.profile.integrity`); files of
+        schema versions 1 to 3 are migrated in memory (:func:`migrate_v1`).
         """
-        lines = text.split("\n", 2)
-        if len(lines) < 3 or not lines[0].startswith(f"# {SCHEMA} "):
-            raise ProfileError(f"{origin} is not an autopart profile (no '# {SCHEMA}' header)")
-        version = lines[0].removeprefix(f"# {SCHEMA} ").strip()
-        if version not in ("1", "2", str(SCHEMA_VERSION)):
-            raise ProfileError(
-                f"{origin} has profile schema version {version!r}; this autopart reads "
-                f"versions 1 to {SCHEMA_VERSION}"
-            )
-        meta = parse_json(lines[1].removeprefix("#"), f"{origin} is corrupt: ", ProfileError)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # a bad cell is reported below, in one line
-                table = pd.read_csv(
-                    io.StringIO(lines[2]),
-                    dtype=_DTYPES,
-                    lineterminator="\n",  # to_csv leaves a carriage return in a key unquoted
-                    keep_default_na=False,
-                    na_values={column: ["", "nan"] for column in [*REFERENCES, "reference_s"]},
-                )
-        except (
-            ValueError,
-            OverflowError,
-            pd.errors.ParserError,
-            pd.errors.EmptyDataError,
-        ) as error:
-            raise ProfileError(f"{origin} is corrupt: {error}") from None
-        if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), str):
-            raise ProfileError(f"{origin} is corrupt: its header has no machine fingerprint")
-        expected = {"1": COLUMNS_V1, "2": COLUMNS_V2}.get(version, COLUMNS)
-        missing = [column for column in expected if column not in table.columns]
+        version, meta, cells, dropped = read_text(text, origin)
+        expected = {"1": COLUMNS_V1, "2": COLUMNS_V2, "3": COLUMNS_V3}.get(version, COLUMNS)
+        missing = [column for column in expected if column not in cells.columns]
         if missing:
             raise ProfileError(f"{origin} is corrupt: columns {', '.join(missing)} are missing")
-        table = table[expected]
+        table = parse_cells(cells[expected], FLOATS, COUNTS, origin)
         if version == "2":
-            table = table.assign(shared_s=np.nan)[COLUMNS]
+            table = table.assign(shared_s=np.nan)
         _check_table(table, origin)
         if version == "1":
             table = migrate_v1(table, meta)
-        return cls(meta, table.reset_index(drop=True))
+        if version in ("1", "2", "3"):
+            table = table.assign(partial=pd.Series("", table.index, dtype=object))
+        profile = cls(meta, table[COLUMNS].reset_index(drop=True))
+        profile.dropped = dropped
+        return profile
 
 
 def migrate_v1(table: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame:
-    """A schema-1 table in the columns of schema 3.
+    """A schema-1 table in the columns of schema 3 (schema 4 adds ``partial``).
 
     ``reference_s`` moves to the reference column of each row's kind. ``passes`` is what the
     profiler that wrote the file asked for (``meta["settings"]["passes"]``; 1 if it
@@ -320,7 +308,7 @@ def migrate_v1(table: pd.DataFrame, meta: dict[str, Any]) -> pd.DataFrame:
     asked = settings.get("passes", 1) if isinstance(settings, dict) else 1
     passes = np.where(kinds.isin(V1_ONE_PASS), 1, int(asked))
     table["passes"] = np.where(kinds == RowKind.UNSUPPORTED, 0, passes).astype("int64")
-    return table[COLUMNS]
+    return table[COLUMNS_V3]
 
 
 def _check_table(table: pd.DataFrame, origin: str) -> None:
@@ -371,30 +359,6 @@ def _check_target(kind: str, target: str, origin: str) -> None:
         raise ProfileError(f"{origin} is corrupt: {target!r} is not a target of a {kind} row")
 
 
-_DTYPES = {
-    "kind": str,
-    "target": str,
-    "key": str,
-    "op_type": str,
-    "timer": str,
-    "measured_at": str,
-    **dict.fromkeys([*TIMINGS, *REFERENCES, "reference_s"], "float64"),
-    **dict.fromkeys(("runs", "passes", "nbytes"), "int64"),
-}
-
-
 def _empty() -> pd.DataFrame:
     table = pd.DataFrame({column: pd.Series(dtype=object) for column in COLUMNS})
     return table
-
-
-@contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """Serialise read-merge-write cycles of processes saving the same profile."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path.with_name(f".{path.name}.lock"), "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)

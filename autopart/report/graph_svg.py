@@ -6,6 +6,7 @@ edges they serve, and every element has a ``<title>`` with its details.
 
 from __future__ import annotations
 
+from autopart.errors import TargetError
 from autopart.ir.graph import Graph
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.limits import format_size
@@ -72,9 +73,10 @@ def shape_text(graph: Graph, value: str) -> str:
 
 def _node(box: Box, graph: Graph, row: NodeRow, partition: str, colour: str) -> str:
     node = graph.node(row.name)
+    precision = _precision(row.target)
     details = [
         f"{node.op_type} · {node.name}",
-        f"target {row.target} · partition {partition}",
+        f"target {row.target} · {precision} · partition {partition}",
         "inputs: " + "; ".join(shape_text(graph, v) for v in node.present_inputs),
         "outputs: " + "; ".join(shape_text(graph, v) for v in node.outputs if v),
         f"cost {format_seconds(row.cost_s)} · {describe_saving(row)}",
@@ -83,14 +85,27 @@ def _node(box: Box, graph: Graph, row: NodeRow, partition: str, colour: str) -> 
         details.append(f"next best: {row.next_best} {format_seconds(row.next_best_s)}")
     second = node.name if row.cost_s is None else f"{node.name} · {format_seconds(row.cost_s)}"
     w, h = num(box.width), num(box.height)
+    # reduced precision: a dashed outline and the precision beside the op
+    dash = ' stroke-dasharray="4 2" stroke-width="2"' if precision != "f32" else ""
+    op_text = node.op_type if precision == "f32" else f"{node.op_type} {precision}"
     return (
         f'<g class="node" data-node="{attr(node.name)}" data-partition="{attr(partition)}" '
-        f'data-target="{attr(row.target)}" transform="translate({num(box.left)},{num(box.y)})">'
+        f'data-target="{attr(row.target)}" data-precision="{precision}" '
+        f'transform="translate({num(box.left)},{num(box.y)})">'
         f"<title>{attr(chr(10).join(details))}</title>"
-        f'<rect width="{w}" height="{h}" rx="5" fill="{tint(colour, 0.55)}" stroke="{colour}"/>'
-        f'<text class="op" x="{num(box.width / 2)}" y="14">{attr(clip(node.op_type, 17))}</text>'
+        f'<rect width="{w}" height="{h}" rx="5" fill="{tint(colour, 0.55)}" stroke="{colour}"'
+        f"{dash}/>"
+        f'<text class="op" x="{num(box.width / 2)}" y="14">{attr(clip(op_text, 17))}</text>'
         f'<text class="nm" x="{num(box.width / 2)}" y="27">{attr(clip(second, 24))}</text></g>'
     )
+
+
+def _precision(target: str) -> str:
+    """The precision a target text computes in (``f32`` when it is not a target)."""
+    try:
+        return VirtualDevice.parse(target).computes_in
+    except TargetError:
+        return "f32"
 
 
 def _io(box: Box, graph: Graph) -> str:

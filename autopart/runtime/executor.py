@@ -12,7 +12,7 @@ from autopart.costmodel.measurements import Latencies
 from autopart.host_memory import retain_freed_memory
 from autopart.ir.feeds import check_run_fits, validate_feeds
 from autopart.ir.graph import Graph
-from autopart.targets.codegen import HOST, get_codegen
+from autopart.targets.codegen import HOST, get_codegen, reference_codegen
 
 
 @dataclass
@@ -31,13 +31,13 @@ def collect_outputs(graph: Graph, env: dict[str, np.ndarray]) -> dict[str, np.nd
 
 
 class Executor:
-    """Runs every node of ``graph`` with one codegen (``numpy`` by default)."""
+    """Runs every node of ``graph`` with one codegen (None: the reference, numpy)."""
 
-    def __init__(self, graph: Graph, codegen: str = "numpy") -> None:
+    def __init__(self, graph: Graph, codegen: str | None = None) -> None:
         retain_freed_memory()  # runs reuse their buffers, as in a serving process
         check_run_fits(graph)
         self.graph = graph
-        self.codegen = get_codegen(codegen)
+        self.codegen = reference_codegen() if codegen is None else get_codegen(codegen)
         self.compiled = self.codegen.compile(
             graph, graph.nodes, graph.inputs, graph.outputs, replace(HOST, alone=True)
         )

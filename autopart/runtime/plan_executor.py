@@ -31,7 +31,7 @@ from autopart.plan.validate import validate_plan
 from autopart.runtime.executor import collect_outputs
 from autopart.targets.codegen import CompiledSubgraph
 from autopart.targets.devices import Device, Machine, discover
-from autopart.targets.resolve import resolve
+from autopart.targets.resolve import belongs, resolve
 
 
 @dataclass
@@ -241,9 +241,14 @@ class PlanExecutor:
 
 
 def _target_of(spec: PartitionSpec, nodes: list[Node]) -> VirtualDevice:
-    """The virtual device every node of ``spec`` carries; it must be the partition's target."""
+    """The partition's target; every node's virtual device must belong to it.
+
+    That is the target itself, or, on a codegen that mixes precisions, that target at any
+    precision (:func:`~autopart.targets.resolve.belongs`).
+    """
+    target = VirtualDevice.parse(spec.target)
     devices = {node.virtual_device for node in nodes}
-    if devices != {VirtualDevice.parse(spec.target)}:
+    if not devices or not all(belongs(device, target) for device in devices):
         shown = ", ".join(sorted(map(str, devices)))
         raise PlanError(f"partition {spec.id} runs on {spec.target} but its nodes are on {shown}")
-    return devices.pop()
+    return target

@@ -20,6 +20,7 @@ from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.search.candidates import CandidateKind, candidate_name
+from autopart.targets.codegen import Role, codegen_for
 
 Assignment = dict[str, VirtualDevice]
 Lane = tuple[str, int | None]
@@ -52,13 +53,17 @@ def single_target(costs: Costs, target: VirtualDevice, fallback: VirtualDevice) 
 
 
 def default_priority(costs: Costs) -> list[VirtualDevice]:
-    """ONNX Runtime's usual provider order: whole non-host devices, then ``cpu@onnxruntime``."""
+    """ONNX Runtime's usual provider order: whole non-host devices, then its CPU provider.
+
+    The CPU provider is the whole host, in f32, on the codegen playing
+    :attr:`~autopart.targets.codegen.Role.HOST_PROVIDER` (``cpu@onnxruntime``), where
+    ``costs`` has that target.
+    """
     whole = [target for target in costs.targets if target.unit is None]
     accelerators = [target for target in whole if target.device != HOST_DEVICE]
-    cpu_ort = [
-        target for target in whole if target == VirtualDevice(HOST_DEVICE, None, "onnxruntime")
-    ]
-    return accelerators + cpu_ort
+    provider = codegen_for(Role.HOST_PROVIDER)
+    host = [] if provider is None else [VirtualDevice(HOST_DEVICE, None, provider.name)]
+    return accelerators + [target for target in whole if target in host]
 
 
 def default_fallback(costs: Costs) -> VirtualDevice:

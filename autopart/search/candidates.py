@@ -66,7 +66,8 @@ class Candidate:
 
     ``target`` is the target of a :attr:`CandidateKind.SINGLE` candidate (else None),
     ``index`` a :attr:`CandidateKind.PARETO` candidate's position on the front; ``name``
-    is built from them by :func:`candidate_name`.
+    is built from them by :func:`candidate_name`. ``fits_accuracy`` says whether its
+    predicted output error is within the search's accuracy budget (true without one).
     """
 
     kind: CandidateKind
@@ -76,6 +77,7 @@ class Candidate:
     fits_memory: bool = True
     target: VirtualDevice | None = None
     index: int | None = None
+    fits_accuracy: bool = True
     name: str = field(init=False)
 
     def __post_init__(self) -> None:

@@ -48,8 +48,9 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.costmodel.alone import FLOOR as ALONE_FLOOR
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
@@ -103,13 +104,18 @@ def solve_ilp(
     rel_gap: float = 1e-7,
     progress: Progress | None = None,
     by_segments: bool | None = None,
+    accuracy: AccuracyBudget | None = None,
 ) -> IlpResult:
     """The assignment of least sequential latency, proven within ``rel_gap`` if time allows.
 
-    ``memory`` caps devices' bytes (the estimate is in the module docstring); ``progress``
+    ``memory`` caps devices' bytes (the estimate is in the module docstring); ``accuracy``
+    keeps the predicted output error within its tolerance (one row: the reduced nodes'
+    error weights, :class:`~autopart.costmodel.accuracy.AccuracyBudget`); ``progress``
     hears of every solve (a sub-problem's, by segments). ``by_segments`` solves by
     segments where the graph has series points (``None``: from :data:`SERIES_MIN_NODES`
-    nodes on; never with memory caps or partitions measured whole). Always returns
+    nodes on; never with memory caps or partitions measured whole). The accuracy row spans
+    the whole graph, so segments are solved without it and only plans within the budget
+    are kept; when that leaves a gap, the whole ILP with the row runs too. Always returns
     the best assignment found, its simulated cost and a valid lower bound. Raises
     :class:`IlpError` when a node has no target or nothing was found in time, and
     :class:`ConstraintError` when no assignment fits the memory caps.
@@ -121,8 +127,13 @@ def solve_ilp(
         deadline = started + time_limit_s
         series = solve_by_segments(costs, deadline, rel_gap, _solve_part, progress)
         if series is not None:
-            return _joined(costs, series, started, rel_gap)
-    return _solve_whole(costs, memory, time_limit_s, rel_gap, started, progress)
+            joined = _joined(costs, series, started, rel_gap, accuracy)
+            if joined is not None and (joined.optimal or accuracy is None):
+                return joined
+            left = max(deadline - time.perf_counter(), 1.0)
+            whole = _solve_whole(costs, None, left, rel_gap, started, progress, (), accuracy)
+            return whole if joined is None else _better(joined, whole)
+    return _solve_whole(costs, memory, time_limit_s, rel_gap, started, progress, (), accuracy)
 
 
 def _solve_part(
@@ -130,6 +141,14 @@ def _solve_part(
 ) -> IlpResult:
     """One segment's sub-problem, solved whole, ``banned`` assignments excluded."""
     return _solve_whole(costs, None, time_limit_s, rel_gap, time.perf_counter(), banned=banned)
+
+
+def _better(joined: IlpResult, whole: IlpResult) -> IlpResult:
+    """The cheaper of two answers to one problem, with the higher of their lower bounds."""
+    best = min(joined, whole, key=lambda result: result.objective_s)
+    bound = min(max(joined.bound_s, whole.bound_s), best.objective_s)
+    gap = (best.objective_s - bound) / best.objective_s if best.objective_s > 0 else 0.0
+    return replace(best, bound_s=bound, gap=gap, solve_s=max(joined.solve_s, whole.solve_s))
 
 
 def _solve_whole(
@@ -140,14 +159,15 @@ def _solve_whole(
     started: float,
     progress: Progress | None = None,
     banned: Sequence[Assignment] = (),
+    accuracy: AccuracyBudget | None = None,
 ) -> IlpResult:
     """The whole-graph ILP (see the module docstring), ``banned`` assignments excluded."""
-    form = Formulation(costs, memory or {})
+    form = Formulation(costs, memory or {}, accuracy)
     excluded = [[assignment[node.name] for node in form.nodes] for assignment in banned]
     form.nogoods.extend(excluded)
     incumbent = _Incumbent(costs, [node.name for node in form.nodes])
     for candidate in form.heuristics():
-        if form.memory_ok(candidate) and candidate not in excluded:
+        if form.feasible(candidate) and candidate not in excluded:
             incumbent.offer(candidate)
     loop = _solve_with_cuts(form, incumbent, started + time_limit_s, rel_gap, memory, progress)
     best, best_cost = incumbent.best, incumbent.cost
@@ -169,8 +189,17 @@ def _solve_whole(
     )
 
 
-def _joined(costs: Costs, series: SeriesAnswer, started: float, rel_gap: float) -> IlpResult:
+def _joined(
+    costs: Costs,
+    series: SeriesAnswer,
+    started: float,
+    rel_gap: float,
+    accuracy: AccuracyBudget | None = None,
+) -> IlpResult | None:
     """The answer by segments, beside every plan on one target, priced by the simulator.
+
+    Only plans within ``accuracy`` are kept (``None`` when none is); the segments' bound,
+    solved without it, stays a lower bound.
 
     The bound is the least of the segments' bound (plans on several targets) and the
     true cost of each plan on one target, or a lower bound of it where that already loses
@@ -178,7 +207,7 @@ def _joined(costs: Costs, series: SeriesAnswer, started: float, rel_gap: float) 
     ran out before the segments gave a plan.
     """
     names = [node.name for node in costs.graph.nodes]
-    incumbent = _Incumbent(costs, names)
+    incumbent = _Incumbent(costs, names, accuracy)
     if series.assignment:
         incumbent.offer([series.assignment[name] for name in names])
     entries = [costs.node_cost[name] for name in names]
@@ -194,7 +223,8 @@ def _joined(costs: Costs, series: SeriesAnswer, started: float, rel_gap: float) 
             bound = min(bound, incumbent.offer([target] * len(names)))
         else:  # it cannot win: its floor bounds it
             bound = min(bound, floors[target])
-    assert incumbent.best is not None
+    if incumbent.best is None:
+        return None
     best = incumbent.cost
     bound = min(bound, best)
     gap = (best - bound) / best if best > 0 else 0.0
@@ -232,8 +262,10 @@ def _one_target_floor(costs: Costs, names: list[str], target: VirtualDevice) -> 
 class _Incumbent:
     """The best assignment found so far, with every assignment's true cost computed once."""
 
-    def __init__(self, costs: Costs, names: list[str]) -> None:
-        self.costs, self.names = costs, names
+    def __init__(
+        self, costs: Costs, names: list[str], accuracy: AccuracyBudget | None = None
+    ) -> None:
+        self.costs, self.names, self.accuracy = costs, names, accuracy
         self.truth: dict[tuple[VirtualDevice, ...], float] = {}
         self.best: list[VirtualDevice] | None = None
         self.cost = math.inf
@@ -247,7 +279,14 @@ class _Incumbent:
         return self.truth[key]
 
     def offer(self, assignment: list[VirtualDevice]) -> float:
-        """Keep ``assignment`` if it beats the best so far; return its true cost."""
+        """Keep ``assignment`` if it beats the best so far; return its true cost.
+
+        An assignment outside the accuracy budget is never kept and costs infinity.
+        """
+        if self.accuracy is not None and not self.accuracy.fits(
+            dict(zip(self.names, assignment, strict=True))
+        ):
+            return math.inf
         cost = self.true_cost(assignment)
         if cost < self.cost:
             self.best, self.cost = assignment, cost

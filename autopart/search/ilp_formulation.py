@@ -27,6 +27,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
@@ -58,8 +59,10 @@ class IlpError(AutopartError):
 class Formulation:
     """The ILP of a :class:`Costs` and the cuts learnt so far."""
 
-    def __init__(self, costs: Costs, memory: Mapping[str, int]) -> None:
-        self.costs, self.memory = costs, dict(memory)
+    def __init__(
+        self, costs: Costs, memory: Mapping[str, int], accuracy: AccuracyBudget | None = None
+    ) -> None:
+        self.costs, self.memory, self.accuracy = costs, dict(memory), accuracy
         graph = costs.graph
         self.nodes = list(graph.nodes)
         self.index = {node.name: i for i, node in enumerate(self.nodes)}
@@ -179,12 +182,25 @@ class Formulation:
         e = self._launches(model, x)
         self._edges(model, x, e)
         CopyTerms(self, model, x).add()
+        self._accuracy_row(model, x)
         for assignment in self.nogoods:
             chosen = [
                 (x[(n, t)], 1.0) for n, t in enumerate(assignment) if len(self.targets[n]) > 1
             ]
             model.row(chosen, upper=len(chosen) - 1.0)
         return model, x, e
+
+    def _accuracy_row(self, model: MilpModel, x: Columns) -> None:
+        """The reduced nodes' error weights sum to at most the tolerance squared."""
+        if self.accuracy is None:
+            return
+        terms = [
+            (column, weight)
+            for (n, t), column in x.items()
+            if (weight := self.accuracy.weight(self.nodes[n].name, t)) > 0
+        ]
+        if terms:
+            model.row(terms, upper=self.accuracy.tolerance**2)
 
     def _launches(self, model: MilpModel, x: Columns) -> dict[Edge, int]:
         e: dict[Edge, int] = {}
@@ -365,11 +381,13 @@ class Formulation:
                 )
         return candidates
 
-    def memory_ok(self, assignment: list[VirtualDevice]) -> bool:
-        """Whether ``assignment`` keeps every capped device within the memory estimate."""
+    def feasible(self, assignment: list[VirtualDevice]) -> bool:
+        """Whether ``assignment`` keeps within the memory caps and the accuracy budget."""
+        names = {node.name: t for node, t in zip(self.nodes, assignment, strict=True)}
+        if self.accuracy is not None and not self.accuracy.fits(names):
+            return False
         if not self.memory:
             return True
-        names = {node.name: t for node, t in zip(self.nodes, assignment, strict=True)}
         estimate = memory_estimate(self.costs, names)
         return all(estimate.get(device, 0) <= cap for device, cap in self.memory.items())
 

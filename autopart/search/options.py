@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.errors import AutopartError
 from autopart.search.constraints import Constraints
 
@@ -56,7 +57,8 @@ class SearchOptions:
     60 s) and the optuna search (None: the ILP gets 60 s and optuna a fixed number of
     trials); ``seed`` seeds the optuna sampler; ``storage`` is the optuna study's RDB URL
     (None: in memory) and ``study_name`` its name (None: derived from the graph);
-    ``source`` is the model source recorded in the plans (empty: the graph's). Objective and
+    ``source`` is the model source recorded in the plans (empty: the graph's); ``accuracy``
+    bounds the predicted output error of the ILP's plan (None: no bound). Objective and
     method may be given by name; an unknown name raises :class:`AutopartError`.
     """
 
@@ -68,7 +70,15 @@ class SearchOptions:
     storage: str | None = None
     study_name: str | None = None
     source: str = ""
+    accuracy: AccuracyBudget | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "objective", Objective.parse(self.objective))
         object.__setattr__(self, "method", Method.parse(self.method))
+
+    @property
+    def uses_optuna(self) -> bool:
+        """Whether the search runs optuna (and opens the study storage), not only the ILP."""
+        return self.method == Method.OPTUNA or (
+            self.method == Method.AUTO and self.objective != Objective.LATENCY
+        )

@@ -10,7 +10,7 @@ grouping is fixed when a study is created and stored in it.
 Seeds (the ILP answer, the baselines) are enqueued as the first trials with their exact
 assignment in ``user_attrs``, so the result is never worse than the best seed. Studies can be
 stored and shared by several workers (:mod:`autopart.search.optuna_study`); an interrupted
-search resumes with every finished trial kept.
+search keeps every finished trial there, and the next call resumes from them.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from autopart.search.optuna_study import (
     StudyMirror,
     check_or_store,
     default_study_name,
+    describe_storage,
     make_sampler,
     open_study,
     trial_codes,
@@ -75,7 +76,6 @@ class OptunaResult:
     best_seed_name: str | None
     best_seed_value: float | None
     pareto: list[tuple[Assignment, float, int]] = field(default_factory=list)
-    interrupted: bool = False
     study_name: str = ""
     objective: Objective = Objective.MAKESPAN
 
@@ -103,8 +103,9 @@ def optuna_search(
     ``budget_s`` seconds have passed, whichever comes first; with neither, until interrupted.
     ``storage`` is an optuna RDB URL (``sqlite:///search/<name>/study.db`` creates the
     folder); ``None`` keeps the study in memory. A KeyboardInterrupt, also one raised by
-    ``progress`` (called after every finished trial), stops the search cleanly and returns
-    the best so far with ``interrupted=True``. ``group_chains=False`` gives every node its
+    ``progress`` (called after every finished trial), propagates once the trial under way
+    is failed, with a note of the finished trials the stored study keeps (a later call
+    resumes from them). ``group_chains=False`` gives every node its
     own parameter. Raises :class:`OptunaSearchError` for another objective, seeds that miss
     nodes or use unsupported targets, a stored study of another graph, targets or
     objective, or nothing to report.
@@ -118,9 +119,10 @@ def optuna_search(
     meta = {"objective": str(objective), **space.to_attrs()}
     name = study_name or default_study_name(costs, objective)
     stored = open_study(storage, name, objective)
+    where = f"{describe_storage(storage)} (study {name!r})" if storage else "study"
     if stored is not None:
-        space = check_or_store(stored, space, meta)
-    studies = StudyMirror(stored, space, objective)
+        space = check_or_store(stored, space, meta, where)
+    studies = StudyMirror(stored, space, objective, where)
     existing = studies.local.get_trials(deepcopy=False)
     studies.local.sampler = make_sampler(objective, seed + len(existing))
 
@@ -135,8 +137,8 @@ def optuna_search(
         )
     waiting = len(studies.local.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
-    new_trials, interrupted = _run(studies, scorer, waiting, budget_s, n_trials, progress)
-    return _result(studies, scorer, space, seed_codes, objective, new_trials, interrupted, name)
+    new_trials = _run(studies, scorer, waiting, budget_s, n_trials, progress)
+    return _result(studies, scorer, space, seed_codes, objective, new_trials, name)
 
 
 class _Scorer:
@@ -179,8 +181,11 @@ def _run(
     budget_s: float | None,
     n_trials: int | None,
     progress: Callable[[SearchProgress], None] | None,
-) -> tuple[int, bool]:
-    """Ask, score and tell until the budget is spent; return (trials run, interrupted)."""
+) -> int:
+    """Ask, score and tell until the budget is spent; return the trials run.
+
+    An interrupt propagates, noting what the stored study keeps.
+    """
     start = time.perf_counter()
     new_trials = 0
     best = math.inf
@@ -191,7 +196,7 @@ def _run(
                 (n_trials is not None and new_trials >= n_trials)
                 or (budget_s is not None and elapsed >= budget_s)
             ):
-                return new_trials, False
+                return new_trials
             studies.pull()
             trial = studies.local.ask()
             try:
@@ -205,8 +210,10 @@ def _run(
             if progress is not None:
                 elapsed = time.perf_counter() - start
                 progress(SearchProgress(studies.finished(), new_trials, values, best, elapsed))
-    except KeyboardInterrupt:
-        return new_trials, True
+    except KeyboardInterrupt as interrupt:
+        if studies.stored is not None:
+            interrupt.add_note(f"kept {studies.finished()} finished trials in {studies.where}")
+        raise
 
 
 def _result(
@@ -216,7 +223,6 @@ def _result(
     seed_codes: Mapping[str, Codes],
     objective: Objective,
     new_trials: int,
-    interrupted: bool,
     name: str,
 ) -> OptunaResult:
     """The best trial (or seed, should no seed trial have finished) and the Pareto front."""
@@ -247,7 +253,6 @@ def _result(
         best_seed_name=best_seed,
         best_seed_value=None if best_seed is None else seed_values[best_seed][0],
         pareto=front,
-        interrupted=interrupted,
         study_name=name,
         objective=objective,
     )

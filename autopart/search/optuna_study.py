@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
+from autopart.io import check_writable
 from autopart.ir.hashing import graph_hash
 from autopart.search.options import Objective
 from autopart.search.optuna_space import Codes, SearchSpace
@@ -37,6 +40,71 @@ class OptunaSearchError(AutopartError):
     """An optuna search cannot start or finish: bad seeds, a study of another model, no trial."""
 
 
+class StudyStorageError(OptunaSearchError):
+    """The study's database is damaged, read-only or on a full disk (its file is named)."""
+
+
+# What optuna and SQLAlchemy raise for a database that is damaged, read-only or full, and
+# what optuna's readers raise on rows they cannot read: a NULL value, bad JSON in an
+# attribute, a trial whose values went with a dropped table.
+STORAGE_FAILURES = (
+    optuna.exceptions.StorageInternalError,
+    sqlalchemy.exc.SQLAlchemyError,
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AssertionError,
+)
+
+
+@contextmanager
+def storage_errors(where: str) -> Iterator[None]:
+    """Turn a failure of the study storage ``where`` within into :class:`StudyStorageError`.
+
+    ``where`` names it (:func:`describe_storage`). The message says whether the database
+    is read-only, on a full disk or damaged, with the database's own first line.
+    """
+    try:
+        yield
+    except AutopartError:
+        raise
+    except STORAGE_FAILURES as error:
+        cause: BaseException = error
+        while cause.__cause__ is not None:  # optuna wraps the database's own words
+            cause = cause.__cause__
+        cause = getattr(cause, "orig", None) or cause  # SQLAlchemy wraps them too
+        detail = (str(cause).strip().splitlines() or [type(cause).__name__])[0][:200]
+        text = detail.lower()
+        if "readonly" in text or "read-only" in text:
+            problem = "is read-only"
+        elif "full" in text:
+            problem = "cannot grow: the disk is full"
+        else:
+            problem = "is damaged"
+        raise StudyStorageError(f"the {where} {problem} ({detail})") from None
+
+
+def sqlite_file(storage: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL (a ``file:`` URI's too); None for other storage."""
+    try:
+        url = sqlalchemy.engine.make_url(storage)
+    except (sqlalchemy.exc.ArgumentError, ValueError):
+        return None
+    database = url.database
+    if url.get_backend_name() != "sqlite" or not database or database == ":memory:":
+        return None
+    if database.startswith("file:"):
+        database = database.removeprefix("file:").partition("?")[0]
+    return Path(database)
+
+
+def describe_storage(storage: str) -> str:
+    """How messages name the storage at URL ``storage``: its file, or its URL sans password."""
+    path = sqlite_file(storage)
+    return f"study database {path}" if path is not None else f"study storage {_safe_url(storage)}"
+
+
 class StudyMirror:
     """The in-memory study the sampler works on, mirroring the stored study (if any).
 
@@ -48,9 +116,14 @@ class StudyMirror:
     """
 
     def __init__(
-        self, stored: optuna.Study | None, space: SearchSpace, objective: Objective
+        self,
+        stored: optuna.Study | None,
+        space: SearchSpace,
+        objective: Objective,
+        where: str = "study storage",
     ) -> None:
         self.stored = stored
+        self.where = where
         self.space = space
         self.distributions: dict[str, BaseDistribution] = {
             space.name(g): CategoricalDistribution(space.labels(g))
@@ -63,10 +136,17 @@ class StudyMirror:
         self.pull()
 
     def pull(self) -> None:
-        """Add the stored study's finished trials this worker has not seen yet."""
+        """Add the stored study's finished trials this worker has not seen yet.
+
+        Raises :class:`StudyStorageError` when the storage fails or holds damaged trials.
+        """
         if self.stored is None:
             return
-        finished = self.stored.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        with storage_errors(self.where):
+            self._pull(self.stored)
+
+    def _pull(self, stored: optuna.Study) -> None:
+        finished = stored.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         fresh = [
             trial
             for trial in finished
@@ -92,17 +172,21 @@ class StudyMirror:
         trial.set_user_attr("worker", self.token)
         told = self.local.tell(trial, list(values) if self.objective == "pareto" else values[0])
         if self.stored is not None:
-            self.stored.add_trial(
-                optuna.trial.create_trial(
-                    values=told.values,
-                    user_attrs={k: v for k, v in told.user_attrs.items() if k != "seed_assignment"},
+            with storage_errors(self.where):
+                self.stored.add_trial(
+                    optuna.trial.create_trial(
+                        values=told.values,
+                        user_attrs={
+                            k: v for k, v in told.user_attrs.items() if k != "seed_assignment"
+                        },
+                    )
                 )
-            )
 
     def finished(self) -> int:
         """Finished trials in the stored study (the local one without storage)."""
         study = self.stored if self.stored is not None else self.local
-        return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+        with storage_errors(self.where):
+            return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
 
 
 def trial_codes(trial: FrozenTrial) -> Codes | None:
@@ -124,12 +208,8 @@ def _backend(storage: str) -> optuna.storages.RDBStorage:
     file, and try again.
     """
     engine: dict[str, Any] = {}
-    if storage.startswith("sqlite:///"):
-        path = storage.removeprefix("sqlite:///")
-        if path and path != ":memory:" and not Path(path).parent.is_dir():
-            raise OptunaSearchError(
-                f"the folder of the study database {path} does not exist: create it first"
-            )
+    if storage.startswith("sqlite:"):
+        _check_folder(storage)
         engine = {"connect_args": {"timeout": 60}}
     for attempt in range(CREATE_ATTEMPTS):
         try:
@@ -146,6 +226,15 @@ def _backend(storage: str) -> optuna.storages.RDBStorage:
     raise OptunaSearchError(f"cannot open the study storage {_safe_url(storage)}")
 
 
+def _check_folder(storage: str) -> None:
+    """Refuse a SQLite file in a folder that does not exist (it is never made)."""
+    path = sqlite_file(storage)
+    if path is not None and not path.parent.is_dir():
+        raise OptunaSearchError(
+            f"the folder of the study database {path} does not exist: create it first"
+        )
+
+
 def _safe_url(storage: str) -> str:
     """``storage`` with any password replaced, for messages."""
     try:
@@ -160,15 +249,39 @@ def _storage_failure(storage: str, error: BaseException) -> str:
 
 
 def check_storage(storage: str) -> None:
-    """Open ``storage`` once, so a bad URL fails before any work (raises OptunaSearchError)."""
-    _backend(storage).engine.dispose()
+    """Open ``storage`` and read its studies and trials, so that it fails before any work.
+
+    Raises :class:`OptunaSearchError` for a bad URL or a database that cannot be opened,
+    :class:`~autopart.errors.OutputError` for a SQLite file that cannot be written (read-only,
+    a folder) and :class:`StudyStorageError` for studies that cannot be read.
+    """
+    path = sqlite_file(storage)
+    if path is not None:
+        _check_folder(storage)
+        check_writable(path, "study database")
+    backend = _backend(storage)
+    try:
+        with storage_errors(describe_storage(storage)):
+            for study in backend.get_all_studies():
+                study_id = backend.get_study_id_from_name(study.study_name)
+                backend.get_all_trials(study_id, deepcopy=False)
+    finally:
+        backend.engine.dispose()
 
 
 def open_study(storage: str | None, name: str, objective: Objective) -> optuna.Study | None:
-    """The stored study ``name`` at the RDB URL ``storage``, created if new (None: no storage)."""
+    """The stored study ``name`` at the RDB URL ``storage``, created if new (None: no storage).
+
+    Raises :class:`StudyStorageError` when the storage fails or its records are damaged.
+    """
     if storage is None:
         return None
     backend = _backend(storage)
+    with storage_errors(describe_storage(storage)):
+        return _open(backend, name, objective)
+
+
+def _open(backend: optuna.storages.RDBStorage, name: str, objective: Objective) -> optuna.Study:
     directions = _directions(objective)
     for attempt in range(CREATE_ATTEMPTS):
         try:
@@ -185,8 +298,19 @@ def open_study(storage: str | None, name: str, objective: Objective) -> optuna.S
     return study
 
 
-def check_or_store(study: optuna.Study, space: SearchSpace, meta: dict[str, Any]) -> SearchSpace:
-    """Store the search space in a new study; in a stored one, check it and use its groups."""
+def check_or_store(
+    study: optuna.Study, space: SearchSpace, meta: dict[str, Any], where: str = "study storage"
+) -> SearchSpace:
+    """Store the search space in a new study; in a stored one, check it and use its groups.
+
+    Raises :class:`StudyStorageError` naming ``where`` when the storage fails or the stored
+    space is damaged, :class:`OptunaSearchError` when it is another model's.
+    """
+    with storage_errors(where):
+        return _check_or_store(study, space, meta)
+
+
+def _check_or_store(study: optuna.Study, space: SearchSpace, meta: dict[str, Any]) -> SearchSpace:
     stored = study.user_attrs.get(STUDY_ATTR)
     if stored is None:
         if study.get_trials(deepcopy=False):

@@ -19,7 +19,7 @@ from autopart.search.baselines import baselines, default_fallback
 from autopart.search.candidates import Candidate, CandidateKind
 from autopart.search.constraints import ConstraintError, Constraints, apply
 from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
-from autopart.search.options import Method, Objective, SearchOptions
+from autopart.search.options import Objective, SearchOptions
 from autopart.search.optuna_search import OptunaResult, SearchProgress, optuna_search
 from autopart.search.simulator import Simulation, plan_for, simulate
 from autopart.settings import SEARCH
@@ -83,21 +83,28 @@ def search(
         plan = plan_for(assignment, restricted, options.source, fallback)
         fits = _fits(restricted, assignment, constraints.memory)
         simulation = simulate(plan, restricted)
-        return Candidate(kind, dict(assignment), plan, simulation, fits, target, index)
+        accurate = options.accuracy is None or options.accuracy.fits(assignment)
+        return Candidate(
+            kind, dict(assignment), plan, simulation, fits, target, index, fits_accuracy=accurate
+        )
 
     candidates: dict[str, Candidate] = {}
     for baseline in baselines(restricted, fallback):
         made = candidate(baseline.kind, baseline.assignment, baseline.target)
         candidates[made.name] = made
     time_limit = min(options.budget_s or ILP_TIME_LIMIT_S, ILP_TIME_LIMIT_S)
-    ilp = solve_ilp(restricted, constraints.memory, time_limit_s=time_limit, progress=steps)
+    ilp = solve_ilp(
+        restricted,
+        constraints.memory,
+        time_limit_s=time_limit,
+        progress=steps,
+        accuracy=options.accuracy,
+    )
     made = candidate(CandidateKind.ILP, ilp.assignment)
     candidates[made.name] = made
     optuna: OptunaResult | None = None
     pareto: list[Candidate] = []
-    if options.method == Method.OPTUNA or (
-        options.method == Method.AUTO and options.objective != Objective.LATENCY
-    ):
+    if options.uses_optuna:
         seeds = {name: c.assignment for name, c in candidates.items() if c.fits_memory}
         optuna = _optuna(restricted, seeds, options, progress)
         made = candidate(CandidateKind.TUNED, optuna.assignment)
@@ -116,10 +123,16 @@ def search(
 
 
 def _best(outcome: SearchOutcome) -> Candidate:
-    """The fitting candidate predicted best, ties going to the method's own answer."""
+    """The fitting candidate predicted best, ties going to the method's own answer.
+
+    Candidates within the accuracy budget come first; the others only when none is.
+    """
     preferred = CandidateKind.TUNED if outcome.optuna is not None else CandidateKind.ILP
     fitting = [c for c in outcome.candidates.values() if c.fits_memory]
-    return min(fitting, key=lambda c: (c.value(outcome.objective), c.kind != preferred))
+    return min(
+        fitting,
+        key=lambda c: (not c.fits_accuracy, c.value(outcome.objective), c.kind != preferred),
+    )
 
 
 def reprice(outcome: SearchOutcome, costs: Costs) -> None:
@@ -171,11 +184,12 @@ def annotate(
     method: str | None = None,
     candidate: str | None = None,
     ilp: IlpSummary | None = None,
+    error: float | None = None,
 ) -> None:
     """Record the prediction in ``plan.predicted`` (what ``autopart show`` draws).
 
     The one writer of :class:`Prediction`: the simulated totals and schedule, every node's
-    costs, and what the search reported.
+    costs, what the search reported, and the predicted output ``error`` if known.
     """
     plan.predicted = Prediction(
         objective=objective,
@@ -190,4 +204,5 @@ def annotate(
         method=method,
         candidate=candidate,
         ilp=ilp,
+        error=error,
     )

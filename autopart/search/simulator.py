@@ -142,9 +142,10 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
             lanes: tuple[str, ...] = (f"copy:{spec.src}->{spec.dst}",)
         else:
             target = targets[step_id]
-            for node in spec.nodes:
-                _node_cost(costs, node, target)  # a clear error for a node it cannot run
-            cost = costs.partition_cost(spec.nodes, target, split, alone)
+            own = _node_targets(plan, spec)
+            for node in spec.nodes:  # a clear error for a node it cannot run
+                _node_cost(costs, node, own[node] if own else target)
+            cost = costs.partition_cost(spec.nodes, target, split, alone, own)
             cold = costs.cold_cost(target) if split else 0.0
             device = str(target.device)
             if target.unit is not None:
@@ -157,6 +158,14 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
             continue
         steps.append(_Step(step_id, cost, lanes, tuple(spec.after)))
     return steps
+
+
+def _node_targets(plan: Plan, spec: PartitionSpec) -> dict[str, VirtualDevice] | None:
+    """Each node's own target where ``spec`` mixes precisions, else None (all are its own)."""
+    texts = [plan.assignment.get(node, spec.target) for node in spec.nodes]
+    if all(text == spec.target for text in texts):
+        return None
+    return {node: VirtualDevice.parse(text) for node, text in zip(spec.nodes, texts, strict=True)}
 
 
 def _node_cost(costs: Costs, node: str, target: VirtualDevice) -> float:

@@ -1,6 +1,5 @@
 """Targets: devices, units and codegens, and the codegen registry."""
 
-from autopart.targets import numpy_codegen
 from autopart.targets.codegen import (
     Codegen,
     CompiledSubgraph,
@@ -14,6 +13,5 @@ __all__ = [
     "CompiledSubgraph",
     "codegen_names",
     "get_codegen",
-    "numpy_codegen",
     "register_codegen",
 ]

@@ -3,22 +3,37 @@
 A codegen turns a set of IR nodes (not always connected) into something executable on one
 kind of device. It states what it supports with :meth:`Codegen.supports`; nodes it does
 not support fall back to an explicit fallback target chosen by the caller.
+
+Every built-in codegen lives in a folder of its own under ``autopart/targets/``, whose
+``codegen`` module defines it; the registry finds them by scanning the subpackages of
+:mod:`autopart.targets` (:func:`builtin_codegen_modules`), and plugins by their entry
+points. Beyond compiling, a codegen declares what the rest of autopart would otherwise
+spell out by name: its library (:attr:`Codegen.library`, whose version a profile records),
+the peers it offers (:meth:`Codegen.peers`), the precisions it computes in, the devices
+it finds (:meth:`Codegen.discover_devices`) and the roles it plays (:class:`Role`).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import inspect
+import pkgutil
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from enum import Enum
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from autopart.errors import TargetError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import REFERENCE_PRECISION
-from autopart.targets.devices import Device, HostDevice
+from autopart.targets.device_contract import Device
+from autopart.targets.host import HostDevice
+from autopart.targets.peer import Peer
 
 # Value name -> tensor resident on the device of the subgraph that reads or writes it:
 # numpy arrays on the host, the device's own tensor type elsewhere.
@@ -43,6 +58,21 @@ class Placement:
 
 
 HOST = Placement(HostDevice())
+
+
+class Role(Enum):
+    """A part some other code needs played by a codegen, asked of the registry, not by name.
+
+    ``REFERENCE`` computes what ONNX specifies for every op autopart knows, on the host:
+    the default fallback target, the executor's codegen and the last oracle of ``--check``.
+    ``ORACLE`` runs a whole model alone, independently of autopart's plans: the first
+    oracle of ``--check``. ``HOST_PROVIDER`` is the host's execution provider in ONNX
+    Runtime's provider-order baseline, the last provider before the fallback.
+    """
+
+    REFERENCE = "reference"
+    ORACLE = "oracle"
+    HOST_PROVIDER = "host provider"
 
 
 class CompiledSubgraph(ABC):
@@ -84,6 +114,34 @@ class CompiledSubgraph(ABC):
         return [(0.0, 0.0)] * runs
 
 
+@runtime_checkable
+class Emulating(Protocol):
+    """A compiled subgraph that can emulate reduced precision node by node (the reference).
+
+    ``node_names`` are its nodes in the order they run; ``run_rounded`` runs it from a step
+    with chosen nodes computing on rounded inputs and rounding their outputs (see
+    :mod:`autopart.profile.sensitivity`); ``rounded_outputs`` yields, in one run, each
+    chosen node's exact outputs and those it computes on its rounded inputs, rounded.
+    """
+
+    node_names: list[str]
+
+    def run_rounded(
+        self,
+        env: Environment,
+        rounded: Collection[str],
+        rounding: Callable[[Any], Any],
+        start: int = 0,
+        keep: bool = False,
+    ) -> None:
+        """Run from step ``start`` with the nodes in ``rounded`` emulating a precision."""
+
+    def rounded_outputs(
+        self, env: Environment, chosen: Collection[str], rounding: Callable[[Any], Any]
+    ) -> Iterator[tuple[str, Sequence[Any], Sequence[Any]]]:
+        """Each chosen node's exact and rounded outputs, from one run."""
+
+
 class Codegen(ABC):
     """What every codegen provides: a name, its device kind, support predicates, a compiler.
 
@@ -95,7 +153,13 @@ class Codegen(ABC):
     ``clock`` whether ``run_timed`` reports wall time or device time from events;
     ``fuses`` whether it fuses ops inside a subgraph (the profiler then also times pairs of
     ops together); ``converts_layouts`` whether its compiled subgraphs convert data layouts
-    at their edges (the profiler then measures that with ``layout_samples``).
+    at their edges (the profiler then measures that with ``layout_samples``);
+    ``mixes_precisions`` whether one subgraph may hold nodes of different precisions, each
+    computing in its own virtual device's precision (a plan's partitions then group nodes
+    by target regardless of precision, see :func:`autopart.targets.resolve.compile_target`).
+
+    ``library`` is the distribution whose version identifies its results (None: none
+    beyond autopart), ``roles`` the parts it plays (:class:`Role`).
     """
 
     name: ClassVar[str]
@@ -104,11 +168,43 @@ class Codegen(ABC):
     clock: ClassVar[str] = "wall"  # what run_timed measures: "wall" or device "event" time
     fuses: ClassVar[bool] = False
     converts_layouts: ClassVar[bool] = False
+    mixes_precisions: ClassVar[bool] = False
+    library: ClassVar[str | None] = None
+    roles: ClassVar[frozenset[Role]] = frozenset()
 
     @classmethod
     def available(cls) -> bool:
         """Whether this codegen's dependencies are installed (optional ones fail late)."""
         return True
+
+    @classmethod
+    def library_version(cls) -> str | None:
+        """The installed version of :attr:`library` (None without one, or when absent)."""
+        if cls.library is None:
+            return None
+        try:
+            return importlib.metadata.version(cls.library)
+        except importlib.metadata.PackageNotFoundError:
+            return None
+
+    @classmethod
+    def peers(cls) -> tuple[Peer, ...]:
+        """The configurations of its library a user would run instead of autopart.
+
+        Each :class:`~autopart.targets.peer.Peer` stands for this codegen's whole-host
+        single-target plan at the peer's precision; ``bench`` and ``tune`` time them beside
+        autopart's plans. The default offers none.
+        """
+        return ()
+
+    @classmethod
+    def discover_devices(cls) -> Sequence[Device]:
+        """The devices of ``device_kind`` this codegen finds here, besides the host.
+
+        :func:`~autopart.targets.devices.discover` asks every registered codegen; it must
+        never raise for lack of hardware or drivers (then: none). The default finds none.
+        """
+        return ()
 
     @classmethod
     def precisions(cls) -> tuple[str, ...]:
@@ -134,6 +230,14 @@ class Codegen(ABC):
         placement: Placement = HOST,
     ) -> CompiledSubgraph:
         """Compile ``nodes`` of ``graph`` into one subgraph that runs at ``placement``."""
+
+    def check_device(self, placement: Placement) -> None:
+        """Raise :class:`TargetError` unless ``placement`` is a device of ``device_kind``."""
+        if placement.device.kind != self.device_kind:
+            raise TargetError(
+                f"codegen {self.name} runs on {self.device_kind} devices, "
+                f"not {placement.device.name!r}"
+            )
 
     def alone_differs(self, placement: Placement) -> bool:
         """Whether a plan's only partition at ``placement`` gets other library settings.
@@ -190,38 +294,68 @@ class ProbedCodegen(Codegen):
 
 
 _CODEGENS: dict[str, Callable[[], Codegen]] = {}
-_BUILTIN_MODULES = (
-    "autopart.targets.numpy_codegen",
-    "autopart.targets.onnxruntime_codegen",
-    "autopart.targets.openvino.codegen",
-    "autopart.targets.opencl.codegen",
-)
+CODEGEN_MODULE = "codegen"  # the module of a codegen folder that defines its codegen
 ENTRY_POINT_GROUP = "autopart.codegens"
 _loaded = False
 
 
-def load_codegens() -> None:
-    """Import the built-in codegens and every plugin of the ``autopart.codegens`` group.
+def builtin_codegen_modules() -> list[str]:
+    """The ``codegen`` module of every subpackage of :mod:`autopart.targets`, by folder name.
 
-    An entry point may name a Codegen class (it is registered) or a module whose import
-    registers codegens with :func:`register_codegen`. A built-in codegen whose optional
-    dependency is missing is simply absent; a broken plugin raises :class:`TargetError`.
+    Found on disk, as tinygrad finds its devices: a codegen is a folder, not a list entry.
+    """
+    package = __name__.rpartition(".")[0]
+    folders = pkgutil.iter_modules([str(Path(__file__).parent)])
+    return [f"{package}.{info.name}.{CODEGEN_MODULE}" for info in folders if info.ispkg]
+
+
+def _defined_codegens(module: ModuleType) -> list[type[Codegen]]:
+    """The concrete :class:`Codegen` classes ``module`` defines (not those it imports)."""
+    return [
+        value
+        for value in vars(module).values()
+        if isinstance(value, type)
+        and issubclass(value, Codegen)
+        and value.__module__ == module.__name__
+        and not inspect.isabstract(value)
+    ]
+
+
+def _load_builtins() -> None:
+    """Register every codegen the built-in folders define, ahead of any registered already.
+
+    A folder without a ``codegen`` module is no codegen; a codegen whose optional
+    dependency is missing registers anyway (it reports itself unavailable), and an
+    ImportError of the dependency itself leaves the codegen out.
+    """
+    found: dict[str, Callable[[], Codegen]] = {}
+    for name in builtin_codegen_modules():
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:
+            if error.name and error.name.startswith("autopart") and not name.startswith(error.name):
+                raise
+            continue  # no codegen module, or an optional dependency (pyopencl, ...) is absent
+        for codegen in _defined_codegens(module):
+            found[codegen.name] = _CODEGENS.get(codegen.name, codegen)
+    ordered = {**found, **_CODEGENS}
+    _CODEGENS.clear()
+    _CODEGENS.update(ordered)
+
+
+def load_codegens() -> None:
+    """Find the built-in codegens and load every plugin of the ``autopart.codegens`` group.
+
+    Built-ins come first (:func:`builtin_codegen_modules`). An entry point may name a
+    Codegen class (it is registered) or a module whose import registers codegens with
+    :func:`register_codegen`. A built-in codegen whose optional dependency is missing is
+    simply absent; a broken plugin raises :class:`TargetError`.
     """
     global _loaded
     if _loaded:
         return
     _loaded = True
-    for module in _BUILTIN_MODULES:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            if (
-                error.name
-                and error.name.startswith("autopart")
-                and not module.startswith(error.name)
-            ):
-                raise
-            # an optional dependency (pyopencl, onnxruntime, openvino) is absent
+    _load_builtins()
     for entry_point in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             loaded = entry_point.load()
@@ -234,7 +368,10 @@ def load_codegens() -> None:
 
 
 def register_codegen(factory: Callable[[], Codegen]) -> Callable[[], Codegen]:
-    """Register a codegen class (or zero-argument factory) under its ``name``."""
+    """Register a codegen class (or zero-argument factory) under its ``name``.
+
+    Built-in codegens need not: the registry finds them. Scripts and plugins use it.
+    """
     name = getattr(factory, "name", None)
     if not isinstance(name, str):
         raise TypeError("a registered codegen needs a class attribute `name`")
@@ -253,6 +390,49 @@ def get_codegen(name: str) -> Codegen:
 
 
 def codegen_names() -> list[str]:
-    """Names of every registered codegen."""
+    """Names of every registered codegen, sorted."""
     load_codegens()
     return sorted(_CODEGENS)
+
+
+def registered_codegens() -> list[Codegen]:
+    """An instance of every registered codegen: built-ins first, then in registration order."""
+    load_codegens()
+    return [factory() for factory in _CODEGENS.values()]
+
+
+def codegen_for(role: Role) -> Codegen | None:
+    """The first registered codegen that plays ``role`` (built-ins first), or None."""
+    return next((c for c in registered_codegens() if role in c.roles), None)
+
+
+def reference_codegen() -> Codegen:
+    """The codegen playing :attr:`Role.REFERENCE`; :class:`TargetError` when none does."""
+    codegen = codegen_for(Role.REFERENCE)
+    if codegen is None:
+        raise TargetError("no registered codegen is the reference")
+    return codegen
+
+
+def declared_peers(available: bool = False) -> list[Peer]:
+    """Every peer the registered codegens offer, each name once (the first codegen's).
+
+    With ``available``, only the peers of codegens whose library is installed here.
+    """
+    found: dict[str, Peer] = {}
+    for codegen in registered_codegens():
+        if available and not codegen.available():
+            continue
+        for peer in codegen.peers():
+            found.setdefault(peer.name, peer)
+    return list(found.values())
+
+
+def codegen_libraries() -> dict[str, str]:
+    """The installed version of each registered codegen's library, by library name."""
+    versions: dict[str, str] = {}
+    for codegen in registered_codegens():
+        version = codegen.library_version()
+        if codegen.library is not None and version is not None:
+            versions.setdefault(codegen.library, version)
+    return versions

@@ -3,8 +3,10 @@
 A :class:`Device` is one memory space with compute attached. Its units are lanes that run
 at the same time and share the device's memory. Each device kind lives in its own small
 class written against this contract: ``to_host``, ``from_host``, ``synchronize``,
-``describe``. The host device and discovery live in :mod:`autopart.targets.devices`, the
-OpenCL devices in :mod:`autopart.targets.opencl.device`; both build on this module alone.
+``describe``. The host device lives in :mod:`autopart.targets.host` and discovery in
+:mod:`autopart.targets.devices`; other devices live in the folder of the codegen that runs
+on them, which finds them (:meth:`~autopart.targets.codegen.Codegen.discover_devices`).
+All build on this module alone.
 """
 
 from __future__ import annotations

@@ -1,68 +1,29 @@
-"""Devices and their units: discovery, host transfers, and the machine fingerprint.
+"""Devices and their units: discovery and the machine fingerprint.
 
 A :class:`Device` is one memory space with compute attached. Its units are lanes that run
 at the same time and share the device's memory. Each device kind lives in its own small
 class written against the same contract: ``to_host``, ``from_host``, ``synchronize``,
 ``describe``. The contract (:class:`Device`, :class:`Unit`) is defined in
-:mod:`autopart.targets.device_contract` and re-exported here.
+:mod:`autopart.targets.device_contract`, the host (:class:`HostDevice`) in
+:mod:`autopart.targets.host`; both are re-exported here. Every other device is found by
+the codegen that runs on it (:meth:`~autopart.targets.codegen.Codegen.discover_devices`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
-
-import numpy as np
 
 from autopart.errors import TargetError
 from autopart.ir.target import HOST_DEVICE
+from autopart.targets.codegen import codegen_names, get_codegen
 from autopart.targets.device_contract import Device, Unit
+from autopart.targets.host import HostDevice
 
-
-class HostDevice(Device):
-    """The host CPU. Its units are single cores this process may run on."""
-
-    name = HOST_DEVICE
-    kind = "cpu"
-
-    def __init__(self) -> None:
-        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-        self.units = [Unit(i, f"core {core}", (core,)) for i, core in enumerate(cores)]
-
-    def to_host(self, tensor: Any) -> np.ndarray:
-        """Host tensors are numpy arrays already."""
-        return tensor
-
-    def from_host(self, array: np.ndarray, unit: int | None = None) -> np.ndarray:
-        """Host tensors are numpy arrays already."""
-        return array
-
-    def describe(self) -> dict[str, Any]:
-        """CPU model, core count and numpy version."""
-        return {
-            "kind": "cpu",
-            "processor": _cpu_model(),
-            "machine": platform.machine(),
-            "cores": os.cpu_count(),
-            "numpy": np.__version__,
-        }
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
+__all__ = ["VOLATILE_FACTS", "Device", "HostDevice", "Machine", "Unit", "discover"]
 
 VOLATILE_FACTS = frozenset({"global_memory"})
 
@@ -99,12 +60,13 @@ class Machine:
 
 @cache
 def discover() -> Machine:
-    """Find the host and every OpenCL device (OpenCL is skipped when pyopencl is absent)."""
+    """The host and every device a registered codegen finds, the host first.
+
+    Each codegen's :meth:`~autopart.targets.codegen.Codegen.discover_devices` is asked in
+    name order; a device name found twice keeps its first device.
+    """
     machine = Machine({HOST_DEVICE: HostDevice()})
-    try:
-        from autopart.targets.opencl.device import discover_opencl_devices
-    except ImportError:
-        return machine
-    for device in discover_opencl_devices():
-        machine.devices[device.name] = device
+    for name in codegen_names():
+        for device in get_codegen(name).discover_devices():
+            machine.devices.setdefault(device.name, device)
     return machine

@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from autopart.errors import TargetError
-from autopart.ir.target import PRECISIONS, VirtualDevice
-from autopart.targets.codegen import Codegen, Placement, codegen_names, get_codegen
+from autopart.ir.target import HOST_DEVICE, PRECISIONS, VirtualDevice
+from autopart.targets.codegen import (
+    Codegen,
+    Placement,
+    codegen_names,
+    get_codegen,
+    reference_codegen,
+)
 from autopart.targets.devices import Machine, discover
 
 
@@ -82,6 +89,11 @@ def resolve(target: VirtualDevice | str, machine: Machine | None = None) -> Reso
     return ResolvedTarget(spec, Placement(device, spec.unit, precision=spec.precision), codegen)
 
 
+def reference_target() -> VirtualDevice:
+    """The reference codegen on the whole host, in f32: the default fallback target."""
+    return VirtualDevice(HOST_DEVICE, None, reference_codegen().name)
+
+
 def machine_precisions(machine: Machine | None = None) -> list[str]:
     """Every precision some target of this machine computes in, f32 first."""
     found = {target.computes_in for target in available_targets(machine)}
@@ -96,3 +108,28 @@ def codegen_precisions() -> dict[str, tuple[str, ...]]:
         if codegen.available():
             offered[name] = codegen.precisions()
     return offered
+
+
+@functools.cache
+def compile_target(target: VirtualDevice) -> VirtualDevice:
+    """The target a partition holding ``target``'s nodes is compiled for.
+
+    ``target`` itself, or, when its codegen mixes precisions in one subgraph
+    (:attr:`~autopart.targets.codegen.Codegen.mixes_precisions`), ``target`` at f32: its
+    nodes of every precision may share one partition. An unknown codegen mixes nothing.
+    """
+    if target.precision is None or target.codegen not in codegen_names():
+        return target
+    mixes = get_codegen(target.codegen).mixes_precisions
+    return target.at_precision(None) if mixes else target
+
+
+def belongs(node_target: VirtualDevice, partition_target: VirtualDevice) -> bool:
+    """Whether a node on ``node_target`` may sit in a partition on ``partition_target``.
+
+    Equal targets; or a partition at f32 on a codegen that mixes precisions, holding a node
+    of that target at any precision.
+    """
+    if node_target == partition_target:
+        return True
+    return partition_target.precision is None and compile_target(node_target) == partition_target

@@ -29,6 +29,7 @@ from autopart.costmodel.fusion import fusion_pairs
 from autopart.ir.graph import Graph
 from autopart.ir.signature import op_signature
 from autopart.ir.target import VirtualDevice
+from autopart.targets.codegen import get_codegen
 
 ROWS, WIDTH, HEADS, HIDDEN = 16, 64, 4, 128
 BLOCK_NODES = 31
@@ -155,7 +156,8 @@ def synthetic_costs(graph: Graph, targets: Sequence[str], seed: int = 0) -> Cost
     bytes moved over a per-target speed, times a seeded factor per (signature, target).
     Launches, cold entries and copies between devices have fixed prices; the fusion pairs
     of the graph (:func:`autopart.costmodel.fusion.fusion_pairs`) pay an unfused extra, and
-    onnxruntime's nodes a layout cost at partition edges.
+    the nodes of codegens that convert layouts (``converts_layouts``) a layout cost at
+    partition edges.
     """
     chosen = [VirtualDevice.parse(t) for t in targets]
     node_cost: dict[str, dict[VirtualDevice, float]] = {}
@@ -173,9 +175,8 @@ def synthetic_costs(graph: Graph, targets: Sequence[str], seed: int = 0) -> Cost
     pairs = fusion_pairs(graph)
     fused = {name: pair.producer.name for name, pair in pairs.items()}
     unfused = {name: {t: 0.5 * node_cost[name][t] for t in chosen} for name in pairs}
-    layout = {
-        node.name: {t: 1e-6 for t in chosen if t.codegen == "onnxruntime"} for node in graph.nodes
-    }
+    converts = {t.codegen: get_codegen(t.codegen).converts_layouts for t in chosen}
+    layout = {node.name: {t: 1e-6 for t in chosen if converts[t.codegen]} for node in graph.nodes}
     devices = {str(t.device) for t in chosen} - {"cpu"}
     copies = TransferModel(2e-5, 4e9)
     transfers = {pair: copies for d in devices for pair in (("cpu", d), (d, "cpu"))}

@@ -1,10 +1,11 @@
 """The accuracy budget of a tune: which precisions it may use and how far outputs may drift.
 
 A plan's error is the largest relative error of any output against the f32 reference (the
-numpy reference), over the evaluation samples (:func:`evaluation_samples`). The budget
+reference codegen), over the evaluation samples (:func:`evaluation_samples`). The budget
 (``--tolerance REL``) caps it. By default it follows the ecosystem: OpenVINO as installed
 computes in bf16 where the CPU has it, so the default budget is that peer's own error on
-the same samples, plus :attr:`~autopart.settings.AccuracySettings.peer_allowance` for
+the same samples (the peer whose codegen declares it ``sets_budget``,
+:func:`budget_peer`), plus :attr:`~autopart.settings.AccuracySettings.peer_allowance` for
 rounding, and never below the f32 check tolerance. The default plan is then never less
 accurate than OpenVINO at its defaults. ``--precision f32`` allows f32 targets only and
 holds plans to the f32 check tolerance: the exact plans of before.
@@ -12,19 +13,29 @@ holds plans to the f32 check tolerance: the exact plans of before.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.errors import AutopartError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
-from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION
+from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION, VirtualDevice
+from autopart.profile.sensitivity import EMULATED, measure_budget
 from autopart.settings import ACCURACY, VERIFY
+from autopart.targets.codegen import declared_peers
 from autopart.tuning.verify import Measured, Tolerance
 
-AS_INSTALLED = "openvino alone"  # the peer whose error sets the default budget
+
+def budget_peer() -> str | None:
+    """The name of the peer whose error sets the default budget (None: no codegen has one).
+
+    That is the first declared peer marked ``sets_budget``
+    (:class:`~autopart.targets.peer.Peer`): OpenVINO as installed.
+    """
+    return next((peer.name for peer in declared_peers() if peer.sets_budget), None)
 
 
 @dataclass(frozen=True)
@@ -58,12 +69,13 @@ class Budget:
         allowed = (
             "every precision offered" if self.precisions is None else "+".join(self.precisions)
         )
+        peer = None if self.exact else budget_peer()
         if self.tolerance is not None:
             budget = f"tolerance {self.tolerance:.3g}"
-        elif self.exact:
+        elif peer is None:
             budget = f"tolerance {VERIFY.check_tolerance:.3g} (f32)"
         else:
-            budget = "tolerance: OpenVINO as installed's error on the same inputs"
+            budget = f"tolerance: {peer}'s error on the same inputs"
         return f"{allowed}, {budget}"
 
 
@@ -96,11 +108,12 @@ def check_tolerance(value: float | None) -> None:
 
 
 def follow_peer(errors: Mapping[str, float]) -> float:
-    """The default budget from every runner's error: OpenVINO as installed's, plus rounding.
+    """The default budget from every runner's error: :func:`budget_peer`'s, plus rounding.
 
-    Never below the f32 check tolerance; that tolerance where OpenVINO did not run.
+    Never below the f32 check tolerance; that tolerance where that peer did not run.
     """
-    peer = errors.get(AS_INSTALLED)
+    name = budget_peer()
+    peer = None if name is None else errors.get(name)
     if peer is None or not np.isfinite(peer):
         return VERIFY.check_tolerance
     return max(VERIFY.check_tolerance, peer * (1 + ACCURACY.peer_allowance))
@@ -118,6 +131,48 @@ def accuracy_notes(results: Mapping[str, Measured], budget: Budget) -> list[str]
         more = f" and {len(over) - 8} more" if len(over) > 8 else ""
         notes.append(f"outputs beyond the tolerance, so not kept: {shown}{more}")
     return notes
+
+
+def search_budget(
+    graph: Graph,
+    targets: Sequence[str],
+    budget: Budget,
+    seed: int,
+    progress: Callable[[int, int], None] | None = None,
+) -> AccuracyBudget | None:
+    """The accuracy budget the search keeps to, from the nodes' measured sensitivities.
+
+    None when no target of ``targets`` computes in a reduced precision the reference can
+    emulate. The tolerance is ``budget``'s when given; else every node reduced is allowed
+    (the default budget follows OpenVINO as installed, which reduces every node it can),
+    with the same allowance, so the bound binds only when a tolerance is asked for.
+    """
+    reduced = sorted(
+        {p for text in targets if (p := VirtualDevice.parse(text).precision) in EMULATED}
+    )
+    if not reduced:
+        return None
+    feeds = random_inputs(graph, seed)
+    found = [measure_budget(graph, feeds, p, None, progress=progress) for p in reduced]
+    weights = {key: value for part in found for key, value in part.weights.items()}
+    worst = max(part.all_reduced for part in found)
+    tolerance = budget.tolerance
+    if tolerance is None:
+        tolerance = max(worst * (1 + ACCURACY.peer_allowance), VERIFY.check_tolerance)
+    return AccuracyBudget(weights, tolerance, worst, found[0].method)
+
+
+def over_budget(
+    accuracy: AccuracyBudget | None, assignment: Mapping[str, VirtualDevice], measured: Measured
+) -> AccuracyBudget | None:
+    """The tightened budget to search again with, if the ILP's plan measured over its own.
+
+    None when there was no budget, the plan was within the tolerance, or its error does
+    not come from reduced precision (it predicts none).
+    """
+    if accuracy is None or measured.correct or accuracy.predicted_error(assignment) == 0:
+        return None
+    return accuracy.tightened(measured.max_error, measured.tolerance)
 
 
 def evaluation_samples(graph: Graph, seed: int) -> list[dict[str, np.ndarray]]:

@@ -1,6 +1,6 @@
 """`autopart bench MODEL...`: every way of running a model, timed side by side in one run.
 
-The peers (onnxruntime alone and openvino alone, each at its defaults: see
+The peers (each codegen's library alone at its defaults: see
 :mod:`autopart.tuning.peers`), every single target, the baselines and the tuned plan run in
 interleaved rounds on the same inputs; the result is a CSV and a table of ratios.
 
@@ -24,22 +24,14 @@ from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
+from autopart.targets.codegen import declared_peers
 from autopart.tuning.accuracy import evaluation_samples
 from autopart.tuning.choice import ratio_interval
 from autopart.tuning.options import BenchOptions, TuneOptions
-from autopart.tuning.peers import (
-    LINGER_S,
-    ONNXRUNTIME,
-    OPENVINO,
-    OPENVINO_F32,
-    PEERS,
-    PeerInputs,
-    peers,
-)
+from autopart.tuning.peers import PeerInputs, peer_lingers, peer_names, peers
 from autopart.tuning.verify import Measured, measure_plans
 from autopart.tuning.workflow import Prepared, prepare
 
-PEER = ONNXRUNTIME  # the peer every benchmark has
 TUNED = "autopart (tuned)"
 AGAIN = "autopart (tuned, timed again)"  # the same plan compiled twice: the noise floor
 BASELINES = (CandidateKind.ORT_EP_RULE, CandidateKind.HEFT, CandidateKind.PER_OP_BEST)
@@ -51,17 +43,19 @@ def bench_models(
     *,
     progress: StageProgress | None = None,
 ) -> pd.DataFrame:
-    """One row per (model, plan): measured median, ratios to onnxruntime and best single.
+    """One row per (model, plan): measured median, ratios to each peer and best single.
 
     Columns: ``model``, ``plan`` (its name), ``kind`` (a :class:`CandidateKind` value,
-    ``peer`` for onnxruntime alone, ``chosen`` for the tuned plan, ``chosen-again`` for the
-    tuned plan compiled and timed a second time), ``target`` (a single target's, else
-    empty), ``median_ms``, ``predicted_ms``, ``vs_onnxruntime``, ``vs_openvino`` (as
-    installed), ``vs_openvino_f32``, ``vs_best_peer`` (each peer a library as installed,
-    :mod:`autopart.tuning.peers`; the best is the quickest peer whose error is within the
-    tolerance) with ``vs_best_peer_low`` and ``vs_best_peer_high``, the bounds of its interval over
-    paired rounds (:func:`autopart.tuning.choice.ratio_interval`), ``noise_floor`` (the
-    model's: how far apart the tuned plan's two timings are, ``|again / tuned - 1|``),
+    ``peer`` for a peer, ``chosen`` for the tuned plan, ``chosen-again`` for the tuned plan
+    compiled and timed a second time), ``target`` (a single target's, else empty),
+    ``median_ms``, ``predicted_ms``, one ratio column per peer the registered codegens
+    declare (:func:`peer_columns`: ``vs_onnxruntime``, ``vs_openvino`` as installed,
+    ``vs_openvino_f32``; NaN where the peer did not run), ``vs_best_peer`` (each peer a
+    library as installed, :mod:`autopart.tuning.peers`; the best is the quickest peer whose
+    error is within the tolerance) with ``vs_best_peer_low`` and ``vs_best_peer_high``, the
+    bounds of its interval over paired rounds (:func:`autopart.tuning.choice.ratio_interval`),
+    ``noise_floor`` (the model's: how far apart the tuned plan's two timings are,
+    ``|again / tuned - 1|``),
     ``vs_best_single``, ``partitions``, ``codegens`` (the distinct codegens of the plan's
     partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
     peers), ``copies``, ``max_rel_error`` (against the f32 reference, over the timing
@@ -96,7 +90,7 @@ def _bench_model(
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("bench", d, t, s),
         peers=peers_run,
-        peer_linger_s=LINGER_S,
+        peer_linger_s=peer_lingers(),
         failures=failures,
         samples=evaluation_samples(graph, 0),
         tolerance=options.budget.tolerance_rule(),
@@ -104,13 +98,15 @@ def _bench_model(
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     failures.update({n: failures[t] for n, t in twins.items() if t in failures})
     if not any(name in measured for name in plans):
-        raise AutopartError(f"the benchmark of {model} was interrupted before anything ran")
+        why = next(iter(failures.values()), "no plan ran")
+        raise AutopartError(f"no plan of {model} could run: {why}")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
     within = [name for name in peer_medians if measured[name].correct]
     best = min(within, key=lambda name: peer_medians[name], default=None)
     best_peer = float("nan") if best is None else peer_medians[best]
     best_single = _best_single(measured, candidates)
     floor = _noise_floor(measured)
+    columns = peer_columns()
 
     def plan_columns(name: str) -> dict[str, object]:
         plan, candidate = plans.get(name), candidates.get(name)
@@ -134,9 +130,10 @@ def _bench_model(
                 **plan_columns(name),
                 "median_ms": result.median_s * 1e3,
                 "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
-                "vs_onnxruntime": result.median_s / peer_medians.get(PEER, float("nan")),
-                "vs_openvino": result.median_s / peer_medians.get(OPENVINO, float("nan")),
-                "vs_openvino_f32": result.median_s / peer_medians.get(OPENVINO_F32, float("nan")),
+                **{
+                    column: result.median_s / peer_medians.get(peer, float("nan"))
+                    for peer, column in columns.items()
+                },
                 "vs_best_peer": result.median_s / best_peer,
                 "vs_best_peer_low": np.nan if versus is None else versus.low,
                 "vs_best_peer_high": np.nan if versus is None else versus.high,
@@ -199,6 +196,16 @@ def _best_single(measured: Mapping[str, Measured], candidates: Mapping[str, Cand
     return min(singles) if singles else float("nan")
 
 
+def peer_columns() -> dict[str, str]:
+    """The ratio column of every peer the registered codegens declare, by peer name.
+
+    ``vs_<codegen>[_<variant>]`` (:attr:`~autopart.targets.peer.Peer.column`), in registry
+    order: a codegen's peers have their columns wherever the codegen is registered, run or
+    not, so that tables of different machines line up.
+    """
+    return {peer.name: peer.column for peer in declared_peers()}
+
+
 def _tune_options(options: BenchOptions) -> TuneOptions:
     """The options of the tune whose preparation (load, profile, search) a benchmark shares."""
     return TuneOptions(
@@ -224,7 +231,7 @@ def _kind(name: str, candidate: Candidate | None) -> str:
         return candidate.kind.value
     if name == AGAIN:
         return "chosen-again"
-    return "peer" if name in PEERS else "chosen"
+    return "peer" if name in peer_names() else "chosen"
 
 
 def _twins(plans: Mapping[str, Plan]) -> dict[str, str]:

@@ -43,15 +43,32 @@ def profile_model(
     ``<profiles>/<fingerprint>.csv`` (default: :func:`autopart.profile.default_profiles_dir`),
     checkpointed every ``checkpoint_s`` seconds. With ``refresh`` everything ``graph``
     needs on ``targets`` is measured again and replaces the saved rows. Returns the report,
-    the profile and its path.
+    the profile and its path. The profile file and its lock file are checked writable
+    before anything is measured (:func:`autopart.io.check_writable`). An interrupt
+    (KeyboardInterrupt) propagates once the measurements so far are saved, noting how many
+    rows the profile keeps.
     """
     if budget_s is not None:
         check_budget(budget_s, "budget", allow_zero=True)
     machine = discover()
     chosen = list(targets) if targets else [str(t) for t in available_targets(machine)]
     path = machine_profile_path(profiles or default_profiles_dir(), machine)
-    check_writable(path, "profile")
+    check_writable(path, "profile", lock=True)
     saved = open_for_measuring(path, machine)
     profiler = Profiler(saved, machine, path, settings, checkpoint_s)
-    report = profiler.profile_graph(graph, chosen, budget_s, progress, refresh)
+    try:
+        report = profiler.profile_graph(graph, chosen, budget_s, progress, refresh)
+    except KeyboardInterrupt as interrupt:
+        note_profile_kept(interrupt, saved, path)
+        raise
     return report, saved, path
+
+
+def note_profile_kept(interrupt: KeyboardInterrupt, profile: Profile, path: Path | None) -> None:
+    """Add to ``interrupt`` what the profile saved at ``path`` keeps (its rows), for the CLI."""
+    if path is None:
+        return
+    if path.exists():
+        interrupt.add_note(f"kept {len(profile.table)} profile rows in {path}")
+    else:
+        interrupt.add_note(f"no profile was saved to {path}")

@@ -23,6 +23,7 @@ from autopart.search.candidates import Candidate
 from autopart.search.planner import SearchOutcome, reprice
 from autopart.settings import VERIFY
 from autopart.targets.devices import discover
+from autopart.tuning.models import note_profile_kept
 from autopart.tuning.peers import peer_equivalents
 
 MEASURE_WITHIN = VERIFY.measure_within
@@ -77,11 +78,17 @@ def too_split_to_race(outcome: SearchOutcome) -> list[Candidate]:
 
 
 def partition_specs(candidates: list[Candidate]) -> Iterator[Spec]:
-    """Each partition of ``candidates`` as (node names, target, alone), in plan order."""
+    """Each partition of ``candidates`` as (node names, target, alone), in plan order.
+
+    Partitions that mix precisions are left out: their nodes' precisions are not part of
+    a measurement's key, and op sums price them.
+    """
     for candidate in candidates:
-        alone = len(candidate.plan.partitions) == 1
-        for spec in candidate.plan.partitions:
-            yield tuple(spec.nodes), VirtualDevice.parse(spec.target), alone
+        plan = candidate.plan
+        alone = len(plan.partitions) == 1
+        for spec in plan.partitions:
+            if all(plan.assignment[name] == spec.target for name in spec.nodes):
+                yield tuple(spec.nodes), VirtualDevice.parse(spec.target), alone
 
 
 def measure_partitions(
@@ -91,10 +98,17 @@ def measure_partitions(
     outcome: SearchOutcome,
     progress: Progress | None = None,
 ) -> ProfileReport:
-    """Time whole what :func:`worth_measuring` names and ``profile`` lacks; save to ``path``."""
+    """Time whole what :func:`worth_measuring` names and ``profile`` lacks; save to ``path``.
+
+    An interrupt propagates once the partitions timed are saved, noting the rows kept.
+    """
     specs = list(dict.fromkeys(partition_specs(worth_measuring(outcome))))
     profiler = Profiler(profile, discover(), path)
-    return profiler.profile_partitions(graph, specs, progress=progress)
+    try:
+        return profiler.profile_partitions(graph, specs, progress=progress)
+    except KeyboardInterrupt as interrupt:
+        note_profile_kept(interrupt, profile, path)
+        raise
 
 
 def price_measured(graph: Graph, profile: Profile, costs: Costs, outcome: SearchOutcome) -> int:

@@ -19,6 +19,8 @@ from autopart.tuning.verify import Measured
 DRIFT_LIMIT = VERIFY.drift_limit  # a single target predicted this far off gets a note
 DRIFT_FLOOR_S = VERIFY.drift_floor_s  # ... unless it is off by less than this
 
+REPORT_JSON, REPORT_CSV = "report.json", "report.csv"  # beside plan.json in the search folder
+
 
 @dataclass
 class PlanRow:
@@ -55,8 +57,11 @@ class PlanRow:
 
 
 def plan_precisions(plan: Plan) -> str:
-    """The precisions ``plan``'s partitions compute in, e.g. ``f32+bf16`` (f32 first)."""
-    found = {VirtualDevice.parse(p.target).computes_in for p in plan.partitions}
+    """The precisions ``plan``'s nodes compute in, e.g. ``f32+bf16`` (f32 first).
+
+    Read from the nodes' targets: a partition that mixes precisions names only f32.
+    """
+    found = {VirtualDevice.parse(t).computes_in for t in set(plan.assignment.values())}
     return "+".join(p for p in PRECISIONS if p in found) or REFERENCE_PRECISION
 
 
@@ -162,9 +167,9 @@ def save_report(
         "peers": dict(peers_s or {}),
         "settings": settings_in_force(),
     }
-    atomic_write_bytes(directory / "report.json", (json.dumps(document, indent=1) + "\n").encode())
+    atomic_write_bytes(directory / REPORT_JSON, (json.dumps(document, indent=1) + "\n").encode())
     table = pd.DataFrame([row.to_dict() for row in rows])
     table["memory_bytes"] = table["memory_bytes"].map(
         lambda m: ";".join(f"{k}={v}" for k, v in m.items())
     )
-    atomic_write_bytes(directory / "report.csv", table.to_csv(index=False).encode())
+    atomic_write_bytes(directory / REPORT_CSV, table.to_csv(index=False).encode())

@@ -28,7 +28,7 @@ from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import VERIFY
-from autopart.targets.codegen import HOST, get_codegen
+from autopart.targets.codegen import HOST, Codegen, Role, codegen_for, reference_codegen
 
 CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
 
@@ -185,8 +185,9 @@ def measure_plans(
     A plan or peer that fails to compile or to run with an :class:`AutopartError` (a
     library that rejects a partition at run time, memory that the plans compiled before
     it already hold) is dropped from the rounds and left out of the result; ``failures``,
-    when given, receives its one-line reason by name. A KeyboardInterrupt stops early and
-    returns what was measured (plans with no timed run are left out).
+    when given, receives its one-line reason by name. A KeyboardInterrupt propagates:
+    the plans compiled so far are closed and nothing measured is returned, so that no plan
+    timed over fewer rounds than asked is taken for a measured one.
 
     Accuracy: each runner's ``max_error`` is its largest relative output error against the
     numpy reference (f32) over ``feeds`` and the evaluation ``samples``, each run once
@@ -203,33 +204,12 @@ def measure_plans(
         state.runners = {
             name: _peer_block(peer, lingers.get(name, 0.0)) for name, peer in peers.items()
         }
-        try:
-            state.compile(plans, stack)
-            state.check_samples(samples)
-            chosen = tolerance(_errors(results)) if callable(tolerance) else tolerance
-            for result in results.values():
-                result.tolerance = chosen
-            order = [*plans, *peers]
-            round_index, round_started = 0, time.perf_counter()
-            batches = 0
-            while True:
-                if round_index >= state.planned:
-                    if race is None or batches >= race_batches:
-                        break
-                    so_far = {name: result for name, result in results.items() if result.latencies}
-                    contenders = [n for n in race(so_far) if n in state.runners]
-                    if len(contenders) < 2:
-                        break
-                    order, batches = contenders, batches + 1
-                    state.planned += rounds
-                state.run_round([name for name in order if name in state.runners], round_index)
-                if round_index == warmup:
-                    spent = time.perf_counter() - round_started
-                    state.planned = warmup + _stretched(rounds, spent, min_timed_s)
-                round_index += 1
-                round_started = time.perf_counter()
-        except KeyboardInterrupt:
-            pass
+        state.compile(plans, stack)
+        state.check_samples(samples)
+        chosen = tolerance(_errors(results)) if callable(tolerance) else tolerance
+        for result in results.values():
+            result.tolerance = chosen
+        state.run_rounds([*plans, *peers], rounds, min_timed_s, race, race_batches)
     return {name: result for name, result in results.items() if result.latencies}
 
 
@@ -279,6 +259,33 @@ class _Rounds:
                 self.fail(name, error)
                 continue
             self.runners = {name: _plan_block(executor), **self.runners}
+
+    def run_rounds(
+        self,
+        order: Sequence[str],
+        rounds: int,
+        min_timed_s: float,
+        race: Callable[[Mapping[str, Measured]], Sequence[str]] | None,
+        race_batches: int,
+    ) -> None:
+        """The rounds of :func:`measure_plans`: stretched to ``min_timed_s``, then raced."""
+        round_index, round_started, batches = 0, time.perf_counter(), 0
+        while True:
+            if round_index >= self.planned:
+                if race is None or batches >= race_batches:
+                    return
+                so_far = {name: result for name, result in self.results.items() if result.latencies}
+                contenders = [n for n in race(so_far) if n in self.runners]
+                if len(contenders) < 2:
+                    return
+                order, batches = contenders, batches + 1
+                self.planned += rounds
+            self.run_round([name for name in order if name in self.runners], round_index)
+            if round_index == self.warmup:
+                spent = time.perf_counter() - round_started
+                self.planned = self.warmup + _stretched(rounds, spent, min_timed_s)
+            round_index += 1
+            round_started = time.perf_counter()
 
     def check_samples(self, samples: Sequence[Mapping[str, np.ndarray]]) -> None:
         """Run every runner once on each evaluation sample; keep its largest output error."""
@@ -352,15 +359,31 @@ def check_outputs(
     """Max relative error of each output against the numpy reference on the same inputs.
 
     ``reference`` passes outputs of the numpy reference computed earlier on ``inputs``.
+    A NaN or an infinity where the reference has the same is no error; anywhere else it is
+    an infinite error, so that it always fails a check (never a NaN that compares false).
     """
     if reference is None:
         reference = Executor(graph).run(inputs).outputs
     errors = {}
     for name, expected in reference.items():
-        got = np.asarray(outputs[name], dtype=np.float64)
-        scale = float(np.abs(expected).max()) or 1.0
-        errors[name] = float(np.abs(got - expected).max()) / scale if expected.size else 0.0
+        errors[name] = relative_error(np.asarray(outputs[name]), np.asarray(expected))
     return errors
+
+
+def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
+    """``max |got - expected| / max |expected|`` over finite values (see :func:`check_outputs`)."""
+    if not expected.size:
+        return 0.0
+    got = got.astype(np.float64, copy=False)
+    expected = expected.astype(np.float64, copy=False)
+    finite = np.isfinite(expected)
+    same = (np.isnan(got) & np.isnan(expected)) | (got == expected)
+    if not np.all(same | (finite & np.isfinite(got))):
+        return math.inf
+    if not finite.any():
+        return 0.0
+    scale = float(np.abs(expected[finite]).max()) or 1.0
+    return float(np.abs(got[finite] - expected[finite]).max()) / scale
 
 
 def oracle_outputs(
@@ -368,36 +391,40 @@ def oracle_outputs(
 ) -> tuple[str, dict[str, np.ndarray]]:
     """Outputs to check a run of ``plan`` against, from an oracle independent of it.
 
-    That is onnxruntime running the whole model in one default session, where it can, unless
-    ``plan`` is exactly that (every node on one whole-device onnxruntime partition); else
-    the numpy reference, unless ``plan`` runs every node on it. Returns the oracle's name
-    and its outputs. Raises :class:`AutopartError` when no independent oracle can run the
+    That is the :attr:`~autopart.targets.codegen.Role.ORACLE` codegen (onnxruntime) running
+    the whole model alone, where it can, unless ``plan`` is exactly that (every node on one
+    whole-device partition of it); else the :attr:`~autopart.targets.codegen.Role.REFERENCE`
+    codegen (numpy), unless ``plan`` runs every node on it. Returns the oracle's name and
+    its outputs. Raises :class:`AutopartError` when no independent oracle can run the
     model: a run is never checked against itself.
     """
     codegens = {VirtualDevice.parse(p.target).codegen for p in plan.partitions} if plan else set()
-    whole_onnxruntime = (
-        plan is not None and len(plan.partitions) == 1 and codegens == {"onnxruntime"}
-    )
-    why = "the plan is onnxruntime alone"
-    if not whole_onnxruntime:
-        try:
-            return "onnxruntime (whole model)", _whole_onnxruntime(graph, feeds)
-        except AutopartError as error:
-            why = f"onnxruntime cannot run the model ({(str(error).splitlines() or [''])[0]})"
-    if codegens == {"numpy"}:
+    oracle, reference = codegen_for(Role.ORACLE), reference_codegen()
+    why = "no codegen is an oracle of whole models"
+    if oracle is not None:
+        alone = plan is not None and len(plan.partitions) == 1 and codegens == {oracle.name}
+        why = f"the plan is {oracle.name} alone"
+        if not alone:
+            try:
+                return f"{oracle.name} (whole model)", _whole_model(oracle, graph, feeds)
+            except AutopartError as error:
+                first = (str(error).splitlines() or [""])[0]
+                why = f"{oracle.name} cannot run the model ({first})"
+    if codegens == {reference.name}:
         raise AutopartError(f"no independent oracle to check against: {why[:200]}")
-    return "the numpy reference", Executor(graph).run(feeds).outputs
+    return f"the {reference.name} reference", Executor(graph).run(feeds).outputs
 
 
-def _whole_onnxruntime(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Every output of ``graph`` from one onnxruntime session at its defaults.
+def _whole_model(
+    oracle: Codegen, graph: Graph, feeds: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """Every output of ``graph`` from ``oracle`` compiling it whole, as its library alone.
 
-    Raises :class:`AutopartError` when onnxruntime is missing or refuses a node or the model.
+    Raises :class:`AutopartError` when its library is missing or refuses a node or the model.
     """
-    codegen = get_codegen("onnxruntime")
-    if not codegen.available():
-        raise TargetError("onnxruntime is not installed")
-    compiled = codegen.compile(
+    if not oracle.available():
+        raise TargetError(f"{oracle.name} is not installed")
+    compiled = oracle.compile(
         graph, graph.nodes, [*graph.inputs, *graph.constants], graph.outputs,
         replace(HOST, alone=True),
     )  # fmt: skip

@@ -9,37 +9,48 @@ is made for that machine and left unverified.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autopart.costmodel import costs_from_profile, profile_targets
+from autopart.costmodel import costs_from_profile
+from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.costmodel.costs import Costs
-from autopart.errors import AutopartError, ModelError
+from autopart.io import check_writable
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
-from autopart.ir.target import VirtualDevice
-from autopart.loader import ModelLike, load_model
+from autopart.loader import ModelLike
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
 from autopart.progress import StageProgress
-from autopart.search.candidates import Candidate
-from autopart.search.constraints import Constraints
+from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import SearchOptions
 from autopart.search.optuna_search import SearchProgress
 from autopart.search.optuna_study import check_storage
 from autopart.search.planner import SearchOutcome, annotate, search
-from autopart.targets.devices import discover
-from autopart.targets.resolve import available_targets
+from autopart.settings import ACCURACY
 from autopart.tuning import choice
-from autopart.tuning.accuracy import accuracy_notes, evaluation_samples
+from autopart.tuning.accuracy import (
+    accuracy_notes,
+    evaluation_samples,
+    over_budget,
+    search_budget,
+)
+from autopart.tuning.locate import Located, locate
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import measure_partitions, price_measured, too_split_to_race
-from autopart.tuning.peers import LINGER_S, PeerInputs, peer_equivalents, peers
-from autopart.tuning.plan_rows import PlanRow, drift_note, plan_rows, save_report
+from autopart.tuning.peers import PeerInputs, peer_equivalents, peer_lingers, peers
+from autopart.tuning.plan_rows import (
+    REPORT_CSV,
+    REPORT_JSON,
+    PlanRow,
+    drift_note,
+    plan_rows,
+    save_report,
+)
 from autopart.tuning.verify import Measured, measure_plans
 
 
@@ -47,7 +58,9 @@ from autopart.tuning.verify import Measured, measure_plans
 class Prepared:
     """A model with its costs and search outcome, before anything is run.
 
-    ``measured`` reports the measure stage (candidate partitions timed whole), when it ran.
+    ``measured`` reports the measure stage (candidate partitions timed whole), when it ran;
+    ``accuracy`` is the budget the search kept to (None: no reduced target) and
+    ``search_options`` the options it ran with (to search again under a tighter budget).
     """
 
     graph: Graph
@@ -59,6 +72,8 @@ class Prepared:
     planned_only: bool
     outcome: SearchOutcome
     measured: ProfileReport | None = None
+    accuracy: AccuracyBudget | None = None
+    search_options: SearchOptions = field(default_factory=SearchOptions)
 
 
 @dataclass
@@ -96,11 +111,6 @@ class TuneReport:
         return chosen.measured_s / min(m.median_s for m in self.peers.values())
 
 
-def targets_key(targets: Sequence[str]) -> str:
-    """A short stable hash naming a target set."""
-    return hashlib.sha256(",".join(sorted(targets)).encode()).hexdigest()[:8]
-
-
 def tune_model(
     model: ModelLike, options: TuneOptions | None = None, *, progress: StageProgress | None = None
 ) -> TuneReport:
@@ -108,13 +118,84 @@ def tune_model(
 
     ``progress`` is called at every step of every stage. Raises an
     :class:`~autopart.errors.AutopartError` subclass for bad options, constraints that
-    cannot hold, or a profile that lacks what the model needs.
+    cannot hold, or a profile that lacks what the model needs. Every file the tune writes,
+    and the study storage, are checked before anything is measured. An interrupt
+    (KeyboardInterrupt) propagates with a note of what each stage kept; the plan files are
+    written only once every plan has run all its rounds, so an interrupted tune leaves the
+    saved plan as it was.
     """
     options = options or TuneOptions()
     options.check_outputs()
     if options.storage is not None:
         check_storage(options.storage)
-    prepared = prepare(model, options, progress=progress)
+    located = locate(model, options, progress)
+    plan_path = located.directory / "plan.json"
+    for name, what in (("plan.json", "plan file"), (REPORT_JSON, "report"), (REPORT_CSV, "report")):
+        check_writable(located.directory / name, what)
+    written: list[Path] = []
+    try:
+        return _tune(model, options, located, progress, written)
+    except KeyboardInterrupt as interrupt:
+        interrupt.add_note(_plans_kept(plan_path, options.output, written))
+        raise
+
+
+def _plans_kept(plan_path: Path, output: str | Path | None, written: list[Path]) -> str:
+    """What an interrupted tune did to the plan files: left them, or wrote ``written``."""
+    if written:
+        return "the new plan was saved to " + " and ".join(str(path) for path in written)
+    paths = [plan_path, *([Path(output)] if output is not None else [])]
+    existing = [str(path) for path in paths if path.exists()]
+    if not existing:
+        return "no plan was saved"
+    verb = "was" if len(existing) == 1 else "were"
+    return f"the saved plan {' and '.join(existing)} {verb} left as it was"
+
+
+def _tighten(
+    model: ModelLike,
+    prepared: Prepared,
+    options: TuneOptions,
+    progress: StageProgress | None,
+    verified: tuple[dict[str, Measured], dict[str, Measured], list[str]],
+) -> tuple[Prepared, tuple[dict[str, Measured], dict[str, Measured], list[str]]]:
+    """Search and verify again while the ILP's plan measures over the tolerance.
+
+    At most :attr:`~autopart.settings.AccuracySettings.tighten_rounds` times, each with the
+    bound of :func:`~autopart.tuning.accuracy.over_budget`; each round is a note.
+    """
+    ilp = candidate_name(CandidateKind.ILP)
+    rounds: list[str] = []
+    for round_index in range(ACCURACY.tighten_rounds):
+        measured = verified[0]
+        candidate = prepared.outcome.candidates.get(ilp)
+        if prepared.accuracy is None or candidate is None or ilp not in measured:
+            break
+        tighter = over_budget(prepared.accuracy, candidate.assignment, measured[ilp])
+        if tighter is None:
+            break
+        rounds.append(
+            f"accuracy round {round_index + 1}: the ILP's plan measured "
+            f"{measured[ilp].max_error:.3g} over {measured[ilp].tolerance:.3g}; solved "
+            f"again with the predicted error bound {prepared.accuracy.tolerance:.3g} -> "
+            f"{tighter.tolerance:.3g}"
+        )
+        prepared = _search_again(prepared, tighter)
+        candidates, twins = _runnable(prepared.outcome)
+        verified = _verify(model, prepared, candidates, twins, options, progress)
+    verified[2][:0] = rounds
+    return prepared, verified
+
+
+def _tune(
+    model: ModelLike,
+    options: TuneOptions,
+    located: Located,
+    progress: StageProgress | None,
+    written: list[Path],
+) -> TuneReport:
+    """:func:`tune_model` once its outputs are checked; appends each plan file it writes."""
+    prepared = prepare(model, options, progress=progress, located=located)
     graph, profile, outcome = prepared.graph, prepared.profile, prepared.outcome
     candidates, twins = _runnable(outcome)
     measured: dict[str, Measured] = {}
@@ -129,18 +210,24 @@ def tune_model(
         measured, peer_results, notes = _verify(
             model, prepared, candidates, twins, options, progress
         )
+        prepared, (measured, peer_results, notes) = _tighten(
+            model, prepared, options, progress, (measured, peer_results, notes)
+        )
+        outcome = prepared.outcome
+        candidates, twins = _runnable(outcome)
     pick = outcome.chosen.name
     final, decision = _final_choice(pick, candidates, twins, measured, peer_results, notes)
     chosen = candidates[final]
     plan = chosen.plan
     _record(plan, chosen, prepared, options, final, measured)
     plan.notes.extend(notes)
+    notes[:0] = profile.dropped.notes()  # rows of its file that failed their check
     rows = plan_rows(candidates, measured)
     notes.extend(drift_note(rows, model if isinstance(model, str | Path) else graph.name))
     plan_path = prepared.directory / "plan.json"
-    plan.save(plan_path)
-    if options.output is not None:
-        plan.save(options.output)
+    for path in [plan_path, *([Path(options.output)] if options.output is not None else [])]:
+        plan.save(path)
+        written.append(path)
     save_report(
         prepared.directory, rows, final, pick, prepared.targets, profile.fingerprint, notes,
         {name: result.median_s for name, result in peer_results.items()},
@@ -185,7 +272,7 @@ def _verify(
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
         race=contested,
         peers=peer_runs,
-        peer_linger_s=LINGER_S,
+        peer_linger_s=peer_lingers(),
         failures=failures,
         samples=evaluation_samples(graph, options.seed),
         tolerance=options.budget.tolerance_rule(),
@@ -220,59 +307,33 @@ def _record(
         method=outcome.method,
         candidate=final,
         ilp=None if outcome.ilp is None else _ilp_summary(outcome),
+        error=None
+        if prepared.accuracy is None
+        else prepared.accuracy.predicted_error(chosen.assignment),
     )
     if final in measured:
         plan.measured = measured[final].run_record()
 
 
-def _with_fallback(
-    targets: Sequence[str] | None, constraints: Constraints | None
-) -> list[str] | None:
-    """``targets`` and, when it is not among them, the constraints' fallback target."""
-    if not targets:
-        return None
-    chosen = list(targets)
-    fallback = constraints.fallback if constraints is not None else None
-    if fallback is not None and fallback not in chosen:
-        chosen.append(fallback)
-    return chosen
-
-
 def prepare(
-    model: ModelLike, options: TuneOptions | None = None, *, progress: StageProgress | None = None
+    model: ModelLike,
+    options: TuneOptions | None = None,
+    *,
+    progress: StageProgress | None = None,
+    located: Located | None = None,
 ) -> Prepared:
-    """Load ``model``, profile what is missing (unless ``options.profile_file``), and search."""
+    """Load ``model``, profile what is missing (unless ``options.profile_file``), and search.
+
+    ``located`` is :func:`locate`'s answer for ``model`` when the caller has it already.
+    """
     options = options or TuneOptions()
-    if progress is not None and not isinstance(model, Graph):
-        named = Path(model).name if isinstance(model, str | Path) else "the model"
-        progress("import", 0, 0, f"importing {named}")
-    graph = load_model(model, options.input_shapes, options.freeze)
-    if not graph.nodes:
-        raise ModelError(
-            f"{graph.name} has no nodes (its outputs are its inputs): there is nothing to tune"
-        )
-    machine = discover()
+    located = located or locate(model, options, progress)
+    graph, chosen_targets, directory = located.graph, located.targets, located.directory
     profiled: ProfileReport | None = None
-    targets = _with_fallback(options.targets, options.constraints)
-    budget = options.budget
-    for text in targets or []:
-        precision = VirtualDevice.parse(text).computes_in
-        if not budget.allows(precision):
-            raise AutopartError(
-                f"target {text} computes in {precision}, which --precision "
-                f"{'+'.join(budget.precisions or ())} does not allow"
-            )
-    if options.profile_file is not None:
-        profile = Profile.load(options.profile_file)
-        planned_only = profile.fingerprint != machine.fingerprint()
-        chosen_targets = list(targets or []) or [
-            str(t) for t in profile_targets(profile) if options.budget.allows(t.computes_in)
-        ]
+    profile_path: Path | None = None
+    if located.given is not None:
+        profile = located.given
     else:
-        planned_only = False
-        chosen_targets = list(targets or []) or [
-            str(t) for t in available_targets(machine, options.budget.precisions)
-        ]
         profiled, profile, profile_path = profile_model(
             graph,
             chosen_targets,
@@ -280,9 +341,6 @@ def prepare(
             progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
         )
     costs = costs_from_profile(graph, profile, chosen_targets)
-    name = Path(str(graph.meta.get("source", graph.name))).name.removesuffix(".onnx")
-    directory = Path(options.search_dir) / f"{name}-{targets_key(chosen_targets)}"
-    directory.mkdir(parents=True, exist_ok=True)
 
     def search_progress(update: SearchProgress) -> None:
         if progress is not None:
@@ -294,10 +352,15 @@ def prepare(
         method=options.method,
         budget_s=options.budget_s,
         seed=options.seed,
-        storage=options.storage or f"sqlite:///{directory / 'study.db'}",
+        storage=located.storage,
         study_name=f"{options.objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
         source=str(graph.meta.get("source", graph.name)),
     )
+    accuracy = search_budget(
+        graph, chosen_targets, options.budget, options.seed,
+        None if progress is None else lambda d, t: progress("accuracy", d, t, "sensitivities"),
+    )  # fmt: skip
+    search_options = dataclasses.replace(search_options, accuracy=accuracy)
     if progress is not None:
         progress("search", 0, 0, f"{len(graph.nodes)} nodes on {len(chosen_targets)} targets")
     outcome = search(
@@ -316,9 +379,17 @@ def prepare(
         )  # fmt: skip
     price_measured(graph, profile, costs, outcome)
     return Prepared(
-        graph, profile, profiled, costs, chosen_targets, directory, planned_only, outcome,
-        measured,
+        graph, profile, profiled, costs, chosen_targets, directory, located.planned_only,
+        outcome, measured, accuracy, search_options,
     )  # fmt: skip
+
+
+def _search_again(prepared: Prepared, accuracy: AccuracyBudget) -> Prepared:
+    """``prepared`` searched again under ``accuracy``, priced with what was measured."""
+    options = dataclasses.replace(prepared.search_options, accuracy=accuracy)
+    outcome = search(prepared.costs, options)
+    price_measured(prepared.graph, prepared.profile, prepared.costs, outcome)
+    return dataclasses.replace(prepared, outcome=outcome, accuracy=accuracy)
 
 
 def _runnable(outcome: SearchOutcome) -> tuple[dict[str, Candidate], dict[str, str]]:
@@ -373,7 +444,7 @@ def _final_choice(
     means the plan it stands for. Adds a note saying what was kept, against what, and the
     interval on the ratio; and one when the search's pick failed its check.
     """
-    runners = _runners(candidates, twins, peer_results)
+    runners = choice.within_budget(_runners(candidates, twins, peer_results), measured)
     timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
     decision = choice.decide(timed, runners)
     if pick in measured and not measured[pick].correct:

@@ -20,7 +20,8 @@ import numpy as np
 
 from autopart.errors import AutopartError, TargetError
 from autopart.ir.graph import Graph, Node
-from autopart.targets.codegen import HOST, Codegen, Placement, register_codegen
+from autopart.targets.codegen import HOST, Codegen, Placement
+from autopart.targets.device_contract import Device
 from autopart.targets.opencl import (
     conv,
     deconv,
@@ -31,7 +32,7 @@ from autopart.targets.opencl import (
     tensor_ops,
 )
 from autopart.targets.opencl.attributes import attribute_refusal
-from autopart.targets.opencl.device import OpenCLDevice, have_pyopencl
+from autopart.targets.opencl.device import OpenCLDevice, discover_opencl_devices, have_pyopencl
 from autopart.targets.opencl.lowering import OPS, Builder, Group, const, is_f32, shape
 from autopart.targets.opencl.runtime import OpenCLSubgraph, Step
 from autopart.targets.training import training_refusal
@@ -51,7 +52,6 @@ __all__ = [
 AFFINE_OPS = ("Mul", "Add", "Sub", "Div")
 
 
-@register_codegen
 class OpenCLCodegen(Codegen):
     """OpenCL kernels on an :class:`OpenCLDevice`, whole device or one unit."""
 
@@ -60,11 +60,17 @@ class OpenCLCodegen(Codegen):
     uses_units = True
     clock = "event"
     fuses = True
+    library = "pyopencl"
 
     @classmethod
     def available(cls) -> bool:
         """Whether pyopencl is installed (compiling also needs an OpenCL device)."""
         return have_pyopencl()
+
+    @classmethod
+    def discover_devices(cls) -> Sequence[Device]:
+        """Every OpenCL device here, ``opencl:0``, ``opencl:1``, ... (none without pyopencl)."""
+        return discover_opencl_devices()
 
     def supports(self, node: Node, graph: Graph) -> bool:
         """Whether the op, its attributes, input shapes and dtypes have an OpenCL lowering."""

@@ -47,18 +47,19 @@ import numpy as np
 from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
+from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import (
     HOST,
     CompiledSubgraph,
     Environment,
     Placement,
     ProbedCodegen,
-    register_codegen,
 )
 from autopart.targets.cpu_units import cpu_flags, pinned_to
-from autopart.targets.openvino import runtime
+from autopart.targets.openvino import peer, runtime
 from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph, compile_in_pieces
 from autopart.targets.openvino.probe import probe
+from autopart.targets.peer import Peer
 
 # Node types of OpenVINO's layout conversions in its per-node performance counters.
 LAYOUT_NODE_TYPES = frozenset({"Reorder"})
@@ -175,7 +176,6 @@ def layout_seconds(counters: Sequence[Any]) -> tuple[float, float]:
     return layout, other
 
 
-@register_codegen
 class OpenVinoCodegen(ProbedCodegen):
     """Whole subgraphs compiled by OpenVINO for the CPU, optionally on one CPU unit.
 
@@ -189,12 +189,19 @@ class OpenVinoCodegen(ProbedCodegen):
     uses_units = True
     fuses = True
     converts_layouts = True
+    library = "openvino"
     probe = staticmethod(probe)
+    mixes_precisions = True
 
     @classmethod
     def available(cls) -> bool:
         """Whether the openvino package could be imported."""
         return runtime.HAVE_OPENVINO
+
+    @classmethod
+    def peers(cls) -> tuple[Peer, ...]:
+        """``openvino alone`` (as installed, no properties) and ``openvino alone f32``."""
+        return (peer.AS_INSTALLED, peer.F32)
 
     @classmethod
     def precisions(cls) -> tuple[str, ...]:
@@ -220,10 +227,7 @@ class OpenVinoCodegen(ProbedCodegen):
         """
         if not self.available():
             raise TargetError(runtime.MISSING_MESSAGE)
-        if placement.device.kind != self.device_kind:
-            raise TargetError(
-                f"codegen openvino runs on cpu devices, not {placement.device.name!r}"
-            )
+        self.check_device(placement)
         self.check_supported(graph, nodes)
         if len(nodes) > PIECE_NODES:
             return compile_in_pieces(
@@ -234,33 +238,29 @@ class OpenVinoCodegen(ProbedCodegen):
                 lambda part, feeds, made: self.compile(graph, part, feeds, made, placement),
             )
         unit = placement.device.unit(placement.unit)
-        produced = {name for node in nodes for name in node.outputs if name}
-        read = {name for node in nodes for name in node.present_inputs} - produced
-        given = set(inputs)
-        constants = {name for name in read | set(outputs) if graph.value(name).is_const}
-        unfed = sorted(read - given - constants)
-        if unfed:
-            raise TargetError(
-                f"subgraph reads {', '.join(unfed[:4])} which are neither inputs nor constants"
-            )
-        for name in outputs:
-            if name not in produced and name not in given and name not in constants:
-                raise TargetError(f"subgraph output {name!r} is produced by none of its nodes")
-        feeds = [name for name in dict.fromkeys(inputs) if name in read and name not in constants]
-        results = [name for name in dict.fromkeys(outputs) if name in produced]
+        boundary = exported_boundary(graph, nodes, inputs, outputs)
+        feeds, results = boundary.feeds, boundary.results
         if not results:
             raise TargetError("subgraph computes none of its outputs; nothing to compile")
         model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
         cores = tuple(unit.cores) if unit is not None else ()
         config = runtime.target_config(cores if unit is not None else None, placement.precision)
+        islands = [n for n in nodes if n.virtual_device.precision is not None]
+        if placement.precision is not None or len(islands) == len(nodes):
+            islands = []  # one precision throughout: the inference precision hint says it
+            config = runtime.target_config(
+                cores if unit is not None else None,
+                placement.precision or (nodes[0].virtual_device.precision if nodes else None),
+            )
         if longest_chain(graph, nodes) > LONG_CHAIN:
             config["SNIPPETS_MODE"] = "DISABLE"
-        passthrough = {
-            name: graph.value(name).const
-            for name in outputs
-            if name not in produced and graph.value(name).const is not None
-        }
-        model = runtime.compiled_model(model_bytes, config)
-        return OpenVinoSubgraph(
-            model, model_bytes, config, inputs, outputs, feeds, results, cores, passthrough
+        model = runtime.compiled_model(
+            model_bytes,
+            config,
+            [n.name for n in islands],
+            [name for n in islands for name in n.outputs if name],
         )
+        return OpenVinoSubgraph(
+            model, model_bytes, config, inputs, outputs, feeds, results, cores,
+            boundary.passthrough,
+        )  # fmt: skip

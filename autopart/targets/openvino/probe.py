@@ -1,11 +1,11 @@
 """What the ``openvino`` codegen supports: one-node probes compiled once per signature.
 
-For every distinct node signature (the onnxruntime codegen's
-:func:`~autopart.targets.onnxruntime_codegen.node_signature`, plus each input's rank and
-its constant data where small) a one-node ONNX model with the node's static input shapes
-and its constant inputs embedded is read from memory and compiled for the CPU; the answer
-is memoised for the life of the process. Nodes that OpenVINO compiles but computes
-differently from ONNX are refused by rule (:func:`known_mismatch`).
+For every distinct node signature (:func:`~autopart.targets.probe_model.node_signature`,
+plus each input's rank and its constant data where small) a one-node ONNX model with the
+node's static input shapes and its constant inputs embedded
+(:func:`~autopart.targets.probe_model.probe_model`) is read from memory and compiled for
+the CPU; the answer is memoised for the life of the process. Nodes that OpenVINO compiles
+but computes differently from ONNX are refused by rule (:func:`known_mismatch`).
 """
 
 from __future__ import annotations
@@ -13,14 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import onnx
-from onnx import helper, numpy_helper
 
 from autopart.ir.graph import Graph, Node
-from autopart.ir.onnx_export import attribute_to_proto
-from autopart.targets.onnxruntime_codegen import node_signature
 from autopart.targets.openvino import runtime
 from autopart.targets.probe_cache import ProbeCache
+from autopart.targets.probe_model import has_graph_attribute, node_signature, probe_model
 
 # Constant inputs up to this many elements are part of a probe's key by value (shapes,
 # axes, pads); larger ones (weights) by dtype and shape only. Float constants are by value
@@ -35,10 +32,10 @@ _PROBES = ProbeCache()
 def probe_key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
     """The memoisation key of ``node``'s probe; ``None`` when an input's dtype or rank is unknown.
 
-    It extends onnxruntime's :func:`node_signature` (domain, op, opset, dtypes, attributes)
-    with each input's rank and, for constant inputs, their shape and (when small) their
-    data: OpenVINO's CPU plugin needs a static rank, and some ops accept only constant
-    shape-like inputs. Dimensions are left out, as in onnxruntime's key.
+    It extends :func:`~autopart.targets.probe_model.node_signature` (domain, op, opset,
+    dtypes, attributes) with each input's rank and, for constant inputs, their shape and
+    (when small) their data: OpenVINO's CPU plugin needs a static rank, and some ops accept
+    only constant shape-like inputs. Dimensions are left out, as in the base key.
     """
     base = node_signature(node, graph)
     if base is None:
@@ -61,41 +58,6 @@ def probe_key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
         else:
             inputs.append(("const", data.shape))
     return (*base, tuple(inputs))
-
-
-def _probe_model(node: Node, graph: Graph) -> onnx.ModelProto:
-    """A one-node model: fed inputs with their static shapes, constant inputs embedded."""
-    inputs, initializers, input_names = [], [], []
-    for index, name in enumerate(node.inputs):
-        if not name:
-            input_names.append("")
-            continue
-        value = graph.value(name)
-        placeholder = f"in{index}"
-        input_names.append(placeholder)
-        if value.const is not None:
-            initializers.append(numpy_helper.from_array(value.const, placeholder))
-        else:
-            elem = helper.np_dtype_to_tensor_dtype(value.dtype)
-            inputs.append(helper.make_tensor_value_info(placeholder, elem, value.shape))
-    outputs, output_names = [], []
-    for index, name in enumerate(node.outputs):
-        if not name:
-            output_names.append("")
-            continue
-        placeholder = f"out{index}"
-        output_names.append(placeholder)
-        outputs.append(helper.make_empty_tensor_value_info(placeholder))
-    domain = "" if node.domain in ("", "ai.onnx") else node.domain
-    proto = helper.make_node(node.op_type, input_names, output_names, domain=domain)
-    proto.attribute.extend(attribute_to_proto(k, v) for k, v in node.attrs.items())
-    opsets = {"": graph.opsets.get("", 1), domain: graph.opset_of(node)}
-    opset_ids = [helper.make_opsetid(name, version) for name, version in opsets.items()]
-    model = helper.make_model(
-        helper.make_graph([proto], "probe", inputs, outputs, initializers), opset_imports=opset_ids
-    )
-    model.ir_version = max(helper.find_min_ir_version_for(opset_ids, ignore_unknown=True), 4)
-    return model
 
 
 def known_mismatch(node: Node, graph: Graph) -> str | None:
@@ -146,7 +108,7 @@ def known_mismatch(node: Node, graph: Graph) -> str | None:
 def _run_probe(node: Node, graph: Graph) -> tuple[bool, str]:
     """Compile ``node`` alone for OpenVINO's CPU plugin; any failure means no."""
     try:
-        model = runtime.read_onnx(_probe_model(node, graph).SerializeToString())
+        model = runtime.read_onnx(probe_model(node, graph, static=True).SerializeToString())
         runtime.core().compile_model(model, runtime.DEVICE, runtime.target_config((0,)))
     except Exception as error:  # OpenVINO raises RuntimeError and others; all mean "no"
         return False, runtime.first_line(error)
@@ -164,7 +126,7 @@ def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     """
     if not runtime.HAVE_OPENVINO:
         return False, runtime.MISSING_MESSAGE
-    if _has_graph(node):
+    if has_graph_attribute(node):
         return False, f"{node.op_type} has a graph attribute (control flow is not run on openvino)"
     key = probe_key(node, graph)
     if key is None:
@@ -173,19 +135,6 @@ def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     if mismatch is not None:
         return False, mismatch
     return _PROBES.get(key, lambda: _run_probe(node, graph))
-
-
-def _has_graph(node: Node) -> bool:
-    """Whether an attribute of ``node`` holds graphs (as protos or lists of them)."""
-    for value in node.attrs.values():
-        items = value if isinstance(value, list | tuple) else [value]
-        for item in items:
-            if isinstance(item, onnx.GraphProto) or (
-                isinstance(item, onnx.AttributeProto)
-                and item.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS)
-            ):
-                return True
-    return False
 
 
 def clear_probe_cache() -> None:

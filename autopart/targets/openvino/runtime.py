@@ -16,7 +16,7 @@ import hashlib
 import importlib.util
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import numpy as np
@@ -47,7 +47,9 @@ BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 # The most recently used compiled models (profiling compiles hundreds of one-op models).
 COMPILED_CACHE_SIZE = 256
-_COMPILED: OrderedDict[tuple[str, tuple[tuple[str, str], ...]], Any] = OrderedDict()
+_COMPILED: OrderedDict[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]], Any] = (
+    OrderedDict()
+)
 _COMPILE_LOCK = threading.Lock()
 _ov: Any = None
 _core: Any = None
@@ -139,19 +141,76 @@ def read_onnx(model_bytes: bytes) -> Any:
     return core().read_model(model_bytes, empty_weights)
 
 
-def compiled_model(model_bytes: bytes, config: dict[str, str]) -> Any:
+def add_islands(model: Any, nodes: Collection[str], outputs: Collection[str]) -> int:
+    """Make the ops of ONNX ``nodes`` in ``model`` compute in bf16, the rest as they were.
+
+    An ONNX node's ops are those OpenVINO's frontend names after it (``name`` or
+    ``name/...``) or whose output tensors carry one of its ``outputs``. Their f32 inputs
+    from outside the island are converted to bf16 (weights included), and their bf16
+    outputs converted (back) to f32 for every reader outside: Convert islands, which the CPU
+    plugin runs in bf16 under an f32 inference precision. Returns how many ops it covers.
+    """
+    ov = load_openvino()
+    ops = ov.opset13
+    wanted, named = set(nodes), set(outputs)
+    island = {
+        op.get_friendly_name()
+        for op in model.get_ordered_ops()
+        if op.get_type_name() not in ("Parameter", "Result", "Constant")
+        and (
+            op.get_friendly_name() in wanted
+            or op.get_friendly_name().split("/", 1)[0] in wanted
+            or any(named & set(port.get_names()) for port in op.outputs())
+        )
+    }
+    inside = [op for op in model.get_ordered_ops() if op.get_friendly_name() in island]
+    for op in inside:  # both edges at once: no bf16 type may reach an op outside
+        for port in op.inputs():
+            source = port.get_source_output()
+            outside = source.get_node().get_friendly_name() not in island
+            if outside and source.get_element_type() == ov.Type.f32:
+                port.replace_source_output(ops.convert(source, "bf16").output(0))
+        for output in op.outputs():
+            readers = [
+                port
+                for port in output.get_target_inputs()
+                if port.get_node().get_friendly_name() not in island
+            ]
+            if readers and output.get_element_type() == ov.Type.f32:
+                back = ops.convert(output, "f32").output(0)
+                for port in readers:
+                    port.replace_source_output(back)
+    model.validate_nodes_and_infer_types()
+    return len(inside)
+
+
+def compiled_model(
+    model_bytes: bytes,
+    config: dict[str, str],
+    islands: Collection[str] = (),
+    island_outputs: Collection[str] = (),
+) -> Any:
     """The ``openvino.CompiledModel`` of ``model_bytes`` under ``config``, cached per process.
 
-    The key is the SHA-256 of the serialised model and the properties; the cache keeps the
+    ``islands`` names ONNX nodes that compute in bf16 inside an f32 model (their outputs
+    ``island_outputs``; see :func:`add_islands`). The key is the SHA-256 of the serialised
+    model, the properties and the islands; the cache keeps the
     :data:`COMPILED_CACHE_SIZE` most recently used models (subgraphs keep theirs alive).
     Raises :class:`TargetError` with OpenVINO's first informative line when it fails.
     """
-    key = (hashlib.sha256(model_bytes).hexdigest(), tuple(sorted(config.items())))
+    key = (
+        hashlib.sha256(model_bytes).hexdigest(),
+        tuple(sorted(config.items())),
+        tuple(sorted(islands)),
+    )
     with _COMPILE_LOCK:
         cached = _COMPILED.get(key)
         if cached is None:
             try:
-                cached = core().compile_model(read_onnx(model_bytes), DEVICE, config)
+                model = read_onnx(model_bytes)
+                if islands:
+                    add_islands(model, islands, island_outputs)
+                cached = core().compile_model(model, DEVICE, config)
             except Exception as error:  # OpenVINO's exception types are not specific
                 raise TargetError(f"openvino rejected the subgraph: {first_line(error)}") from None
             _COMPILED[key] = cached

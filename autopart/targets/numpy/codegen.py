@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ from autopart.targets.codegen import (
     CompiledSubgraph,
     Environment,
     Placement,
-    register_codegen,
+    Role,
 )
 
 
@@ -127,17 +127,52 @@ class NumpySubgraph(CompiledSubgraph):
         :class:`ExecutionError` naming the node, its op and the first line of numpy's message;
         the original stays chained as its cause. Other exceptions are bugs and pass through.
         """
+        self.run_rounded(env, (), _same)
+
+    @property
+    def node_names(self) -> list[str]:
+        """The nodes in the order they run."""
+        return [step.name for step in self.steps]
+
+    def run_rounded(
+        self,
+        env: Environment,
+        rounded: Collection[str],
+        rounding: Callable[[Any], Any],
+        start: int = 0,
+        keep: bool = False,
+    ) -> None:
+        """:meth:`run` from step ``start``, the nodes in ``rounded`` emulating a precision.
+
+        Those nodes compute on their inputs (weights included) passed through ``rounding``
+        and their outputs are passed through it too. With ``keep`` no value is freed (a
+        later run may start from any step). Errors as :meth:`run`.
+        """
+        for step in self.steps[start:]:
+            args = _arguments(step, env)
+            lowered = step.name in rounded
+            results = _call(step, [rounding(arg) for arg in args] if lowered else args)
+            for name, result in zip(step.outputs, results, strict=False):
+                if name:
+                    env[name] = rounding(result) if lowered else result
+            if not keep:
+                for name in step.free:
+                    env.pop(name, None)
+
+    def rounded_outputs(
+        self, env: Environment, chosen: Collection[str], rounding: Callable[[Any], Any]
+    ) -> Iterator[tuple[str, Sequence[Any], Sequence[Any]]]:
+        """Run every step once; for each node in ``chosen``, its exact outputs and rounded ones.
+
+        The rounded outputs are what the node computes on its exact inputs passed through
+        ``rounding``, rounded in turn: its local error alone, one run for every node.
+        """
         for step in self.steps:
-            args = [
-                bound if bound is not None or not name else env[name]
-                for name, bound in zip(step.inputs, step.args, strict=True)
-            ]
-            try:
-                results = step.kernel(*args)
-            except KERNEL_ERRORS as error:
-                raise ExecutionError(
-                    f"node {step.name!r} ({step.op_type}) failed on numpy: {kernel_failure(error)}"
-                ) from error
+            args = _arguments(step, env)
+            results = _call(step, args)
+            if step.name in chosen:
+                lowered = _call(step, [rounding(arg) for arg in args])
+                yield step.name, list(results), [rounding(value) for value in lowered]
             for name, result in zip(step.outputs, results, strict=False):
                 if name:
                     env[name] = result
@@ -145,12 +180,39 @@ class NumpySubgraph(CompiledSubgraph):
                 env.pop(name, None)
 
 
-@register_codegen
+def _same(value: Any) -> Any:
+    return value
+
+
+def _arguments(step: NumpyStep, env: Environment) -> list[Any]:
+    """A step's arguments: its bound constants, else its inputs' values in ``env``."""
+    return [
+        bound if bound is not None or not name else env[name]
+        for name, bound in zip(step.inputs, step.args, strict=True)
+    ]
+
+
+def _call(step: NumpyStep, args: list[Any]) -> Any:
+    """The step's kernel on ``args``; numpy's errors become one-line ExecutionErrors."""
+    try:
+        return step.kernel(*args)
+    except KERNEL_ERRORS as error:
+        raise ExecutionError(
+            f"node {step.name!r} ({step.op_type}) failed on numpy: {kernel_failure(error)}"
+        ) from error
+
+
 class NumpyCodegen(Codegen):
-    """Reference codegen on the host: every op that has a numpy kernel for its opset."""
+    """Reference codegen on the host: every op that has a numpy kernel for its opset.
+
+    It plays :attr:`~autopart.targets.codegen.Role.REFERENCE`: the default fallback, the
+    executor's codegen and the last oracle of ``--check``.
+    """
 
     name = "numpy"
     device_kind = "cpu"
+    library = "numpy"
+    roles = frozenset({Role.REFERENCE})
 
     def supports(self, node: Node, graph: Graph) -> bool:
         """Supported when a reference kernel implements the node's op, opset and attributes."""

@@ -23,7 +23,6 @@ itself unavailable, supports nothing, and ``compile`` raises a one-line
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
@@ -33,24 +32,26 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnx
-from onnx import AttributeProto, helper
 
 from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
-from autopart.ir.onnx_export import attribute_to_proto, to_onnx
+from autopart.ir.onnx_export import to_onnx
 from autopart.settings import VERIFY
+from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import (
     HOST,
     CompiledSubgraph,
     Environment,
     Placement,
     ProbedCodegen,
-    register_codegen,
+    Role,
 )
 from autopart.targets.cpu_units import allowed_cores, pinned_to
-from autopart.targets.onnxruntime_layout import layout_seconds_per_run
+from autopart.targets.onnxruntime import peer
+from autopart.targets.onnxruntime.layout import layout_seconds_per_run
+from autopart.targets.peer import Peer
 from autopart.targets.probe_cache import ProbeCache
+from autopart.targets.probe_model import node_signature, probe_model
 from autopart.targets.training import training_refusal
 
 try:
@@ -69,116 +70,6 @@ _PROBES = ProbeCache()
 
 
 # -- capability probing -----------------------------------------------------------------------
-def _has_subgraph(node: Node) -> bool:
-    """Whether any attribute of ``node`` holds a graph (If, Loop, Scan bodies)."""
-    for value in node.attrs.values():
-        for item in value if isinstance(value, list | tuple) else [value]:
-            if isinstance(item, onnx.GraphProto):
-                return True
-            if isinstance(item, AttributeProto) and item.type in (
-                AttributeProto.GRAPH,
-                AttributeProto.GRAPHS,
-            ):
-                return True
-    return False
-
-
-def _attribute_key(value: Any) -> Any:
-    """A hashable stand-in for an attribute value (tensors by dtype and shape only)."""
-    if isinstance(value, np.ndarray):
-        return ("tensor", value.dtype.str, value.shape)
-    if isinstance(value, list | tuple):
-        return tuple(_attribute_key(item) for item in value)
-    if isinstance(value, AttributeProto):
-        return ("proto", value.SerializeToString())
-    if isinstance(value, onnx.GraphProto):
-        return ("graph", hashlib.sha256(value.SerializeToString(deterministic=True)).hexdigest())
-    if isinstance(value, int | float | str | bytes | bool) or value is None:
-        return value
-    return ("repr", type(value).__name__, repr(value))
-
-
-def _domain(node: Node) -> str:
-    return "" if node.domain in ("", "ai.onnx") else node.domain
-
-
-def node_signature(node: Node, graph: Graph) -> tuple[Any, ...] | None:
-    """The memoisation key of ``node``'s probe; ``None`` when an input dtype is unknown.
-
-    It holds the domain, op type, opset in force, every input's dtype (``None`` for an
-    absent optional input), every output's dtype and presence, and the attributes (names
-    and values, tensors by dtype and shape). Shapes are deliberately left out: kernel
-    selection in onnxruntime depends on types and attributes, not on shapes.
-    """
-    inputs: list[str | None] = []
-    for name in node.inputs:
-        if not name:
-            inputs.append(None)
-            continue
-        dtype = graph.value(name).dtype
-        if dtype is None:
-            return None
-        inputs.append(np.dtype(dtype).str)
-    for name in node.captures:  # outer values a subgraph reads, after the inputs
-        dtype = graph.value(name).dtype
-        if dtype is None:
-            return None
-        inputs.append(np.dtype(dtype).str)
-    outputs: list[str | None] = []
-    for name in node.outputs:
-        dtype = graph.value(name).dtype if name else None
-        outputs.append(np.dtype(dtype).str if dtype is not None else ("?" if name else None))
-    attributes = tuple(sorted((k, _attribute_key(v)) for k, v in node.attrs.items()))
-    domain = _domain(node)
-    return (domain, node.op_type, graph.opset_of(node), tuple(inputs), tuple(outputs), attributes)
-
-
-def _probe_model(node: Node, graph: Graph) -> onnx.ModelProto:
-    """A one-node model: the node with its attributes, typed inputs and outputs, no shapes.
-
-    A node with subgraphs is exported as it is (:func:`to_onnx`), so that the outer values
-    its subgraphs read keep their names, as typed inputs or embedded constants.
-    """
-    if _has_subgraph(node):
-        return to_onnx(graph, [node], outputs=[name for name in node.outputs if name])
-    inputs, input_names = [], []
-    for index, name in enumerate(node.inputs):
-        if not name:
-            input_names.append("")
-            continue
-        dtype = graph.value(name).dtype
-        assert dtype is not None  # node_signature refused unknown dtypes already
-        placeholder = f"in{index}"
-        input_names.append(placeholder)
-        inputs.append(
-            helper.make_tensor_value_info(placeholder, helper.np_dtype_to_tensor_dtype(dtype), None)
-        )
-    outputs, output_names = [], []
-    for index, name in enumerate(node.outputs):
-        if not name:
-            output_names.append("")
-            continue
-        placeholder = f"out{index}"
-        output_names.append(placeholder)
-        dtype = graph.value(name).dtype
-        outputs.append(
-            helper.make_empty_tensor_value_info(placeholder)
-            if dtype is None
-            else helper.make_tensor_value_info(
-                placeholder, helper.np_dtype_to_tensor_dtype(dtype), None
-            )
-        )
-    proto = helper.make_node(node.op_type, input_names, output_names, domain=_domain(node))
-    proto.attribute.extend(attribute_to_proto(k, v) for k, v in node.attrs.items())
-    opsets = {"": graph.opsets.get("", 1), _domain(node): graph.opset_of(node)}
-    opset_ids = [helper.make_opsetid(domain, version) for domain, version in opsets.items()]
-    model = helper.make_model(
-        helper.make_graph([proto], "probe", inputs, outputs), opset_imports=opset_ids
-    )
-    model.ir_version = max(helper.find_min_ir_version_for(opset_ids, ignore_unknown=True), 4)
-    return model
-
-
 def _unexchangeable(node: Node, graph: Graph) -> str | None:
     """Why onnxruntime's Python API cannot pass ``node``'s tensors to and fro, or None.
 
@@ -206,7 +97,7 @@ def _run_probe(node: Node, graph: Graph) -> tuple[bool, str]:
     options.inter_op_num_threads = 1
     options.log_severity_level = 4
     try:
-        model = _probe_model(node, graph).SerializeToString()
+        model = probe_model(node, graph).SerializeToString()
         _ort.InferenceSession(model, options, providers=[PROVIDER])
     except Exception as error:  # onnxruntime raises several unrelated types; all mean "no"
         return False, _first_line(error)
@@ -220,10 +111,10 @@ def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     (:func:`~autopart.targets.training.training_refusal`), tensors of dtypes the numpy API
     cannot pass, inputs of unknown dtype, and everything when onnxruntime is missing. A
     node with subgraphs (If, Loop, Scan) is probed with them and the outer values they read
-    (:func:`_probe_model`). Otherwise the answer for the node's :func:`node_signature` is
-    computed once (a session creation:
-    median 0.2 ms, at most ~1.5 ms, plus ~10-60 ms for onnxruntime's own first-use set-up)
-    and memoised in a module-level table; a cached answer costs a few microseconds.
+    (:func:`~autopart.targets.probe_model.probe_model`). Otherwise the answer for the
+    node's :func:`~autopart.targets.probe_model.node_signature` is computed once (a session
+    creation: median 0.2 ms, at most ~1.5 ms, plus ~10-60 ms for onnxruntime's own first-use
+    set-up) and memoised in a module-level table; a cached answer costs a few microseconds.
     """
     if not HAVE_ONNXRUNTIME:
         return False, MISSING_MESSAGE
@@ -335,13 +226,13 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         return layout_seconds_per_run(events, runs + 1)[-runs:]
 
 
-@register_codegen
 class OnnxRuntimeCodegen(ProbedCodegen):
     """Whole subgraphs run by onnxruntime's CPU provider, optionally pinned to one CPU unit.
 
     Supports what a one-node probe session accepts (see :func:`probe`). Compiling needs the
     onnxruntime package; without it ``available()`` is false and ``compile`` raises
-    :class:`TargetError`.
+    :class:`TargetError`. It is ``--check``'s oracle (a whole model in one session) and the
+    host provider of ONNX Runtime's provider-order baseline; its peer is onnxruntime alone.
     """
 
     name = "onnxruntime"
@@ -349,12 +240,19 @@ class OnnxRuntimeCodegen(ProbedCodegen):
     uses_units = True
     fuses = True
     converts_layouts = True
+    library = "onnxruntime"
+    roles = frozenset({Role.ORACLE, Role.HOST_PROVIDER})
     probe = staticmethod(probe)
 
     @classmethod
     def available(cls) -> bool:
         """Whether the onnxruntime package could be imported."""
         return HAVE_ONNXRUNTIME
+
+    @classmethod
+    def peers(cls) -> tuple[Peer, ...]:
+        """``onnxruntime alone``: one session at its default options."""
+        return (peer.ALONE,)
 
     def alone_differs(self, placement: Placement) -> bool:
         """On a whole device a lone partition gets default session options: threads spin."""
@@ -379,39 +277,19 @@ class OnnxRuntimeCodegen(ProbedCodegen):
         if not self.available():
             raise TargetError(MISSING_MESSAGE)
         assert _ort is not None
-        if placement.device.kind != self.device_kind:
-            raise TargetError(
-                f"codegen onnxruntime runs on cpu devices, not {placement.device.name!r}"
-            )
+        self.check_device(placement)
         self.check_supported(graph, nodes)
         unit = placement.device.unit(placement.unit)
-        produced = {name for node in nodes for name in node.outputs if name}
-        read = {name for node in nodes for name in node.present_inputs} - produced
-        given = set(inputs)
-        constants = {name for name in read | set(outputs) if graph.value(name).is_const}
-        unfed = sorted(read - given - constants)
-        if unfed:
-            raise TargetError(
-                f"subgraph reads {', '.join(unfed[:4])} which are neither inputs nor constants"
-            )
-        feeds = [name for name in dict.fromkeys(inputs) if name in read and name not in constants]
-        results = [name for name in dict.fromkeys(outputs) if name in produced]
-        for name in outputs:
-            if name not in produced and name not in given and name not in constants:
-                raise TargetError(f"subgraph output {name!r} is produced by none of its nodes")
+        boundary = exported_boundary(graph, nodes, inputs, outputs)
+        feeds, results = boundary.feeds, boundary.results
         cores = tuple(unit.cores) if unit is not None else ()
         alone = placement.alone and unit is None  # the session spins (see _create_session)
         model_bytes, session = b"", None  # every output folded to a constant: no session
         if results:
             model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
             session = _create_session(model_bytes, unit is not None, cores, alone=alone)
-        passthrough = {
-            name: graph.value(name).const
-            for name in outputs
-            if name not in produced and graph.value(name).const is not None
-        }
         compiled = OnnxRuntimeSubgraph(
-            session, model_bytes, inputs, outputs, feeds, results, cores, passthrough,
+            session, model_bytes, inputs, outputs, feeds, results, cores, boundary.passthrough,
             on_unit=unit is not None, label=_label(nodes),
         )  # fmt: skip
         compiled.linger_s = VERIFY.spin_linger_s if alone and session is not None else 0.0

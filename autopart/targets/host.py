@@ -1,0 +1,56 @@
+"""The host device: the CPU this process runs on, and its units, single cores.
+
+Every codegen of ``cpu`` devices runs on it; the registry's device discovery
+(:func:`~autopart.targets.devices.discover`) always starts from it.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any
+
+import numpy as np
+
+from autopart.ir.target import HOST_DEVICE
+from autopart.targets.device_contract import Device, Unit
+
+
+class HostDevice(Device):
+    """The host CPU. Its units are single cores this process may run on."""
+
+    name = HOST_DEVICE
+    kind = "cpu"
+
+    def __init__(self) -> None:
+        cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+        self.units = [Unit(i, f"core {core}", (core,)) for i, core in enumerate(cores)]
+
+    def to_host(self, tensor: Any) -> np.ndarray:
+        """Host tensors are numpy arrays already."""
+        return tensor
+
+    def from_host(self, array: np.ndarray, unit: int | None = None) -> np.ndarray:
+        """Host tensors are numpy arrays already."""
+        return array
+
+    def describe(self) -> dict[str, Any]:
+        """CPU model, core count and numpy version."""
+        return {
+            "kind": "cpu",
+            "processor": _cpu_model(),
+            "machine": platform.machine(),
+            "cores": os.cpu_count(),
+            "numpy": np.__version__,
+        }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()

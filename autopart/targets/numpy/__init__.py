@@ -1,0 +1,1 @@
+"""The ``numpy`` codegen, the reference kernels on the host: see :mod:`.codegen`."""

@@ -1,0 +1,1 @@
+"""The ``onnxruntime`` codegen, onnxruntime's CPU provider: see :mod:`.codegen`."""

@@ -1,0 +1,63 @@
+"""The peer the ``onnxruntime`` codegen offers: ``onnxruntime alone``.
+
+One InferenceSession with default session options on the CPU provider, as a user runs a
+model with onnxruntime. It stands for the whole-host ``cpu@onnxruntime`` plan, whose only
+partition gets the same default options (the codegen's ``alone`` placement). Its pool
+threads spin on after a run (:data:`~autopart.settings.VerifySettings.spin_linger_s`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+from autopart.errors import TargetError
+from autopart.settings import VERIFY
+from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
+
+try:
+    import onnxruntime as _ort
+except ImportError:  # optional dependency: the codegen is then unavailable, and so its peer
+    _ort = None
+
+
+def onnxruntime_alone(
+    model: PeerModel, parallel: bool = False, inputs: PeerInputs | None = None
+) -> Runner:
+    """A runner for ``model`` in a plain onnxruntime CPU session at its default options.
+
+    ``inputs`` are the frozen values it is fed besides a run's feeds. With ``parallel`` (an
+    experiment's variant, not the peer), the session runs independent branches itself
+    (``ORT_PARALLEL``: two inter-op threads of one intra-op thread each, spinning off)
+    instead of threading inside each op. Raises :class:`TargetError` without onnxruntime.
+    """
+    if _ort is None:
+        raise TargetError("onnxruntime alone needs the onnxruntime package")
+    options = _ort.SessionOptions()
+    if parallel:
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        options.execution_mode = _ort.ExecutionMode.ORT_PARALLEL
+        options.inter_op_num_threads = 2
+        options.intra_op_num_threads = 1
+        options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    proto = peer_model(model)
+    session = _ort.InferenceSession(
+        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    names = [output.name for output in session.get_outputs()]
+    fixed = inputs or PeerInputs()
+    wanted = [port.name for port in session.get_inputs()]
+
+    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(names, session.run(names, fixed.feeds(wanted, feeds)), strict=True))
+
+    return run
+
+
+def _alone(model: PeerModel, inputs: PeerInputs | None) -> Runner:
+    """The peer's runner: :func:`onnxruntime_alone` at its defaults."""
+    return onnxruntime_alone(model, inputs=inputs)
+
+
+ALONE = Peer("onnxruntime", _alone, linger_s=VERIFY.spin_linger_s)

@@ -1,0 +1,77 @@
+"""The peers the ``openvino`` codegen offers: ``openvino alone`` and ``openvino alone f32``.
+
+``openvino alone`` is ``compile_model(model, "CPU")`` with no properties at all, OpenVINO
+as installed: bf16 on CPUs with avx512_bf16 or AMX, about 1e-2 off the reference. Its
+error sets the default accuracy budget. ``openvino alone f32`` is the same with only the
+f32 precision hint, the exact configuration. Each stands for the whole-host
+``cpu@openvino`` plan at its precision, which the codegen compiles with the LATENCY hint
+and that precision: OpenVINO's own defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from autopart.targets.openvino import runtime
+from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
+
+
+def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool = False) -> Runner:
+    """A runner for ``model`` compiled by OpenVINO for its CPU with no properties at all.
+
+    That is OpenVINO as installed (bf16 where the CPU has it); with ``f32``, the f32
+    precision hint and nothing else. With ``inputs``, inputs of dynamic shape are reshaped
+    to the static shapes given (and frozen inputs to their values' shapes), and frozen
+    values are fed with every run.
+    """
+    fixed = inputs or PeerInputs()
+    read = runtime.read_onnx(peer_model(model).SerializeToString())
+    _reshape(read, fixed)
+    settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
+    compiled = runtime.core().compile_model(read, runtime.DEVICE, settings)
+    request = compiled.create_infer_request()
+    names = [port.get_any_name() for port in compiled.inputs]
+    outputs = [port.get_any_name() for port in compiled.outputs]
+
+    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        result = request.infer(fixed.feeds(names, feeds))
+        return {name: np.asarray(result[index]) for index, name in enumerate(outputs)}
+
+    return run
+
+
+def _reshape(read: Any, fixed: PeerInputs) -> None:
+    """Give ``read``'s inputs of dynamic shape the static shapes of ``fixed``."""
+    wanted = {**fixed.shapes, **{name: a.shape for name, a in fixed.frozen.items()}}
+    static = {}
+    for port in read.inputs:
+        name = port.get_any_name()
+        if port.get_partial_shape().is_dynamic and name in wanted:
+            static[name] = list(wanted[name])
+    if static:
+        read.reshape(static)
+
+
+def as_installed_precision() -> str | None:
+    """What OpenVINO as installed computes in, as a target names it (None: f32)."""
+    if not runtime.HAVE_OPENVINO:
+        return None
+    default = runtime.default_precision()
+    return None if default == runtime.PRECISION else default
+
+
+def _as_installed(model: PeerModel, inputs: PeerInputs | None) -> Runner:
+    """The runner of ``openvino alone``: no properties at all."""
+    return openvino_alone(model, inputs)
+
+
+def _f32(model: PeerModel, inputs: PeerInputs | None) -> Runner:
+    """The runner of ``openvino alone f32``: the f32 precision hint alone."""
+    return openvino_alone(model, inputs, f32=True)
+
+
+AS_INSTALLED = Peer("openvino", _as_installed, precision=as_installed_precision, sets_budget=True)
+F32 = Peer("openvino", _f32, variant="f32")

@@ -1,0 +1,97 @@
+"""Peers: a codegen's library run alone, as a user would run it instead of autopart.
+
+A codegen offers its peers (:meth:`~autopart.targets.codegen.Codegen.peers`) as
+:class:`Peer` declarations: a name, how to build a runner for a model, the precision it
+computes in and how long it keeps cores busy after a run. ``bench`` and ``tune`` time every
+peer of the installed codegens beside autopart's plans (:mod:`autopart.tuning.peers`). A
+peer runs the model as the user gave it: when import froze inputs (``--freeze``), the peer
+is fed their values instead (:class:`PeerInputs`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from autopart.ir.graph import Graph
+from autopart.ir.onnx_export import to_onnx
+from autopart.zoo import resolve_model
+
+Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
+PeerModel = str | Path | onnx.ModelProto | Graph
+
+
+@dataclass(frozen=True)
+class PeerInputs:
+    """How autopart's import fixed a model's inputs, for a peer running the model as it is.
+
+    ``frozen`` are the values of frozen inputs (``--freeze``): a peer is fed them with every
+    run, as a user would feed them. ``shapes`` are the static shapes of the inputs
+    (``--input-shape``, symbolic dims 1 by default): the feeds have them, and OpenVINO
+    compiles for them (a user reshapes a dynamic model for the one shape they run).
+    """
+
+    frozen: Mapping[str, np.ndarray] = field(default_factory=dict)
+    shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, graph: Graph) -> PeerInputs:
+        """The frozen values and input shapes ``graph`` was imported with."""
+        shapes = {name: tuple(graph.value(name).shape or ()) for name in graph.inputs}
+        return cls(dict(graph.meta.get("frozen", {})), shapes)
+
+    def feeds(self, names: Sequence[str], feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
+        """The arrays a peer whose inputs are ``names`` is given: ``feeds`` and frozen values."""
+        return {name: feeds[name] if name in feeds else self.frozen[name] for name in names}
+
+
+def peer_model(model: PeerModel) -> onnx.ModelProto:
+    """The ONNX model a user would hand a library: the file or zoo model as it is.
+
+    A :class:`Graph` (the API accepts one) is exported as it stands, simplified by import.
+    """
+    if isinstance(model, Graph):
+        return to_onnx(model)
+    return resolve_model(model)
+
+
+def in_f32() -> str | None:
+    """The precision of a peer that computes in f32, as a target names it: None."""
+    return None
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One configuration of a codegen's library, run alone at the library's defaults.
+
+    It is named ``<codegen> alone``, then its ``variant`` if any (``openvino alone f32``),
+    and its ratio column in ``bench`` is ``vs_<codegen>[_<variant>]``. ``build(model,
+    inputs)`` returns a :data:`Runner` for ``model`` (:data:`PeerModel`) fed ``inputs``'
+    frozen values (None: none); it raises when the library rejects the model. The peer
+    stands for ``codegen``'s single-target plan on the whole host at ``precision()`` (None:
+    f32), asked only when needed (it may probe the library). ``linger_s`` is how long its
+    threads keep cores busy after a run returns. A ``sets_budget`` peer's error on the
+    evaluation samples sets the default accuracy budget (:mod:`autopart.tuning.accuracy`).
+    """
+
+    codegen: str
+    build: Callable[[PeerModel, PeerInputs | None], Runner]
+    variant: str = ""
+    precision: Callable[[], str | None] = in_f32
+    linger_s: float = 0.0
+    sets_budget: bool = False
+
+    @property
+    def name(self) -> str:
+        """``<codegen> alone``, then the variant: ``onnxruntime alone``, ``openvino alone f32``."""
+        return " ".join([self.codegen, "alone", *self.variant.split()])
+
+    @property
+    def column(self) -> str:
+        """Its ratio column in ``bench``: ``vs_onnxruntime``, ``vs_openvino_f32``."""
+        return "_".join(["vs", self.codegen, *self.variant.split()])
