@@ -9,6 +9,7 @@ planned for profiling at 5,000 nodes in the default run, at 12,400 and 50,000 in
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 
@@ -18,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autopart.costmodel import costs_from_profile
+from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.costmodel.costs import Costs, TransferModel
 from autopart.costmodel.measurements import Measurement, RowKind
 from autopart.ir.graph import Graph, Node, Value
@@ -432,3 +434,38 @@ def test_opencl_fuses_a_long_chain_into_kernels_of_bounded_length() -> None:
     found = resolved.placement.device.to_host(env[graph.outputs[0]])
     expected = Executor(graph).run({"x": x}).outputs[graph.outputs[0]]
     assert np.allclose(found, expected, rtol=1e-4, atol=1e-5)
+
+
+class _OpenClReduced(AccuracyBudget):
+    """A budget in which the OpenCL target of the random cases stands for a reduced one."""
+
+    def weight(self, node: str, target: VirtualDevice) -> float:
+        return self.weights.get((node, "bf16"), 0.0) if target == OPENCL else 0.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    blocks=st.integers(2, 5),
+    quantile=st.floats(0.0, 1.0),
+)
+def test_search_by_segments_is_exact_under_an_accuracy_budget(
+    seed: int, blocks: int, quantile: float
+) -> None:
+    """The budget spans every segment: the answer fits it and is the best plan that does."""
+    rng = np.random.default_rng(seed)
+    graph = block_graph(rng, blocks)
+    costs = random_costs(rng, graph, combinations=500)
+    names = [node.name for node in graph.nodes]
+    weights = {(name, "bf16"): float(rng.uniform(0, 1e-4)) for name in names}
+    choices = [
+        dict(zip(names, c, strict=True)) for c in itertools.product(*map(costs.supported, names))
+    ]
+    errors = [_OpenClReduced(weights, 1.0).predicted_error(a) for a in choices]
+    budget = _OpenClReduced(weights, float(np.quantile(errors, quantile)))
+    best = min(evaluate(a, costs).sequential_s for a in choices if budget.fits(a))
+    result = ilp.solve_ilp(costs, time_limit_s=60, by_segments=True, accuracy=budget)
+    assert budget.fits(result.assignment)
+    assert result.optimal
+    assert math.isclose(result.objective_s, best, rel_tol=1e-6)
+    assert result.bound_s <= best * (1 + 1e-9)
