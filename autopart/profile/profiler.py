@@ -270,6 +270,8 @@ class Profiler:
             BY_KIND[job.kind].measure(job, measuring)
             measuring.commit()
             taken[index] += 1
+            if pass_index == job.passes - 1:  # its last pass: free what it compiled
+                measuring.compiled.pop((job.target, job.key), None)
             if self.path is not None and time.perf_counter() - last_save > self.checkpoint_s:
                 self.profile.save(self.path)
                 last_save = time.perf_counter()
