@@ -48,6 +48,11 @@ def full_passes(kind: str) -> int:
     return 0 if kind == "unsupported" else 1 if kind in ONE_PASS else PASSES
 
 
+def is_measuring(label: str) -> bool:
+    """Whether a profiling progress label is a measuring step (not planning, not the end)."""
+    return label != "done" and not label.startswith(("planning ", "the numpy reference"))
+
+
 @dataclass
 class Held:
     """What a profile file held: each row by (kind, target, key), NaN as None."""
@@ -234,7 +239,7 @@ class World:
         """The same tune through the API (for its report); profiling steps go to ``steps``."""
 
         def progress(stage: str, done: int, total: int, label: str) -> None:
-            if stage == "profile" and label != "done":
+            if stage == "profile" and is_measuring(label):
                 steps.append(label)
 
         return api.tune(
@@ -371,7 +376,7 @@ def profile_chain(world: World, folder: Path, kills: int, chain: int, rng: Gener
             str(world.model), TARGETS, folder, progress=lambda d, t, s: steps.append(s)
         )
         final = held(path)
-        count = sum(label != "done" for label in steps)
+        count = sum(map(is_measuring, steps))
         found = _rerun_problems(world.clean, previous, final, report, count, cases[-1])
         return found + [f"the rerun left {p.name}" for p in _strays(folder)]
 
@@ -438,7 +443,7 @@ def profile_write_kill(world: World, folder: Path, nth: int) -> Case:
         report, _, _ = api.profile(
             str(world.model), TARGETS, folder, progress=lambda d, t, s: steps.append(s)
         )
-        count = sum(label != "done" for label in steps)
+        count = sum(map(is_measuring, steps))
         found = _rerun_problems(world.clean, now, held(path), report, count, case)
         return found + [f"the rerun left {p.name}" for p in _strays(folder)]
 
