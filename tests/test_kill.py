@@ -93,6 +93,7 @@ def test_a_tune_killed_inside_its_plan_write_keeps_the_old_plan(
     assert case.new == 0 and case.reused  # the profile was complete: nothing measured
 
 
+@pytest.mark.slow
 def test_a_tune_killed_at_random_moments_keeps_its_plan_and_profile(
     world: World, tmp_path: Path
 ) -> None:
