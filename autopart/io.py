@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import glob
 import hashlib
 import json
 import os
@@ -86,6 +88,37 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         if isinstance(failure, OSError):
             raise _failure(path, failure) from None
         raise
+
+
+TEMPORARY_NAME = "????????"  # the random part of the names tempfile.mkstemp makes
+
+
+def leftovers(path: str | Path) -> list[Path]:
+    """The temporary files that writes of ``path`` killed midway left beside it.
+
+    :func:`atomic_write_bytes` writes ``.<name>.<random>.tmp`` beside the file it replaces
+    and removes it on every failure it sees, but a process killed inside the write (SIGKILL,
+    a power cut) leaves it behind. Nothing reads such a file. None are listed where
+    ``path`` is a symlink, whose target may be written under another link's lock.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        return []
+    return sorted(path.parent.glob(f".{glob.escape(path.name)}.{TEMPORARY_NAME}.tmp"))
+
+
+def remove_leftovers(path: str | Path) -> int:
+    """Remove the :func:`leftovers` of ``path``; return how many were removed.
+
+    Only for a caller that holds the lock of ``path`` (:func:`locked`) where every writer
+    of ``path`` takes it: a temporary file is otherwise maybe another writer's, in use.
+    """
+    removed = 0
+    for leftover in leftovers(path):
+        with contextlib.suppress(OSError):
+            leftover.unlink()
+            removed += 1
+    return removed
 
 
 def _mode_of(path: Path) -> int:

@@ -25,6 +25,7 @@ class StageProgress(Protocol):
     def __call__(self, stage: str, done: int, total: int, label: str) -> None:
         """In ``stage``, ``done`` of ``total`` steps are taken and ``label`` runs next.
 
-        ``stage`` is profile, search, verify or bench; ``total`` is 0 when unknown.
+        ``stage`` is import, profile, search, measure, verify, peers or bench; ``total`` is
+        0 when unknown.
         """
         ...

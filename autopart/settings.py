@@ -100,6 +100,12 @@ class VerifySettings:
     measure_max_partitions: int = _tuned(
         16, "candidates of more partitions are priced from op sums (and timed whole in the race)"
     )
+    race_max_partitions: int = _tuned(
+        256,
+        "candidates of more partitions predicted over measure_within of the quickest do not "
+        "race: compiling each partition takes 30-60 ms, and per-op-best on a 12,400-node "
+        "transformer stack had 1,600 partitions (experiments/bench_scale.py)",
+    )
     max_round_stretch: int = _tuned(20, "quick plans run up to this many times the rounds")
     settle_s: float = _tuned(
         1e-3,

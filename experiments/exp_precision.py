@@ -31,7 +31,12 @@ precision.png, precision_sensitivity.csv and precision_sensitivity.png.
 
     python experiments/exp_precision.py [--models squeezenet resnet50 magika]
         [--rounds 5] [--loose 5e-2] [--search-dir search/precision] [--profiles DIR]
-        [--sensitivity squeezenet | --no-sensitivity] [--no-pareto]
+        [--targets cpu@numpy cpu@onnxruntime cpu@openvino cpu@openvino:bf16]
+        [--sensitivity squeezenet | --no-sensitivity] [--no-pareto] [--keep] [--replot]
+
+Every tune and bench of one process keeps the memory it freed (autopart retains it for
+reuse), and autopart's memory check counts it as used: run many large models one process
+each, with ``--keep`` so that each adds its rows to the CSV (``--replot`` draws them all).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _common import RESULTS, console, new_figure, save_figure, show, write_csv
+from _common import RESULTS, console, new_figure, plain_log, save_figure, show, write_csv
 from heldout.suite import load_suite
 
 from autopart import api
@@ -98,6 +103,10 @@ class Budget:
     precision: str | None
     tolerance: float | None
 
+    def allows(self, target: str) -> bool:
+        """Whether a tune under this budget may be given ``target``."""
+        return self.precision is None or VirtualDevice.parse(target).computes_in == self.precision
+
     def keywords(self) -> dict[str, object]:
         """The keywords of tune and bench that set this budget."""
         return {"precision": self.precision, "tolerance": self.tolerance}
@@ -119,11 +128,15 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--loose", type=float, default=5e-2, help="the loose budget")
     parser.add_argument("--search-dir", default="search/precision")
     parser.add_argument("--profiles", default=None, help="profile store (default: saved)")
+    parser.add_argument("--targets", nargs="*", default=None, help="default: all found")
     parser.add_argument("--sensitivity", default="squeezenet", help="model of the figure")
     parser.add_argument("--no-sensitivity", action="store_true")
     parser.add_argument("--no-pareto", action="store_true")
     parser.add_argument(
         "--replot", action="store_true", help="draw precision.png again from precision.csv"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep precision.csv's rows of the other models"
     )
     return parser.parse_args()
 
@@ -170,6 +183,8 @@ def tune_and_bench(model: Model, budget: Budget, args: argparse.Namespace) -> pd
     }
     if args.profiles is not None:
         options["profiles_dir"] = args.profiles
+    if args.targets:  # those the budget allows: an f32 tune refuses a bf16 target
+        options["targets"] = [t for t in args.targets if budget.allows(t)]
     outcome: dict[str, object] = {"tune_error": ""}
     started = time.perf_counter()
     try:
@@ -197,9 +212,23 @@ def tune_and_bench(model: Model, budget: Budget, args: argparse.Namespace) -> pd
     return table.assign(model=model.name, budget=budget.name, **outcome)
 
 
+def saved_rows() -> pd.DataFrame:
+    """The rows of ``precision.csv`` as written (none if there is no such file)."""
+    path = RESULTS / "precision.csv"
+    if not path.exists():
+        return pd.DataFrame({"model": []})
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
 def run_pareto(models: Sequence[Model], args: argparse.Namespace) -> pd.DataFrame:
-    """Every model under every budget; the rows so far are written after each bench."""
+    """Every model under every budget; the rows so far are written after each bench.
+
+    With ``--keep``, the saved rows of models not run now are kept, ahead of the new ones.
+    """
     frames = []
+    if args.keep:
+        saved = saved_rows()
+        frames.append(saved[~saved["model"].isin([m.name for m in models])])
     for model in models:
         for budget in budgets(args.loose):
             console.print(f"[bold]{model.name}[/bold]: tune and bench, budget {budget.name}")
@@ -284,9 +313,13 @@ def plot_pareto(rows: pd.DataFrame, names: Sequence[str]) -> Path:
     columns = min(3, len(names))
     lines = math.ceil(len(names) / columns)
     figure = new_figure(5.2 * columns, 4.0 * lines + 0.6)
+    legend: dict[str, object] = {}
     for index, name in enumerate(names):
         axes = figure.add_subplot(lines, columns, index + 1)
         _panel(axes, rows[rows["model"] == name], name)
+        handles, labels = axes.get_legend_handles_labels()
+        legend.update({label: h for h, label in zip(handles, labels, strict=True)})
+    figure.legend(legend.values(), legend.keys(), loc="outside lower center", ncols=4, fontsize=8)
     figure.suptitle(
         "autopart's plans: median latency against max relative error vs the f32 reference\n"
         "filled peers: the default budget's bench; hollow: the other benches "
@@ -326,14 +359,14 @@ def _panel(axes: object, table: pd.DataFrame, name: str) -> None:
     tolerances = default["tolerance"].dropna()
     if len(tolerances):
         axes.axvline(tolerances.iloc[0], color=BUDGET_COLOURS["default"], linestyle="--",
-                     linewidth=0.8)  # fmt: skip
+                     linewidth=0.8, label="default tolerance")  # fmt: skip
     axes.set_xscale("log")
     axes.set_yscale("log")
     axes.set_title(name, fontsize=10)
     axes.set_xlabel(f"max relative error (log; 0 drawn at {FLOOR:g})", fontsize=8)
     axes.set_ylabel("median latency, ms (log)", fontsize=8)
     axes.tick_params(labelsize=7)
-    axes.legend(fontsize=6, loc="upper right")
+    plain_log(axes, "y")
 
 
 def plan_error(
@@ -494,11 +527,11 @@ def main() -> None:
     args = arguments()
     console.print("[dim]2 cores shared with other work: latencies are indicative only[/dim]")
     if args.replot:
-        rows = pd.read_csv(RESULTS / "precision.csv", keep_default_na=False, na_values=[""])
+        rows = saved_rows()
         report_pareto(rows, list(dict.fromkeys(rows["model"])))
     elif not args.no_pareto:
-        models = resolve(args.models)
-        report_pareto(run_pareto(models, args), [m.name for m in models])
+        rows = run_pareto(resolve(args.models), args)
+        report_pareto(rows, list(dict.fromkeys(rows["model"])))
     if not args.no_sensitivity:
         report_sensitivity(sensitivities(resolve([args.sensitivity])[0]))
 

@@ -6,7 +6,9 @@ made here (``_task_inputs.py``), each model is tuned at the default budget
 (:func:`autopart.api.tune`, every precision this machine offers, tolerance OpenVINO as
 installed's own error plus 10%), and the task's answer of the tuned plan (run by the plan
 executor) is compared sample by sample with the answer of onnxruntime on the original
-model (f32), and so is OpenVINO as installed's (bf16 here):
+model (f32). So are the answers of autopart's whole model on ``cpu@openvino:bf16`` (what
+bf16 does to the task, whether or not the plan uses it) and of OpenVINO as installed on
+the original model (bf16 here; where it can compile the model as it ships):
 
 - ``silero_vad``: speech synthesised with espeak-ng (five languages, varied speed, pitch
   and loudness; a quarter of the streams silent), with silence and white or brown noise,
@@ -31,6 +33,7 @@ task_agreement_samples.csv (per sample).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import zipfile
 from collections.abc import Callable, Iterator, Mapping
@@ -55,17 +58,25 @@ from _task_inputs import (
 from heldout.suite import CACHE
 
 from autopart import api
+from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
+from autopart.plan.build import build_plan_for
+from autopart.plan.schema import Plan
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.onnxruntime.peer import onnxruntime_alone
 from autopart.targets.openvino.peer import openvino_alone
 from autopart.tuning.peers import PeerInputs
 from autopart.tuning.plan_rows import plan_precisions
+from autopart.tuning.workflow import TuneReport
 
 Feeds = dict[str, np.ndarray]
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 MODELS = ("silero_vad", "ppocr_cls", "ppocrv4_rec", "magika")
 FILE_ROOTS = ("/usr/share", "/usr/lib", "/usr/include", "/usr/bin", "/etc")
 AGREEMENT = 0.99  # the issue's bar
+COMPARED = ("plan", "bf16", "openvino")  # the runners compared with f32
+BF16 = VirtualDevice.parse("cpu@openvino:bf16")
+FALLBACK = VirtualDevice.parse("cpu@numpy")
 
 
 @dataclass
@@ -229,6 +240,33 @@ def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
     return float(np.abs(np.asarray(got, dtype=np.float64) - expected).max()) / scale
 
 
+def runners(
+    path: str, graph: Graph, plan: Plan, stack: contextlib.ExitStack
+) -> tuple[dict[str, Runner], list[str]]:
+    """The runners compared, f32 first; and why any could not be made.
+
+    ``f32`` is onnxruntime alone on the original model, ``plan`` the tuned plan, ``bf16``
+    autopart's whole model on ``cpu@openvino:bf16`` (where this CPU offers it) and
+    ``openvino`` OpenVINO as installed on the original model (where it can compile it).
+    """
+    inputs = PeerInputs.of(graph)
+    made: dict[str, Runner] = {"f32": onnxruntime_alone(path, inputs=inputs)}
+    tuned = stack.enter_context(PlanExecutor(plan, graph))
+    made["plan"] = lambda feeds: tuned.run(feeds).outputs
+    notes = []
+    try:
+        whole = build_plan_for(graph, {n.name: BF16 for n in graph.nodes}, FALLBACK, graph.name)
+        bf16 = stack.enter_context(PlanExecutor(whole, graph))
+        made["bf16"] = lambda feeds: bf16.run(feeds).outputs
+    except Exception as error:  # a CPU without bf16, a model OpenVINO refuses: a result
+        notes.append(f"bf16: {one_line(error)}")
+    try:
+        made["openvino"] = openvino_alone(path, inputs)
+    except Exception as error:  # OpenVINO cannot compile every model as it ships: a result
+        notes.append(f"openvino: {one_line(error)}")
+    return made, notes
+
+
 def run_task(task: Task, args: argparse.Namespace) -> tuple[dict[str, object], pd.DataFrame]:
     """Tune ``task``'s model at the default budget, then compare its answers with f32's."""
     path = str(CACHE / f"{task.model}.onnx")
@@ -240,52 +278,50 @@ def run_task(task: Task, args: argparse.Namespace) -> tuple[dict[str, object], p
     samples = task.samples(args)
     console.print(f"{task.model}: {tuned.chosen} ({plan_precisions(tuned.plan)}); "
                   f"{len(samples)} samples")  # fmt: skip
-    inputs = PeerInputs.of(graph)
-    with PlanExecutor(tuned.plan, graph) as executor:
-        runners: dict[str, Runner] = {
-            "f32": onnxruntime_alone(path, inputs=inputs),
-            "plan": lambda feeds: executor.run(feeds).outputs,
-            "openvino": openvino_alone(path, inputs),
-        }
-        rows = []
-        for sample, mains in lockstep(task, runners, samples):
+    rows = []
+    with contextlib.ExitStack() as stack:
+        made, notes = runners(path, graph, tuned.plan, stack)
+        for sample, mains in lockstep(task, made, samples):
             answers = {name: task.answer(main) for name, main in mains.items()}
-            rows.append({
-                "model": task.model, "stream": sample.stream, "source": sample.source,
-                "truth": sample.truth, "f32": answers["f32"][0], "plan": answers["plan"][0],
-                "openvino": answers["openvino"][0], "f32_margin": answers["f32"][1],
-                "plan_error": relative_error(mains["plan"], mains["f32"]),
-                "openvino_error": relative_error(mains["openvino"], mains["f32"]),
-            })  # fmt: skip
-    table = pd.DataFrame(rows)
-    return summary(task, tuned, table), table
+            row = {"model": task.model, "stream": sample.stream, "source": sample.source,
+                   "truth": sample.truth, "f32_margin": answers["f32"][1]}  # fmt: skip
+            row.update({name: answer for name, (answer, _) in answers.items()})
+            for name in COMPARED:
+                if name in mains:
+                    row[f"{name}_error"] = relative_error(mains[name], mains["f32"])
+            rows.append(row)
+    return summary(task, tuned, pd.DataFrame(rows), notes), pd.DataFrame(rows)
 
 
-def summary(task: Task, tuned: object, table: pd.DataFrame) -> dict[str, object]:
-    """One model's row: the plan, its precisions, the agreements and the errors."""
-    plan = tuned.plan  # type: ignore[attr-defined]
-    agree = table["plan"] == table["f32"]
+def summary(
+    task: Task, tuned: TuneReport, table: pd.DataFrame, notes: list[str]
+) -> dict[str, object]:
+    """One model's row: the plan, its precisions, each runner's agreement and errors."""
+    plan = tuned.plan
     known = table[table["truth"] != ""]
-    return {
+    row: dict[str, object] = {
         "model": task.model,
         "samples": len(table),
         "streams": table["stream"].nunique(),
-        "plan": tuned.chosen,  # type: ignore[attr-defined]
+        "plan": tuned.chosen,
         "precisions": plan_precisions(plan),
         "targets": "+".join(sorted({p.target for p in plan.partitions})),
         "tolerance": np.nan if plan.measured is None else plan.measured.tolerance,
         "random_input_error": np.nan if plan.measured is None else plan.measured.max_error,
-        "agreement": float(agree.mean()),
-        "disagreements": int((~agree).sum()),
-        "openvino_agreement": float((table["openvino"] == table["f32"]).mean()),
-        "plan_error_max": float(table["plan_error"].max()),
-        "plan_error_median": float(table["plan_error"].median()),
-        "openvino_error_max": float(table["openvino_error"].max()),
-        "f32_accuracy": float((known["f32"] == known["truth"]).mean()) if len(known) else np.nan,
-        "plan_accuracy": float((known["plan"] == known["truth"]).mean()) if len(known) else np.nan,
-        "passed": bool(agree.mean() >= AGREEMENT),
-        "error": "",
     }
+    for name in COMPARED:
+        agree = (table[name] == table["f32"]) if name in table else pd.Series(dtype=bool)
+        row[f"{name}_agreement"] = float(agree.mean()) if len(agree) else np.nan
+        row[f"{name}_disagreements"] = int((~agree).sum()) if len(agree) else np.nan
+        row[f"{name}_error_max"] = table[f"{name}_error"].max() if name in table else np.nan
+        row[f"{name}_error_median"] = table[f"{name}_error"].median() if name in table else np.nan
+    for name in ("f32", "plan", "bf16"):
+        right = (known[name] == known["truth"]) if name in known else pd.Series(dtype=bool)
+        row[f"{name}_accuracy"] = float(right.mean()) if len(right) else np.nan
+    row["passed"] = bool(row["plan_agreement"] >= AGREEMENT)
+    row["notes"] = "; ".join(notes)
+    row["error"] = ""
+    return row
 
 
 def one_line(error: BaseException) -> str:
@@ -294,8 +330,9 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
-SHOWN = ("model", "samples", "agreement", "openvino_agreement", "precisions", "plan",
-         "plan_error_max", "f32_accuracy", "passed", "error")  # fmt: skip
+SHOWN = ("model", "samples", "precisions", "plan", "plan_agreement", "plan_error_max",
+         "bf16_agreement", "bf16_error_max", "openvino_agreement", "f32_accuracy", "passed",
+         "error")  # fmt: skip
 
 
 def main() -> None:

@@ -82,6 +82,8 @@ def test_the_budgets_run_exact_first_and_the_loose_one_as_asked(precision: Modul
     assert found[0].keywords() == {"precision": "f32", "tolerance": None}
     assert found[1].keywords() == {"precision": None, "tolerance": None}
     assert found[2].keywords() == {"precision": None, "tolerance": 0.07}
+    assert found[0].allows("cpu/0@openvino") and not found[0].allows("cpu@openvino:bf16")
+    assert found[1].allows("cpu@openvino:bf16") and found[2].allows("cpu@numpy")
 
 
 def test_held_out_models_load_with_their_shapes_and_frozen_inputs(precision: ModuleType) -> None:

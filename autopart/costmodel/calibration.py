@@ -28,7 +28,7 @@ is 1.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import pandas as pd
@@ -116,18 +116,33 @@ def calibration_windows(graph: Graph, supported: Callable[[Node], bool]) -> list
     if count < MIN_NODES:
         return []
     width = min(max(count // 8, 2), MAX_WINDOW)
-    ok = [supported(node) for node in nodes]
+    known: dict[int, bool] = {}  # asked lazily: a window near its centre is usually found
+
+    def ok(index: int) -> bool:
+        if index not in known:
+            known[index] = supported(nodes[index])
+        return known[index]
+
     windows: list[tuple[int, int]] = []
     for centre in CENTRES:
         wanted = round(centre * count - width / 2)
-        starts = sorted(range(count - width + 1), key=lambda s: (abs(s - wanted), s))
-        for start in starts:
+        for start in _nearest_first(wanted, count - width + 1):
             end = start + width
             clear = all(end <= s or start >= e for s, e in windows)
-            if clear and all(ok[start:end]):
+            if clear and all(ok(i) for i in range(start, end)):
                 windows.append((start, end))
                 break
     return sorted(windows)
+
+
+def _nearest_first(wanted: int, count: int) -> Iterator[int]:
+    """``0 .. count - 1`` by distance from ``wanted``, the lower first on a tie."""
+    wanted = min(max(wanted, 0), count - 1)
+    yield wanted
+    for step in range(1, count):
+        for start in (wanted - step, wanted + step):
+            if 0 <= start < count:
+                yield start
 
 
 def op_sum(

@@ -17,12 +17,12 @@ ratio of fused to alone cost.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-
-import numpy as np
 
 from autopart.ir.analysis import node_flops
 from autopart.ir.graph import Graph, Node
+from autopart.ir.memo import memoised
 from autopart.ir.signature import op_signature
 from autopart.settings import FUSION
 
@@ -54,14 +54,19 @@ def fusion_pairs(graph: Graph) -> dict[str, FusionPair]:
 
     The consumer must be light (at most ``LIGHT_FLOPS`` operations per output element, so a
     Relu or an Add but not a 1x1 Conv) and produce as many elements as it reads from the
-    producer, whose only output it is the only reader of.
+    producer, whose only output it is the only reader of. Computed once per graph
+    (:mod:`autopart.ir.memo`); the caller gets its own dict.
     """
+    return dict(memoised(graph, "fusion_pairs", lambda: _find_pairs(graph)))
+
+
+def _find_pairs(graph: Graph) -> dict[str, FusionPair]:
     pairs: dict[str, FusionPair] = {}
     for node in graph.nodes:
         outputs = [graph.value(name) for name in node.outputs if name]
         if len(outputs) != 1 or outputs[0].shape is None:
             continue
-        size = int(np.prod(outputs[0].shape, dtype=np.int64))
+        size = math.prod(int(dim) for dim in outputs[0].shape)
         if node_flops(graph, node) > LIGHT_FLOPS * size:
             continue
         for index, name in enumerate(node.inputs):
@@ -69,8 +74,8 @@ def fusion_pairs(graph: Graph) -> dict[str, FusionPair]:
             if value is None or value.producer is None or value.shape is None:
                 continue
             producer = value.producer
-            sole_reader = {id(c) for c in value.consumers} == {id(node)}
-            same_size = int(np.prod(value.shape, dtype=np.int64)) == size
+            sole_reader = all(c is node for c in value.consumers)
+            same_size = math.prod(int(dim) for dim in value.shape) == size
             single_output = len([n for n in producer.outputs if n]) == 1
             if sole_reader and same_size and single_output and name not in graph.outputs:
                 pairs[node.name] = FusionPair(producer, node, index)

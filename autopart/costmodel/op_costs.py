@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from autopart.costmodel.fusion import fusion_pairs
+from autopart.costmodel.fusion import FusionPair, fusion_pairs
 from autopart.costmodel.measurements import Measurement, MeasurementTable, RowKind
 from autopart.ir.graph import Graph, Node
 from autopart.ir.signature import op_signature
@@ -71,20 +71,18 @@ def op_costs(profile: MeasurementTable, graph: Graph, target: str, base: float) 
     layouts: dict[str, tuple[float, float]] = {}
     profiled = profile.measurement(RowKind.LAUNCH, target, "profiled")
     profiler_overhead = profiled.median_s if profiled is not None else 0.0
+    by_signature: dict[str, tuple[Measurement | None, tuple[float, float], bool]] = {}
     for node in graph.nodes:
         signature = op_signature(node, graph)
-        measured = profile.measurement(RowKind.OP, target, signature)
+        if signature not in by_signature:
+            by_signature[signature] = _signature_rows(profile, target, signature, profiler_overhead)
+        measured, layout, unsupported = by_signature[signature]
         if measured is None:
-            if not profile.has(RowKind.UNSUPPORTED, target, signature):
+            if not unsupported:
                 result.missing.append(node)
             continue
-        raw[node.name] = _at_least_enqueue(measured, profile, target, signature)
-        layout = profile.row(RowKind.LAYOUT, target, signature)
-        if layout is not None:
-            kernels = float(np.nan_to_num(layout["kernel_s"])) - profiler_overhead
-            layouts[node.name] = (float(layout["median_s"]), max(kernels, 0.0))
-        else:
-            layouts[node.name] = (0.0, 0.0)
+        raw[node.name] = measured
+        layouts[node.name] = layout
     # entering a subgraph cannot cost more than the cheapest one-op subgraph took whole
     base = min([base, *(m.median_s for m in raw.values() if m.timer == "wall")])
     for name, measured in raw.items():
@@ -95,30 +93,72 @@ def op_costs(profile: MeasurementTable, graph: Graph, target: str, base: float) 
     marginal: dict[str, float] = {}
     ratios: dict[tuple[str, str], list[float]] = {}
     pairs = {name: pair for name, pair in fusion_pairs(graph).items() if name in result.seconds}
+    paired: dict[str, tuple[float, float] | None] = {}  # by pair key: (pair, producer) s
     for name, pair in pairs.items():
-        row = profile.row(RowKind.FUSED, target, pair.key(graph))
-        producer = raw.get(pair.producer.name)
-        if row is None or producer is None:
+        key = pair.key(graph)
+        if key not in paired:
+            paired[key] = _pair_times(profile, graph, target, pair, key, raw)
+        times = paired[key]
+        if times is None:
             continue
-        if np.isfinite(row["producer_s"]):  # the producer, timed in turn with the pair
-            paired = replace(producer, median_s=float(row["producer_s"]))
-            signature = op_signature(pair.producer, graph)
-            producer = _at_least_enqueue(paired, profile, target, signature)
         alone = result.seconds[name]
-        marginal[name] = min(max(float(row["median_s"]) - producer.median_s, 0.0), alone)
+        marginal[name] = min(max(times[0] - times[1], 0.0), alone)
         if alone > 0.0:
             ratios.setdefault(pair.kind, []).append(marginal[name] / alone)
+    medians = {kind: statistics.median(found) for kind, found in ratios.items()}
     for name, pair in pairs.items():
         alone = result.seconds[name]
         if name in marginal:
             result.seconds[name] = marginal[name]
-        elif pair.kind in ratios:
-            result.seconds[name] *= statistics.median(ratios[pair.kind])
+        elif pair.kind in medians:
+            result.seconds[name] *= medians[pair.kind]
         else:
             continue
         result.fused += 1
         result.unfused[name] = alone - result.seconds[name]
     return result
+
+
+def _pair_times(
+    profile: MeasurementTable,
+    graph: Graph,
+    target: str,
+    pair: FusionPair,
+    key: str,
+    raw: dict[str, Measurement],
+) -> tuple[float, float] | None:
+    """The pair's time and its producer's (timed in turn with it where the row has that).
+
+    ``None`` when the pair or its producer has no timing. Equal keys give equal times.
+    """
+    row = profile.row(RowKind.FUSED, target, key)
+    producer = raw.get(pair.producer.name)
+    if row is None or producer is None:
+        return None
+    if np.isfinite(row["producer_s"]):  # the producer, timed in turn with the pair
+        paired = replace(producer, median_s=float(row["producer_s"]))
+        signature = op_signature(pair.producer, graph)
+        producer = _at_least_enqueue(paired, profile, target, signature)
+    return float(row["median_s"]), producer.median_s
+
+
+def _signature_rows(
+    profile: MeasurementTable, target: str, signature: str, profiler_overhead: float
+) -> tuple[Measurement | None, tuple[float, float], bool]:
+    """What :func:`op_costs` reads of one signature, once per signature.
+
+    Its op time (at least its enqueue), its (layout, kernel) seconds and, when it has no
+    op row, whether it is marked unsupported.
+    """
+    measured = profile.measurement(RowKind.OP, target, signature)
+    if measured is None:
+        return None, (0.0, 0.0), profile.has(RowKind.UNSUPPORTED, target, signature)
+    measured = _at_least_enqueue(measured, profile, target, signature)
+    layout = profile.row(RowKind.LAYOUT, target, signature)
+    if layout is None:
+        return measured, (0.0, 0.0), False
+    kernels = float(np.nan_to_num(layout["kernel_s"])) - profiler_overhead
+    return measured, (float(layout["median_s"]), max(kernels, 0.0)), False
 
 
 def _at_least_enqueue(
@@ -130,7 +170,11 @@ def _at_least_enqueue(
     then comes out as its time less max(producer, enqueue): the pair is one enqueue, like
     its producer alone.
     """
-    enqueue = profile.measurement(RowKind.ENQUEUE, target, signature)
+    return _raised_to(measured, profile.measurement(RowKind.ENQUEUE, target, signature))
+
+
+def _raised_to(measured: Measurement, enqueue: Measurement | None) -> Measurement:
+    """``measured`` raised to ``enqueue``'s median on device clocks (see above)."""
     if measured.timer == "wall" or enqueue is None:
         return measured
     return replace(measured, median_s=max(measured.median_s, enqueue.median_s))

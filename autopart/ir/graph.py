@@ -8,6 +8,7 @@ and the order, and refuses cycles. Analysis results go in ``meta`` dicts.
 from __future__ import annotations
 
 import copy
+import heapq
 import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -144,11 +145,11 @@ class Graph:
             id(node): sum(1 for n in set(node.present_inputs) if self.values[n].producer)
             for node in self.nodes
         }
-        ready = [node for node in self.nodes if waiting[id(node)] == 0]
+        ready = [position[id(node)] for node in self.nodes if waiting[id(node)] == 0]
+        heapq.heapify(ready)  # the ready node first in the old order goes next
         order: list[Node] = []
         while ready:
-            ready.sort(key=lambda n: position[id(n)], reverse=True)
-            node = ready.pop()
+            node = self.nodes[heapq.heappop(ready)]
             order.append(node)
             for name in node.outputs:
                 if not name:
@@ -156,7 +157,7 @@ class Graph:
                 for consumer in {id(c): c for c in self.values[name].consumers}.values():
                     waiting[id(consumer)] -= 1
                     if waiting[id(consumer)] == 0:
-                        ready.append(consumer)
+                        heapq.heappush(ready, position[id(consumer)])
         if len(order) != len(self.nodes):
             stuck = [n.name for n in self.nodes if waiting[id(n)] > 0][:5]
             raise ModelError(f"graph {self.name!r} has a cycle through nodes {stuck}")

@@ -85,8 +85,9 @@ def to_onnx(
         and (data := graph.value(name).const) is not None
     ]  # fmt: skip
     boundary = set(inputs) | set(outputs) | set(constants)
-    inner = [
-        n for n in dict.fromkeys(produced) if n not in boundary and graph.value(n).dtype is not None
+    made = [name for node in chosen for name in node.outputs if name]  # in node order: a
+    inner = [  # set's order changes from one process to the next, and so would the bytes
+        n for n in dict.fromkeys(made) if n not in boundary and graph.value(n).dtype is not None
     ]
     proto_graph = helper.make_graph(
         [*folded, *(node_to_proto(node) for node in chosen)],

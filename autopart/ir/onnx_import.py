@@ -335,13 +335,17 @@ def check_declared_sizes(graph: Graph) -> None:
     are made: a declared ``[100000, 100000]`` input or a ``ConstantOfShape`` of 1e11
     elements is one clear error, not an allocation (:func:`autopart.limits.check_fits`).
     """
+    largest: Value | None = None  # if it fits, all do: one look at the memory left
     for value in graph.values.values():
         shape = value.shape
         if shape is None:
             continue
         if any(isinstance(dim, int | np.integer) and dim < 0 for dim in shape):
             raise ModelError(f"value {value.name!r} has a negative dimension: {list(shape)}")
-        check_fits(value.nbytes, f"value {value.name!r} {value.dtype}{list(shape)}")
+        if largest is None or value.nbytes > largest.nbytes:
+            largest = value
+    if largest is not None:
+        check_fits(largest.nbytes, f"value {largest.name!r} {largest.dtype}{list(largest.shape)}")
 
 
 def _missing_static_shapes(graph: Graph) -> list[str]:

@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 
 from autopart.ir.graph import Graph, Node
+from autopart.ir.memo import graph_memo, owns
 
 
 def _tensor(graph: Graph, name: str) -> str:
@@ -44,7 +45,19 @@ def op_signature(node: Node, graph: Graph) -> str:
     """The signature of ``node`` in ``graph``, e.g. ``Conv:11 {"pads":[1,1,1,1]} f32…``.
 
     Absent optional inputs are written as ``-`` so that positions keep their meaning.
+    Signatures of ``graph``'s own nodes are memoised with the graph (:mod:`autopart.ir.memo`).
     """
+    if not owns(graph, node):
+        return _signature(node, graph)
+    memo = graph_memo(graph)
+    key = ("signature", node.name)
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = _signature(node, graph)
+    return str(found)
+
+
+def _signature(node: Node, graph: Graph) -> str:
     domain = f"{node.domain}." if node.domain else ""
     attrs = json.dumps(
         {key: _attribute(node.attrs[key]) for key in sorted(node.attrs)},

@@ -143,6 +143,8 @@ class Measuring:
     its rows hold. With ``refresh``, a complete saved row stands until its new
     measurement is complete. Rows are recorded in the profile at :meth:`commit`, once a
     job's pass is over, so that an interrupt in the middle of one leaves its rows alike.
+    ``compiled`` keeps what a kind compiles once for all its passes, by (target, key): a
+    whole partition, whose compile can take seconds.
     """
 
     profile: Profile
@@ -154,6 +156,7 @@ class Measuring:
     taken: SamplesByPass = field(default_factory=dict)
     refresh: bool = False
     pending: list[Callable[[], None]] = field(default_factory=list)
+    compiled: dict[tuple[str, str], Any] = field(default_factory=dict)
 
     @property
     def per_pass(self) -> TimingSettings:

@@ -22,6 +22,7 @@ from autopart.costmodel.fusion import pairs_to_measure
 from autopart.costmodel.measurements import Measurement, RowKind
 from autopart.costmodel.transfer import pair_name, split_pair
 from autopart.ir.graph import Node
+from autopart.ir.memo import memoised
 from autopart.ir.signature import op_signature
 from autopart.ir.target import HOST_DEVICE
 from autopart.profile.jobs import Job, JobKind, Measuring, Planning
@@ -248,10 +249,17 @@ def _windows(
     found = []
     for resolved in planning.targets:
         supported = partial(resolved.codegen.supports, graph=graph)
-        for start, end in calibration_windows(graph, supported):
-            window = graph.nodes[start:end]
-            if cut is None or (cut_index(graph, window) is not None) == cut:
-                found.append((resolved, window_key(graph, start, end), window))
+        spans = memoised(
+            graph,
+            ("calibration windows", str(resolved.target)),
+            lambda supported=supported: [
+                (start, end, cut_index(graph, graph.nodes[start:end]) is not None)
+                for start, end in calibration_windows(graph, supported)
+            ],
+        )
+        for start, end, can_cut in spans:
+            if cut is None or can_cut == cut:
+                found.append((resolved, window_key(graph, start, end), graph.nodes[start:end]))
     return found
 
 
@@ -404,7 +412,11 @@ class PartitionJobs(JobKind):
         resolved = measuring.targets[job.target]
         alone = job.key.endswith(":alone")
         graph, values = measuring.graph, measuring.values
-        compiled, env = compiled_with_inputs(resolved, graph, job.nodes, values, alone=alone)
+        found = measuring.compiled.get((job.target, job.key))
+        if found is None:  # compiled once, for every pass
+            found = compiled_with_inputs(resolved, graph, job.nodes, values, alone=alone)
+            measuring.compiled[(job.target, job.key)] = found
+        compiled, env = found
         samples = collect(wall_sampler(resolved, compiled, env), measuring.per_pass)
         time.sleep(compiled.linger_s)  # its threads may still spin: let the next job start clean
         label = f"{len(job.nodes)} ops as one partition"

@@ -81,20 +81,24 @@ def plan_jobs(
     profile: Profile,
     refresh: bool = False,
     passes: int = TimingSettings.passes,
+    progress: Progress | None = None,
 ) -> tuple[list[Job], int, int]:
     """The measurements ``profile`` lacks for ``graph`` on ``targets`` (all, if ``refresh``).
 
     Returns the jobs of every kind in :data:`~autopart.profile.kinds.JOB_KINDS`, in that
     order, plus the counts of reused measurements and of (signature, target) pairs that the
-    target cannot run (recorded as ``unsupported`` rows). A row stored with fewer than
-    ``passes`` passes (1 for one-pass kinds) is measured again, in the passes it lacks
-    where its samples are saved (each job's ``passes`` and ``done``). With ``refresh`` every
-    measurement is planned again in full, whatever the profile holds; signatures marked
-    unsupported stay so (that is the codegen's answer, not a timing).
+    target cannot run (recorded as ``unsupported`` rows); ``progress`` hears of each kind
+    as it is planned. A row stored with fewer than ``passes`` passes (1 for one-pass
+    kinds) is measured again, in the passes it lacks where its samples are saved (each
+    job's ``passes`` and ``done``). With ``refresh`` every measurement is planned again in
+    full, whatever the profile holds; signatures marked unsupported stay so (that is the
+    codegen's answer, not a timing).
     """
     planning = Planning(graph, list(targets), profile, refresh, max(passes, 1))
-    jobs = []
-    for kind in JOB_KINDS:
+    jobs: list[Job] = []
+    for done, kind in enumerate(JOB_KINDS):
+        if progress is not None:
+            progress(0, 0, f"planning {kind.kind.value} jobs ({done}/{len(JOB_KINDS)} kinds)")
         for job in kind.plan(planning):
             job.passes = kind.passes(planning)
             job.done = planning.resumable(job, kind.rows(job, planning))
@@ -142,11 +146,15 @@ class Profiler:
         started = time.perf_counter()
         resolved = [resolve(t, self.machine) for t in targets]
         passes = max(self.settings.passes, 1)
-        jobs, reused, unsupported = plan_jobs(graph, resolved, self.profile, refresh, passes)
+        jobs, reused, unsupported = plan_jobs(
+            graph, resolved, self.profile, refresh, passes, progress
+        )
         report = ProfileReport(reused=reused, unsupported=unsupported)
         report.targets = [str(r.target) for r in resolved]
         report.notes = self.profile.dropped.notes()
         needs_values = any(BY_KIND[job.kind].needs_values for job in jobs)
+        if needs_values and progress is not None:
+            progress(0, len(jobs), f"the numpy reference's values of {len(graph.nodes)} nodes")
         measuring = Measuring(
             self.profile, self.machine, graph, reference_values(graph) if needs_values else {},
             {str(r.target): r for r in resolved}, self.settings, refresh=refresh,
@@ -262,6 +270,8 @@ class Profiler:
             BY_KIND[job.kind].measure(job, measuring)
             measuring.commit()
             taken[index] += 1
+            if pass_index == job.passes - 1:  # its last pass: free what it compiled
+                measuring.compiled.pop((job.target, job.key), None)
             if self.path is not None and time.perf_counter() - last_save > self.checkpoint_s:
                 self.profile.save(self.path)
                 last_save = time.perf_counter()

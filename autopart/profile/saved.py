@@ -13,6 +13,7 @@ import platform
 from pathlib import Path
 
 from autopart.errors import ProfileError
+from autopart.io import leftovers, locked, remove_leftovers
 from autopart.profile.store import Profile, now
 from autopart.targets.codegen import codegen_libraries
 from autopart.targets.devices import Machine
@@ -63,9 +64,13 @@ def open_for_measuring(path: str | Path, machine: Machine) -> Profile:
     """The profile at ``path`` to add ``machine``'s measurements to (new when absent).
 
     Raises :class:`ProfileError` when the file is unreadable or belongs to another machine;
-    the file is left untouched either way.
+    the file is left untouched either way. Temporary files that saves killed midway left
+    beside it are removed (:func:`autopart.io.remove_leftovers`).
     """
     path = Path(path)
+    if leftovers(path):  # of saves killed midway, which no later save might remove
+        with locked(path):
+            remove_leftovers(path)
     if not path.exists():
         return new_profile(machine)
     profile = Profile.load(path)

@@ -65,7 +65,7 @@ import pandas as pd
 
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, Measurement, RowKind
 from autopart.errors import AutopartError, ProfileError
-from autopart.io import atomic_write_bytes, locked, read_document
+from autopart.io import atomic_write_bytes, locked, read_document, remove_leftovers
 from autopart.ir.target import VirtualDevice
 from autopart.profile.integrity import (
     SCHEMA,
@@ -250,9 +250,14 @@ class Profile:
         return write_text({**self.meta, "updated": now()}, COLUMNS, rows)
 
     def save(self, path: str | Path) -> None:
-        """Write atomically, merging with what another process saved there meanwhile."""
+        """Write atomically, merging with what another process saved there meanwhile.
+
+        Temporary files that saves killed midway left beside the file are removed
+        (:func:`autopart.io.remove_leftovers`).
+        """
         path = Path(path)
         with locked(path):  # serialise the read-merge-write of processes saving here
+            remove_leftovers(path)  # of saves killed midway: no one else writes there now
             merged = self.merge(Profile.load(path)) if path.exists() else self
             atomic_write_bytes(path, merged.to_text().encode())
         self.table = merged.table

@@ -153,22 +153,23 @@ def heft(costs: Costs) -> Assignment:
         waiting[dst] += 1
     ready = [(-rank[n.name], index[n.name], n.name) for n in graph.nodes if waiting[n.name] == 0]
     heapq.heapify(ready)
+    entry = {target: costs.split_entry_cost(target) for target in costs.targets}
+    lanes_of = {target: _lanes_of(target, lanes) for target in costs.targets}
     while ready:
         _, _, name = heapq.heappop(ready)
         node = graph.node(name)
         best: tuple[float, int, VirtualDevice, float, float, dict[tuple[str, str], float]] | None
         best = None
+        beside = {placed[p] for p in _predecessors(graph, node)}
         for order, target in enumerate(costs.supported(node)):
             device = str(target.device)
             copies = _input_arrivals(costs, graph, node, device, placed, finish, arrival)
             data_ready = max(copies.values(), default=0.0)
             for value in node.present_inputs:
                 data_ready = max(data_ready, arrival.get((value, device), 0.0))
-            launch = 0.0
-            if not any(placed[p] == target for p in _predecessors(graph, node)):
-                launch = costs.split_entry_cost(target)
+            launch = 0.0 if target in beside else entry[target]
             duration = costs.cost(node, target) + launch
-            target_lanes = _lanes_of(target, lanes)
+            target_lanes = lanes_of[target]
             start = _earliest_start(busy, target_lanes, data_ready, duration)
             end = start + duration
             back = sum(
@@ -187,7 +188,7 @@ def heft(costs: Costs) -> Assignment:
         for value in node.outputs:
             if value:
                 arrival[(value, str(target.device))] = end
-        for lane in _lanes_of(target, lanes):
+        for lane in lanes_of[target]:
             if end > start:
                 bisect.insort(busy[lane], (start, end))
         for succ, _ in successors[name]:
@@ -275,16 +276,21 @@ def _edges(graph: Graph) -> dict[tuple[str, str], int]:
 
 def _upward_rank(costs: Costs, successors: dict[str, list[tuple[str, int]]]) -> dict[str, float]:
     rank: dict[str, float] = {}
+    devices = {node.name: [str(t.device) for t in costs.supported(node)] for node in costs.graph}
+    moved: dict[tuple[str, str, int], float] = {}  # the transfers of one edge repeat
+
+    def transfer(src: str, dst: str, nbytes: int) -> float:
+        key = (src, dst, nbytes)
+        if key not in moved:
+            moved[key] = costs.transfer(src, dst, nbytes)
+        return moved[key]
+
     for node in reversed(costs.graph.nodes):
         supported = costs.supported(node)
         mean_cost = fmean(costs.cost(node, target) for target in supported)
         tail = 0.0
         for succ, nbytes in successors[node.name]:
-            pairs = [
-                costs.transfer(str(a.device), str(b.device), nbytes)
-                for a in supported
-                for b in costs.supported(succ)
-            ]
+            pairs = [transfer(a, b, nbytes) for a in devices[node.name] for b in devices[succ]]
             tail = max(tail, fmean(pairs) + rank[succ])
         rank[node.name] = mean_cost + tail
     return rank

@@ -36,27 +36,36 @@ to ``_HEURISTIC_NODES`` nodes), which enter at their true cost, so the optimum a
 bound stay exact; on larger graphs a one-target optimum can be missed by its cold entries.
 The model, its variables and its memory estimate are in
 :mod:`autopart.search.ilp_formulation`.
+
+Graphs of :data:`SERIES_MIN_NODES` nodes or more with series points (no memory caps, no
+partition measured whole) are solved by segments (:mod:`autopart.search.ilp_series`): one
+small ILP per kind of segment and pair of targets around it, joined by a shortest path;
+plans on one target are priced whole beside it. The answer and its bound stay exact.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.alone import FLOOR as ALONE_FLOOR
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
+from autopart.progress import Progress
 from autopart.search.constraints import ConstraintError
 from autopart.search.ilp_copies import memory_estimate
 from autopart.search.ilp_formulation import Formulation, IlpError
+from autopart.search.ilp_series import SeriesAnswer, solve_by_segments
 from autopart.search.milp_model import solve_milp
 from autopart.search.simulator import plan_for, simulate
 
 __all__ = ["IlpError", "IlpResult", "memory_estimate", "solve_ilp"]
 
 Assignment = dict[str, VirtualDevice]
+SERIES_MIN_NODES = 400  # below this the whole-graph ILP is quick: solve it as one
 
 
 @dataclass
@@ -68,7 +77,9 @@ class IlpResult:
     ``(objective - bound) / objective``; ``optimal`` says the gap closed (within the relative
     tolerance ``rel_gap``). ``status`` is ``optimal``, ``time_limit`` or ``stopped``;
     ``variables`` and ``constraints`` give the size of the last model solved, ``iterations``
-    the number of solves and ``cuts`` the cuts learnt between them.
+    the number of solves and ``cuts`` the cuts learnt between them. Solved by segments,
+    ``segments`` and ``kinds`` count them and their distinct kinds (0 otherwise), and the
+    sizes are the largest sub-problem's.
     """
 
     assignment: Assignment
@@ -82,6 +93,8 @@ class IlpResult:
     constraints: int
     iterations: int = 1
     cuts: int = 0
+    segments: int = 0
+    kinds: int = 0
 
 
 def solve_ilp(
@@ -89,24 +102,74 @@ def solve_ilp(
     memory: Mapping[str, int] | None = None,
     time_limit_s: float = 60.0,
     rel_gap: float = 1e-7,
+    progress: Progress | None = None,
+    by_segments: bool | None = None,
     accuracy: AccuracyBudget | None = None,
 ) -> IlpResult:
     """The assignment of least sequential latency, proven within ``rel_gap`` if time allows.
 
     ``memory`` caps devices' bytes (the estimate is in the module docstring); ``accuracy``
     keeps the predicted output error within its tolerance (one row: the reduced nodes'
-    error weights, :class:`~autopart.costmodel.accuracy.AccuracyBudget`). Always returns
+    error weights, :class:`~autopart.costmodel.accuracy.AccuracyBudget`); ``progress``
+    hears of every solve (a sub-problem's, by segments). ``by_segments`` solves by
+    segments where the graph has series points (``None``: from :data:`SERIES_MIN_NODES`
+    nodes on; never with memory caps or partitions measured whole). The accuracy row spans
+    the whole graph, so segments are solved without it and only plans within the budget
+    are kept; when that leaves a gap, the whole ILP with the row runs too. Always returns
     the best assignment found, its simulated cost and a valid lower bound. Raises
     :class:`IlpError` when a node has no target or nothing was found in time, and
     :class:`ConstraintError` when no assignment fits the memory caps.
     """
     started = time.perf_counter()
+    if by_segments is None:
+        by_segments = len(costs.graph.nodes) >= SERIES_MIN_NODES
+    if by_segments and not memory and not costs.measured:
+        deadline = started + time_limit_s
+        series = solve_by_segments(costs, deadline, rel_gap, _solve_part, progress)
+        if series is not None:
+            joined = _joined(costs, series, started, rel_gap, accuracy)
+            if joined is not None and (joined.optimal or accuracy is None):
+                return joined
+            left = max(deadline - time.perf_counter(), 1.0)
+            whole = _solve_whole(costs, None, left, rel_gap, started, progress, (), accuracy)
+            return whole if joined is None else _better(joined, whole)
+    return _solve_whole(costs, memory, time_limit_s, rel_gap, started, progress, (), accuracy)
+
+
+def _solve_part(
+    costs: Costs, time_limit_s: float, rel_gap: float, banned: list[Assignment]
+) -> IlpResult:
+    """One segment's sub-problem, solved whole, ``banned`` assignments excluded."""
+    return _solve_whole(costs, None, time_limit_s, rel_gap, time.perf_counter(), banned=banned)
+
+
+def _better(joined: IlpResult, whole: IlpResult) -> IlpResult:
+    """The cheaper of two answers to one problem, with the higher of their lower bounds."""
+    best = min(joined, whole, key=lambda result: result.objective_s)
+    bound = min(max(joined.bound_s, whole.bound_s), best.objective_s)
+    gap = (best.objective_s - bound) / best.objective_s if best.objective_s > 0 else 0.0
+    return replace(best, bound_s=bound, gap=gap, solve_s=max(joined.solve_s, whole.solve_s))
+
+
+def _solve_whole(
+    costs: Costs,
+    memory: Mapping[str, int] | None,
+    time_limit_s: float,
+    rel_gap: float,
+    started: float,
+    progress: Progress | None = None,
+    banned: Sequence[Assignment] = (),
+    accuracy: AccuracyBudget | None = None,
+) -> IlpResult:
+    """The whole-graph ILP (see the module docstring), ``banned`` assignments excluded."""
     form = Formulation(costs, memory or {}, accuracy)
+    excluded = [[assignment[node.name] for node in form.nodes] for assignment in banned]
+    form.nogoods.extend(excluded)
     incumbent = _Incumbent(costs, [node.name for node in form.nodes])
     for candidate in form.heuristics():
-        if form.feasible(candidate):
+        if form.feasible(candidate) and candidate not in excluded:
             incumbent.offer(candidate)
-    loop = _solve_with_cuts(form, incumbent, started + time_limit_s, rel_gap, memory)
+    loop = _solve_with_cuts(form, incumbent, started + time_limit_s, rel_gap, memory, progress)
     best, best_cost = incumbent.best, incumbent.cost
     if best is None:
         raise IlpError(f"the ILP found no assignment within {time_limit_s:g} s")
@@ -126,11 +189,83 @@ def solve_ilp(
     )
 
 
+def _joined(
+    costs: Costs,
+    series: SeriesAnswer,
+    started: float,
+    rel_gap: float,
+    accuracy: AccuracyBudget | None = None,
+) -> IlpResult | None:
+    """The answer by segments, beside every plan on one target, priced by the simulator.
+
+    Only plans within ``accuracy`` are kept (``None`` when none is); the segments' bound,
+    solved without it, stays a lower bound.
+
+    The bound is the least of the segments' bound (plans on several targets) and the
+    true cost of each plan on one target, or a lower bound of it where that already loses
+    (:func:`_one_target_floor`). Each node's quickest target is offered too, in case time
+    ran out before the segments gave a plan.
+    """
+    names = [node.name for node in costs.graph.nodes]
+    incumbent = _Incumbent(costs, names, accuracy)
+    if series.assignment:
+        incumbent.offer([series.assignment[name] for name in names])
+    entries = [costs.node_cost[name] for name in names]
+    incumbent.offer([min(entry, key=entry.__getitem__) for entry in entries])
+    bound = series.bound_s
+    floors = {
+        target: _one_target_floor(costs, names, target)
+        for target in costs.targets
+        if all(target in entry for entry in entries)
+    }
+    for target in sorted(floors, key=floors.__getitem__):  # likeliest winners first
+        if floors[target] < incumbent.cost:
+            bound = min(bound, incumbent.offer([target] * len(names)))
+        else:  # it cannot win: its floor bounds it
+            bound = min(bound, floors[target])
+    if incumbent.best is None:
+        return None
+    best = incumbent.cost
+    bound = min(bound, best)
+    gap = (best - bound) / best if best > 0 else 0.0
+    optimal = gap <= max(rel_gap, 1e-9)
+    return IlpResult(
+        assignment=dict(zip(names, incumbent.best, strict=True)),
+        objective_s=best,
+        bound_s=bound,
+        gap=gap,
+        optimal=optimal,
+        solve_s=time.perf_counter() - started,
+        status="optimal" if optimal else "time_limit" if not series.optimal else "stopped",
+        variables=series.variables,
+        constraints=series.constraints,
+        iterations=series.solves,
+        segments=series.segments,
+        kinds=series.kinds,
+    )
+
+
+def _one_target_floor(costs: Costs, names: list[str], target: VirtualDevice) -> float:
+    """A lower bound of the plan of every node on ``target``: one lone partition.
+
+    Its launch and node costs (edge costs and copies only add), less the lone-partition
+    saving as :meth:`Costs.partition_cost` takes it; its measurement, where it has one.
+    """
+    measured = costs.measured.get((tuple(names), target, True))
+    if measured is not None:
+        return measured
+    total = costs.launch_cost(target) + math.fsum(costs.cost(n, target) for n in names)
+    saving = len(names) * costs.alone.get(target, 0.0)
+    return max(total - saving, total * ALONE_FLOOR)
+
+
 class _Incumbent:
     """The best assignment found so far, with every assignment's true cost computed once."""
 
-    def __init__(self, costs: Costs, names: list[str]) -> None:
-        self.costs, self.names = costs, names
+    def __init__(
+        self, costs: Costs, names: list[str], accuracy: AccuracyBudget | None = None
+    ) -> None:
+        self.costs, self.names, self.accuracy = costs, names, accuracy
         self.truth: dict[tuple[VirtualDevice, ...], float] = {}
         self.best: list[VirtualDevice] | None = None
         self.cost = math.inf
@@ -144,7 +279,14 @@ class _Incumbent:
         return self.truth[key]
 
     def offer(self, assignment: list[VirtualDevice]) -> float:
-        """Keep ``assignment`` if it beats the best so far; return its true cost."""
+        """Keep ``assignment`` if it beats the best so far; return its true cost.
+
+        An assignment outside the accuracy budget is never kept and costs infinity.
+        """
+        if self.accuracy is not None and not self.accuracy.fits(
+            dict(zip(self.names, assignment, strict=True))
+        ):
+            return math.inf
         cost = self.true_cost(assignment)
         if cost < self.cost:
             self.best, self.cost = assignment, cost
@@ -168,10 +310,14 @@ def _solve_with_cuts(
     deadline: float,
     rel_gap: float,
     memory: Mapping[str, int] | None,
+    progress: Progress | None = None,
 ) -> _Loop:
     """Solve, learn cuts from the answer and solve again until the gap closes or time ends."""
     loop = _Loop()
     while True:
+        if progress is not None:
+            best = f"best {incumbent.cost * 1e3:.4g} ms" if incumbent.best else "nothing yet"
+            progress(loop.iterations, 0, f"ILP solve {loop.iterations + 1}: {best}")
         left = deadline - time.perf_counter()
         if left <= 0:
             loop.status = "time_limit"

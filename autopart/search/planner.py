@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import IlpSummary, Plan, Prediction, ScheduleStep
+from autopart.progress import Progress
 from autopart.search.baselines import baselines, default_fallback
 from autopart.search.candidates import Candidate, CandidateKind
 from autopart.search.constraints import ConstraintError, Constraints, apply
@@ -50,6 +51,7 @@ def search(
     options: SearchOptions | None = None,
     *,
     progress: Callable[[SearchProgress], None] | None = None,
+    steps: Progress | None = None,
 ) -> SearchOutcome:
     """Find the best plan of ``costs.graph`` for ``options.objective`` under its constraints.
 
@@ -57,7 +59,8 @@ def search(
     ``pareto``, runs the optuna search seeded by the ILP answer and every baseline that fits
     memory; ``ilp`` and ``optuna`` force one. Every baseline is a candidate too; the chosen
     one is the best that fits memory, ties going to the method's own answer. ``progress``
-    is called after every optuna trial. Raises :class:`ConstraintError` when the
+    is called after every optuna trial; ``steps`` before each candidate is priced and
+    each ILP solve. Raises :class:`ConstraintError` when the
     constraints cannot hold.
     """
     options = options or SearchOptions()
@@ -75,6 +78,8 @@ def search(
         target: VirtualDevice | None = None,
         index: int | None = None,
     ) -> Candidate:
+        if steps is not None:
+            steps(len(candidates), 0, f"pricing {kind.value} plan")
         plan = plan_for(assignment, restricted, options.source, fallback)
         fits = _fits(restricted, assignment, constraints.memory)
         simulation = simulate(plan, restricted)
@@ -89,7 +94,11 @@ def search(
         candidates[made.name] = made
     time_limit = min(options.budget_s or ILP_TIME_LIMIT_S, ILP_TIME_LIMIT_S)
     ilp = solve_ilp(
-        restricted, constraints.memory, time_limit_s=time_limit, accuracy=options.accuracy
+        restricted,
+        constraints.memory,
+        time_limit_s=time_limit,
+        progress=steps,
+        accuracy=options.accuracy,
     )
     made = candidate(CandidateKind.ILP, ilp.assignment)
     candidates[made.name] = made

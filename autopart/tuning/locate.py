@@ -20,6 +20,7 @@ from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.loader import ModelLike, load_model
 from autopart.profile import Profile
+from autopart.progress import StageProgress
 from autopart.search.constraints import Constraints
 from autopart.search.options import SearchOptions
 from autopart.search.optuna_study import check_storage
@@ -64,8 +65,13 @@ class Located:
     planned_only: bool
 
 
-def locate(model: ModelLike, options: TuneOptions | None = None) -> Located:
+def locate(
+    model: ModelLike, options: TuneOptions | None = None, progress: StageProgress | None = None
+) -> Located:
     """Load ``model`` and fix its targets, search folder and study storage (see :class:`Located`).
+
+    ``progress`` hears of the import (an ``import`` stage), which takes seconds on models
+    of tens of thousands of nodes.
 
     The search folder is made, and when the search will use optuna the study database in
     it is opened and read (:func:`~autopart.search.optuna_study.check_storage`), so that a
@@ -73,6 +79,9 @@ def locate(model: ModelLike, options: TuneOptions | None = None) -> Located:
     checks a storage given in ``options`` before loading the model).
     """
     options = options or TuneOptions()
+    if progress is not None and not isinstance(model, Graph):
+        named = Path(model).name if isinstance(model, str | Path) else "the model"
+        progress("import", 0, 0, f"importing {named}")
     graph = load_model(model, options.input_shapes, options.freeze)
     if not graph.nodes:
         raise ModelError(

@@ -28,6 +28,7 @@ from autopart.tuning.peers import peer_equivalents
 
 MEASURE_WITHIN = VERIFY.measure_within
 MEASURE_MAX_PARTITIONS = VERIFY.measure_max_partitions
+RACE_MAX_PARTITIONS = VERIFY.race_max_partitions
 Spec = tuple[tuple[str, ...], VirtualDevice, bool]
 
 
@@ -55,6 +56,25 @@ def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
         if c.value(outcome.objective) <= quickest * MEASURE_WITHIN or c.name in peers
     ]
     return sorted(chosen, key=lambda c: c.value(outcome.objective))
+
+
+def too_split_to_race(outcome: SearchOutcome) -> list[Candidate]:
+    """Candidates left out of the race: too many partitions to compile, and predicted slow.
+
+    Those of more than :data:`RACE_MAX_PARTITIONS` partitions predicted beyond
+    :data:`MEASURE_WITHIN` of the quickest fitting candidate; never the search's pick.
+    """
+    fitting = [c for c in outcome.candidates.values() if c.fits_memory]
+    if not fitting:
+        return []
+    quickest = min(c.value(outcome.objective) for c in fitting)
+    return [
+        c
+        for c in fitting
+        if len(c.plan.partitions) > RACE_MAX_PARTITIONS
+        and c.value(outcome.objective) > quickest * MEASURE_WITHIN
+        and c.name != outcome.chosen.name
+    ]
 
 
 def partition_specs(candidates: list[Candidate]) -> Iterator[Spec]:

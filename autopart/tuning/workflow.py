@@ -41,7 +41,7 @@ from autopart.tuning.accuracy import (
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.partitions import measure_partitions, price_measured
+from autopart.tuning.partitions import measure_partitions, price_measured, too_split_to_race
 from autopart.tuning.peers import PeerInputs, peer_equivalents, peer_lingers, peers
 from autopart.tuning.plan_rows import (
     REPORT_CSV,
@@ -128,7 +128,7 @@ def tune_model(
     options.check_outputs()
     if options.storage is not None:
         check_storage(options.storage)
-    located = locate(model, options)
+    located = locate(model, options, progress)
     plan_path = located.directory / "plan.json"
     for name, what in (("plan.json", "plan file"), (REPORT_JSON, "report"), (REPORT_CSV, "report")):
         check_writable(located.directory / name, what)
@@ -262,9 +262,11 @@ def _verify(
     def contested(so_far: Mapping[str, Measured]) -> list[str]:
         return choice.contested(so_far, runners)
 
+    left_out = {c.name for c in too_split_to_race(prepared.outcome)}
+    notes.extend(_left_out_note(candidates, left_out))
     measured = measure_plans(
         graph,
-        {name: c.plan for name, c in candidates.items() if twins[name] == name},
+        {n: c.plan for n, c in candidates.items() if twins[n] == n and n not in left_out},
         feeds,
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
@@ -325,7 +327,7 @@ def prepare(
     ``located`` is :func:`locate`'s answer for ``model`` when the caller has it already.
     """
     options = options or TuneOptions()
-    located = located or locate(model, options)
+    located = located or locate(model, options, progress)
     graph, chosen_targets, directory = located.graph, located.targets, located.directory
     profiled: ProfileReport | None = None
     profile_path: Path | None = None
@@ -360,8 +362,13 @@ def prepare(
     )  # fmt: skip
     search_options = dataclasses.replace(search_options, accuracy=accuracy)
     if progress is not None:
-        progress("search", 0, 1, f"{len(graph.nodes)} nodes on {len(chosen_targets)} targets")
-    outcome = search(costs, search_options, progress=search_progress)
+        progress("search", 0, 0, f"{len(graph.nodes)} nodes on {len(chosen_targets)} targets")
+    outcome = search(
+        costs,
+        search_options,
+        progress=search_progress,
+        steps=None if progress is None else lambda d, t, s: progress("search", d, t, s),
+    )
     if progress is not None:
         progress("search", 1, 1, f"{len(outcome.candidates)} candidates")
     measured = None
@@ -452,6 +459,16 @@ def _final_choice(
             "compiled as that library compiles the whole model alone"
         )
     return kept, decision
+
+
+def _left_out_note(candidates: Mapping[str, Candidate], left_out: set[str]) -> list[str]:
+    """A note naming the candidates too split and too slow to race, if any."""
+    if not left_out:
+        return []
+    named = ", ".join(
+        f"{name} ({len(candidates[name].plan.partitions)} partitions)" for name in sorted(left_out)
+    )
+    return [f"not run, too split to compile and predicted slow: {named}"]
 
 
 def _race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> list[str]:

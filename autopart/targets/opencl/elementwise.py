@@ -34,6 +34,9 @@ from autopart.targets.opencl.lowering import (
 from autopart.targets.opencl.runtime import IN, OUT, Launch, Step
 
 MAX_OPERANDS = 12
+# ops fused into one kernel at most: a longer chain makes several kernels, so that grouping
+# stays linear in the chain and no kernel's source grows without end (a 50,000-op chain)
+MAX_CHAIN = 256
 MAX_ELEMENTS = 2**31 - 1
 
 
@@ -442,6 +445,8 @@ def can_extend(group: Group, node: Node, graph: Graph) -> bool:
     if node.op_type not in ELEMENTWISE_OPS or not supports_elementwise(node, graph):
         return False
     if shape(graph, node.outputs[0]) != shape(graph, group.output):
+        return False
+    if len(group.nodes) >= MAX_CHAIN:
         return False
     return operand_count([*group.nodes, node]) <= MAX_OPERANDS
 

@@ -20,8 +20,11 @@ from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import has_graph_attribute, node_signature, probe_model
 
 # Constant inputs up to this many elements are part of a probe's key by value (shapes,
-# axes, pads); larger ones (weights) by dtype and shape only.
+# axes, pads); larger ones (weights) by dtype and shape only. Float constants are by value
+# only up to SMALL_FLOAT_CONSTANT (scales, clip bounds): a float vector is a bias or a
+# norm's scale, whose values decide nothing, and each block of a stack has its own.
 SMALL_CONSTANT = 64
+SMALL_FLOAT_CONSTANT = 8
 
 _PROBES = ProbeCache()
 
@@ -48,7 +51,9 @@ def probe_key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
         data = value.const
         if data is None:
             inputs.append(len(value.shape))
-        elif data.size <= SMALL_CONSTANT:
+        elif data.size <= (
+            SMALL_FLOAT_CONSTANT if np.issubdtype(data.dtype, np.floating) else SMALL_CONSTANT
+        ):
             inputs.append(("const", data.shape, data.tobytes()))
         else:
             inputs.append(("const", data.shape))
