@@ -33,6 +33,7 @@ from autopart.targets.devices import discover
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 COUNTS = re.compile(r"(\d+) new measurements, (\d+) reused")
+RESUMED = re.compile(r"(\d+) measurements took only the passes they lacked")
 
 
 def arguments() -> argparse.Namespace:
@@ -61,7 +62,7 @@ def profile_run(model: str, folder: Path, stop: signal.Signals | None, after: fl
         "seconds": round(time.perf_counter() - started, 1),
         "new": int(found.group(1)) if found else None,
         "reused": int(found.group(2)) if found else None,
-        "resumed_line": next((line for line in output.splitlines() if "resum" in line), ""),
+        "resumed": int(resumed.group(1)) if (resumed := RESUMED.search(output)) else 0,
         "last_line": last[:160],
     }
 
@@ -99,7 +100,7 @@ def main() -> None:
                         **{f"after_{k}": v for k, v in on_disk(clean).items()}})  # fmt: skip
     table = pd.DataFrame(records)
     console.print(f"wrote {write_csv(table, 'interrupt_resume.csv')}")
-    shown = ["run", "signal", "exit", "seconds", "new", "reused", "before_complete",
+    shown = ["run", "signal", "exit", "seconds", "new", "reused", "resumed", "before_complete",
              "before_partial", "after_complete", "after_partial", "after_dropped"]  # fmt: skip
     show(f"{args.model}: three runs stopped at {args.after:g} s, then a full one", table[shown])
 
