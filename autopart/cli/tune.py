@@ -156,7 +156,10 @@ def print_report(report: TuneReport) -> None:
     """The per-plan table, the notes, and where everything was saved."""
     if report.profiled is not None:
         p = report.profiled
-        console.print(f"profile: {p.new} new measurements, {p.reused} reused ({p.elapsed_s:.1f} s)")
+        resumed = f" ({p.resumed} resumed from their saved passes)" if p.resumed else ""
+        console.print(
+            f"profile: {p.new} new measurements{resumed}, {p.reused} reused ({p.elapsed_s:.1f} s)"
+        )
     if report.partitions_measured is not None:
         m = report.partitions_measured
         console.print(
