@@ -201,8 +201,10 @@ def tune(
     Profiles what this machine's profile lacks, searches every candidate plan, runs the
     distinct ones side by side with their outputs checked, keeps the fastest correct plan
     (the simplest among those the noise cannot tell apart) and saves it with its report
-    under ``search_dir``. Options are the fields of :class:`TuneOptions`, given as
-    ``options`` or as keywords (keywords win), e.g. ``tune("squeezenet",
+    under ``search_dir``. Options are the fields of :class:`TuneOptions` and of its
+    ``search`` (:class:`~autopart.search.options.SearchOptions`: objective, method,
+    budget_s, constraints, seed, storage, precision, tolerance), given as ``options`` or as
+    flat keywords (keywords win, :meth:`TuneOptions.updated`), e.g. ``tune("squeezenet",
     objective="makespan", budget_s=30)`` or ``tune("vad.onnx", input_shapes={"batch": 1},
     freeze={"sr": 16000})``; an unknown keyword raises TypeError.
     ``progress(stage, done, total, label)`` is called as the stages advance. Raises an
@@ -210,7 +212,7 @@ def tune(
     """
     from autopart.tuning.workflow import tune_model  # optuna and scipy load on first use
 
-    chosen = dataclasses.replace(options or TuneOptions(), **fields)
+    chosen = (options or TuneOptions()).updated(**fields)
     return tune_model(model, chosen, progress=progress)
 
 

@@ -26,10 +26,11 @@ from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.candidates import CandidateKind
 from autopart.search.constraints import matches
 from autopart.search.ilp import solve_ilp
+from autopart.search.options import parse_precisions
 from autopart.search.simulator import evaluate
 from autopart.settings import ACCURACY, VERIFY
 from autopart.targets.openvino import codegen as ovgen
-from autopart.tuning.accuracy import Budget, evaluation_samples, follow_peer, parse_precisions
+from autopart.tuning.accuracy import Budget, evaluation_samples, follow_peer
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.plan_rows import plan_precisions
 from autopart.tuning.verify import check_outputs, measure_plans
@@ -93,9 +94,9 @@ def test_precision_lists_and_the_budget() -> None:
     assert Budget().tolerance_rule() is follow_peer
     assert Budget(("f32",)).allows("f32") and not Budget(("f32",)).allows("bf16")
     with pytest.raises(AutopartError, match="--tolerance"):
-        TuneOptions(tolerance=-1.0)
+        TuneOptions.build(tolerance=-1.0)
     with pytest.raises(AutopartError, match="--tolerance"):
-        TuneOptions(tolerance=float("nan"))
+        TuneOptions.build(tolerance=float("nan"))
 
 
 def test_the_default_budget_is_openvino_as_installed_plus_the_allowance() -> None:
@@ -152,10 +153,10 @@ def test_tune_uses_bf16_within_the_budget_and_f32_when_asked(tmp_path: Path) -> 
         assert chosen.measured_s is not None  # but a loaded machine may say otherwise:
         assert chosen.measured_s <= min(r.measured_s or math.inf for r in reduced)  # measured
     with pytest.raises(AutopartError, match="computes in bf16, which --precision f32"):
-        tune_model("squeezenet", TuneOptions(targets=targets, precision="f32", **common))  # type: ignore[arg-type]
+        tune_model("squeezenet", TuneOptions.build(targets=targets, precision="f32", **common))
     exact = tune_model(
         "squeezenet",
-        TuneOptions(targets=targets[:1], precision="f32", **common),  # type: ignore[arg-type]
+        TuneOptions.build(targets=targets[:1], precision="f32", **common),
     )
     assert all(":" not in p.target.split("@")[-1] for p in exact.plan.partitions)
     assert exact.plan.measured is not None
@@ -220,7 +221,8 @@ def test_sensitivities_add_up_to_the_error_of_every_node_reduced() -> None:
 def test_a_tolerance_below_bf16s_error_keeps_the_plan_within_it(tmp_path: Path) -> None:
     targets = ["cpu@openvino", "cpu@openvino:bf16"]
     common = {"profiles_dir": tmp_path / "p", "search_dir": tmp_path / "s", "rounds": 3}
-    report = tune_model("squeezenet", TuneOptions(targets=targets, tolerance=0.01, **common))  # type: ignore[arg-type]
+    options = TuneOptions.build(targets=targets, tolerance=0.01, **common)
+    report = tune_model("squeezenet", options)
     ilp = next(c for c in report.outcome.candidates.values() if c.kind is CandidateKind.ILP)
     accuracy = report.outcome.candidates and ilp.fits_accuracy
     assert accuracy  # the ILP's plan keeps within the bound it was given (or a tighter one)

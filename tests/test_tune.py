@@ -111,7 +111,7 @@ def test_makespan_objective_runs_the_tuner_seeded_by_every_baseline(
     tmp_path: Path, profiled: tuple[Path, Path]
 ) -> None:
     profiles, model = profiled
-    options = TuneOptions(
+    options = TuneOptions.build(
         targets=TARGETS.split(","), objective="makespan", budget_s=3.0,
         profiles_dir=profiles, search_dir=tmp_path / "search", rounds=1,
     )  # fmt: skip

@@ -28,7 +28,7 @@ from autopart.cli.common import (
 )
 from autopart.limits import format_size
 from autopart.search.constraints import Constraints
-from autopart.search.options import Method, Objective
+from autopart.search.options import Method, Objective, SearchOptions
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.plan_rows import plan_precisions
 from autopart.tuning.workflow import TuneReport, tune_model
@@ -129,24 +129,27 @@ def tune_command(
                 tasks[stage] = bar.add_task(label[:36], total=total or None, stage=stage)
             bar.update(tasks[stage], completed=done, total=total or None, description=label[:36])
 
+        search = SearchOptions(
+            constraints=constraints,
+            objective=objective,
+            method=method,
+            budget_s=budget,
+            seed=seed,
+            storage=storage,
+            precision=precision,
+            tolerance=tolerance,
+        )
         options = TuneOptions(
             targets=split_list(targets) or None,
-            objective=Objective(objective),
-            method=Method(method),
-            budget_s=budget,
-            constraints=constraints,
+            search=search,
             profile_file=profile_file,
             profiles_dir=profiles,
             output=output,
             search_dir=search_dir,
             rounds=rounds,
-            seed=seed,
-            storage=storage,
             input_shapes=parse_input_shapes(input_shapes),
             peers=peers,
             freeze=parse_freeze(freeze),
-            precision=precision,
-            tolerance=tolerance,
         )
         report = tune_model(model, options, progress=progress)
     print_report(report)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 
 from autopart.costmodel.costs import Costs
@@ -133,6 +133,28 @@ def apply(costs: Costs, constraints: Constraints) -> Costs:
             raise ConstraintError(f"fallback {fallback} is not a known target; targets: {known}")
     _check_memory(restricted, constraints.memory)
     return restricted
+
+
+def keep_precisions(costs: Costs, precisions: Collection[str] | None) -> Costs:
+    """``costs`` without the targets that compute in a precision not in ``precisions``.
+
+    None keeps every target. Raises :class:`ConstraintError` when no target is left; a node
+    left with none is named by :func:`restrict`.
+    """
+    if precisions is None or all(t.computes_in in precisions for t in costs.targets):
+        return costs
+    kept = [t for t in costs.targets if t.computes_in in precisions]
+    if not kept:
+        known = ", ".join(str(t) for t in costs.targets)
+        raise ConstraintError(f"no target computes in {'+'.join(precisions)}; targets: {known}")
+    return dataclasses.replace(
+        costs,
+        targets=kept,
+        node_cost={
+            name: {t: seconds for t, seconds in entry.items() if t.computes_in in precisions}
+            for name, entry in costs.node_cost.items()
+        },
+    )
 
 
 def allowed_targets(costs: Costs, node: Node) -> list[VirtualDevice]:

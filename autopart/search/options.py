@@ -1,13 +1,25 @@
-"""What a search is asked for: the objective, the method and the other search options."""
+"""What a search is asked for: the objective, the method and the other search options.
+
+:class:`SearchOptions` is the one statement of them: ``autopart tune`` holds one
+(:attr:`autopart.tuning.options.TuneOptions.search`) from the command line to the search,
+and adds only what it learns on the way (the source, the study name, the measured accuracy
+budget). The checks of the values a user gives live here too, so that every caller raises
+the same one-line :class:`AutopartError`.
+"""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
 from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.errors import AutopartError
+from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION
 from autopart.search.constraints import Constraints
+
+SEED_MAX = 2**32 - 1  # numpy's and optuna's seeds are 32-bit
 
 
 class Objective(StrEnum):
@@ -51,15 +63,24 @@ class Method(StrEnum):
 
 @dataclass(frozen=True)
 class SearchOptions:
-    """The options of :func:`autopart.search.planner.search`.
+    """The options of :func:`autopart.search.planner.search`; every field has a default.
 
     ``constraints`` restrict the targets (None: none); ``budget_s`` bounds the ILP (at most
     60 s) and the optuna search (None: the ILP gets 60 s and optuna a fixed number of
-    trials); ``seed`` seeds the optuna sampler; ``storage`` is the optuna study's RDB URL
-    (None: in memory) and ``study_name`` its name (None: derived from the graph);
-    ``source`` is the model source recorded in the plans (empty: the graph's); ``accuracy``
-    bounds the predicted output error of the ILP's plan (None: no bound). Objective and
-    method may be given by name; an unknown name raises :class:`AutopartError`.
+    trials); ``seed`` seeds the optuna sampler (and a tune's random inputs); ``storage`` is
+    the optuna study's RDB URL (None: in memory; a tune's default is the study in its
+    search folder) and ``study_name`` its name (None: derived from the graph); ``precision``
+    the precisions a plan may compute in (None or ``auto``: every one; else a
+    comma-separated string or a sequence, normalised to a tuple of :data:`PRECISIONS` that
+    always holds f32), and the search keeps to targets computing in them; ``tolerance`` the
+    largest relative output error against the f32 reference asked for (None: a tune's
+    default budget, see :mod:`autopart.tuning.accuracy`); ``source`` is the model source
+    recorded in the plans (empty: the graph's); ``accuracy`` is the measured form of the
+    tolerance, per-node error weights that bound the ILP's plan (None: no bound).
+
+    Objective and method may be given by name. An unknown objective, method or precision,
+    a budget that is not a finite number of seconds above 0, a seed outside 0 to 2**32 - 1
+    and a tolerance that is not a finite number above 0 raise :class:`AutopartError`.
     """
 
     constraints: Constraints | None = None
@@ -68,13 +89,20 @@ class SearchOptions:
     budget_s: float | None = None
     seed: int = 0
     storage: str | None = None
+    precision: tuple[str, ...] | None = None
+    tolerance: float | None = None
     study_name: str | None = None
     source: str = ""
     accuracy: AccuracyBudget | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "precision", parse_precisions(self.precision))
+        check_tolerance(self.tolerance)
         object.__setattr__(self, "objective", Objective.parse(self.objective))
         object.__setattr__(self, "method", Method.parse(self.method))
+        if self.budget_s is not None:
+            check_budget(self.budget_s, "budget")
+        check_count(self.seed, "seed", 0, SEED_MAX)
 
     @property
     def uses_optuna(self) -> bool:
@@ -82,3 +110,52 @@ class SearchOptions:
         return self.method == Method.OPTUNA or (
             self.method == Method.AUTO and self.objective != Objective.LATENCY
         )
+
+
+def parse_precisions(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
+    """``auto`` (or None): every precision; else a comma-separated subset of PRECISIONS.
+
+    f32 is always allowed (the fallback computes in it). Raises :class:`AutopartError`
+    naming an unknown precision and listing the known ones.
+    """
+    if text is None:
+        return None
+    names = text.split(",") if isinstance(text, str) else list(text)
+    names = [name.strip().lower() for name in names if name.strip()]
+    if names in ([], ["auto"]):
+        return None
+    unknown = [name for name in names if name not in PRECISIONS]
+    if unknown:
+        raise AutopartError(
+            f"unknown precision {unknown[0]!r}; precisions: auto, {', '.join(PRECISIONS)}"
+        )
+    return tuple(p for p in PRECISIONS if p in names or p == REFERENCE_PRECISION)
+
+
+def check_tolerance(value: float | None) -> None:
+    """Raise :class:`AutopartError` unless ``value`` is None or a finite number > 0."""
+    if value is None:
+        return
+    valid = isinstance(value, int | float) and not isinstance(value, bool)
+    if not valid or not math.isfinite(value) or value <= 0:
+        raise AutopartError(f"--tolerance must be a finite relative error above 0, not {value}")
+
+
+def check_budget(seconds: float, name: str, allow_zero: bool = False) -> None:
+    """Raise :class:`AutopartError` unless ``seconds`` is finite and positive (or 0)."""
+    valid = isinstance(seconds, int | float) and math.isfinite(seconds)
+    if not valid or seconds < 0 or (seconds == 0 and not allow_zero):
+        least = "0 or more" if allow_zero else "more than 0"
+        raise AutopartError(f"--{name} must be a finite number of seconds, {least}, not {seconds}")
+
+
+def check_count(value: int, name: str, least: int, most: int | None = None) -> None:
+    """Raise :class:`AutopartError` unless ``value`` is an integer in [least, most]."""
+    if (
+        not isinstance(value, int)
+        or isinstance(value, bool)
+        or value < least
+        or (most is not None and value > most)
+    ):
+        bounds = f"at least {least}" if most is None else f"from {least} to {most}"
+        raise AutopartError(f"--{name} must be an integer {bounds}, not {value!r}")

@@ -17,7 +17,7 @@ from autopart.plan.schema import IlpSummary, Plan, Prediction, ScheduleStep
 from autopart.progress import Progress
 from autopart.search.baselines import baselines, default_fallback
 from autopart.search.candidates import Candidate, CandidateKind
-from autopart.search.constraints import ConstraintError, Constraints, apply
+from autopart.search.constraints import ConstraintError, Constraints, apply, keep_precisions
 from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
 from autopart.search.options import Objective, SearchOptions
 from autopart.search.optuna_search import OptunaResult, SearchProgress, optuna_search
@@ -34,7 +34,8 @@ class SearchOutcome:
     """The chosen candidate, every candidate by name, and what the ILP and optuna reported.
 
     ``method`` says what ran: ``ilp``, or ``ilp+optuna``; ``optuna`` is the optuna search's
-    result (its best is the ``tuned`` candidate), ``pareto`` its front as candidates.
+    result (its best is the ``tuned`` candidate), ``pareto`` its front as candidates;
+    ``options`` are those the search ran with.
     """
 
     objective: Objective
@@ -44,6 +45,7 @@ class SearchOutcome:
     ilp: IlpResult | None = None
     optuna: OptunaResult | None = None
     pareto: list[Candidate] = field(default_factory=list)
+    options: SearchOptions = field(default_factory=SearchOptions)
 
 
 def search(
@@ -57,15 +59,15 @@ def search(
 
     Method ``auto`` solves the ILP (exact for ``latency``) and, for ``makespan`` and
     ``pareto``, runs the optuna search seeded by the ILP answer and every baseline that fits
-    memory; ``ilp`` and ``optuna`` force one. Every baseline is a candidate too; the chosen
-    one is the best that fits memory, ties going to the method's own answer. ``progress``
-    is called after every optuna trial; ``steps`` before each candidate is priced and
-    each ILP solve. Raises :class:`ConstraintError` when the
-    constraints cannot hold.
+    memory; ``ilp`` and ``optuna`` force one. Only targets computing in a precision of
+    ``options.precision`` are used. Every baseline is a candidate too; the chosen one is
+    the best that fits memory, ties going to the method's own answer. ``progress`` is
+    called after every optuna trial; ``steps`` before each candidate is priced and each ILP
+    solve. Raises :class:`ConstraintError` when the constraints cannot hold.
     """
     options = options or SearchOptions()
     constraints = options.constraints or Constraints()
-    restricted = apply(costs, constraints)
+    restricted = apply(keep_precisions(costs, options.precision), constraints)
     fallback = (
         VirtualDevice.parse(constraints.fallback)
         if constraints.fallback
@@ -117,7 +119,9 @@ def search(
     if not fitting:
         raise ConstraintError("no plan found fits the memory caps " + str(constraints.memory))
     used = "ilp" if optuna is None else "ilp+optuna"
-    outcome = SearchOutcome(options.objective, used, fitting[0], candidates, ilp, optuna, pareto)
+    outcome = SearchOutcome(
+        options.objective, used, fitting[0], candidates, ilp, optuna, pareto, options
+    )
     outcome.chosen = _best(outcome)
     return outcome
 

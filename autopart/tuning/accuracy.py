@@ -19,10 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopart.costmodel.accuracy import AccuracyBudget
-from autopart.errors import AutopartError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
-from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION, VirtualDevice
+from autopart.ir.target import REFERENCE_PRECISION, VirtualDevice
 from autopart.profile.sensitivity import EMULATED, measure_budget
 from autopart.settings import ACCURACY, VERIFY
 from autopart.targets.codegen import declared_peers
@@ -77,34 +76,6 @@ class Budget:
         else:
             budget = f"tolerance: {peer}'s error on the same inputs"
         return f"{allowed}, {budget}"
-
-
-def parse_precisions(text: str | Sequence[str] | None) -> tuple[str, ...] | None:
-    """``auto`` (or None): every precision; else a comma-separated subset of PRECISIONS.
-
-    f32 is always allowed (the fallback computes in it). Raises :class:`AutopartError`
-    naming an unknown precision and listing the known ones.
-    """
-    if text is None:
-        return None
-    names = text.split(",") if isinstance(text, str) else list(text)
-    names = [name.strip().lower() for name in names if name.strip()]
-    if names in ([], ["auto"]):
-        return None
-    unknown = [name for name in names if name not in PRECISIONS]
-    if unknown:
-        raise AutopartError(
-            f"unknown precision {unknown[0]!r}; precisions: auto, {', '.join(PRECISIONS)}"
-        )
-    return tuple(p for p in PRECISIONS if p in names or p == REFERENCE_PRECISION)
-
-
-def check_tolerance(value: float | None) -> None:
-    """Raise :class:`AutopartError` unless ``value`` is None or a finite number > 0."""
-    if value is None:
-        return
-    if not isinstance(value, int | float) or not np.isfinite(value) or value <= 0:
-        raise AutopartError(f"--tolerance must be a finite relative error above 0, not {value}")
 
 
 def follow_peer(errors: Mapping[str, float]) -> float:

@@ -24,6 +24,7 @@ from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
+from autopart.search.options import SearchOptions
 from autopart.targets.codegen import declared_peers
 from autopart.tuning.accuracy import evaluation_samples
 from autopart.tuning.choice import ratio_interval
@@ -214,8 +215,7 @@ def _tune_options(options: BenchOptions) -> TuneOptions:
         search_dir=options.search_dir,
         input_shapes=options.input_shapes,
         freeze=options.freeze,
-        precision=options.precision,
-        tolerance=options.tolerance,
+        search=SearchOptions(precision=options.precision, tolerance=options.tolerance),
     )
 
 

@@ -22,7 +22,6 @@ from autopart.loader import ModelLike, load_model
 from autopart.profile import Profile
 from autopart.progress import StageProgress
 from autopart.search.constraints import Constraints
-from autopart.search.options import SearchOptions
 from autopart.search.optuna_study import check_storage
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
@@ -88,7 +87,7 @@ def locate(
             f"{graph.name} has no nodes (its outputs are its inputs): there is nothing to tune"
         )
     machine = discover()
-    targets = with_fallback(options.targets, options.constraints)
+    targets = with_fallback(options.targets, options.search.constraints)
     budget = options.budget
     for text in targets or []:
         precision = VirtualDevice.parse(text).computes_in
@@ -110,9 +109,9 @@ def locate(
     directory = Path(options.search_dir) / f"{name}-{targets_key(chosen)}"
     check_writable(directory, "search folder", directory=True)
     directory.mkdir(parents=True, exist_ok=True)
-    storage = options.storage or f"sqlite:///{directory / 'study.db'}"
-    optuna = SearchOptions(objective=options.objective, method=options.method).uses_optuna
-    if optuna and options.storage is None:  # a given storage is checked before loading
+    storage = options.search.storage or f"sqlite:///{directory / 'study.db'}"
+    given_storage = options.search.storage is not None  # checked before loading the model
+    if options.search.uses_optuna and not given_storage:
         check_storage(storage)
     planned_only = given is not None and given.fingerprint != machine.fingerprint()
     return Located(graph, chosen, directory, storage, given, planned_only)

@@ -21,9 +21,9 @@ from autopart.profile import (
     open_for_measuring,
 )
 from autopart.progress import Progress
+from autopart.search.options import check_budget
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
-from autopart.tuning.options import check_budget
 
 
 def profile_model(

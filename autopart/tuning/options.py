@@ -1,18 +1,31 @@
-"""What a tune or a benchmark is asked for, and how they report their stages."""
+"""What a tune or a benchmark is asked for, and how they report their stages.
+
+A tune's search options are stated once, in :attr:`TuneOptions.search` (a
+:class:`~autopart.search.options.SearchOptions`): the command line and the API build it,
+and the tune hands it to the search with only what it learns on the way filled in
+(:data:`SET_BY_TUNE`). ``TuneOptions.build(objective="makespan", rounds=3)`` and
+``autopart.tune(model, objective=...)`` take the fields of both as flat keywords.
+"""
 
 from __future__ import annotations
 
-import math
+import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from autopart.errors import AutopartError
 from autopart.io import check_writable
 from autopart.loader import FreezeValues, InputShapes
-from autopart.search.constraints import Constraints
-from autopart.search.options import Method, Objective
-from autopart.tuning.accuracy import Budget, check_tolerance, parse_precisions
+from autopart.search.options import SearchOptions, check_count, check_tolerance, parse_precisions
+from autopart.tuning.accuracy import Budget
+
+# The fields of SearchOptions a tune fills in itself, from the graph and the measurements.
+SET_BY_TUNE = frozenset({"study_name", "source", "accuracy"})
+# The fields of SearchOptions a user sets, as keywords of TuneOptions.build and autopart.tune.
+SEARCH_FIELDS = tuple(
+    f.name for f in dataclasses.fields(SearchOptions) if f.name not in SET_BY_TUNE
+)
 
 
 @dataclass(frozen=True)
@@ -20,57 +33,62 @@ class TuneOptions:
     """The options of a tune (``autopart tune``); every field has a default.
 
     ``targets`` are target specs (None: every target found here, or in ``profile_file``).
-    ``objective`` and ``method`` are those of :class:`autopart.search.options.SearchOptions`
-    (by name or value); ``budget_s`` bounds the search; ``constraints`` are pins, forbids,
-    a fallback (which joins explicit ``targets``) and memory caps. ``profile_file`` plans
-    from that profile instead of profiling here (another machine's: nothing runs);
-    ``profiles_dir`` is where this machine's profile is kept (None: the default). The plan
-    is saved under ``search_dir/<model>-<targets hash>/`` and also to ``output`` if given.
-    ``rounds`` are the timed rounds per plan when verifying; ``seed`` seeds the inputs and
-    the optuna sampler; ``storage`` is an optuna RDB URL (None: the study in the search
-    folder); ``input_shapes`` fixes input shapes (an input's name to its shape, or a
-    symbolic dim's name to its size) and ``freeze`` fixes inputs to values (see
-    :func:`autopart.loader.load_model`). With ``peers`` (the default) onnxruntime alone and
-    openvino alone, each at its library's defaults, run in the same rounds as the
-    candidate plans on the original model (fed the frozen values), and the report gives
-    the chosen plan's ratio to them. ``precision`` allows precisions (``auto`` or None:
-    every one this machine offers; ``f32``: the exact plans; or a list such as
-    ``f32,bf16``) and ``tolerance`` caps the largest relative output error against the f32
-    reference (None: the default budget, see :mod:`autopart.tuning.accuracy`).
+    ``search`` holds what the search is asked for (:class:`SearchOptions`): the objective
+    and method, the search budget, the constraints (pins, forbids, a fallback, which joins
+    explicit ``targets``, and memory caps), the seed (also of the inputs the plans run
+    on), the optuna storage (None: the study in the search folder), the precisions allowed
+    and the tolerance (see :mod:`autopart.tuning.accuracy`); the tune fills in the fields
+    of :data:`SET_BY_TUNE` and passes it on. ``profile_file`` plans from that profile
+    instead of profiling here (another machine's: nothing runs); ``profiles_dir`` is where
+    this machine's profile is kept (None: the default). The plan is saved under
+    ``search_dir/<model>-<targets hash>/`` and also to ``output`` if given. ``rounds`` are
+    the timed rounds per plan when verifying; ``input_shapes`` fixes input shapes (an
+    input's name to its shape, or a symbolic dim's name to its size) and ``freeze`` fixes
+    inputs to values (see :func:`autopart.loader.load_model`). With ``peers`` (the
+    default) onnxruntime alone and openvino alone, each at its library's defaults, run in
+    the same rounds as the candidate plans on the original model (fed the frozen values),
+    and the report gives the chosen plan's ratio to them.
     """
 
     targets: Sequence[str] | None = None
-    objective: Objective = Objective.LATENCY
-    method: Method = Method.AUTO
-    budget_s: float | None = None
-    constraints: Constraints | None = None
+    search: SearchOptions = field(default_factory=SearchOptions)
     profile_file: str | Path | None = None
     profiles_dir: str | Path | None = None
     output: str | Path | None = None
     search_dir: str | Path = "search"
     rounds: int = 10
-    seed: int = 0
-    storage: str | None = None
     input_shapes: InputShapes | None = None
     peers: bool = True
     freeze: FreezeValues | None = None
-    precision: str | Sequence[str] | None = None
-    tolerance: float | None = None
 
     def __post_init__(self) -> None:
-        parse_precisions(self.precision)
-        check_tolerance(self.tolerance)
-        object.__setattr__(self, "objective", Objective.parse(self.objective))
-        object.__setattr__(self, "method", Method.parse(self.method))
-        if self.budget_s is not None:
-            check_budget(self.budget_s, "budget")
         check_count(self.rounds, "rounds", 1)
-        check_count(self.seed, "seed", 0, SEED_MAX)
+
+    @classmethod
+    def build(cls, **fields: Any) -> TuneOptions:
+        """Options from flat keywords: those of :data:`SEARCH_FIELDS` go into ``search``.
+
+        E.g. ``TuneOptions.build(objective="makespan", seed=3, rounds=2)``. An unknown
+        keyword raises TypeError; a bad value :class:`~autopart.errors.AutopartError`.
+        """
+        return cls().updated(**fields)
+
+    def updated(self, **fields: Any) -> TuneOptions:
+        """A copy with ``fields`` replaced, the search's (:data:`SEARCH_FIELDS`) in ``search``.
+
+        A ``search`` keyword replaces the whole search options first. An unknown keyword
+        (one of :data:`SET_BY_TUNE` included) raises TypeError.
+        """
+        searched = {name: fields.pop(name) for name in SEARCH_FIELDS if name in fields}
+        search = fields.pop("search", self.search)
+        if searched:
+            search = dataclasses.replace(search, **searched)
+        return dataclasses.replace(self, search=search, **fields)
 
     @property
     def budget(self) -> Budget:
         """The precisions allowed and the accuracy budget."""
-        return Budget(parse_precisions(self.precision), self.tolerance)
+        return Budget(self.search.precision, self.search.tolerance)
 
     def check_outputs(self) -> None:
         """Raise :class:`~autopart.errors.InputError` for an output that cannot be written."""
@@ -79,29 +97,6 @@ class TuneOptions:
             check_writable(self.output, "plan file")
         if self.profiles_dir is not None and self.profile_file is None:
             check_writable(self.profiles_dir, "profiles folder", directory=True)
-
-
-def check_budget(seconds: float, name: str, allow_zero: bool = False) -> None:
-    """Raise :class:`AutopartError` unless ``seconds`` is finite and positive (or 0)."""
-    valid = isinstance(seconds, int | float) and math.isfinite(seconds)
-    if not valid or seconds < 0 or (seconds == 0 and not allow_zero):
-        least = "0 or more" if allow_zero else "more than 0"
-        raise AutopartError(f"--{name} must be a finite number of seconds, {least}, not {seconds}")
-
-
-def check_count(value: int, name: str, least: int, most: int | None = None) -> None:
-    """Raise :class:`AutopartError` unless ``value`` is an integer in [least, most]."""
-    if (
-        not isinstance(value, int)
-        or isinstance(value, bool)
-        or value < least
-        or (most is not None and value > most)
-    ):
-        bounds = f"at least {least}" if most is None else f"from {least} to {most}"
-        raise AutopartError(f"--{name} must be an integer {bounds}, not {value!r}")
-
-
-SEED_MAX = 2**32 - 1  # numpy's and optuna's seeds are 32-bit
 
 
 @dataclass(frozen=True)

@@ -126,8 +126,8 @@ def tune_model(
     """
     options = options or TuneOptions()
     options.check_outputs()
-    if options.storage is not None:
-        check_storage(options.storage)
+    if options.search.storage is not None:
+        check_storage(options.search.storage)
     located = locate(model, options, progress)
     plan_path = located.directory / "plan.json"
     for name, what in (("plan.json", "plan file"), (REPORT_JSON, "report"), (REPORT_CSV, "report")):
@@ -252,7 +252,7 @@ def _verify(
     Returns the plans' measurements, the peers' and the notes.
     """
     graph = prepared.graph
-    feeds = random_inputs(graph, options.seed)
+    feeds = random_inputs(graph, options.search.seed)
     if progress is not None and options.peers:
         progress("peers", 0, 0, "compiling the libraries alone")
     peer_runs, notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
@@ -274,7 +274,7 @@ def _verify(
         peers=peer_runs,
         peer_linger_s=peer_lingers(),
         failures=failures,
-        samples=evaluation_samples(graph, options.seed),
+        samples=evaluation_samples(graph, options.search.seed),
         tolerance=options.budget.tolerance_rule(),
     )
     peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}
@@ -296,7 +296,7 @@ def _record(
     measured: dict[str, Measured],
 ) -> None:
     """Write the chosen plan's prediction and, if it ran, its measurement into ``plan``."""
-    costs, objective = prepared.costs, options.objective
+    costs, objective = prepared.costs, options.search.objective
     outcome, profile = prepared.outcome, prepared.profile
     annotate(
         plan,
@@ -346,21 +346,18 @@ def prepare(
         if progress is not None:
             progress("search", update.new_trials, 0, f"trial {update.trial}: {update.best_s:.6f}s")
 
-    search_options = SearchOptions(
-        constraints=options.constraints,
-        objective=options.objective,
-        method=options.method,
-        budget_s=options.budget_s,
-        seed=options.seed,
-        storage=located.storage,
-        study_name=f"{options.objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
-        source=str(graph.meta.get("source", graph.name)),
-    )
+    asked = options.search
     accuracy = search_budget(
-        graph, chosen_targets, options.budget, options.seed,
+        graph, chosen_targets, options.budget, asked.seed,
         None if progress is None else lambda d, t: progress("accuracy", d, t, "sensitivities"),
     )  # fmt: skip
-    search_options = dataclasses.replace(search_options, accuracy=accuracy)
+    search_options = dataclasses.replace(
+        asked,
+        storage=located.storage,
+        study_name=f"{asked.objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
+        source=str(graph.meta.get("source", graph.name)),
+        accuracy=accuracy,
+    )
     if progress is not None:
         progress("search", 0, 0, f"{len(graph.nodes)} nodes on {len(chosen_targets)} targets")
     outcome = search(
@@ -389,7 +386,7 @@ def _search_again(prepared: Prepared, accuracy: AccuracyBudget) -> Prepared:
     options = dataclasses.replace(prepared.search_options, accuracy=accuracy)
     outcome = search(prepared.costs, options)
     price_measured(prepared.graph, prepared.profile, prepared.costs, outcome)
-    return dataclasses.replace(prepared, outcome=outcome, accuracy=accuracy)
+    return dataclasses.replace(prepared, outcome=outcome, accuracy=accuracy, search_options=options)
 
 
 def _runnable(outcome: SearchOutcome) -> tuple[dict[str, Candidate], dict[str, str]]:
