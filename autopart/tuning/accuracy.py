@@ -23,7 +23,7 @@ from autopart.errors import AutopartError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION, VirtualDevice
-from autopart.profile.sensitivity import EMULATED, measure_budget
+from autopart.profile.sensitivity import EMULATED, ROUNDED, measure_budget
 from autopart.settings import ACCURACY, VERIFY
 from autopart.targets.codegen import declared_peers
 from autopart.tuning.verify import Measured, Tolerance
@@ -143,9 +143,10 @@ def search_budget(
     """The accuracy budget the search keeps to, from the nodes' measured sensitivities.
 
     None when no target of ``targets`` computes in a reduced precision the reference can
-    emulate. The tolerance is ``budget``'s when given; else every node reduced is allowed
-    (the default budget follows OpenVINO as installed, which reduces every node it can),
-    with the same allowance, so the bound binds only when a tolerance is asked for.
+    emulate. The tolerance is ``budget``'s when given; else every node in bf16 is allowed
+    (the default budget follows OpenVINO as installed, which computes every node it can in
+    bf16, never in int8), with the same allowance: int8 nodes then fit only where their
+    error stays within what bf16 everywhere would cost.
     """
     reduced = sorted(
         {p for text in targets if (p := VirtualDevice.parse(text).precision) in EMULATED}
@@ -153,13 +154,15 @@ def search_budget(
     if not reduced:
         return None
     feeds = random_inputs(graph, seed)
-    found = [measure_budget(graph, feeds, p, None, progress=progress) for p in reduced]
-    weights = {key: value for part in found for key, value in part.weights.items()}
-    worst = max(part.all_reduced for part in found)
+    found = {p: measure_budget(graph, feeds, p, None, progress=progress) for p in reduced}
+    weights = {key: value for part in found.values() for key, value in part.weights.items()}
+    worst = max(part.all_reduced for part in found.values())
     tolerance = budget.tolerance
-    if tolerance is None:
-        tolerance = max(worst * (1 + ACCURACY.peer_allowance), VERIFY.check_tolerance)
-    return AccuracyBudget(weights, tolerance, worst, found[0].method)
+    if tolerance is None:  # what OpenVINO as installed reduces: bf16, never int8
+        rounded = [part.all_reduced for p, part in found.items() if p in ROUNDED]
+        tolerance = max(max(rounded, default=0.0) * (1 + ACCURACY.peer_allowance),
+                        VERIFY.check_tolerance)  # fmt: skip
+    return AccuracyBudget(weights, tolerance, worst, next(iter(found.values())).method)
 
 
 def over_budget(
