@@ -25,6 +25,7 @@ from autopart.ir.graph import Graph
 from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION, VirtualDevice
 from autopart.profile.sensitivity import EMULATED, ROUNDED, measure_budget
 from autopart.settings import ACCURACY, VERIFY
+from autopart.targets import qdq, quant_ranges
 from autopart.targets.codegen import declared_peers
 from autopart.tuning.verify import Measured, Tolerance
 
@@ -182,3 +183,21 @@ def evaluation_samples(graph: Graph, seed: int) -> list[dict[str, np.ndarray]]:
     """The seeded random inputs besides the timing feeds whose outputs are checked."""
     count = ACCURACY.evaluation_samples
     return [random_inputs(graph, seed + 1 + index) for index in range(count)]
+
+
+def calibration_notes(graph: Graph, targets: Sequence[str]) -> list[str]:
+    """The note that int8 was calibrated on random samples, when a target computes in int8.
+
+    Random samples only stand in for real inputs: the ranges of real activations, and so
+    int8's error on them, may differ (:mod:`autopart.targets.quant_ranges`).
+    """
+    if not any(VirtualDevice.parse(text).precision == qdq.PRECISION for text in targets):
+        return []
+    calibration = quant_ranges.calibration_of(graph)
+    if not calibration.stand_in:
+        return [f"int8: calibrated on {len(calibration.samples)} samples given"]
+    return [
+        f"int8: calibrated on {len(calibration.samples)} seeded random samples, only a "
+        "stand-in for real inputs: give several with --inputs (an .npz with a leading "
+        "sample axis, or a folder of .npz files)"
+    ]

@@ -37,6 +37,9 @@ class TuneOptions:
     every one this machine offers; ``f32``: the exact plans; or a list such as
     ``f32,bf16``) and ``tolerance`` caps the largest relative output error against the f32
     reference (None: the default budget, see :mod:`autopart.tuning.accuracy`).
+    ``calibration`` is an ``.npz`` of several samples (a leading sample axis) or a folder
+    of ``.npz`` files that int8 is calibrated on (None: seeded random samples, a stand-in;
+    see :mod:`autopart.targets.quant_ranges`).
     """
 
     targets: Sequence[str] | None = None
@@ -56,6 +59,7 @@ class TuneOptions:
     freeze: FreezeValues | None = None
     precision: str | Sequence[str] | None = None
     tolerance: float | None = None
+    calibration: str | Path | None = None
 
     def __post_init__(self) -> None:
         parse_precisions(self.precision)
