@@ -248,7 +248,7 @@ def _windows(
     graph = planning.graph
     found = []
     for resolved in planning.targets:
-        supported = partial(resolved.codegen.supports, graph=graph)
+        supported = partial(resolved.supports, graph=graph)
         spans = memoised(
             graph,
             ("calibration windows", str(resolved.target)),
