@@ -163,11 +163,17 @@ def test_precisions_follow_the_cpu_flags_and_openvinos_capabilities(monkeypatch:
     flags = ovgen.cpu_flags()
     if flags is None:
         pytest.skip("the OS does not list CPU flags")
-    without = flags - ovruntime.BF16_FLAGS
+    without = flags - ovruntime.BF16_FLAGS - ovruntime.INT8_FLAGS
     assert ovruntime.offered_precisions(without) == ("f32",)
     capabilities = set(ovruntime.core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
     expected_bf16 = "BF16" in capabilities and bool(flags & ovruntime.BF16_FLAGS)
     assert ("bf16" in ovruntime.offered_precisions(flags)) == expected_bf16
+    expected_int8 = "INT8" in capabilities and bool(flags & ovruntime.INT8_FLAGS)
+    assert ("int8" in ovruntime.offered_precisions(flags)) == expected_int8
+    # each precision needs its own units: VNNI alone offers int8, not bf16
+    vnni_only = without | {"avx512_vnni"}
+    assert "bf16" not in ovruntime.offered_precisions(vnni_only)
+    assert ("int8" in ovruntime.offered_precisions(vnni_only)) == ("INT8" in capabilities)
 
 
 def test_a_precision_the_machine_lacks_is_one_clear_error(monkeypatch: Any) -> None:

@@ -184,7 +184,7 @@ precision_option = click.option(
     "--precision",
     default="auto",
     show_default=True,
-    metavar="auto|f32|f32,bf16",
+    metavar="auto|f32|f32,bf16,int8",
     help="precisions the plan may compute in: every one this machine offers, or those named",
 )
 tolerance_option = click.option(

@@ -20,11 +20,12 @@ from autopart.cli.common import (
     telling_interrupts,
     user_errors,
 )
-from autopart.io import check_writable, load_tensors, save_tensors
+from autopart.io import check_writable, save_tensors
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.plan.schema import PartitionSpec, Plan
 from autopart.runtime.plan_executor import PlanRunResult
+from autopart.targets import quant_ranges
 from autopart.tuning.verify import CHECK_TOLERANCE, oracle_outputs
 
 
@@ -33,8 +34,10 @@ from autopart.tuning.verify import CHECK_TOLERANCE, oracle_outputs
 @click.option(
     "--inputs",
     "inputs_path",
-    type=click.Path(dir_okay=False),
-    help=".npz of arrays named after the model's inputs (default: seeded random)",
+    type=click.Path(),
+    help=".npz of arrays named after the model's inputs (default: seeded random); with "
+    "several samples (a leading sample axis, or a folder of .npz files) int8 is calibrated "
+    "on them all and the first is run",
 )
 @click.option(
     "--out",
@@ -122,7 +125,11 @@ def run(
             plan.save(save_plan)
             kept.append(f"the plan was saved to {save_plan}")
         if inputs_path:
-            feeds = load_tensors(inputs_path, graph.inputs)
+            samples = quant_ranges.load_samples(inputs_path, graph)
+            feeds = samples[0]
+            if len(samples) > 1:
+                calibration = quant_ranges.Calibration(tuple(samples), stand_in=False)
+                quant_ranges.attach(graph, calibration)
         else:
             feeds = random_inputs(graph, seed)
         result = api.run_plan(

@@ -89,6 +89,11 @@ from autopart.tuning.workflow import TuneReport, tune_model
 @freeze_option
 @precision_option
 @tolerance_option
+@click.option(
+    "--inputs", "calibration", type=click.Path(exists=True), default=None,
+    help="samples int8 is calibrated on: an .npz with a leading sample axis, or a folder "
+    "of .npz files (default: seeded random samples, a stand-in)",
+)  # fmt: skip
 @user_errors
 def tune_command(
     model: str,
@@ -112,6 +117,7 @@ def tune_command(
     freeze: tuple[str, ...],
     precision: str,
     tolerance: float | None,
+    calibration: str | None,
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""
     constraints = Constraints.from_cli(pins, forbids, memory, fallback)
@@ -150,6 +156,7 @@ def tune_command(
             input_shapes=parse_input_shapes(input_shapes),
             peers=peers,
             freeze=parse_freeze(freeze),
+            calibration=calibration,
         )
         report = tune_model(model, options, progress=progress)
     print_report(report)

@@ -47,7 +47,7 @@ def assign_by_rules(
     unsupported: dict[str, list[str]] = {}
     for node in graph.nodes:
         target = chosen.get(node.name)
-        if target is not None and not resolve(target, machine).codegen.supports(node, graph):
+        if target is not None and not resolve(target, machine).supports(node, graph):
             unsupported.setdefault(f"{node.op_type} on {target}", []).append(node.name)
             target = None
         assignment[node.name] = target or fallback_target.target

@@ -178,6 +178,10 @@ def _check_machine(plan: Plan, graph: Graph, machine: Machine) -> None:
                 resolve(assigned, machine)  # a mixed partition's precisions must exist here
         except AutopartError as error:
             raise PlanError(f"plan cannot run here: {error}") from None
-        refused = [n for n in spec.nodes if not resolved.codegen.supports(graph.node(n), graph)]
+        own = {t: resolve(t, machine) for t in {plan.assignment[n] for n in spec.nodes}}
+        own[spec.target] = resolved
+        refused = [
+            n for n in spec.nodes if not own[plan.assignment[n]].supports(graph.node(n), graph)
+        ]
         if refused:
             raise PlanError(f"plan refused: {spec.target} does not support node(s) {refused[:5]}")

@@ -70,7 +70,7 @@ class OpJobs(JobKind):
                 )
                 if known or profile.has(RowKind.UNSUPPORTED, target, signature):
                     planning.reused += 1
-                elif not resolved.codegen.supports(node, graph):
+                elif not resolved.supports(node, graph):
                     profile.record(
                         RowKind.UNSUPPORTED, target, signature, UNSUPPORTED, node.op_type
                     )
@@ -124,7 +124,7 @@ class LayoutJobs(JobKind):
                     continue
                 if self.done(planning, self.kind, target, signature):
                     planning.reused += 1
-                elif resolved.codegen.supports(node, graph):
+                elif resolved.supports(node, graph):
                     label = f"layouts of {node.op_type} on {target}"
                     jobs.append(Job(self.kind, target, signature, label, [node]))
         return jobs
@@ -160,8 +160,8 @@ class FusedJobs(JobKind):
             for pair in pairs:
                 key = pair.key(graph)
                 if not (
-                    resolved.codegen.supports(pair.producer, graph)
-                    and resolved.codegen.supports(pair.consumer, graph)
+                    resolved.supports(pair.producer, graph)
+                    and resolved.supports(pair.consumer, graph)
                 ):
                     continue
                 if self.done(planning, self.kind, target, key) and _paired(
@@ -248,7 +248,7 @@ def _windows(
     graph = planning.graph
     found = []
     for resolved in planning.targets:
-        supported = partial(resolved.codegen.supports, graph=graph)
+        supported = partial(resolved.supports, graph=graph)
         spans = memoised(
             graph,
             ("calibration windows", str(resolved.target)),

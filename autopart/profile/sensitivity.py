@@ -1,9 +1,12 @@
 """Measuring how much each node's reduced precision perturbs a model's outputs.
 
 A reduced-precision target (bf16) computes with its inputs and weights rounded to bf16,
-accumulates in f32 and rounds its outputs: the reference codegen emulates exactly that for
-chosen nodes (:class:`~autopart.targets.codegen.Emulating`), which needs no device and no
-compile, and gives the same answer on every machine. A node's sensitivity is the relative
+accumulates in f32 and rounds its outputs; an int8 one computes a weighted op on its
+activation and weight quantised with the calibrated ranges and keeps its output float
+(:class:`~autopart.targets.qdq.FakeQuantisation`). The reference codegen emulates exactly
+that for chosen nodes (:class:`~autopart.targets.codegen.Emulating`), which needs no device
+and no compile, and gives the same answer on every machine (int8: for the same
+calibration samples). A node's sensitivity is the relative
 output error of the model (the largest error over the largest magnitude, over outputs)
 when it alone runs reduced. That takes one run of the model from that node on; where those
 runs would exceed ``budget_s`` the node's *local* error (its own output's relative error,
@@ -25,17 +28,39 @@ import numpy as np
 from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.errors import TargetError
 from autopart.ir.graph import Graph
-from autopart.targets.codegen import Emulating, reference_codegen
+from autopart.targets import qdq
+from autopart.targets.codegen import Emulating, Reduction, Rounding, reference_codegen
+from autopart.targets.quant_ranges import tensor_ranges
 
-# How each reduced precision is emulated on f32 values: the rounding of its storage type.
-EMULATED = {"bf16": ml_dtypes.bfloat16}
+# How each rounded precision is emulated on f32 values: the rounding of its storage type.
+ROUNDED = {"bf16": ml_dtypes.bfloat16}
+# Every precision the reference emulates: rounded ones, and int8 by fake quantisation.
+EMULATED = (*ROUNDED, qdq.PRECISION)
 
 
 def round_to(precision: str, value: Any) -> Any:
     """``value`` rounded through ``precision``'s storage type if it is a float32 array."""
     if isinstance(value, np.ndarray) and value.dtype == np.float32:
-        return value.astype(EMULATED[precision]).astype(np.float32)
+        return value.astype(ROUNDED[precision]).astype(np.float32)
     return value
+
+
+def reduction_for(graph: Graph, precision: str) -> Reduction:
+    """How ``graph``'s nodes emulate ``precision`` (int8: with the graph's calibration)."""
+    if precision == qdq.PRECISION:
+        return qdq.FakeQuantisation(graph, tensor_ranges(graph))
+    return Rounding(functools.partial(round_to, precision))
+
+
+def reduces(graph: Graph, name: str, precision: str) -> bool:
+    """Whether node ``name`` computes differently in ``precision`` (only those are measured).
+
+    bf16: a node making a float32 output; int8: a node rewritten to int8
+    (:func:`~autopart.targets.qdq.quantisable`).
+    """
+    if precision == qdq.PRECISION:
+        return qdq.quantisable(graph.node(name), graph)
+    return _computes_floats(graph, name)
 
 
 def output_error(got: Mapping[str, Any], expected: Mapping[str, Any]) -> float:
@@ -59,20 +84,20 @@ class _Runs:
         if not isinstance(compiled, Emulating):
             raise TargetError("the reference codegen cannot emulate reduced precision")
         self.compiled, self.graph, self.feeds = compiled, graph, dict(feeds)
-        self.rounding: Callable[[Any], Any] = functools.partial(round_to, precision)
+        self.reduction = reduction_for(graph, precision)
 
     def outputs(
         self, reduced: Collection[str], env: Mapping[str, Any] | None = None, start: int = 0
     ) -> dict[str, Any]:
         """The graph's outputs with ``reduced`` nodes emulated, from ``env`` at step ``start``."""
         values = dict(self.feeds if env is None else env)
-        self.compiled.run_rounded(values, reduced, self.rounding, start)
+        self.compiled.run_rounded(values, reduced, self.reduction, start)
         return {name: values[name] for name in self.graph.outputs if name in values}
 
     def kept(self) -> dict[str, Any]:
         """Every value of one exact run (nothing freed)."""
         values = dict(self.feeds)
-        self.compiled.run_rounded(values, (), self.rounding, keep=True)
+        self.compiled.run_rounded(values, (), self.reduction, keep=True)
         return values
 
 
@@ -92,7 +117,7 @@ def measure_budget(
     """
     runs = _Runs(graph, feeds, precision)
     names = runs.compiled.node_names
-    floats = [i for i, name in enumerate(names) if _computes_floats(graph, name)]
+    floats = [i for i, name in enumerate(names) if reduces(graph, name, precision)]
     reference = runs.outputs(())
     started = time.perf_counter()  # the first run warmed the kernels up: time the second
     all_reduced = output_error(runs.outputs({names[i] for i in floats}), reference)
@@ -110,7 +135,7 @@ def measure_budget(
         raw = {
             name: output_error(dict(enumerate(rounded)), dict(enumerate(exact)))
             for name, exact, rounded in runs.compiled.rounded_outputs(
-                dict(feeds), chosen, runs.rounding
+                dict(feeds), chosen, runs.reduction
             )
         }
     total = sum(value * value for value in raw.values())

@@ -115,13 +115,47 @@ class CompiledSubgraph(ABC):
 
 
 @runtime_checkable
+class Reduction(Protocol):
+    """How a node emulates a reduced precision: what it computes on and what it gives.
+
+    ``inputs`` maps a node's arguments (weights included) to those its reduced kernel
+    computes on, ``outputs`` its exact results to what it stores: bf16 rounds both
+    (:class:`Rounding`), int8 its activation and weight (:mod:`autopart.targets.qdq`).
+    """
+
+    def inputs(self, node: str, args: Sequence[Any]) -> list[Any]:
+        """The arguments node ``node`` computes on."""
+
+    def outputs(self, node: str, values: Sequence[Any]) -> list[Any]:
+        """The values node ``node`` stores, from the ones it computed."""
+
+
+class Rounding:
+    """The :class:`Reduction` that passes every input and output through ``rounding``."""
+
+    def __init__(self, rounding: Callable[[Any], Any]) -> None:
+        self.rounding = rounding
+
+    def inputs(self, node: str, args: Sequence[Any]) -> list[Any]:
+        """Every argument rounded."""
+        return [self.rounding(arg) for arg in args]
+
+    def outputs(self, node: str, values: Sequence[Any]) -> list[Any]:
+        """Every value rounded."""
+        return [self.rounding(value) for value in values]
+
+
+EXACT = Rounding(lambda value: value)  # no node reduced
+
+
+@runtime_checkable
 class Emulating(Protocol):
     """A compiled subgraph that can emulate reduced precision node by node (the reference).
 
     ``node_names`` are its nodes in the order they run; ``run_rounded`` runs it from a step
-    with chosen nodes computing on rounded inputs and rounding their outputs (see
+    with chosen nodes computing as ``reduction`` says (see
     :mod:`autopart.profile.sensitivity`); ``rounded_outputs`` yields, in one run, each
-    chosen node's exact outputs and those it computes on its rounded inputs, rounded.
+    chosen node's exact outputs and those it computes reduced on its exact inputs.
     """
 
     node_names: list[str]
@@ -130,16 +164,16 @@ class Emulating(Protocol):
         self,
         env: Environment,
         rounded: Collection[str],
-        rounding: Callable[[Any], Any],
+        reduction: Reduction,
         start: int = 0,
         keep: bool = False,
     ) -> None:
         """Run from step ``start`` with the nodes in ``rounded`` emulating a precision."""
 
     def rounded_outputs(
-        self, env: Environment, chosen: Collection[str], rounding: Callable[[Any], Any]
+        self, env: Environment, chosen: Collection[str], reduction: Reduction
     ) -> Iterator[tuple[str, Sequence[Any], Sequence[Any]]]:
-        """Each chosen node's exact and rounded outputs, from one run."""
+        """Each chosen node's exact and reduced outputs, from one run."""
 
 
 class Codegen(ABC):
@@ -219,6 +253,15 @@ class Codegen(ABC):
     @abstractmethod
     def supports(self, node: Node, graph: Graph) -> bool:
         """Whether this codegen can run ``node`` with its attributes, shapes and dtypes."""
+
+    def supports_at(self, node: Node, graph: Graph, precision: str | None) -> bool:
+        """Whether this codegen runs ``node`` computing in ``precision`` (None: f32).
+
+        A reduced precision may cover fewer ops than the codegen supports (int8: only the
+        weighted ops it quantises); a node it does not cover must not be offered at that
+        precision, rather than silently run at another. The default: :meth:`supports`.
+        """
+        return self.supports(node, graph)
 
     @abstractmethod
     def compile(

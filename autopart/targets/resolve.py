@@ -7,6 +7,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from autopart.errors import TargetError
+from autopart.ir.graph import Graph, Node
 from autopart.ir.target import HOST_DEVICE, PRECISIONS, VirtualDevice
 from autopart.targets.codegen import (
     Codegen,
@@ -28,6 +29,10 @@ class ResolvedTarget:
 
     def __str__(self) -> str:
         return str(self.target)
+
+    def supports(self, node: Node, graph: Graph) -> bool:
+        """Whether this target runs ``node`` at its precision (:meth:`Codegen.supports_at`)."""
+        return self.codegen.supports_at(node, graph, self.target.precision)
 
 
 def available_targets(

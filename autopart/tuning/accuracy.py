@@ -22,8 +22,9 @@ from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import REFERENCE_PRECISION, VirtualDevice
-from autopart.profile.sensitivity import EMULATED, measure_budget
+from autopart.profile.sensitivity import EMULATED, ROUNDED, measure_budget
 from autopart.settings import ACCURACY, VERIFY
+from autopart.targets import qdq, quant_ranges
 from autopart.targets.codegen import declared_peers
 from autopart.tuning.verify import Measured, Tolerance
 
@@ -114,9 +115,10 @@ def search_budget(
     """The accuracy budget the search keeps to, from the nodes' measured sensitivities.
 
     None when no target of ``targets`` computes in a reduced precision the reference can
-    emulate. The tolerance is ``budget``'s when given; else every node reduced is allowed
-    (the default budget follows OpenVINO as installed, which reduces every node it can),
-    with the same allowance, so the bound binds only when a tolerance is asked for.
+    emulate. The tolerance is ``budget``'s when given; else every node in bf16 is allowed
+    (the default budget follows OpenVINO as installed, which computes every node it can in
+    bf16, never in int8), with the same allowance: int8 nodes then fit only where their
+    error stays within what bf16 everywhere would cost.
     """
     reduced = sorted(
         {p for text in targets if (p := VirtualDevice.parse(text).precision) in EMULATED}
@@ -124,13 +126,15 @@ def search_budget(
     if not reduced:
         return None
     feeds = random_inputs(graph, seed)
-    found = [measure_budget(graph, feeds, p, None, progress=progress) for p in reduced]
-    weights = {key: value for part in found for key, value in part.weights.items()}
-    worst = max(part.all_reduced for part in found)
+    found = {p: measure_budget(graph, feeds, p, None, progress=progress) for p in reduced}
+    weights = {key: value for part in found.values() for key, value in part.weights.items()}
+    worst = max(part.all_reduced for part in found.values())
     tolerance = budget.tolerance
-    if tolerance is None:
-        tolerance = max(worst * (1 + ACCURACY.peer_allowance), VERIFY.check_tolerance)
-    return AccuracyBudget(weights, tolerance, worst, found[0].method)
+    if tolerance is None:  # what OpenVINO as installed reduces: bf16, never int8
+        rounded = [part.all_reduced for p, part in found.items() if p in ROUNDED]
+        tolerance = max(max(rounded, default=0.0) * (1 + ACCURACY.peer_allowance),
+                        VERIFY.check_tolerance)  # fmt: skip
+    return AccuracyBudget(weights, tolerance, worst, next(iter(found.values())).method)
 
 
 def over_budget(
@@ -150,3 +154,21 @@ def evaluation_samples(graph: Graph, seed: int) -> list[dict[str, np.ndarray]]:
     """The seeded random inputs besides the timing feeds whose outputs are checked."""
     count = ACCURACY.evaluation_samples
     return [random_inputs(graph, seed + 1 + index) for index in range(count)]
+
+
+def calibration_notes(graph: Graph, targets: Sequence[str]) -> list[str]:
+    """The note that int8 was calibrated on random samples, when a target computes in int8.
+
+    Random samples only stand in for real inputs: the ranges of real activations, and so
+    int8's error on them, may differ (:mod:`autopart.targets.quant_ranges`).
+    """
+    if not any(VirtualDevice.parse(text).precision == qdq.PRECISION for text in targets):
+        return []
+    calibration = quant_ranges.calibration_of(graph)
+    if not calibration.stand_in:
+        return [f"int8: calibrated on {len(calibration.samples)} samples given"]
+    return [
+        f"int8: calibrated on {len(calibration.samples)} seeded random samples, only a "
+        "stand-in for real inputs: give several with --inputs (an .npz with a leading "
+        "sample axis, or a folder of .npz files)"
+    ]

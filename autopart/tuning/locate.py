@@ -23,6 +23,7 @@ from autopart.profile import Profile
 from autopart.progress import StageProgress
 from autopart.search.constraints import Constraints
 from autopart.search.optuna_study import check_storage
+from autopart.targets import quant_ranges
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
 from autopart.tuning.options import TuneOptions
@@ -86,6 +87,9 @@ def locate(
         raise ModelError(
             f"{graph.name} has no nodes (its outputs are its inputs): there is nothing to tune"
         )
+    if options.calibration is not None:
+        samples = tuple(quant_ranges.load_samples(options.calibration, graph))
+        quant_ranges.attach(graph, quant_ranges.Calibration(samples, stand_in=False))
     machine = discover()
     targets = with_fallback(options.targets, options.search.constraints)
     budget = options.budget

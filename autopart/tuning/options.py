@@ -48,6 +48,9 @@ class TuneOptions:
     default) onnxruntime alone and openvino alone, each at its library's defaults, run in
     the same rounds as the candidate plans on the original model (fed the frozen values),
     and the report gives the chosen plan's ratio to them.
+    ``calibration`` is an ``.npz`` of several samples (a leading sample axis) or a folder
+    of ``.npz`` files that int8 is calibrated on (None: seeded random samples, a stand-in;
+    see :mod:`autopart.targets.quant_ranges`).
     """
 
     targets: Sequence[str] | None = None
@@ -60,6 +63,7 @@ class TuneOptions:
     input_shapes: InputShapes | None = None
     peers: bool = True
     freeze: FreezeValues | None = None
+    calibration: str | Path | None = None
 
     def __post_init__(self) -> None:
         check_count(self.rounds, "rounds", 1)

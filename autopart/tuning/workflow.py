@@ -34,6 +34,7 @@ from autopart.settings import ACCURACY
 from autopart.tuning import choice
 from autopart.tuning.accuracy import (
     accuracy_notes,
+    calibration_notes,
     evaluation_samples,
     over_budget,
     search_budget,
@@ -215,6 +216,7 @@ def _tune(
         )
         outcome = prepared.outcome
         candidates, twins = _runnable(outcome)
+    notes.extend(calibration_notes(graph, prepared.targets))
     pick = outcome.chosen.name
     final, decision = _final_choice(pick, candidates, twins, measured, peer_results, notes)
     chosen = candidates[final]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -12,11 +12,13 @@ from autopart.ir.control_flow import CONTROL_FLOW
 from autopart.ir.graph import Graph, Node
 from autopart.ops import KERNEL_ERRORS, bind, kernel_failure, refusal
 from autopart.targets.codegen import (
+    EXACT,
     HOST,
     Codegen,
     CompiledSubgraph,
     Environment,
     Placement,
+    Reduction,
     Role,
 )
 
@@ -127,7 +129,7 @@ class NumpySubgraph(CompiledSubgraph):
         :class:`ExecutionError` naming the node, its op and the first line of numpy's message;
         the original stays chained as its cause. Other exceptions are bugs and pass through.
         """
-        self.run_rounded(env, (), _same)
+        self.run_rounded(env, (), EXACT)
 
     @property
     def node_names(self) -> list[str]:
@@ -138,50 +140,48 @@ class NumpySubgraph(CompiledSubgraph):
         self,
         env: Environment,
         rounded: Collection[str],
-        rounding: Callable[[Any], Any],
+        reduction: Reduction,
         start: int = 0,
         keep: bool = False,
     ) -> None:
         """:meth:`run` from step ``start``, the nodes in ``rounded`` emulating a precision.
 
-        Those nodes compute on their inputs (weights included) passed through ``rounding``
-        and their outputs are passed through it too. With ``keep`` no value is freed (a
+        Those nodes compute on their inputs (weights included) as ``reduction`` maps them,
+        and store their outputs as it maps them. With ``keep`` no value is freed (a
         later run may start from any step). Errors as :meth:`run`.
         """
         for step in self.steps[start:]:
             args = _arguments(step, env)
             lowered = step.name in rounded
-            results = _call(step, [rounding(arg) for arg in args] if lowered else args)
+            results = _call(step, reduction.inputs(step.name, args) if lowered else args)
+            if lowered:
+                results = reduction.outputs(step.name, list(results))
             for name, result in zip(step.outputs, results, strict=False):
                 if name:
-                    env[name] = rounding(result) if lowered else result
+                    env[name] = result
             if not keep:
                 for name in step.free:
                     env.pop(name, None)
 
     def rounded_outputs(
-        self, env: Environment, chosen: Collection[str], rounding: Callable[[Any], Any]
+        self, env: Environment, chosen: Collection[str], reduction: Reduction
     ) -> Iterator[tuple[str, Sequence[Any], Sequence[Any]]]:
         """Run every step once; for each node in ``chosen``, its exact outputs and rounded ones.
 
-        The rounded outputs are what the node computes on its exact inputs passed through
-        ``rounding``, rounded in turn: its local error alone, one run for every node.
+        The reduced outputs are what the node computes on its exact inputs mapped by
+        ``reduction``, mapped in turn: its local error alone, one run for every node.
         """
         for step in self.steps:
             args = _arguments(step, env)
             results = _call(step, args)
             if step.name in chosen:
-                lowered = _call(step, [rounding(arg) for arg in args])
-                yield step.name, list(results), [rounding(value) for value in lowered]
+                lowered = _call(step, reduction.inputs(step.name, args))
+                yield step.name, list(results), reduction.outputs(step.name, list(lowered))
             for name, result in zip(step.outputs, results, strict=False):
                 if name:
                     env[name] = result
             for name in step.free:
                 env.pop(name, None)
-
-
-def _same(value: Any) -> Any:
-    return value
 
 
 def _arguments(step: NumpyStep, env: Environment) -> list[Any]:

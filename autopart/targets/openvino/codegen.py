@@ -47,6 +47,7 @@ import numpy as np
 from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
+from autopart.targets import qdq
 from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import (
     HOST,
@@ -56,7 +57,7 @@ from autopart.targets.codegen import (
     ProbedCodegen,
 )
 from autopart.targets.cpu_units import cpu_flags, pinned_to
-from autopart.targets.openvino import peer, runtime
+from autopart.targets.openvino import peer, quantize, runtime
 from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph, compile_in_pieces
 from autopart.targets.openvino.probe import probe
 from autopart.targets.peer import Peer
@@ -180,8 +181,10 @@ class OpenVinoCodegen(ProbedCodegen):
     """Whole subgraphs compiled by OpenVINO for the CPU, optionally on one CPU unit.
 
     Supports what a one-node probe compiles (see :func:`probe`). Computes in f32, or in
-    bf16 where the CPU has it (:meth:`precisions`). Compiling needs the openvino package;
-    without it ``available()`` is false and ``compile`` raises :class:`TargetError`.
+    bf16 or int8 where the CPU has them (:meth:`precisions`); int8 nodes are quantised to
+    QDQ with the model's calibration (:mod:`autopart.targets.openvino.quantize`).
+    Compiling needs the openvino package; without it ``available()`` is false and
+    ``compile`` raises :class:`TargetError`.
     """
 
     name = "openvino"
@@ -205,8 +208,19 @@ class OpenVinoCodegen(ProbedCodegen):
 
     @classmethod
     def precisions(cls) -> tuple[str, ...]:
-        """f32, and bf16 where OpenVINO and the CPU flags both show bf16 units."""
+        """f32, and bf16 or int8 where OpenVINO and the CPU flags both show their units."""
         return runtime.offered_precisions(cpu_flags()) if cls.available() else ("f32",)
+
+    def supports_at(self, node: Node, graph: Graph, precision: str | None) -> bool:
+        """As :meth:`supports`; at int8, only quantisable ops OpenVINO runs in int8 here.
+
+        Those are the weighted ops :func:`~autopart.targets.qdq.quantisable` accepts whose
+        op type a probe compiled to u8/i8 (:func:`~.quantize.int8_op_types`); any other op
+        at int8 would compute in float while its target says int8, so it is not offered.
+        """
+        if not self.supports(node, graph):
+            return False
+        return precision != qdq.PRECISION or quantize.runs_in_int8(node, graph)
 
     def compile(
         self,
@@ -242,16 +256,19 @@ class OpenVinoCodegen(ProbedCodegen):
         feeds, results = boundary.feeds, boundary.results
         if not results:
             raise TargetError("subgraph computes none of its outputs; nothing to compile")
-        model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
+        exported = to_onnx(graph, nodes, feeds, results)
         cores = tuple(unit.cores) if unit is not None else ()
-        config = runtime.target_config(cores if unit is not None else None, placement.precision)
-        islands = [n for n in nodes if n.virtual_device.precision is not None]
-        if placement.precision is not None or len(islands) == len(nodes):
-            islands = []  # one precision throughout: the inference precision hint says it
-            config = runtime.target_config(
-                cores if unit is not None else None,
-                placement.precision or (nodes[0].virtual_device.precision if nodes else None),
-            )
+        own = [placement.precision or n.virtual_device.precision for n in nodes]
+        uniform = own[0] if len(set(own)) == 1 else None  # one precision: the hint says it
+        config = runtime.target_config(cores if unit is not None else None, uniform)
+        paired = list(zip(nodes, own, strict=True))
+        islands = [] if uniform is not None else [n for n, p in paired if p == "bf16"]
+        int8 = [n.name for n, p in paired if p == qdq.PRECISION]
+        model_bytes = (
+            quantize.quantised_bytes(graph, exported, int8)
+            if int8
+            else exported.SerializeToString()
+        )
         if longest_chain(graph, nodes) > LONG_CHAIN:
             config["SNIPPETS_MODE"] = "DISABLE"
         model = runtime.compiled_model(

@@ -40,10 +40,13 @@ DEVICE = "CPU"
 PRECISION = "f32"  # INFERENCE_PRECISION_HINT of a target that names no precision
 # autopart's precision names -> OpenVINO's INFERENCE_PRECISION_HINT values and its
 # OPTIMIZATION_CAPABILITIES entry, for the precisions set by a hint.
-HINTS = {"f32": "f32", "bf16": "bf16"}
-CAPABILITIES = {"f32": "FP32", "bf16": "BF16"}
+# int8 is no hint: its ops are quantised in the model (QDQ), the rest compute in f32.
+HINTS = {"f32": "f32", "bf16": "bf16", "int8": "f32"}
+CAPABILITIES = {"f32": "FP32", "bf16": "BF16", "int8": "INT8"}
 # CPU flags (/proc/cpuinfo) of units that compute in bf16: AVX-512 BF16 or AMX.
 BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+# CPU flags of units that multiply u8 by i8 into i32 in one instruction: VNNI or AMX.
+INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 
 # The most recently used compiled models (profiling compiles hundreds of one-op models).
 COMPILED_CACHE_SIZE = 256
@@ -97,14 +100,16 @@ def offered_precisions(cpu_flags: frozenset[str] | None) -> tuple[str, ...]:
 
     bf16 is offered where OpenVINO lists ``BF16`` among the CPU's
     ``OPTIMIZATION_CAPABILITIES`` and ``cpu_flags`` (None: the OS cannot say) has a bf16
-    unit (:data:`BF16_FLAGS`). Without openvino: nothing.
+    unit (:data:`BF16_FLAGS`); int8 where it lists ``INT8`` and the flags show VNNI or AMX
+    (:data:`INT8_FLAGS`). Without openvino: nothing.
     """
     if not HAVE_OPENVINO:
         return ()
     capabilities = set(core().get_property(DEVICE, "OPTIMIZATION_CAPABILITIES"))
     offered = ["f32"]
-    if CAPABILITIES["bf16"] in capabilities and (cpu_flags is None or cpu_flags & BF16_FLAGS):
-        offered.append("bf16")
+    for precision, units in (("bf16", BF16_FLAGS), ("int8", INT8_FLAGS)):
+        if CAPABILITIES[precision] in capabilities and (cpu_flags is None or cpu_flags & units):
+            offered.append(precision)
     return tuple(offered)
 
 

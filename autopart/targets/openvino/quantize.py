@@ -1,0 +1,159 @@
+"""int8 on OpenVINO: QDQ models compiled by the CPU plugin, and which ops it runs in int8.
+
+A subgraph holding int8 nodes is exported, rewritten to QDQ for those nodes with the
+graph's calibrated ranges (:func:`autopart.targets.qdq.quantise`), and compiled like any
+other: OpenVINO's low-precision transformations fuse each Quantize/Dequantize pattern
+into a u8 x i8 kernel, and the nodes left out compute at the partition's precision (f32,
+or bf16 islands). Which quantisable op types really run in int8 is not assumed: a tiny
+QDQ model of each is compiled once per process and its runtime model read back
+(:func:`int8_op_types`, each op's ``runtimePrecision``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from autopart.ir.graph import Graph, Node
+from autopart.targets import qdq
+from autopart.targets.openvino import runtime
+from autopart.targets.quant_ranges import tensor_ranges
+
+INT8_RUNTIME = frozenset({"u8", "i8"})  # runtimePrecision of ops computing in int8
+
+
+def quantised_bytes(graph: Graph, model: onnx.ModelProto, int8_nodes: Sequence[str]) -> bytes:
+    """``model`` (a subgraph of ``graph``) serialised with ``int8_nodes`` in QDQ int8.
+
+    The ranges are ``graph``'s, measured once per model and calibration
+    (:func:`~autopart.targets.quant_ranges.tensor_ranges`).
+    """
+    return qdq.quantise(model, tensor_ranges(graph), int8_nodes)
+
+
+@dataclass(frozen=True)
+class RuntimeOp:
+    """One op of a compiled model's runtime graph: what it was made from and computes in.
+
+    ``sources`` are the names of the original ops folded into it (``originalLayersNames``;
+    OpenVINO's ONNX frontend names an op after its node or its output tensor), ``kind``
+    its ``layerType`` and ``precision`` its ``runtimePrecision``.
+    """
+
+    sources: frozenset[str]
+    kind: str
+    precision: str
+
+
+def runtime_ops(compiled: Any) -> list[RuntimeOp]:
+    """The ops of ``compiled``'s runtime model (its executable graph, after fusing)."""
+    found = []
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        info = op.get_rt_info()
+        if "runtimePrecision" not in info:
+            continue
+        names = _text(info, "originalLayersNames")
+        sources = {name.split("/", 1)[0] for name in names.split(",") if name}
+        sources.add(op.get_friendly_name())
+        kind, precision = _text(info, "layerType"), _text(info, "runtimePrecision")
+        found.append(RuntimeOp(frozenset(sources), kind, precision))
+    return found
+
+
+def _text(info: Any, key: str) -> str:
+    """The text of rt_info entry ``key`` ("" when absent; OpenVINO's RTMap has no get)."""
+    return str(info[key].astype(str)) if key in info else ""
+
+
+def computes_in(ops: Sequence[RuntimeOp], node: Node) -> set[str]:
+    """The runtime precisions of the ops made from ONNX ``node`` (by name or output)."""
+    names = {node.name, *(name for name in node.outputs if name)}
+    return {op.precision for op in ops if op.sources & names}
+
+
+def in_int8(ops: Sequence[RuntimeOp], node: Node) -> bool:
+    """Whether an op made from ``node`` runs in u8 or i8."""
+    return bool(computes_in(ops, node) & INT8_RUNTIME)
+
+
+def _probe_model(op_type: str) -> tuple[onnx.ModelProto, dict[str, tuple[float, float]]]:
+    """A one-op float model of ``op_type`` with a constant weight, and its ranges."""
+    rng = np.random.default_rng(0)
+    if op_type == "Conv":
+        x, w, y = [1, 8, 8, 8], [8, 8, 3, 3], [1, 8, 8, 8]
+        attrs: dict[str, Any] = {"pads": [1, 1, 1, 1]}
+    else:
+        x, w, y = [4, 32], [32, 32], [4, 32]
+        attrs = {"transB": 1} if op_type == "Gemm" else {}
+    weight = numpy_helper.from_array(rng.standard_normal(w).astype(np.float32), "w")
+    node = helper.make_node(op_type, ["x", "w"], ["y"], name="probe", **attrs)
+    graph = helper.make_graph(
+        [node],
+        "int8-probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, x)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, y)],
+        [weight],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", qdq.QDQ_OPSET)])
+    return model, {"x": (-3.0, 3.0), "w": (-3.0, 3.0), "y": (-30.0, 30.0)}
+
+
+@functools.cache
+def int8_op_types() -> frozenset[str]:
+    """The quantisable op types OpenVINO's CPU plugin runs in u8/i8 here, probed once.
+
+    Each of :data:`~autopart.targets.qdq.QUANTISED_OPS` is quantised as a one-op model
+    and compiled; it counts when its runtime op computes in u8 or i8. Empty without
+    openvino, or where the plugin refuses the probes.
+    """
+    if not runtime.HAVE_OPENVINO:
+        return frozenset()
+    found = set()
+    for op_type in qdq.QUANTISED_OPS:
+        model, ranges = _probe_model(op_type)
+        try:
+            rewritten = qdq.quantise(model, ranges, ["probe"])
+            compiled = runtime.core().compile_model(
+                runtime.read_onnx(rewritten), runtime.DEVICE, runtime.target_config(None)
+            )
+        except Exception:  # a library that cannot quantise or compile it: not int8 here
+            continue
+        probe = Node("probe", op_type, ["x", "w"], ["y"])
+        if in_int8(runtime_ops(compiled), probe):
+            found.add(op_type)
+    return frozenset(found)
+
+
+def runs_in_int8(node: Node, graph: Graph) -> bool:
+    """Whether ``node`` is quantisable and OpenVINO runs it in int8 here, correctly.
+
+    Its op type must be one the probe found in int8 (:func:`int8_op_types`), and it must
+    not be a :func:`strided_padded_pointwise` convolution.
+    """
+    return (
+        qdq.quantisable(node, graph)
+        and node.op_type in int8_op_types()
+        and not strided_padded_pointwise(node, graph)
+    )
+
+
+def strided_padded_pointwise(node: Node, graph: Graph) -> bool:
+    """Whether ``node`` is a 1x1 convolution with a stride above 1 and explicit padding.
+
+    OpenVINO 2026.4's int8 convolution gets those wrong: its output has one row more than
+    ONNX specifies (1x1, strides 2, pads 1: 7 rows for 6), where its f32 one is right;
+    1x1 convolutions without padding or stride, and larger kernels, come out right
+    (found by the conformance suite). They stay in float.
+    """
+    if node.op_type != "Conv":
+        return False
+    weight = graph.value(node.inputs[1]).const
+    kernel = node.attrs.get("kernel_shape") or ([] if weight is None else weight.shape[2:])
+    strides, pads = node.attrs.get("strides") or [], node.attrs.get("pads") or []
+    return all(k == 1 for k in kernel) and any(s > 1 for s in strides) and any(pads)

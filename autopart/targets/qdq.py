@@ -1,0 +1,234 @@
+"""int8 as ONNX's QDQ form, shared by every codegen that runs QDQ models.
+
+A node computing in int8 reads its activation through QuantizeLinear/DequantizeLinear
+(u8, asymmetric, the calibrated range of that tensor, :mod:`autopart.targets.quant_ranges`)
+and its weight through DequantizeLinear (i8, symmetric, one scale per output channel);
+its output stays float (the QDQ quantizer's ``OpTypesToExcludeOutputQuantization``), so
+the nodes after it compute at their own precision. A library that runs QDQ models
+(OpenVINO) fuses each such pattern into an int8 kernel.
+
+Only weighted ops are quantised (:data:`QUANTISED_OPS`, with a constant float weight:
+:func:`quantisable`): onnxruntime's QDQ quantizer rewrites them and OpenVINO's CPU plugin
+runs them in u8/i8 (read back from its runtime model). Models are rewritten by
+onnxruntime's own ``QDQQuantizer`` given the precomputed ranges (:func:`quantise`), never
+by hand, and cached in autopart's cache folder by the digest of the subgraph, the ranges
+it reads and the nodes chosen, so a rerun does not quantise again.
+
+:class:`FakeQuantisation` emulates that in the numpy reference for the sensitivity of
+each node: it rounds a node's activation and weight through the same scale and zero-point
+rule (onnxruntime's ``compute_scale_zp`` and ``quantize_data``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Collection, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from autopart.errors import TargetError
+from autopart.io import atomic_write_bytes, text_digest
+from autopart.ir.graph import Graph, Node
+from autopart.targets.quant_ranges import Ranges, cache_dir
+
+PRECISION = "int8"
+QUANTISED_OPS = ("Conv", "MatMul", "Gemm")
+QDQ_OPSET = 13  # per-channel DequantizeLinear (its ``axis``) needs opset 13
+_HEADER = b"autopart-qdq "
+
+# How many models were quantised in this process (not read from the cache), for tests.
+quantisations = 0
+_LOCK = threading.Lock()
+
+
+def quantisable(node: Node, graph: Graph) -> bool:
+    """Whether ``node`` is rewritten to int8: a weighted op on a float32 input and weight.
+
+    Conv (not ConvTranspose) and Gemm with a constant weight and no bias or a constant 1-D
+    one (onnxruntime quantises no other); MatMul with a constant 2-D weight (per-channel
+    scales along its output columns, as onnxruntime does).
+    """
+    if node.op_type not in QUANTISED_OPS or len(node.present_inputs) < 2:
+        return False
+    activation, weight = graph.value(node.inputs[0]), graph.value(node.inputs[1])
+    if activation.dtype != np.float32 or weight.const is None:
+        return False
+    if weight.const.dtype != np.float32:
+        return False
+    if len(node.inputs) > 2 and node.inputs[2]:  # the quantizer folds a bias into int32
+        bias = graph.value(node.inputs[2]).const
+        if bias is None or bias.ndim != 1:
+            return False
+    if node.op_type == "MatMul":
+        return weight.const.ndim == 2
+    return True
+
+
+def weight_axis(node: Node) -> int:
+    """The axis of ``node``'s weight that holds output channels (one scale each)."""
+    if node.op_type == "Gemm":
+        return 0 if node.attrs.get("transB", 0) else 1
+    return 1 if node.op_type == "MatMul" else 0
+
+
+def _tensors_data(ranges: Mapping[str, tuple[float, float]]) -> Any:
+    """The TensorsData (MinMax) of onnxruntime holding ``ranges``."""
+    from onnxruntime.quantization.calibrate import CalibrationMethod, TensorsData
+
+    return TensorsData(
+        CalibrationMethod.MinMax,
+        {
+            name: (np.array(low, np.float32), np.array(high, np.float32))
+            for name, (low, high) in ranges.items()
+        },
+    )
+
+
+def quantise(model: onnx.ModelProto, ranges: Ranges, nodes: Collection[str]) -> bytes:
+    """``model`` serialised with its ``nodes`` in QDQ int8, the rest as they were (cached).
+
+    ``ranges`` are the calibrated ranges of (at least) the tensors ``nodes`` read. The
+    model is converted to opset :data:`QDQ_OPSET` first where older (onnx's version
+    converter). Raises :class:`TargetError` when onnx or onnxruntime cannot.
+    """
+    global quantisations
+    read = {name for node in model.graph.node if node.name in nodes for name in node.input}
+    used = {name: list(ranges[name]) for name in sorted(read) if name in ranges}
+    source = model.SerializeToString()
+    key = hashlib.sha256(
+        source + json.dumps([used, sorted(nodes)], sort_keys=True).encode()
+    ).hexdigest()[:40]
+    path = cache_dir() / f"qdq-{key}.onnx"
+    cached = _read_model(path)
+    if cached is not None:
+        return cached
+    rewritten = _quantised(onnx.ModelProto.FromString(source), used, nodes)
+    with _LOCK:
+        quantisations += 1
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        digest = text_digest(rewritten.hex()).encode()
+        atomic_write_bytes(path, _HEADER + digest + b"\n" + rewritten)
+    except Exception:  # an unwritable cache only costs quantising again
+        pass
+    return rewritten
+
+
+def _quantised(model: onnx.ModelProto, ranges: Mapping[str, Any], nodes: Collection[str]) -> bytes:
+    """The QDQQuantizer of onnxruntime run on ``model`` for ``nodes``, serialised."""
+    from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
+    from onnxruntime.quantization.quant_utils import QuantType
+
+    try:
+        opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+        if opset < QDQ_OPSET:
+            model = onnx.version_converter.convert_version(model, QDQ_OPSET)
+        model = onnx.shape_inference.infer_shapes(model)
+        chosen = [node.name for node in model.graph.node if node.name in nodes]
+        others = [node.name for node in model.graph.node if node.name not in nodes]
+        quantizer = QDQQuantizer(
+            model,
+            True,  # per-channel weights
+            False,  # no reduced range: VNNI and AMX take full u8 x i8
+            QuantType.QInt8,
+            QuantType.QUInt8,
+            _tensors_data({name: (low, high) for name, (low, high) in ranges.items()}),
+            chosen,
+            others,
+            list(QUANTISED_OPS),
+            {"OpTypesToExcludeOutputQuantization": list(QUANTISED_OPS)},
+        )
+        quantizer.quantize_model()
+        return quantizer.model.model.SerializeToString()
+    except Exception as error:  # onnx's and onnxruntime's errors are of many types
+        text = str(error).strip()
+        line = text.splitlines()[0] if text else type(error).__name__
+        raise TargetError(f"cannot quantise the subgraph to int8: {line}") from None
+
+
+def _read_model(path: Path) -> bytes | None:
+    """The cached model in ``path`` when its digest checks, else None."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    header, _, body = data.partition(b"\n")
+    if not header.startswith(_HEADER) or header[len(_HEADER) :] != text_digest(body.hex()).encode():
+        return None
+    return body
+
+
+def _channel_scales(weight: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per output channel of ``weight``: the i8 (symmetric) zero points and scales."""
+    from onnx import TensorProto
+    from onnxruntime.quantization.quant_utils import quantize_data
+
+    moved = np.moveaxis(weight, axis, 0)
+    zeros, scales = [], []
+    for channel in moved:
+        zero, scale, _ = quantize_data(channel.ravel(), TensorProto.INT8, True)
+        zeros.append(float(zero))
+        scales.append(float(scale))
+    shape = [1] * weight.ndim
+    shape[axis] = -1
+    return (
+        np.asarray(zeros, np.float32).reshape(shape),
+        np.asarray(scales, np.float32).reshape(shape),
+    )
+
+
+def activation_scale(low: float, high: float) -> tuple[float, float]:
+    """The u8 (asymmetric) zero point and scale of a tensor calibrated to [low, high]."""
+    from onnx import TensorProto
+    from onnxruntime.quantization.quant_utils import compute_scale_zp, get_qmin_qmax_for_qType
+
+    qmin, qmax = get_qmin_qmax_for_qType(TensorProto.UINT8)
+    zero, scale = compute_scale_zp(np.float32(low), np.float32(high), qmin, qmax, False)
+    return float(zero), float(scale)
+
+
+def fake_quantise(value: np.ndarray, zero: Any, scale: Any, low: int, high: int) -> np.ndarray:
+    """``value`` quantised (round half to even, clipped to [low, high]) and dequantised."""
+    levels = np.clip(np.rint(value / scale) + zero, low, high)
+    return ((levels - zero) * scale).astype(np.float32)
+
+
+class FakeQuantisation:
+    """Emulates int8 nodes in the reference: a :class:`~autopart.targets.codegen.Reduction`.
+
+    A quantisable node computes on its activation fake-quantised with its calibrated
+    range (u8) and its weight per channel (i8), exactly as :func:`quantise` rewrites it;
+    its output and every other node are left exact. Weights are rounded once.
+    """
+
+    def __init__(self, graph: Graph, ranges: Ranges) -> None:
+        self.graph, self.ranges = graph, ranges
+        self._weights: dict[str, np.ndarray] = {}
+
+    def inputs(self, node: str, args: Sequence[Any]) -> list[Any]:
+        """``args`` of ``node`` as its int8 kernel sees them."""
+        found = self.graph.node(node)
+        if not quantisable(found, self.graph) or found.inputs[0] not in self.ranges:
+            return list(args)
+        zero, scale = activation_scale(*self.ranges[found.inputs[0]])
+        rounded = list(args)
+        rounded[0] = fake_quantise(np.asarray(args[0], np.float32), zero, scale, 0, 255)
+        if node not in self._weights:
+            weight = np.asarray(args[1], np.float32)
+            zeros, scales = _channel_scales(weight, weight_axis(found))
+            self._weights[node] = fake_quantise(weight, zeros, scales, -127, 127)
+        rounded[1] = self._weights[node]
+        return rounded
+
+    def outputs(self, node: str, values: Sequence[Any]) -> list[Any]:
+        """``values`` unchanged: a quantised node's output stays float."""
+        return list(values)
+
+    def covers(self, node: str) -> bool:
+        """Whether ``node`` computes differently in int8 (it is quantisable)."""
+        return quantisable(self.graph.node(node), self.graph)

@@ -1,0 +1,254 @@
+"""int8 calibration: each tensor's range over calibration samples, measured once per model.
+
+A model quantised to int8 maps every activation a quantised op reads onto 256 levels
+between its smallest and largest value over the *calibration samples*. Those come from
+the user (``--inputs`` holding several samples, see :func:`load_samples`), else from
+seeded random inputs, which only stand in for real data (:attr:`Calibration.stand_in`).
+The ranges are measured by onnxruntime's own MinMax calibrator on the whole model
+(:func:`tensor_ranges`), never by hand, and cached in autopart's cache folder
+(:func:`cache_dir`, never the model's) as JSON keyed by the model's graph hash and the
+samples' digest, written atomically and checked when read back: a damaged file is
+measured again, not trusted.
+
+A graph carries its calibration in ``graph.meta`` (:func:`attach`); a graph without one
+is calibrated on :data:`RANDOM_SAMPLES` seeded random samples.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from autopart.errors import InputError, TargetError
+from autopart.io import atomic_write_bytes, load_tensors, text_digest
+from autopart.ir.feeds import random_inputs
+from autopart.ir.graph import Graph
+from autopart.ir.hashing import graph_hash
+from autopart.ir.onnx_export import to_onnx
+
+META_KEY = "int8_calibration"
+RANDOM_SAMPLES = 8  # seeded random calibration samples, as the issue's quantize_static run
+RANDOM_SEED = 1000  # far from the timing (seed) and evaluation (seed + 1..) samples
+FORMAT = "autopart-int8-ranges/1"
+
+Feeds = dict[str, np.ndarray]
+Ranges = dict[str, tuple[float, float]]
+
+# How many times ranges were measured in this process (not read from a cache): tests
+# count calibrations with it, the library itself is never mocked.
+calibrations = 0
+_MEMO: dict[tuple[str, str], Ranges] = {}
+_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The samples a model is calibrated on, their digest, and whether they are real.
+
+    ``stand_in`` says the samples are seeded random inputs, not the user's data: the
+    ranges, and so int8's error, are then only a stand-in for those of real inputs.
+    """
+
+    samples: tuple[Feeds, ...]
+    stand_in: bool
+
+    @property
+    def digest(self) -> str:
+        """A digest of every sample's names, dtypes, shapes and bytes, in order."""
+        digest = hashlib.sha256()
+        for sample in self.samples:
+            for name in sorted(sample):
+                array = np.ascontiguousarray(sample[name])
+                digest.update(f"{name}\0{array.dtype.str}\0{array.shape}\0".encode())
+                digest.update(array.tobytes())
+        return digest.hexdigest()[:32]
+
+
+def random_calibration(graph: Graph, count: int = RANDOM_SAMPLES) -> Calibration:
+    """``count`` seeded random samples of ``graph``'s inputs: a stand-in for real ones."""
+    samples = tuple(random_inputs(graph, RANDOM_SEED + index) for index in range(count))
+    return Calibration(samples, stand_in=True)
+
+
+def attach(graph: Graph, calibration: Calibration | None) -> None:
+    """Make ``calibration`` the one ``graph``'s int8 compiles use (None: random samples)."""
+    if calibration is None:
+        graph.meta.pop(META_KEY, None)
+    else:
+        graph.meta[META_KEY] = calibration
+
+
+def calibration_of(graph: Graph) -> Calibration:
+    """The calibration attached to ``graph``, else (and then attached) random samples."""
+    found = graph.meta.get(META_KEY)
+    if not isinstance(found, Calibration):
+        found = random_calibration(graph)
+        graph.meta[META_KEY] = found
+    return found
+
+
+def load_samples(path: str | Path, graph: Graph) -> list[Feeds]:
+    """The samples in ``path``: an ``.npz``, or a folder of them (sorted by file name).
+
+    An ``.npz`` whose arrays have the model's input shapes is one sample; one whose arrays
+    all have one more, leading axis holds that many samples. Raises :class:`InputError`
+    for a missing or empty folder, a file :func:`~autopart.io.load_tensors` refuses, or
+    arrays whose shapes are neither.
+    """
+    path = Path(path)
+    if path.is_dir():
+        files = sorted(path.glob("*.npz"))
+        if not files:
+            raise InputError(f"the folder {path} holds no .npz file of inputs")
+        return [sample for file in files for sample in load_samples(file, graph)]
+    arrays = load_tensors(path, graph.inputs)
+    shapes = {name: graph.value(name).shape for name in graph.inputs}
+    if all(_fits(array.shape, shapes[name]) for name, array in arrays.items()):
+        return [arrays]
+    counts = {array.shape[0] if array.ndim else -1 for array in arrays.values()}
+    stacked = len(counts) == 1 and all(
+        array.ndim and _fits(array.shape[1:], shapes[name]) for name, array in arrays.items()
+    )
+    if not stacked or counts == {0}:
+        shown = ", ".join(f"{name} {tuple(array.shape)}" for name, array in arrays.items())
+        raise InputError(
+            f"{path}: arrays ({shown}) are neither one sample of the model's inputs nor "
+            "several along one leading axis"
+        )
+    (count,) = counts
+    return [{name: array[index] for name, array in arrays.items()} for index in range(count)]
+
+
+def _fits(shape: Sequence[int], declared: Sequence[int | str | None] | None) -> bool:
+    """Whether ``shape`` fits a declared shape (symbolic or unknown dimensions fit any)."""
+    if declared is None:
+        return True
+    return len(shape) == len(declared) and all(
+        not isinstance(want, int) or want == got for got, want in zip(shape, declared, strict=True)
+    )
+
+
+def cache_dir() -> Path:
+    """``$AUTOPART_CACHE/int8``, else ``$XDG_CACHE_HOME/autopart/int8`` (``~/.cache``)."""
+    root = os.environ.get("AUTOPART_CACHE")
+    if root:
+        return Path(root) / "int8"
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "autopart" / "int8"
+
+
+def ranges_path(graph: Graph, calibration: Calibration) -> Path:
+    """The cache file of ``graph``'s ranges under ``calibration``."""
+    return cache_dir() / f"ranges-{graph_hash(graph)[:32]}-{calibration.digest}.json"
+
+
+def tensor_ranges(graph: Graph, calibration: Calibration | None = None) -> Ranges:
+    """Each float tensor's (smallest, largest) value over the calibration samples.
+
+    ``calibration`` None is :func:`calibration_of` the graph. Memoised per process, read
+    from the cache file when it is intact and made for this graph and these samples, else
+    measured (onnxruntime's MinMax calibrator) and written there atomically. A cache that
+    cannot be written is no error: the ranges are measured again next time.
+    """
+    global calibrations
+    calibration = calibration or calibration_of(graph)
+    key = (graph_hash(graph), calibration.digest)
+    with _LOCK:
+        if key in _MEMO:
+            return _MEMO[key]
+        path = ranges_path(graph, calibration)
+        ranges = _read_cached(path, key)
+        if ranges is None:
+            ranges = measure_ranges(graph, calibration.samples)
+            calibrations += 1
+            _write_cached(path, key, ranges)
+        _MEMO[key] = ranges
+    return ranges
+
+
+def forget_memo() -> None:
+    """Forget the ranges memoised in this process (the cache files stay)."""
+    _MEMO.clear()
+
+
+def measure_ranges(graph: Graph, samples: Sequence[Mapping[str, np.ndarray]]) -> Ranges:
+    """The ranges of every float tensor of ``graph`` over ``samples``, by onnxruntime.
+
+    ``create_calibrator`` (MinMax) augments the exported model with a ReduceMin and a
+    ReduceMax of every tensor and runs it on each sample. Raises :class:`TargetError`
+    with onnxruntime's first line when it cannot.
+    """
+    from onnxruntime.quantization.calibrate import CalibrationMethod, create_calibrator
+
+    if not samples:
+        raise TargetError("int8 calibration needs at least one sample")
+    model = to_onnx(graph)
+    readers = iter([{name: np.asarray(v) for name, v in s.items()} for s in samples])
+    try:
+        with tempfile.TemporaryDirectory(prefix="autopart-int8-") as folder:
+            source = Path(folder) / "model.onnx"
+            onnx.save(model, source)
+            calibrator = create_calibrator(
+                source,
+                None,
+                augmented_model_path=str(Path(folder) / "augmented.onnx"),
+                calibrate_method=CalibrationMethod.MinMax,
+                providers=["CPUExecutionProvider"],
+            )
+            calibrator.collect_data(_Reader(readers))
+            found = calibrator.compute_data()
+    except Exception as error:  # onnxruntime's errors are of many types
+        line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise TargetError(f"int8 calibration failed: {line}") from None
+    return {
+        name: (float(np.min(data.range_value[0])), float(np.max(data.range_value[1])))
+        for name, data in found.items()
+    }
+
+
+class _Reader:
+    """onnxruntime's CalibrationDataReader over an iterator of feeds."""
+
+    def __init__(self, samples: object) -> None:
+        self._samples = samples
+
+    def get_next(self) -> dict[str, np.ndarray] | None:
+        """The next sample, or None after the last."""
+        return next(self._samples, None)  # type: ignore[call-overload]
+
+
+def _read_cached(path: Path, key: tuple[str, str]) -> Ranges | None:
+    """The ranges in ``path`` when its digest checks and it is for ``key``, else None."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+        body = document["ranges"]
+        intact = document["digest"] == text_digest(json.dumps(body, sort_keys=True))
+        if not intact or document["format"] != FORMAT or tuple(document["key"]) != key:
+            return None
+        return {str(name): (float(low), float(high)) for name, (low, high) in body.items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write_cached(path: Path, key: tuple[str, str], ranges: Ranges) -> None:
+    """Write ``ranges`` to ``path`` atomically with their digest; quietly skip on failure."""
+    body = {name: [low, high] for name, (low, high) in ranges.items()}
+    document = {
+        "format": FORMAT,
+        "key": list(key),
+        "digest": text_digest(json.dumps(body, sort_keys=True)),
+        "ranges": body,
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, json.dumps(document).encode("utf-8"))
+    except Exception:  # an unwritable cache only costs a recalibration
+        return

@@ -1,0 +1,240 @@
+"""int8 on OpenVINO: calibration, QDQ compiles, exclusion, caches, sensitivities, tune."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+import autopart
+from autopart.costmodel import costs_from_profile
+from autopart.errors import InputError
+from autopart.io import save_tensors
+from autopart.ir.graph import Graph
+from autopart.ir.onnx_export import to_onnx
+from autopart.ir.target import VirtualDevice
+from autopart.plan.build import build_plan_for
+from autopart.profile import Profile
+from autopart.profile.sensitivity import measure_budget
+from autopart.runtime import random_inputs
+from autopart.runtime.plan_executor import PlanExecutor
+from autopart.search.candidates import CandidateKind
+from autopart.settings import VERIFY
+from autopart.targets import qdq, quant_ranges
+from autopart.targets.openvino import codegen as ovgen
+from autopart.targets.openvino import quantize, runtime
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.workflow import tune_model
+from tests.test_errors import invoke
+
+INT8 = ovgen.OpenVinoCodegen.available() and "int8" in ovgen.OpenVinoCodegen.precisions()
+BF16 = ovgen.OpenVinoCodegen.available() and "bf16" in ovgen.OpenVinoCodegen.precisions()
+needs_int8 = pytest.mark.skipif(
+    not INT8, reason="this CPU has no int8 units (VNNI/AMX) OpenVINO lists as INT8"
+)
+F32 = VirtualDevice.parse("cpu@openvino")
+AT_INT8 = VirtualDevice.parse("cpu@openvino:int8")
+AT_BF16 = VirtualDevice.parse("cpu@openvino:bf16")
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test calibrates and quantises into a cache folder of its own."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("AUTOPART_CACHE", str(folder))
+    quant_ranges.forget_memo()
+    runtime.clear_compiled()
+    return folder
+
+
+def onnxruntime_outputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The f32 outputs of onnxruntime on the whole model."""
+    session = ort.InferenceSession(
+        to_onnx(graph).SerializeToString(), providers=["CPUExecutionProvider"]
+    )
+    return dict(zip(graph.outputs, session.run(graph.outputs, feeds), strict=True))
+
+
+def relative_error(got: dict[str, Any], want: dict[str, np.ndarray]) -> float:
+    """The largest error over the largest magnitude, over outputs."""
+    return max(
+        float(np.abs(np.asarray(got[n]) - want[n]).max() / np.abs(want[n]).max()) for n in want
+    )
+
+
+def run_mixed(graph: Graph, assignment: dict[str, VirtualDevice], feeds: dict[str, Any]) -> Any:
+    """Run ``assignment`` as a plan; the outputs and its one partition's runtime ops."""
+    plan = build_plan_for(graph, assignment, F32, "mixed")
+    with PlanExecutor(plan, graph) as executor:
+        outputs = executor.run(feeds).outputs
+        steps = list(executor.steps.values())
+        ops = [op for step in steps for op in quantize.runtime_ops(step.compiled.model)]  # type: ignore[union-attr]
+    return plan, outputs, ops
+
+
+@needs_int8
+def test_an_int8_model_is_close_to_onnxruntime_and_its_convolutions_run_in_u8() -> None:
+    graph = autopart.load("squeezenet")
+    quantised = {n.name for n in graph.nodes if quantize.runs_in_int8(n, graph)}
+    assert quantised == {n.name for n in graph.nodes if n.op_type == "Conv"}
+    assignment = {n.name: AT_INT8 if n.name in quantised else F32 for n in graph.nodes}
+    feeds = random_inputs(graph, 0)
+    plan, outputs, ops = run_mixed(graph, assignment, feeds)
+    assert [p.target for p in plan.partitions] == ["cpu@openvino"]  # one partition, mixed
+    error = relative_error(outputs, onnxruntime_outputs(graph, feeds))
+    assert VERIFY.check_tolerance < error < 0.1  # int8: measurably off, and not wildly
+    for name in quantised:
+        assert quantize.in_int8(ops, graph.node(name)), name
+
+
+@needs_int8
+def test_the_nodes_left_out_compute_at_their_own_precision() -> None:
+    graph = autopart.load("squeezenet")
+    convs = [n.name for n in graph.nodes if n.op_type == "Conv"]
+    int8, rest = set(convs[::2]), set(convs[1::2])
+    other = AT_BF16 if BF16 else F32
+    assignment = {
+        n.name: AT_INT8 if n.name in int8 else other if n.name in rest else F32 for n in graph.nodes
+    }
+    _, _, ops = run_mixed(graph, assignment, random_inputs(graph, 0))
+    for name in int8:
+        assert quantize.in_int8(ops, graph.node(name)), name
+    for name in rest:
+        found = quantize.computes_in(ops, graph.node(name))
+        assert found and not found & quantize.INT8_RUNTIME, (name, found)
+        if BF16:
+            assert "bf16" in found, (name, found)
+
+
+def test_ops_the_plugin_runs_in_float_are_not_offered_at_int8() -> None:
+    graph = autopart.load("squeezenet")
+    codegen = ovgen.OpenVinoCodegen()
+    relu = next(n for n in graph.nodes if n.op_type == "Relu")
+    conv = next(n for n in graph.nodes if n.op_type == "Conv")
+    assert codegen.supports(relu, graph) and not codegen.supports_at(relu, graph, "int8")
+    assert codegen.supports_at(conv, graph, "int8") == INT8
+    assert codegen.supports_at(relu, graph, None) and codegen.supports_at(relu, graph, "bf16")
+
+
+@needs_int8
+def test_ranges_are_measured_once_and_a_damaged_cache_is_measured_again() -> None:
+    graph = autopart.load("squeezenet")
+    assignment = {n.name: AT_INT8 if n.op_type == "Conv" else F32 for n in graph.nodes}
+    feeds = random_inputs(graph, 0)
+    before, quantised = quant_ranges.calibrations, qdq.quantisations
+    _, first, _ = run_mixed(graph, assignment, feeds)
+    assert quant_ranges.calibrations == before + 1 and qdq.quantisations == quantised + 1
+    path = quant_ranges.ranges_path(graph, quant_ranges.calibration_of(graph))
+    stamp = path.stat().st_mtime_ns
+    # a rerun (nothing memoised, nothing compiled) reads both caches
+    quant_ranges.forget_memo()
+    runtime.clear_compiled()
+    _, again, _ = run_mixed(graph, assignment, feeds)
+    assert quant_ranges.calibrations == before + 1 and qdq.quantisations == quantised + 1
+    assert path.stat().st_mtime_ns == stamp
+    np.testing.assert_array_equal(first[graph.outputs[0]], again[graph.outputs[0]])
+    # a range changed behind the digest's back is not trusted: measured again and rewritten
+    text = path.read_text()
+    name = next(iter(quant_ranges.tensor_ranges(graph)))
+    path.write_text(text.replace(f'"{name}": [', f'"{name}": [-1e6, 1e6, ', 1))
+    quant_ranges.forget_memo()
+    ranges = quant_ranges.tensor_ranges(graph)
+    assert quant_ranges.calibrations == before + 2
+    assert ranges[name][0] > -1e6 and path.read_text() == text
+    # so is a file cut short
+    path.write_bytes(text.encode()[: len(text) // 2])
+    quant_ranges.forget_memo()
+    assert quant_ranges.tensor_ranges(graph) == ranges
+    assert quant_ranges.calibrations == before + 3
+
+
+def test_calibration_samples_from_a_sample_axis_and_from_a_folder(tmp_path: Path) -> None:
+    graph = autopart.load("squeezenet")
+    (name,) = graph.inputs
+    samples = [random_inputs(graph, seed)[name] for seed in range(3)]
+    stacked = tmp_path / "stacked.npz"
+    save_tensors(stacked, {name: np.stack(samples)})
+    loaded = quant_ranges.load_samples(stacked, graph)
+    assert len(loaded) == 3
+    for got, want in zip(loaded, samples, strict=True):
+        np.testing.assert_array_equal(got[name], want)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    save_tensors(folder / "a.npz", {name: samples[0]})  # one sample, the input's shape
+    save_tensors(folder / "b.npz", {name: np.stack(samples[1:])})
+    from_folder = quant_ranges.load_samples(folder, graph)
+    assert [float(s[name].sum()) for s in from_folder] == [float(s.sum()) for s in samples]
+    save_tensors(tmp_path / "bad.npz", {name: samples[0][..., :5]})
+    with pytest.raises(InputError, match="neither one sample"):
+        quant_ranges.load_samples(tmp_path / "bad.npz", graph)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match=r"no \.npz"):
+        quant_ranges.load_samples(empty, graph)
+    # other samples, other ranges, another cache file
+    given = quant_ranges.Calibration(tuple(loaded), stand_in=False)
+    assert given.digest != quant_ranges.random_calibration(graph).digest
+    ranges = quant_ranges.tensor_ranges(graph, given)
+    assert quant_ranges.ranges_path(graph, given).exists()
+    low, high = ranges[name]
+    assert low == pytest.approx(float(np.min(samples))) and high == pytest.approx(
+        float(np.max(samples))
+    )
+
+
+@pytest.mark.parametrize("model", ["squeezenet", pytest.param("resnet50", marks=pytest.mark.slow)])
+@needs_int8
+def test_emulated_int8_agrees_with_openvinos_int8_on_zoo_models(model: str) -> None:
+    graph = autopart.load(model)
+    feeds = random_inputs(graph, 0)
+    budget = measure_budget(graph, feeds, "int8", None)
+    assignment = {n.name: AT_INT8 if quantize.runs_in_int8(n, graph) else F32 for n in graph.nodes}
+    _, outputs, _ = run_mixed(graph, assignment, feeds)
+    real = relative_error(outputs, onnxruntime_outputs(graph, feeds))
+    assert budget.all_reduced / 2 < real < budget.all_reduced * 2, (budget.all_reduced, real)
+    # the weights add up to every quantisable node in int8, and only those carry any
+    assert budget.predicted_error(assignment) == pytest.approx(budget.all_reduced, rel=1e-6)
+    assert {node for node, _ in budget.weights} <= {n for n, t in assignment.items() if t.reduced}
+
+
+@needs_int8
+def test_tune_under_a_loose_tolerance_can_choose_int8_and_stays_within_it(tmp_path: Path) -> None:
+    graph = autopart.load("squeezenet")
+    (name,) = graph.inputs
+    samples = tmp_path / "samples.npz"
+    save_tensors(samples, {name: np.stack([random_inputs(graph, 50 + i)[name] for i in range(4)])})
+    options = TuneOptions.build(
+        targets=["cpu@openvino", "cpu@openvino:int8"],
+        precision="f32,bf16,int8",
+        tolerance=0.05,
+        calibration=samples,
+        profiles_dir=tmp_path / "p",
+        search_dir=tmp_path / "s",
+        rounds=3,
+        peers=False,
+    )
+    report = tune_model("squeezenet", options)
+    assert "int8: calibrated on 4 samples given" in report.notes
+    reduced = [r for r in report.rows if ":int8" in r.name and r.measured_s is not None]
+    assert reduced and all(r.max_error is not None and r.max_error > 0 for r in reduced)
+    ilp = next(c for c in report.outcome.candidates.values() if c.kind is CandidateKind.ILP)
+    assert ilp.fits_accuracy
+    chosen = [n for n, t in ilp.assignment.items() if t.precision == "int8"]
+    if not chosen:  # only where int8 was never measured quicker (its Q/DQ edges included)
+        (profile,) = (tmp_path / "p").glob("*.csv")
+        costs = costs_from_profile(graph, Profile.load(profile), options.targets)
+        convs = [n.name for n in graph.nodes if n.op_type == "Conv"]
+        assert all(costs.cost(n, AT_INT8) >= costs.cost(n, F32) for n in convs)
+    measured = report.plan.measured
+    assert measured is not None and measured.max_error is not None
+    assert measured.tolerance == 0.05 and measured.max_error <= 0.05
+
+
+def test_devices_lists_int8_where_it_is_offered() -> None:
+    code, output = invoke("devices")
+    assert code == 0, output
+    openvino = next((line for line in output.splitlines() if "openvino" in line), "")
+    assert ("int8" in openvino) == INT8, output
