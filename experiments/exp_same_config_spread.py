@@ -123,7 +123,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15)
     args = parser.parse_args()
     table = pd.DataFrame([row for name in args.models for row in measure_model(name, args.rounds)])
-    write_csv(table, "same_config_spread")
+    write_csv(table, "same_config_spread.csv")
     show("copy B / copy A of OpenVINO as installed", table)
 
 

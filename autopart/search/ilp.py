@@ -132,7 +132,7 @@ def solve_ilp(
                 return joined
             left = max(deadline - time.perf_counter(), 1.0)
             whole = _solve_whole(costs, None, left, rel_gap, started, progress, (), accuracy)
-            return whole if joined is None else _better(joined, whole)
+            return whole if joined is None else _better(joined, whole, rel_gap)
     return _solve_whole(costs, memory, time_limit_s, rel_gap, started, progress, (), accuracy)
 
 
@@ -143,12 +143,24 @@ def _solve_part(
     return _solve_whole(costs, None, time_limit_s, rel_gap, time.perf_counter(), banned=banned)
 
 
-def _better(joined: IlpResult, whole: IlpResult) -> IlpResult:
-    """The cheaper of two answers to one problem, with the higher of their lower bounds."""
-    best = min(joined, whole, key=lambda result: result.objective_s)
+def _better(joined: IlpResult, whole: IlpResult, rel_gap: float) -> IlpResult:
+    """The cheaper of two answers to one problem, with the higher of their lower bounds.
+
+    On a tie the whole ILP's answer is kept; either way it is optimal when the gap between
+    the cheaper answer and the higher bound closed within ``rel_gap``.
+    """
+    best = whole if whole.objective_s <= joined.objective_s else joined
     bound = min(max(joined.bound_s, whole.bound_s), best.objective_s)
     gap = (best.objective_s - bound) / best.objective_s if best.objective_s > 0 else 0.0
-    return replace(best, bound_s=bound, gap=gap, solve_s=max(joined.solve_s, whole.solve_s))
+    closed = gap <= rel_gap
+    return replace(
+        best,
+        bound_s=bound,
+        gap=gap,
+        optimal=closed,
+        status="optimal" if closed else best.status,
+        solve_s=max(joined.solve_s, whole.solve_s),
+    )
 
 
 def _solve_whole(

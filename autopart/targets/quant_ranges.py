@@ -119,10 +119,13 @@ def load_samples(path: str | Path, graph: Graph) -> list[Feeds]:
         array.ndim and _fits(array.shape[1:], shapes[name]) for name, array in arrays.items()
     )
     if not stacked or counts == {0}:
-        shown = ", ".join(f"{name} {tuple(array.shape)}" for name, array in arrays.items())
+        name, array = next(
+            (n, a) for n, a in arrays.items() if not _fits(a.shape, shapes[n])
+        )  # one exists: not every array fits, or the file would be one sample
         raise InputError(
-            f"{path}: arrays ({shown}) are neither one sample of the model's inputs nor "
-            "several along one leading axis"
+            f"{path}: input {name!r} has shape {list(array.shape)}, expected "
+            f"{list(shapes[name] or [])}: the arrays are neither one sample of the model's "
+            "inputs nor several along one leading axis"
         )
     (count,) = counts
     return [{name: array[index] for name, array in arrays.items()} for index in range(count)]
