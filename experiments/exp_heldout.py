@@ -22,7 +22,10 @@ model: tuned, best peer, best single, their ratios, error) and heldout.png (tune
 peer per model).
 
     python experiments/exp_heldout.py [--models silero_vad magika] [--with-zoo [squeezenet]]
-        [--rounds 15] [--search-dir search] [--profiles DIR] [--no-fetch]
+        [--rounds 15] [--search-dir search] [--profiles DIR] [--no-fetch] [--no-heldout]
+
+``--models`` with no names means every held-out model; ``--no-heldout`` leaves them all out
+(with ``--with-zoo``: the zoo models alone).
 """
 
 from __future__ import annotations
@@ -68,6 +71,9 @@ def arguments() -> argparse.Namespace:
         default=None,
         metavar="ZOO_MODEL",
         help="also bench these zoo models (all of them if none is named)",
+    )
+    parser.add_argument(
+        "--no-heldout", action="store_true", help="bench only the --with-zoo models"
     )
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--search-dir", default="search")
@@ -174,7 +180,7 @@ class Entry:
 
 def entries(suite: Suite, args: argparse.Namespace) -> list[Entry]:
     """The held-out models chosen, then the zoo models (and the transformer fixture)."""
-    heldout = suite.select(args.models)
+    heldout = [] if args.no_heldout else suite.select(args.models)
     if not args.no_fetch:
         ensure_suite(heldout)
     chosen = []
