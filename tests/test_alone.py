@@ -6,6 +6,8 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+import onnxruntime as ort
 import pytest
 
 from autopart import api
@@ -13,10 +15,13 @@ from autopart.costmodel.alone import FLOOR, alone_saving
 from autopart.costmodel.calibration import model_tag, window_bounds
 from autopart.costmodel.from_profile import costs_from_profile
 from autopart.costmodel.measurements import Measurement
+from autopart.ir.onnx_import import load_graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.build import build_plan_for
 from autopart.profile import Profile
 from autopart.profile.profiler import plan_jobs
+from autopart.runtime import random_inputs
+from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.simulator import simulate
 from autopart.targets.codegen import HOST, get_codegen
 from autopart.targets.devices import discover
@@ -124,3 +129,29 @@ def test_cli_profile_shows_what_a_lone_partition_saves_per_node(whole_profile: P
     text = " ".join(output.split())
     assert "0 new measurements" in text and "alone saves" in text
     assert f"{saving * 1e6:.1f} µs" in text
+
+
+def test_a_one_partition_plan_runs_its_library_bare_and_matches_onnxruntime(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = Path(__file__).parent / "fixtures" / "transformer_encoder.onnx"
+    graph = load_graph(model)
+    target = VirtualDevice.parse(WHOLE)
+    plan = build_plan_for(graph, {node.name: target for node in graph}, target, str(model))
+    assert len(plan.partitions) == 1 and not plan.copies
+    feeds = random_inputs(graph, seed=4)
+    session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    expected = dict(zip(graph.outputs, session.run(graph.outputs, feeds), strict=True))
+
+    def no_scheduling(*_: object) -> None:
+        raise AssertionError("a one-partition plan went through the scheduler")
+
+    with PlanExecutor(plan, graph) as executor:
+        monkeypatch.setattr(executor, "_run_sequential", no_scheduling)
+        monkeypatch.setattr(executor, "_run_concurrent", no_scheduling)
+        result = executor.run(feeds, repeat=3, warmup=2)
+    assert len(result.latencies) == 3 and all(seconds > 0 for seconds in result.latencies)
+    assert [step.step for step in result.steps] == [plan.partitions[0].id]
+    assert sorted(result.outputs) == sorted(graph.outputs)
+    for name, value in expected.items():
+        np.testing.assert_allclose(result.outputs[name], value, rtol=1e-5, atol=1e-6)

@@ -89,6 +89,8 @@ class PlanExecutor:
             for key in step.reads:
                 self.readers[key] = self.readers.get(key, 0) + 1
         self.lanes = sorted({step.lane for step in self.steps.values()})
+        only = next(iter(self.steps.values())) if len(self.steps) == 1 else None
+        self._alone = only if only is not None and only.compiled is not None else None
         self._pools: dict[str, ThreadPoolExecutor] = {}
 
     def _compile(self) -> list[_Step]:
@@ -136,6 +138,8 @@ class PlanExecutor:
         With ``concurrent=False`` the steps run one after another in the plan's order.
         """
         checked = validate_feeds(self.graph, feeds)
+        if self._alone is not None:
+            return self._run_alone(self._alone, checked, repeat, warmup)
         result = PlanRunResult({})
         for index in range(warmup + max(repeat, 1)):
             start = time.perf_counter()
@@ -148,6 +152,31 @@ class PlanExecutor:
                 result.latencies.append(elapsed)
                 result.steps = timings
             result.outputs = collect_outputs(self.graph, envs.get(HOST_DEVICE, {}))
+        return result
+
+    def _run_alone(
+        self, step: _Step, feeds: dict[str, np.ndarray], repeat: int, warmup: int
+    ) -> PlanRunResult:
+        """:meth:`run` for a plan of one partition and no copies: the partition, timed bare.
+
+        A one-partition plan is the library running the whole model, so its runs carry no
+        more than that library's own call: no environments per device, dependency counts or
+        releases, which cost a 0.1 ms model a fifth of its time.
+        """
+        assert step.compiled is not None and step.device is not None
+        compiled, device, unit = step.compiled, step.device, step.unit
+        result = PlanRunResult({})
+        begin = end = 0.0
+        for index in range(warmup + max(repeat, 1)):
+            env = dict(feeds)
+            begin = time.perf_counter()
+            compiled.run(env)
+            device.synchronize(unit)
+            result.outputs = collect_outputs(self.graph, env)
+            end = time.perf_counter()
+            if index >= warmup:
+                result.latencies.append(end - begin)
+        result.steps = [StepTiming(step.id, step.lane, 0.0, end - begin)]
         return result
 
     def _fresh_envs(self, feeds: Mapping[str, np.ndarray]) -> dict[str, dict[str, Any]]:
