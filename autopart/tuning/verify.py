@@ -73,6 +73,7 @@ class Measured(Latencies):
 # machine-tuned values, with where each came from: autopart.settings.VerifySettings
 MAX_ROUND_STRETCH = VERIFY.max_round_stretch
 SETTLE_S = VERIFY.settle_s  # untimed runs that open a block last about this long ...
+SETTLE_RUNS = VERIFY.settle_runs  # ... and at least this many ...
 SETTLE_BELOW_S = VERIFY.settle_below_s  # ... for plans quicker than this
 BLOCK_S = VERIFY.block_s  # the timed runs of a block last about this long
 MAX_BLOCK_RUNS = VERIFY.max_block_runs
@@ -94,14 +95,15 @@ def block_for(run_s: float) -> Block:
     ran before. The first run of a 0.2 ms transformer took 1.8 times its steady time and
     the second 1.15 times, a 6 ms CNN 1.04 to 1.07 times; resnet50 on OpenVINO took 31 ms
     after its own run and 37 ms after another runner and a pause. So plans quicker than
-    :data:`SETTLE_BELOW_S` open each block with untimed runs lasting :data:`SETTLE_S` and
-    time enough runs to fill :data:`BLOCK_S`; slower plans run once untimed, then once
-    timed.
+    :data:`SETTLE_BELOW_S` open each block with untimed runs lasting :data:`SETTLE_S`, and
+    at least :data:`SETTLE_RUNS` of them (a few-ms model needs several runs, not several
+    ms, to reach its steady time), and time enough runs to fill :data:`BLOCK_S`; slower
+    plans run once untimed, then once timed.
     """
     run_s = max(run_s, 1e-9)
     if run_s >= SETTLE_BELOW_S:
         return Block(settle=1, timed=1)
-    settle = min(MAX_BLOCK_RUNS, math.ceil(SETTLE_S / run_s))
+    settle = min(MAX_BLOCK_RUNS, max(SETTLE_RUNS, math.ceil(SETTLE_S / run_s)))
     timed = min(MAX_BLOCK_RUNS, max(1, math.ceil(BLOCK_S / run_s)))
     return Block(settle, timed)
 
