@@ -5,26 +5,31 @@ So before the candidates race, the partitions of those predicted within
 :data:`MEASURE_WITHIN` of the quickest (a prediction may order what is measured, never
 overrule it), and of at most :data:`MEASURE_MAX_PARTITIONS` partitions, are timed whole
 and saved in the profile; every candidate is then priced again with them. A rerun reuses
-them, and a profile taken on another machine brings its own.
+them, and a profile taken on another machine brings its own. After the race, what it
+measured of each one-partition plan replaces that partition's row
+(:func:`record_raced`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from autopart.costmodel.costs import Costs
-from autopart.costmodel.partitions import measured_partitions
+from autopart.costmodel.measurements import RowKind
+from autopart.costmodel.partitions import measured_partitions, partition_key
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.profile import Profile, Profiler, ProfileReport
 from autopart.progress import Progress
 from autopart.search.candidates import Candidate
 from autopart.search.planner import SearchOutcome, reprice
-from autopart.settings import VERIFY
+from autopart.settings import VERIFY, TimingSettings
 from autopart.targets.devices import discover
 from autopart.tuning.models import note_profile_kept
 from autopart.tuning.peers import peer_equivalents
+from autopart.tuning.verify import Measured
 
 MEASURE_WITHIN = VERIFY.measure_within
 MEASURE_MAX_PARTITIONS = VERIFY.measure_max_partitions
@@ -122,3 +127,36 @@ def price_measured(graph: Graph, profile: Profile, costs: Costs, outcome: Search
     costs.measured.update(found)
     reprice(outcome, costs)
     return len(found)
+
+
+def record_raced(
+    graph: Graph,
+    profile: Profile,
+    path: Path | None,
+    candidates: Mapping[str, Candidate],
+    measured: Mapping[str, Measured],
+) -> int:
+    """Save the race's timing of each one-partition plan as its partition's row; the count.
+
+    A one-partition plan runs its partition bare, compiled alone as the measure stage
+    compiles it, so the race times the very row the measure stage took: later, and in
+    interleaved rounds that settle after other runners, as ``bench`` times. Its timed runs
+    replace the row, complete (as many passes as a profiler asks for), so that a
+    row taken while the machine was busy, or in a steadier state than a user's loop
+    sees, does not mislead the next tune of the same subgraph. Saved to ``path`` when
+    given (merged under its lock, as every profile save is).
+    """
+    passes = max(TimingSettings().passes, 1)
+    recorded = 0
+    for name, result in measured.items():
+        candidate = candidates.get(name)
+        if candidate is None or len(candidate.plan.partitions) != 1 or not result.latencies:
+            continue
+        for names, target, alone in partition_specs([candidate]):
+            key = partition_key(graph, [graph.node(n) for n in names], alone)
+            row = replace(result.summary(), passes=passes)
+            profile.record(RowKind.PARTITION, str(target), key, row, f"{len(names)} ops raced")
+            recorded += 1
+    if recorded and path is not None:
+        profile.save(path)
+    return recorded

@@ -42,7 +42,12 @@ from autopart.tuning.accuracy import (
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.partitions import measure_partitions, price_measured, too_split_to_race
+from autopart.tuning.partitions import (
+    measure_partitions,
+    price_measured,
+    record_raced,
+    too_split_to_race,
+)
 from autopart.tuning.peers import PeerInputs, peer_equivalents, peer_lingers, peers
 from autopart.tuning.plan_rows import (
     REPORT_CSV,
@@ -62,6 +67,7 @@ class Prepared:
     ``measured`` reports the measure stage (candidate partitions timed whole), when it ran;
     ``accuracy`` is the budget the search kept to (None: no reduced target) and
     ``search_options`` the options it ran with (to search again under a tighter budget).
+    ``profile_path`` is where the profile is saved, when this machine was profiled here.
     """
 
     graph: Graph
@@ -75,6 +81,7 @@ class Prepared:
     measured: ProfileReport | None = None
     accuracy: AccuracyBudget | None = None
     search_options: SearchOptions = field(default_factory=SearchOptions)
+    profile_path: Path | None = None
 
 
 @dataclass
@@ -216,6 +223,8 @@ def _tune(
         )
         outcome = prepared.outcome
         candidates, twins = _runnable(outcome)
+        if prepared.profiled is not None:
+            record_raced(graph, profile, prepared.profile_path, candidates, measured)
     notes.extend(calibration_notes(graph, prepared.targets))
     pick = outcome.chosen.name
     final, decision = _final_choice(pick, candidates, twins, measured, peer_results, notes)
@@ -379,7 +388,7 @@ def prepare(
     price_measured(graph, profile, costs, outcome)
     return Prepared(
         graph, profile, profiled, costs, chosen_targets, directory, located.planned_only,
-        outcome, measured, accuracy, search_options,
+        outcome, measured, accuracy, search_options, profile_path,
     )  # fmt: skip
 
 
