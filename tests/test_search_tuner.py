@@ -135,6 +135,29 @@ def test_single_target_names_nodes_no_one_can_run() -> None:
     assert "single:opencl:0@opencl" not in all_baselines(costs, NUMPY)
 
 
+def test_a_reduced_target_leaves_what_it_cannot_run_to_its_own_library_at_the_nearest_precision() -> (
+    None
+):
+    ov_int8, ov_bf16, ov_f32 = (
+        T("cpu/0@openvino:int8"),
+        T("cpu/0@openvino:bf16"),
+        T("cpu/0@openvino"),
+    )
+    costs = chain_costs()
+    costs.targets = [NUMPY, ov_f32, ov_bf16, ov_int8, T("cpu/1@openvino:bf16")]
+    costs.node_cost = {
+        "n0": {NUMPY: 1.0, ov_f32: 1.0, ov_bf16: 1.0, ov_int8: 1.0},  # int8 runs it
+        "n1": {NUMPY: 1.0, ov_f32: 1.0, ov_bf16: 1.0},  # bf16 is the nearest
+        "n2": {NUMPY: 1.0, ov_f32: 1.0},  # only f32 of that library
+        "n3": {NUMPY: 1.0},  # not that library at all: the fallback
+        "n4": {NUMPY: 1.0, ov_f32: 1.0, T("cpu/1@openvino:bf16"): 1.0},  # another unit's bf16
+    }
+    assignment = single_target(costs, ov_int8, NUMPY)
+    assert assignment == {"n0": ov_int8, "n1": ov_bf16, "n2": ov_f32, "n3": NUMPY, "n4": ov_f32}
+    # an f32 target has nothing more exact: straight to the fallback
+    assert single_target(costs, ov_f32, NUMPY)["n3"] == NUMPY
+
+
 @PROPERTY
 @given(st.integers(0, 10_000), st.integers(1, 25), st.permutations([ORT, CL, CL1, ORT0]))
 def test_ort_ep_rule_gives_each_node_to_the_first_provider_that_runs_it(

@@ -18,7 +18,7 @@ from statistics import fmean
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
-from autopart.ir.target import HOST_DEVICE, VirtualDevice
+from autopart.ir.target import HOST_DEVICE, PRECISIONS, REFERENCE_PRECISION, VirtualDevice
 from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.targets.codegen import Role, codegen_for
 
@@ -31,25 +31,35 @@ class BaselineError(AutopartError):
 
 
 def single_target(costs: Costs, target: VirtualDevice, fallback: VirtualDevice) -> Assignment:
-    """Every node on ``target``; nodes it cannot run go to ``fallback``.
+    """Every node on ``target``; nodes it cannot run go to its library, else to ``fallback``.
 
-    Raises :class:`BaselineError` naming the nodes neither can run.
+    A node ``target`` cannot run at its precision goes to the same device, unit and codegen
+    at the nearest more exact precision among ``costs.targets`` that runs it (int8, then
+    bf16, then f32), as a library runs the ops it does not quantise; only then to
+    ``fallback``. Raises :class:`BaselineError` naming the nodes none of them can run.
     """
+    order = [target, *_more_exact(target, costs.targets), fallback]
     assignment: Assignment = {}
     stuck: list[str] = []
     for node in costs.graph.nodes:
         supported = costs.supported(node)
-        if target in supported:
-            assignment[node.name] = target
-        elif fallback in supported:
-            assignment[node.name] = fallback
-        else:
+        found = next((choice for choice in order if choice in supported), None)
+        if found is None:
             stuck.append(node.name)
+        else:
+            assignment[node.name] = found
     if stuck:
         raise BaselineError(
             f"neither {target} nor the fallback {fallback} can run nodes {_names(stuck)}"
         )
     return assignment
+
+
+def _more_exact(target: VirtualDevice, targets: Sequence[VirtualDevice]) -> list[VirtualDevice]:
+    """``target`` at each more exact precision found in ``targets``, nearest first."""
+    wider = reversed(PRECISIONS[: PRECISIONS.index(target.computes_in)])
+    siblings = [target.at_precision(None if p == REFERENCE_PRECISION else p) for p in wider]
+    return [sibling for sibling in siblings if sibling in targets]
 
 
 def default_priority(costs: Costs) -> list[VirtualDevice]:
