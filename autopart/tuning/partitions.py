@@ -141,12 +141,14 @@ def record_raced(
     A one-partition plan runs its partition bare, compiled alone as the measure stage
     compiles it, so the race times the very row the measure stage took: later, and in
     interleaved rounds that settle after other runners, as ``bench`` times. Its timed runs
-    replace the row, complete (as many passes as a profiler asks for), so that a
+    replace the row, complete (as many passes as the profile's profiler asks for), so that a
     row taken while the machine was busy, or in a steadier state than a user's loop
     sees, does not mislead the next tune of the same subgraph. Saved to ``path`` when
     given (merged under its lock, as every profile save is).
     """
-    passes = max(TimingSettings().passes, 1)
+    settings = profile.meta.get("settings")
+    asked = settings.get("passes") if isinstance(settings, dict) else None
+    passes = max(asked if isinstance(asked, int) else TimingSettings().passes, 1)
     recorded = 0
     for name, result in measured.items():
         candidate = candidates.get(name)

@@ -187,17 +187,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         if self.cores or not self.produced:
             self.run_timed(env)
             return
-        feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
-        try:
-            results = self.session.run(self.produced, feeds)
-        except Exception as error:  # onnxruntime's types are not importable stably
-            raise ExecutionError(
-                f"onnxruntime failed running {self.label}: {_first_line(error)}"
-            ) from None
-        env.update(zip(self.produced, results, strict=True))
-        for name in self.outputs:
-            if name not in env:
-                env[name] = self._passthrough[name]
+        self._store(env, self._session_run(self._feeds(env)))
 
     def run_timed(self, env: Environment) -> float:
         """Like :meth:`run`; returns wall-clock seconds spent in ``session.run`` alone.
@@ -206,21 +196,30 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         thread pinning around the call, not host-side dispatch inside onnxruntime. An error
         onnxruntime raises becomes a one-line :class:`ExecutionError` naming the nodes.
         """
-        feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
+        feeds = self._feeds(env)
         with pinned_to(self.cores):
             start = time.perf_counter()
-            try:
-                results = self.session.run(self.produced, feeds) if self.produced else []
-            except Exception as error:  # onnxruntime's types are not importable stably
-                raise ExecutionError(
-                    f"onnxruntime failed running {self.label}: {_first_line(error)}"
-                ) from None
+            results = self._session_run(feeds) if self.produced else []
             elapsed = time.perf_counter() - start
+        self._store(env, results)
+        return elapsed
+
+    def _feeds(self, env: Environment) -> dict[str, np.ndarray]:
+        return {name: np.asarray(env[name], order="C") for name in self.feeds}
+
+    def _session_run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
+        try:
+            return list(self.session.run(self.produced, feeds))
+        except Exception as error:  # onnxruntime's types are not importable stably
+            raise ExecutionError(
+                f"onnxruntime failed running {self.label}: {_first_line(error)}"
+            ) from None
+
+    def _store(self, env: Environment, results: Sequence[Any]) -> None:
         env.update(zip(self.produced, results, strict=True))
         for name in self.outputs:
             if name not in env:
                 env[name] = self._passthrough[name]
-        return elapsed
 
     def layout_samples(self, env: Environment, runs: int) -> list[tuple[float, float]]:
         """Per run, seconds in layout conversion kernels and in the other kernels.
