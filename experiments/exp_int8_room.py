@@ -1,0 +1,133 @@
+"""Experiment: how much int8 can buy at no more error than OpenVINO as installed.
+
+Issue 30's goal is a tuned plan at most 0.9x OpenVINO as installed at no more error. The
+route it suggests is int8 where the sensitivities allow. This experiment asks how much
+room there is, outside the search: for each model it builds plans on
+``cpu@openvino`` whose nodes are each in f32, bf16 or int8, all in one partition,
+from the nodes' measured sensitivities (:func:`autopart.tuning.accuracy.search_budget`,
+the default budget's tolerance):
+
+- ``every node bf16``: what OpenVINO as installed computes;
+- ``greedy int8``: every node bf16, then int8 on the weighted ops, least sensitive first,
+  while the predicted error stays within the tolerance;
+- ``f32 frees room``: the 10 nodes most sensitive in bf16 kept in f32, then as above;
+- ``every conv int8``: every node int8 can run in int8, the rest bf16.
+
+Each plan's error is measured against onnxruntime f32 on seeded random inputs, and each is
+timed against OpenVINO as installed in interleaved rounds (the bench's
+:func:`autopart.tuning.verify.measure_plans`). int8 is calibrated on the 8 seeded random
+samples a tune uses without ``--inputs``.
+
+Writes ``experiments/results/int8_room.csv``. Run it on a quiet machine.
+
+    python experiments/exp_int8_room.py [--models squeezenet resnet50 inception_v1] [--rounds 12]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+from _common import show, write_csv
+
+from autopart import api
+from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.ir.feeds import random_inputs
+from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
+from autopart.plan.build import build_plan_for
+from autopart.targets.devices import discover
+from autopart.targets.peer import PeerInputs
+from autopart.targets.resolve import resolve
+from autopart.tuning.accuracy import Budget, evaluation_samples, search_budget
+from autopart.tuning.peers import peer_lingers, peers
+from autopart.tuning.verify import measure_plans
+from autopart.zoo import resolve_model
+
+INT8, BF16, F32 = (
+    VirtualDevice.parse(s) for s in ("cpu@openvino:int8", "cpu@openvino:bf16", "cpu@openvino")
+)
+PEER = "openvino alone"
+KEPT_F32 = 10  # nodes most sensitive in bf16 kept in f32 by the "f32 frees room" plan
+
+Assignment = dict[str, VirtualDevice]
+
+
+def _add_int8(start: Assignment, order: list[str], budget: AccuracyBudget) -> Assignment:
+    """``start`` with int8 on the nodes of ``order`` one by one while it fits ``budget``."""
+    assignment = dict(start)
+    for name in order:
+        if assignment[name] == F32:
+            continue
+        previous, assignment[name] = assignment[name], INT8
+        if not budget.fits(assignment):
+            assignment[name] = previous
+    return assignment
+
+
+def plans_of(graph: Graph, budget: AccuracyBudget) -> dict[str, Assignment]:
+    """The four assignments of the module docstring."""
+    int8 = resolve(INT8, discover())
+    weighted = [node.name for node in graph if int8.supports(node, graph)]
+
+    def extra(name: str) -> float:
+        return budget.weights.get((name, "int8"), 1.0) - budget.weights.get((name, "bf16"), 0.0)
+
+    order = sorted(weighted, key=extra)
+    bf16 = {node.name: BF16 for node in graph}
+    sensitive = sorted(bf16, key=lambda n: -budget.weights.get((n, "bf16"), 0.0))[:KEPT_F32]
+    freed = {**bf16, **{name: F32 for name in sensitive}}
+    return {
+        "every node bf16": bf16,
+        "greedy int8": _add_int8(bf16, order, budget),
+        "f32 frees room": _add_int8(freed, order, budget),
+        "every conv int8": {**bf16, **{name: INT8 for name in weighted}},
+    }
+
+
+def model_rows(model: str, rounds: int) -> list[dict]:
+    """One row per plan and one for the peer."""
+    graph = api.load(model)
+    budget = search_budget(graph, [str(INT8), str(BF16)], Budget(), seed=0)
+    assert budget is not None, "this machine offers no reduced precision on OpenVINO"
+    assignments = plans_of(graph, budget)
+    plans = {name: build_plan_for(graph, a, F32, model) for name, a in assignments.items()}
+    runners, _ = peers(resolve_model(model), PeerInputs.of(graph))
+    measured = measure_plans(
+        graph, plans, dict(random_inputs(graph, 0)), rounds,
+        peers={PEER: runners[PEER]}, peer_linger_s=peer_lingers(),
+        samples=evaluation_samples(graph, 0), tolerance=budget.tolerance,
+    )  # fmt: skip
+    peer = measured[PEER]
+    rows = []
+    for name, result in measured.items():
+        assignment = assignments.get(name, {})
+        rows.append(
+            {
+                "model": model,
+                "plan": name,
+                "int8_nodes": sum(t == INT8 for t in assignment.values()),
+                "f32_nodes": sum(t == F32 for t in assignment.values()),
+                "tolerance": budget.tolerance,
+                "predicted_error": budget.predicted_error(assignment) if assignment else None,
+                "max_rel_error": result.max_error,
+                "median_ms": result.median_s * 1e3,
+                "vs_openvino": result.median_s / peer.median_s,
+            }
+        )
+    return rows
+
+
+def main() -> None:
+    """Measure every model's plans, write the CSV and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=["squeezenet", "resnet50", "inception_v1"])
+    parser.add_argument("--rounds", type=int, default=12)
+    args = parser.parse_args()
+    table = pd.DataFrame([row for model in args.models for row in model_rows(model, args.rounds)])
+    write_csv(table, "int8_room.csv")
+    show("int8 under the default budget, against OpenVINO as installed", table)
+
+
+if __name__ == "__main__":
+    main()
