@@ -721,3 +721,26 @@ def test_a_pass_taken_in_a_slow_spell_moves_the_median_no_further_than_the_other
     assert measured.runs == len(first) + 2 * len(second)
     assert measured.max_s == max(slow) and measured.min_s == min(first + second)
     assert summarise_passes([first], "wall").median_s == pytest.approx(np.median(first))
+
+
+def test_checkpoints_take_at_most_a_tenth_of_the_profilers_time_however_slow_saving_is(
+    tmp_path: Path, tiny_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autopart.profile.profiler import SAVE_SHARE
+
+    saves: list[float] = []
+    save = Profile.save
+
+    def slow_save(self: Profile, path: str | Path) -> None:  # a profile of tens of MB
+        began = time.perf_counter()
+        time.sleep(0.05)
+        save(self, path)
+        saves.append(time.perf_counter() - began)
+
+    monkeypatch.setattr(Profile, "save", slow_save)
+    began = time.perf_counter()
+    api.profile(str(tiny_path), ["cpu@numpy"], tmp_path / "p", settings=FAST, checkpoint_s=1e-3)
+    elapsed = time.perf_counter() - began
+    assert len(saves) >= 2  # checkpoints were taken, not only the final save
+    checkpoints = sum(saves[:-1])  # the last is the final save, owed whatever it costs
+    assert checkpoints <= SAVE_SHARE * elapsed + saves[0]

@@ -106,8 +106,18 @@ def plan_jobs(
     return jobs, planning.reused, planning.unsupported
 
 
+SAVE_SHARE = 0.1  # checkpoints take at most this share of a profiler's time
+
+
 class Profiler:
-    """Runs measurement jobs into a profile, checkpointing to ``path`` as it goes."""
+    """Runs measurement jobs into a profile, checkpointing to ``path`` as it goes.
+
+    A checkpoint is taken every ``checkpoint_s`` seconds, or less often where saving takes
+    long: never sooner than ``(1 - SAVE_SHARE) / SAVE_SHARE`` times the last save's
+    duration after it, so that saving a large profile (tens of MB: every model of a suite)
+    takes at most :data:`SAVE_SHARE` of the time. ``checkpoint_s=0`` saves after every
+    step, however long saving takes (for kill tests).
+    """
 
     def __init__(
         self,
@@ -260,7 +270,7 @@ class Profiler:
             for i, job in enumerate(jobs)
             if job.done <= p < job.passes
         ]
-        last_save = time.perf_counter()
+        last_save, interval = time.perf_counter(), self.checkpoint_s
         for step, (pass_index, index, job) in enumerate(steps):
             if budget_s is not None and time.perf_counter() - started > budget_s:
                 return
@@ -272,8 +282,12 @@ class Profiler:
             taken[index] += 1
             if pass_index == job.passes - 1:  # its last pass: free what it compiled
                 measuring.compiled.pop((job.target, job.key), None)
-            if self.path is not None and time.perf_counter() - last_save > self.checkpoint_s:
+            if self.path is not None and time.perf_counter() - last_save > interval:
+                began = time.perf_counter()
                 self.profile.save(self.path)
                 last_save = time.perf_counter()
+                if self.checkpoint_s > 0:
+                    saving = (last_save - began) * (1 - SAVE_SHARE) / SAVE_SHARE
+                    interval = max(self.checkpoint_s, saving)
         if progress is not None:
             progress(len(steps), len(steps), "done")
