@@ -25,6 +25,8 @@ ORT = VirtualDevice.parse("cpu@onnxruntime")
 def test_the_key_names_the_subgraph_its_weights_and_how_it_is_compiled() -> None:
     graph = api.load(tiny_cnn())
     whole = partition_key(graph, graph.nodes, alone=True)
+    assert whole.endswith(":alone")  # made in memory: no model as shipped to compile
+    assert partition_key(graph, graph.nodes[:2], alone=True).endswith(":alone")
     assert whole == partition_key(api.load(tiny_cnn()), api.load(tiny_cnn()).nodes, True)
     assert whole != partition_key(graph, graph.nodes, alone=False)
     assert whole != partition_key(graph, graph.nodes[:2], alone=True)
@@ -106,7 +108,9 @@ def test_a_profile_brings_its_measured_partitions_to_a_plan_made_elsewhere(
 
 
 def test_an_onnx_model_with_the_same_subgraph_shares_its_measurement(tmp_path: Path) -> None:
-    first = api.load(tiny_cnn())
+    original = tmp_path / "tiny.onnx"
+    onnx.save(tiny_cnn(), str(original))
+    first = api.load(str(original))
     copy = tiny_cnn()
     copy.graph.name = "another name"
     path = tmp_path / "copy.onnx"

@@ -30,7 +30,9 @@ def partition_key(graph: Graph, nodes: Sequence[Node], alone: bool) -> str:
     """The profile key of ``nodes`` of ``graph`` as one subgraph, compiled ``alone`` or not.
 
     The digest of the exported subgraph (nodes, embedded weights, boundary values) with
-    ``:alone`` or ``:shared`` after it.
+    ``:alone`` or ``:shared`` after it; ``:shipped`` for every node of a model imported
+    from a file, alone, which codegens compile from the model as shipped
+    (:mod:`autopart.targets.shipped`).
     """
     inputs, outputs = boundary(graph, nodes)
     model = to_onnx(graph, list(nodes), inputs, outputs)
@@ -38,7 +40,10 @@ def partition_key(graph: Graph, nodes: Sequence[Node], alone: bool) -> str:
     del model.metadata_props[:]
     model.doc_string = model.graph.doc_string = ""
     digest = hashlib.sha256(model.SerializeToString()).hexdigest()[:32]
-    return f"{digest}:{'alone' if alone else 'shared'}"
+    if not alone:
+        return f"{digest}:shared"
+    whole = len(nodes) == len(graph.nodes) and bool(graph.meta.get("source"))
+    return f"{digest}:{'shipped' if whole else 'alone'}"
 
 
 def measured_partitions(

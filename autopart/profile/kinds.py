@@ -410,7 +410,7 @@ class PartitionJobs(JobKind):
     def measure(self, job: Job, measuring: Measuring) -> None:
         """Time the partition's wall clock around ``run`` and synchronisation."""
         resolved = measuring.targets[job.target]
-        alone = job.key.endswith(":alone")
+        alone = not job.key.endswith(":shared")
         graph, values = measuring.graph, measuring.values
         found = measuring.compiled.get((job.target, job.key))
         if found is None:  # compiled once, for every pass

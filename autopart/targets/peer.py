@@ -45,6 +45,10 @@ class PeerInputs:
         shapes = {name: tuple(graph.value(name).shape or ()) for name in graph.inputs}
         return cls(dict(graph.meta.get("frozen", {})), shapes)
 
+    def static_shapes(self) -> dict[str, tuple[int, ...]]:
+        """The static shape of every input: those of ``shapes``, and the frozen values'."""
+        return {**self.shapes, **{name: np.shape(value) for name, value in self.frozen.items()}}
+
     def feeds(self, names: Sequence[str], feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """The arrays a peer whose inputs are ``names`` is given: ``feeds`` and frozen values."""
         return {name: feeds[name] if name in feeds else self.frozen[name] for name in names}

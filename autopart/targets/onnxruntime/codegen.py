@@ -23,11 +23,12 @@ itself unavailable, supports nothing, and ``compile`` raises a one-line
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ from autopart.targets.onnxruntime.layout import layout_seconds_per_run
 from autopart.targets.peer import Peer
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import node_signature, probe_model
+from autopart.targets.shipped import shipped_whole
 from autopart.targets.training import training_refusal
 
 try:
@@ -142,8 +144,9 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
     (``passthrough``, written when absent). ``cores`` is the unit's core set the calling
     thread is pinned to during ``run`` (empty: no pinning). The session and the serialised
     model (``model_bytes``) live on the object; nothing is pickled or written to disk.
-    ``run`` may be called from several threads at once. When every output is an input or a
-    constant there is no session (``session`` is None) and ``run`` only passes them on.
+    ``run`` may be called from several threads at once. ``fixed`` holds the values of the
+    frozen inputs of a whole model as shipped, fed with every run. When every output is an
+    input or a constant there is no session (``session`` is None) and ``run`` only passes them on.
     """
 
     def __init__(
@@ -158,6 +161,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         passthrough: dict[str, np.ndarray],
         on_unit: bool = False,
         label: str = "a subgraph",
+        fixed: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self.session = session
         self.label = label
@@ -169,6 +173,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         self.produced = list(produced)
         self.cores = tuple(cores)
         self._passthrough = passthrough
+        self._fixed = dict(fixed or {})
 
     @property
     def intra_op_num_threads(self) -> int:
@@ -205,6 +210,10 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         return elapsed
 
     def _feeds(self, env: Environment) -> dict[str, np.ndarray]:
+        if self._fixed:  # a whole model as shipped: frozen inputs are fed their values
+            return {
+                n: np.asarray(env[n] if n in env else self._fixed[n], order="C") for n in self.feeds
+            }
         return {name: np.asarray(env[name], order="C") for name in self.feeds}
 
     def _session_run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
@@ -231,7 +240,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         """
         if not self.produced:
             return [(0.0, 0.0)] * runs
-        feeds = {name: np.asarray(env[name], order="C") for name in self.feeds}
+        feeds = self._feeds(env)
         with tempfile.TemporaryDirectory(prefix="autopart-ort-") as folder:
             session = _create_session(
                 self.model_bytes, self.on_unit, self.cores, str(Path(folder) / "profile")
@@ -285,6 +294,10 @@ class OnnxRuntimeCodegen(ProbedCodegen):
     ) -> OnnxRuntimeSubgraph:
         """Export ``nodes`` as one model and create its session for ``placement``.
 
+        A plan's only partition holding every node of a model imported from a file is
+        that model as shipped, unchanged, with the frozen inputs fed their values
+        (:mod:`autopart.targets.shipped`), unless onnxruntime rejects it.
+
         Boundary ``inputs`` that are graph constants are embedded as initializers (so
         onnxruntime can fold and pre-pack them) and not fed at run time; other inputs the
         nodes do not read are ignored. Raises :class:`TargetError` when onnxruntime is
@@ -302,12 +315,19 @@ class OnnxRuntimeCodegen(ProbedCodegen):
         cores = tuple(unit.cores) if unit is not None else ()
         alone = placement.alone and unit is None  # the session spins (see _create_session)
         model_bytes, session = b"", None  # every output folded to a constant: no session
-        if results:
+        shipped = shipped_whole(graph, nodes, placement, [None])
+        fixed: dict[str, np.ndarray] = {}
+        if shipped is not None:  # the whole model alone: as shipped (autopart.targets.shipped)
+            with contextlib.suppress(TargetError):  # onnxruntime may need import's folding
+                session = _create_session(shipped.model_bytes, unit is not None, cores, alone=alone)
+                model_bytes, feeds, results = shipped.model_bytes, shipped.feeds, shipped.produced
+                fixed = dict(shipped.inputs.frozen)
+        if session is None and results:
             model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
             session = _create_session(model_bytes, unit is not None, cores, alone=alone)
         compiled = OnnxRuntimeSubgraph(
             session, model_bytes, inputs, outputs, feeds, results, cores, boundary.passthrough,
-            on_unit=unit is not None, label=_label(nodes),
+            on_unit=unit is not None, label=_label(nodes), fixed=fixed,
         )  # fmt: skip
         compiled.linger_s = VERIFY.spin_linger_s if alone and session is not None else 0.0
         return compiled

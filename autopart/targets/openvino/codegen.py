@@ -38,8 +38,9 @@ and ``compile`` raises a one-line :class:`~autopart.errors.TargetError`.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -61,6 +62,7 @@ from autopart.targets.openvino import peer, quantize, runtime
 from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph, compile_in_pieces
 from autopart.targets.openvino.probe import probe
 from autopart.targets.peer import Peer
+from autopart.targets.shipped import ShippedModel, shipped_whole
 
 # Node types of OpenVINO's layout conversions in its per-node performance counters.
 LAYOUT_NODE_TYPES = frozenset({"Reorder"})
@@ -91,7 +93,8 @@ class OpenVinoSubgraph(CompiledSubgraph):
 
     ``feeds`` are the boundary inputs the model reads (constants are embedded), in the
     model's input order, and ``produced`` the outputs it computes, in its output order.
-    Requested outputs that no node produces are inputs or constants (``passthrough``).
+    Requested outputs that no node produces are inputs or constants (``passthrough``);
+    feeds absent from the environment are frozen inputs, fed their values (``fixed``).
     ``cores`` is the unit's core set the calling thread is pinned to during ``run``
     (empty: the whole device, no pinning). Outputs are fresh arrays, never recycled.
     """
@@ -107,6 +110,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
         produced: Sequence[str],
         cores: Sequence[int],
         passthrough: dict[str, np.ndarray],
+        fixed: Mapping[str, np.ndarray] | None = None,
     ) -> None:
         self.model = model
         self.model_bytes = model_bytes
@@ -117,18 +121,23 @@ class OpenVinoSubgraph(CompiledSubgraph):
         self.produced = list(produced)
         self.cores = tuple(cores)
         self._passthrough = passthrough
+        self._fixed = dict(fixed or {})
         self._request = model.create_infer_request()
 
     def run(self, env: Environment) -> None:
         """Feed the boundary inputs from ``env``, infer, store every output."""
         self.run_timed(env)
 
+    def _value(self, env: Environment, name: str) -> Any:
+        """A feed: from ``env``, else a frozen input's value (a whole model as shipped)."""
+        return env[name] if name in env else self._fixed[name]
+
     def run_timed(self, env: Environment) -> float:
         """Like :meth:`run`; returns wall-clock seconds spent in ``infer`` alone.
 
         An error OpenVINO raises becomes a one-line :class:`ExecutionError`.
         """
-        feeds = {i: runtime.feed(env[name]) for i, name in enumerate(self.feeds)}
+        feeds = {i: runtime.feed(self._value(env, name)) for i, name in enumerate(self.feeds)}
         with pinned_to(self.cores):
             start = time.perf_counter()
             try:
@@ -159,7 +168,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
             {**self.config, "PERF_COUNT": "YES"},
         )
         request = model.create_infer_request()
-        feeds = {i: runtime.feed(env[name]) for i, name in enumerate(self.feeds)}
+        feeds = {i: runtime.feed(self._value(env, name)) for i, name in enumerate(self.feeds)}
         samples = []
         with pinned_to(self.cores):
             for _ in range(runs + 1):
@@ -232,6 +241,10 @@ class OpenVinoCodegen(ProbedCodegen):
     ) -> OpenVinoSubgraph | PiecewiseSubgraph:
         """Export ``nodes`` as one model and compile it (cached) for ``placement``.
 
+        A plan's only partition holding every node of a model imported from a file, at one
+        precision, is that model as shipped, reshaped to the static input shapes and fed
+        the frozen values (:mod:`autopart.targets.shipped`), unless OpenVINO rejects it.
+
         More than :data:`~autopart.targets.openvino.pieces.PIECE_NODES` nodes are compiled
         in pieces (:mod:`autopart.targets.openvino.pieces`).
         Boundary ``inputs`` that are graph constants are embedded and not fed at run time.
@@ -243,6 +256,11 @@ class OpenVinoCodegen(ProbedCodegen):
             raise TargetError(runtime.MISSING_MESSAGE)
         self.check_device(placement)
         self.check_supported(graph, nodes)
+        own = [placement.precision or n.virtual_device.precision for n in nodes]
+        shipped = shipped_whole(graph, nodes, placement, own)
+        if shipped is not None and own[0] != qdq.PRECISION:
+            with contextlib.suppress(TargetError):  # OpenVINO may need import's folding
+                return self._compile_shipped(shipped, graph, nodes, inputs, outputs, placement)
         if len(nodes) > PIECE_NODES:
             return compile_in_pieces(
                 graph,
@@ -258,7 +276,6 @@ class OpenVinoCodegen(ProbedCodegen):
             raise TargetError("subgraph computes none of its outputs; nothing to compile")
         exported = to_onnx(graph, nodes, feeds, results)
         cores = tuple(unit.cores) if unit is not None else ()
-        own = [placement.precision or n.virtual_device.precision for n in nodes]
         uniform = own[0] if len(set(own)) == 1 else None  # one precision: the hint says it
         config = runtime.target_config(cores if unit is not None else None, uniform)
         paired = list(zip(nodes, own, strict=True))
@@ -280,4 +297,32 @@ class OpenVinoCodegen(ProbedCodegen):
         return OpenVinoSubgraph(
             model, model_bytes, config, inputs, outputs, feeds, results, cores,
             boundary.passthrough,
+        )  # fmt: skip
+
+    def _compile_shipped(
+        self,
+        shipped: ShippedModel,
+        graph: Graph,
+        nodes: Sequence[Node],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        placement: Placement,
+    ) -> OpenVinoSubgraph:
+        """The whole model as shipped (:mod:`autopart.targets.shipped`), for ``placement``.
+
+        Reshaped to the static input shapes and fed the frozen values, as OpenVINO alone is.
+        """
+        unit = placement.device.unit(placement.unit)
+        cores = tuple(unit.cores) if unit is not None else ()
+        precision = placement.precision or nodes[0].virtual_device.precision
+        config = runtime.target_config(cores if unit is not None else None, precision)
+        if longest_chain(graph, nodes) > LONG_CHAIN:
+            config["SNIPPETS_MODE"] = "DISABLE"
+        fixed = shipped.inputs
+        model = runtime.compiled_model(shipped.model_bytes, config, shapes=fixed.static_shapes())
+        feeds = [port.get_any_name() for port in model.inputs]
+        produced = [port.get_any_name() for port in model.outputs]
+        return OpenVinoSubgraph(
+            model, shipped.model_bytes, config, inputs, outputs, feeds, produced, cores, {},
+            fixed=fixed.frozen,
         )  # fmt: skip

@@ -11,7 +11,6 @@ and that precision: OpenVINO's own defaults.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import numpy as np
 
@@ -29,7 +28,7 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     """
     fixed = inputs or PeerInputs()
     read = runtime.read_onnx(peer_model(model).SerializeToString())
-    _reshape(read, fixed)
+    runtime.reshape_dynamic(read, fixed.static_shapes())
     settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
     compiled = runtime.core().compile_model(read, runtime.DEVICE, settings)
     request = compiled.create_infer_request()
@@ -41,18 +40,6 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
         return {name: np.asarray(result[index]) for index, name in enumerate(outputs)}
 
     return run
-
-
-def _reshape(read: Any, fixed: PeerInputs) -> None:
-    """Give ``read``'s inputs of dynamic shape the static shapes of ``fixed``."""
-    wanted = {**fixed.shapes, **{name: a.shape for name, a in fixed.frozen.items()}}
-    static = {}
-    for port in read.inputs:
-        name = port.get_any_name()
-        if port.get_partial_shape().is_dynamic and name in wanted:
-            static[name] = list(wanted[name])
-    if static:
-        read.reshape(static)
 
 
 def as_installed_precision() -> str | None:

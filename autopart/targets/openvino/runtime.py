@@ -16,7 +16,7 @@ import hashlib
 import importlib.util
 import threading
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -194,12 +194,14 @@ def compiled_model(
     config: dict[str, str],
     islands: Collection[str] = (),
     island_outputs: Collection[str] = (),
+    shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Any:
     """The ``openvino.CompiledModel`` of ``model_bytes`` under ``config``, cached per process.
 
     ``islands`` names ONNX nodes that compute in bf16 inside an f32 model (their outputs
-    ``island_outputs``; see :func:`add_islands`). The key is the SHA-256 of the serialised
-    model, the properties and the islands; the cache keeps the
+    ``island_outputs``; see :func:`add_islands`); ``shapes`` are static shapes for inputs
+    of dynamic shape (:func:`reshape_dynamic`). The key is the SHA-256 of the serialised
+    model, the properties, the islands and the shapes; the cache keeps the
     :data:`COMPILED_CACHE_SIZE` most recently used models (subgraphs keep theirs alive).
     Raises :class:`TargetError` with OpenVINO's first informative line when it fails.
     """
@@ -207,12 +209,15 @@ def compiled_model(
         hashlib.sha256(model_bytes).hexdigest(),
         tuple(sorted(config.items())),
         tuple(sorted(islands)),
+        tuple(sorted((name, tuple(shape)) for name, shape in (shapes or {}).items())),
     )
     with _COMPILE_LOCK:
         cached = _COMPILED.get(key)
         if cached is None:
             try:
                 model = read_onnx(model_bytes)
+                if shapes:
+                    reshape_dynamic(model, shapes)
                 if islands:
                     add_islands(model, islands, island_outputs)
                 cached = core().compile_model(model, DEVICE, config)
@@ -223,6 +228,20 @@ def compiled_model(
                 _COMPILED.popitem(last=False)
         _COMPILED.move_to_end(key)
     return cached
+
+
+def reshape_dynamic(model: Any, shapes: Mapping[str, Sequence[int]]) -> None:
+    """Give ``model``'s inputs of dynamic shape the static ``shapes`` named for them.
+
+    As a user compiling a dynamic model for the one shape they run reshapes it.
+    """
+    static = {}
+    for port in model.inputs:
+        name = port.get_any_name()
+        if port.get_partial_shape().is_dynamic and name in shapes:
+            static[name] = list(shapes[name])
+    if static:
+        model.reshape(static)
 
 
 def clear_compiled() -> None:

@@ -1,0 +1,84 @@
+"""The model as shipped, for a plan whose one partition is the whole model.
+
+A plan whose nodes all share one target, at one precision, is one partition: that library
+running the whole model, which is what its peer does. So it is compiled from the model the
+user gave (the file or zoo model the graph was imported from, ``graph.meta["source"]``),
+unchanged, exactly as the peer compiles it, not from autopart's export of its import:
+import folds constants, inlines ``If`` branches and folds BatchNormalization into the Conv
+before it, and a library compiling the folded model rounds differently in bf16
+(densenet121 in bf16: 4.5e-3 off the reference as shipped, 6.4e-3 as exported) and may run
+at another speed. As for the peer, frozen inputs (``--freeze``) are fed their values with
+every run, and a library that compiles for one shape (OpenVINO) is given the graph's static
+input shapes (:class:`~autopart.targets.peer.PeerInputs`). The model itself is not edited:
+onnxruntime 1.32 crashed creating a session for silero_vad once its frozen input was an
+initializer and its other inputs had static shapes.
+
+:func:`shipped_whole` answers None, and the codegen compiles its export, whenever the
+correspondence is not exact: a graph made in memory, a source that no longer loads, or a
+model whose inputs or outputs are not the graph's by name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import onnx
+
+from autopart.ir.graph import Graph, Node
+from autopart.targets.codegen import Placement
+from autopart.targets.peer import PeerInputs
+from autopart.zoo import resolve_model
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """The model as shipped: its bytes, the inputs it is fed and the outputs it makes.
+
+    ``feeds`` are its inputs in its own order: the graph's inputs and the frozen ones, whose
+    values ``inputs.frozen`` holds (with the static shapes, ``inputs.shapes``); ``produced``
+    every output it computes, in its order (the graph's outputs among them).
+    """
+
+    model_bytes: bytes
+    feeds: list[str]
+    produced: list[str]
+    inputs: PeerInputs
+
+
+def shipped_whole(
+    graph: Graph, nodes: Sequence[Node], placement: Placement, precisions: Sequence[str | None]
+) -> ShippedModel | None:
+    """The model as shipped when ``nodes`` are all of ``graph``, alone, at one precision.
+
+    ``precisions`` are the nodes' precisions. None when the partition is not its plan's
+    only one, holds fewer nodes than the graph, mixes precisions, or the model as shipped
+    does not correspond to the graph (see the module docstring).
+    """
+    source = graph.meta.get("source")
+    if not placement.alone or len(nodes) != len(graph.nodes) or len(set(precisions)) > 1:
+        return None
+    if not isinstance(source, str) or not source:
+        return None
+    try:
+        model = resolve_model(source)
+    except Exception:  # a source that no longer loads: the export stands in
+        return None
+    return _fitted(model, graph)
+
+
+def _fitted(model: onnx.ModelProto, graph: Graph) -> ShippedModel | None:
+    """``model`` with the inputs the peer gets, if its ports are the graph's by name."""
+    inputs = PeerInputs.of(graph)
+    constants = {tensor.name for tensor in model.graph.initializer}
+    feeds = [port.name for port in model.graph.input if port.name not in constants]
+    if set(feeds) != set(graph.inputs) | set(inputs.frozen):
+        return None
+    produced = [port.name for port in model.graph.output]
+    if not set(graph.outputs) <= set(produced):
+        return None
+    try:
+        model_bytes = model.SerializeToString()
+    except ValueError:  # over protobuf's 2 GB: the export, with its weights apart, stands in
+        return None
+    return ShippedModel(model_bytes, feeds, produced, inputs)
