@@ -136,7 +136,7 @@ def record_raced(
     candidates: Mapping[str, Candidate],
     measured: Mapping[str, Measured],
 ) -> int:
-    """Save the race's timing of each one-partition plan as its partition's row; the count.
+    """Replace the row of each one-partition plan's partition by the race's timing; the count.
 
     A one-partition plan runs its partition bare, compiled alone as the measure stage
     compiles it, so the race times the very row the measure stage took: later, and in
@@ -156,6 +156,8 @@ def record_raced(
             continue
         for names, target, alone in partition_specs([candidate]):
             key = partition_key(graph, [graph.node(n) for n in names], alone)
+            if not profile.has(RowKind.PARTITION, str(target), key):
+                continue  # the measure stage did not time it: the profile has no such row
             row = replace(result.summary(), passes=passes)
             profile.record(RowKind.PARTITION, str(target), key, row, f"{len(names)} ops raced")
             recorded += 1
