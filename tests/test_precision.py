@@ -281,3 +281,20 @@ def test_a_plans_precisions_come_from_its_nodes_not_its_partitions() -> None:
     assert [p.target for p in plan.partitions] == ["cpu@openvino"]  # one partition, at f32
     assert plan_precisions(plan) == "f32+bf16"
     assert plan_precisions(build_plan_for(graph, dict.fromkeys(mixed, f32), f32, "f32")) == "f32"
+
+
+def test_bench_times_a_mixed_precision_plan_apart_from_the_f32_plan_of_its_partition() -> None:
+    from autopart.tuning.bench import _twins
+
+    graph = autopart.load(tiny_cnn())
+    f32, bf16 = VirtualDevice.parse("cpu@openvino"), VirtualDevice.parse("cpu@openvino:bf16")
+    first = graph.nodes[0].name
+    plans = {
+        "f32": build_plan_for(graph, {n.name: f32 for n in graph}, f32, "tiny"),
+        "again": build_plan_for(graph, {n.name: f32 for n in graph}, f32, "tiny"),
+        "mixed": build_plan_for(
+            graph, {n.name: bf16 if n.name == first else f32 for n in graph}, f32, "tiny"
+        ),
+    }
+    assert [p.target for p in plans["mixed"].partitions] == ["cpu@openvino"]  # one partition
+    assert _twins(plans) == {"f32": "f32", "again": "f32", "mixed": "mixed"}

@@ -237,13 +237,21 @@ def _kind(name: str, candidate: Candidate | None) -> str:
 def _twins(plans: Mapping[str, Plan]) -> dict[str, str]:
     """Each plan's twin to run: the first plan with the same partitions (itself if none).
 
-    The tuned plan is often one of the single-target plans; timing it twice would only
-    report the noise between two runs of one plan as a difference.
+    The same partitions means the same nodes, targets and node precisions: a partition of
+    a codegen that mixes precisions (int8 and bf16 on ``cpu@openvino``) has the f32
+    target, as the plan of every node at f32 does. The tuned plan is often one of the
+    single-target plans; timing it twice would only report the noise between two runs of
+    one plan as a difference.
     """
     seen: dict[tuple[tuple[str, tuple[str, ...]], ...], str] = {}
     twins = {}
     for name, plan in plans.items():
-        key = tuple(sorted((str(p.target), tuple(p.nodes)) for p in plan.partitions))
+        key = tuple(
+            sorted(
+                (str(p.target), tuple(f"{n}@{plan.assignment[n]}" for n in p.nodes))
+                for p in plan.partitions
+            )
+        )
         twins[name] = seen.setdefault(key, name)
     return twins
 
