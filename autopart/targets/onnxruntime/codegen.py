@@ -210,11 +210,10 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         return elapsed
 
     def _feeds(self, env: Environment) -> dict[str, np.ndarray]:
-        if self._fixed:  # a whole model as shipped: frozen inputs are fed their values
-            return {
-                n: np.asarray(env[n] if n in env else self._fixed[n], order="C") for n in self.feeds
-            }
-        return {name: np.asarray(env[name], order="C") for name in self.feeds}
+        """Each feed from ``env``, else a frozen input's value (a whole model as shipped)."""
+        return {
+            n: np.asarray(env[n] if n in env else self._fixed[n], order="C") for n in self.feeds
+        }
 
     def _session_run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
         try:

@@ -269,15 +269,13 @@ class OpenVinoCodegen(ProbedCodegen):
                 outputs,
                 lambda part, feeds, made: self.compile(graph, part, feeds, made, placement),
             )
-        unit = placement.device.unit(placement.unit)
         boundary = exported_boundary(graph, nodes, inputs, outputs)
         feeds, results = boundary.feeds, boundary.results
         if not results:
             raise TargetError("subgraph computes none of its outputs; nothing to compile")
         exported = to_onnx(graph, nodes, feeds, results)
-        cores = tuple(unit.cores) if unit is not None else ()
         uniform = own[0] if len(set(own)) == 1 else None  # one precision: the hint says it
-        config = runtime.target_config(cores if unit is not None else None, uniform)
+        cores, config = _placement_config(graph, nodes, placement, uniform)
         paired = list(zip(nodes, own, strict=True))
         islands = [] if uniform is not None else [n for n, p in paired if p == "bf16"]
         int8 = [n.name for n, p in paired if p == qdq.PRECISION]
@@ -286,8 +284,6 @@ class OpenVinoCodegen(ProbedCodegen):
             if int8
             else exported.SerializeToString()
         )
-        if longest_chain(graph, nodes) > LONG_CHAIN:
-            config["SNIPPETS_MODE"] = "DISABLE"
         model = runtime.compiled_model(
             model_bytes,
             config,
@@ -312,12 +308,8 @@ class OpenVinoCodegen(ProbedCodegen):
 
         Reshaped to the static input shapes and fed the frozen values, as OpenVINO alone is.
         """
-        unit = placement.device.unit(placement.unit)
-        cores = tuple(unit.cores) if unit is not None else ()
         precision = placement.precision or nodes[0].virtual_device.precision
-        config = runtime.target_config(cores if unit is not None else None, precision)
-        if longest_chain(graph, nodes) > LONG_CHAIN:
-            config["SNIPPETS_MODE"] = "DISABLE"
+        cores, config = _placement_config(graph, nodes, placement, precision)
         fixed = shipped.inputs
         model = runtime.compiled_model(shipped.model_bytes, config, shapes=fixed.static_shapes())
         feeds = [port.get_any_name() for port in model.inputs]
@@ -326,3 +318,19 @@ class OpenVinoCodegen(ProbedCodegen):
             model, shipped.model_bytes, config, inputs, outputs, feeds, produced, cores, {},
             fixed=fixed.frozen,
         )  # fmt: skip
+
+
+def _placement_config(
+    graph: Graph, nodes: Sequence[Node], placement: Placement, precision: str | None
+) -> tuple[tuple[int, ...], dict[str, str]]:
+    """The unit's cores (none: the whole device) and the properties ``nodes`` compile with.
+
+    The unit's or the LATENCY hint, ``precision``'s hint (None: the nodes mix precisions),
+    and snippets off for a chain longer than :data:`LONG_CHAIN`.
+    """
+    unit = placement.device.unit(placement.unit)
+    cores = tuple(unit.cores) if unit is not None else ()
+    config = runtime.target_config(cores if unit is not None else None, precision)
+    if longest_chain(graph, nodes) > LONG_CHAIN:
+        config["SNIPPETS_MODE"] = "DISABLE"
+    return cores, config
