@@ -238,3 +238,41 @@ def test_devices_lists_int8_where_it_is_offered() -> None:
     assert code == 0, output
     openvino = next((line for line in output.splitlines() if "openvino" in line), "")
     assert ("int8" in openvino) == INT8, output
+
+
+@needs_int8
+def test_a_partition_mixing_int8_and_f32_is_measured_whole_at_its_own_precisions(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from autopart.costmodel.costs import PartitionKey
+    from autopart.costmodel.measurements import RowKind
+    from autopart.costmodel.partitions import measured_partitions, partition_key
+    from autopart.profile import Profiler, new_profile
+    from autopart.targets.devices import discover
+    from autopart.tuning.partitions import partition_specs
+    from tests.test_profile import FAST
+
+    graph = autopart.load("squeezenet")
+    int8 = {n.name for n in graph.nodes if quantize.runs_in_int8(n, graph)}
+    assignment = {n.name: AT_INT8 if n.name in int8 else F32 for n in graph.nodes}
+    plan = build_plan_for(graph, assignment, F32, "mixed")
+    graph.erase_virtual_devices()
+    (spec,) = partition_specs([SimpleNamespace(plan=plan)])  # type: ignore[list-item]
+    names = tuple(n.name for n in graph.nodes)
+    expected = tuple("int8" if name in int8 else "f32" for name in spec.names)
+    assert spec == PartitionKey(names, F32, True, expected)
+    nodes = list(graph.nodes)
+    uniform = partition_key(graph, nodes, True)
+    mixed = partition_key(graph, nodes, True, spec.precisions)
+    assert mixed != uniform and mixed.endswith(":alone")  # not the model as shipped
+    profile = new_profile(discover())
+    profiler = Profiler(profile, discover(), tmp_path / "profile.csv", settings=FAST)
+    report = profiler.profile_partitions(graph, [spec, PartitionKey(names, F32, True)])
+    assert report.new == 2
+    assert all(not n.virtual_device.is_complete for n in graph.nodes)  # put back as they were
+    found = measured_partitions(profile, graph, [spec])
+    assert set(found) == {spec}
+    assert profile.has(RowKind.PARTITION, str(F32), mixed)
+    assert profile.has(RowKind.PARTITION, str(F32), uniform)

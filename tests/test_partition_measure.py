@@ -6,10 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+import pytest
 from onnx import numpy_helper
 
 from autopart import api
-from autopart.costmodel.costs import Costs
+from autopart.costmodel.costs import Costs, PartitionKey, node_precisions
 from autopart.costmodel.measurements import RowKind
 from autopart.costmodel.partitions import measured_partitions, partition_key
 from autopart.ir.target import VirtualDevice
@@ -42,11 +43,27 @@ def test_a_measured_partition_costs_its_measurement_and_others_their_op_sum() ->
     costs = Costs(graph, [ORT], {name: {ORT: 1.0} for name in names}, launch={ORT: 0.5},
                   cold={ORT: 0.25})  # fmt: skip
     assert costs.partition_cost(names, ORT) == 0.5 + len(names)
-    costs.measured[(tuple(names), ORT, False)] = 0.125
+    costs.measured[PartitionKey(tuple(names), ORT, False)] = 0.125
     assert costs.partition_cost(names, ORT) == 0.125
     assert costs.partition_cost(names, ORT, split=True) == 0.125 + 0.25  # cold entry on top
     assert costs.partition_cost(names, ORT, alone=True) == 0.5 + len(names)  # not measured so
     assert costs.partition_cost(names[:2], ORT) == 0.5 + 2
+
+
+def test_a_partition_mixing_precisions_costs_its_measurement_at_those_precisions() -> None:
+    graph = api.load(tiny_cnn())
+    names = tuple(node.name for node in graph.nodes)
+    ov = VirtualDevice.parse("cpu@openvino")
+    bf16 = ov.at_precision("bf16")
+    each = {name: {ov: 1.0, bf16: 0.5} for name in names}
+    costs = Costs(graph, [ov, bf16], each, launch={ov: 0.5, bf16: 0.5})
+    first, second = {names[0]: bf16}, {names[1]: bf16}
+    assert node_precisions(names, ov, first) == ("bf16",) + ("f32",) * (len(names) - 1)
+    assert node_precisions(names, ov, {}) == ()  # one precision: keyed as ever
+    costs.measured[PartitionKey(names, ov, False, node_precisions(names, ov, first))] = 0.125
+    assert costs.partition_cost(names, ov, node_targets=first) == 0.125
+    assert costs.partition_cost(names, ov, node_targets=second) == 0.5 + len(names) - 0.5
+    assert costs.partition_cost(names, ov) == 0.5 + len(names)  # f32 throughout: not measured
 
 
 def test_tune_measures_its_candidates_partitions_prices_with_them_and_reuses_them(
@@ -66,11 +83,11 @@ def test_tune_measures_its_candidates_partitions_prices_with_them_and_reuses_the
     assert "cpu@onnxruntime" in set(rows["target"]) <= {"cpu@onnxruntime", "cpu@numpy"}
     graph = api.load(str(tiny_path))
     names = tuple(node.name for node in graph.nodes)
-    found = measured_partitions(profile, graph, [(names, ORT, True)])
+    found = measured_partitions(profile, graph, [PartitionKey(names, ORT, True)])
     single = next(row for row in report.rows if row.name == "single:cpu@onnxruntime")
     # the race's timing of the one-partition plan replaced the measure stage's row ...
     assert single.measured_s is not None
-    assert np.isclose(found[(names, ORT, True)], single.measured_s)
+    assert np.isclose(found[PartitionKey(names, ORT, True)], single.measured_s)
     again = tune_model(str(tiny_path), options)
     assert again.partitions_measured is not None
     assert again.partitions_measured.new == 0
@@ -102,9 +119,9 @@ def test_a_profile_brings_its_measured_partitions_to_a_plan_made_elsewhere(
     assert planned.planned_only and planned.partitions_measured is None
     graph = api.load(str(tiny_path))
     names = tuple(node.name for node in graph.nodes)
-    measured = measured_partitions(Profile.load(other), graph, [(names, ORT, True)])
+    measured = measured_partitions(Profile.load(other), graph, [PartitionKey(names, ORT, True)])
     single = next(row for row in planned.rows if row.name == "single:cpu@onnxruntime")
-    assert np.isclose(single.predicted_s, measured[(names, ORT, True)])
+    assert np.isclose(single.predicted_s, measured[PartitionKey(names, ORT, True)])
 
 
 def test_an_onnx_model_with_the_same_subgraph_shares_its_measurement(tmp_path: Path) -> None:
@@ -119,7 +136,7 @@ def test_an_onnx_model_with_the_same_subgraph_shares_its_measurement(tmp_path: P
     assert partition_key(first, first.nodes, True) == partition_key(second, second.nodes, True)
 
 
-def test_only_candidates_predicted_near_the_quickest_and_not_too_split_are_measured() -> None:
+def test_one_partition_plans_and_those_predicted_near_the_quickest_are_measured() -> None:
     from types import SimpleNamespace
 
     from autopart.tuning.partitions import MEASURE_MAX_PARTITIONS, MEASURE_WITHIN, worth_measuring
@@ -140,13 +157,14 @@ def test_only_candidates_predicted_near_the_quickest_and_not_too_split_are_measu
         for c in (
             candidate("quick", 1.0, 1),
             candidate("near", MEASURE_WITHIN * 0.99, 2),
-            candidate("far", MEASURE_WITHIN * 1.01, 1),
+            candidate("far", MEASURE_WITHIN * 1.01, 2),
+            candidate("far alone", MEASURE_WITHIN * 5, 1),  # one partition: always measured
             candidate("split", 0.1, MEASURE_MAX_PARTITIONS + 1),  # too split: sets no bar
             candidate("too big", 0.5, 1, fits=False),
         )
     }
     outcome = SimpleNamespace(candidates=candidates, objective="latency")
-    assert [c.name for c in worth_measuring(outcome)] == ["quick", "near"]  # type: ignore[arg-type]
+    assert [c.name for c in worth_measuring(outcome)] == ["quick", "near", "far alone"]  # type: ignore[arg-type]
 
 
 def test_the_plans_the_peers_stand_for_are_always_measured(tiny_path: Path) -> None:  # noqa: F811
@@ -173,3 +191,28 @@ def test_the_plans_the_peers_stand_for_are_always_measured(tiny_path: Path) -> N
     outcome = search(costs_from_profile(graph, profile, targets))
     names = [c.name for c in worth_measuring(outcome)]
     assert "single:cpu@onnxruntime" in names  # onnxruntime alone's configuration
+
+
+def test_a_partition_its_codegen_rejects_is_marked_and_not_compiled_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autopart.errors import TargetError
+    from autopart.profile import Profiler, kinds, new_profile
+
+    graph = api.load(tiny_cnn())
+    spec = PartitionKey(tuple(n.name for n in graph.nodes), ORT, True)
+    attempts = []
+
+    def rejecting(*args: object, **kwargs: object) -> None:
+        attempts.append(1)
+        raise TargetError("the library rejects it")
+
+    monkeypatch.setattr(kinds, "compiled_with_inputs", rejecting)
+    profile = new_profile(discover())
+    Profiler(profile, discover(), settings=FAST).profile_partitions(graph, [spec])
+    assert len(attempts) == 1  # not once per pass
+    key = partition_key(graph, list(graph.nodes), True)
+    assert profile.has(RowKind.UNSUPPORTED, str(ORT), key)
+    assert measured_partitions(profile, graph, [spec]) == {}
+    again = Profiler(profile, discover(), settings=FAST).profile_partitions(graph, [spec])
+    assert len(attempts) == 1 and again.reused == 1

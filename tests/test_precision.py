@@ -298,3 +298,29 @@ def test_bench_times_a_mixed_precision_plan_apart_from_the_f32_plan_of_its_parti
     }
     assert [p.target for p in plans["mixed"].partitions] == ["cpu@openvino"]  # one partition
     assert _twins(plans) == {"f32": "f32", "again": "f32", "mixed": "mixed"}
+
+
+@needs_bf16
+def test_an_island_holding_a_cast_to_f32_still_compiles() -> None:
+    from onnx import TensorProto, helper
+
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="relu"),
+        helper.make_node("Cast", ["r"], ["c"], name="cast", to=TensorProto.FLOAT),
+        helper.make_node("Pow", ["c", "two"], ["p"], name="pow"),
+        helper.make_node("Add", ["p", "x"], ["y"], name="add"),
+    ]
+    two = helper.make_tensor("two", TensorProto.FLOAT, [], [2.0])
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])
+    body = helper.make_graph(nodes, "cast_in_island", [x], [y], [two])
+    model = helper.make_model(body, opset_imports=[helper.make_opsetid("", 17)])
+    graph = autopart.load(model)
+    f32, bf16 = VirtualDevice.parse("cpu@openvino"), VirtualDevice.parse("cpu@openvino:bf16")
+    for reduced in ({"cast", "pow"}, {"relu", "cast", "pow"}, {"cast"}):
+        mixed = {n.name: (bf16 if n.name in reduced else f32) for n in graph.nodes}
+        plan = build_plan_for(graph, mixed, f32, "mixed")
+        feeds = random_inputs(graph, 0)
+        with PlanExecutor(plan, graph) as executor:
+            errors = check_outputs(graph, feeds, executor.run(feeds).outputs)
+        assert max(errors.values()) < 0.02, reduced

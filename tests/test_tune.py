@@ -372,17 +372,17 @@ def test_contested_plans_race_on_alone_in_batches_of_rounds() -> None:
 
 
 def test_the_report_notes_which_plans_raced() -> None:
+    from autopart.tuning.plan_rows import race_note
     from autopart.tuning.verify import Measured
-    from autopart.tuning.workflow import _race_note
 
     def rounds(count: int) -> Measured:
         return Measured(latencies=[1.0] * count, round_medians=[1.0] * count)
 
     twins = {"ilp": "ilp", "single:a": "single:a", "single:b": "single:b", "heft": "ilp"}
     measured = {name: rounds(10) for name in twins}
-    assert _race_note(measured, twins) == []
+    assert race_note(measured, twins) == []
     measured["ilp"] = measured["heft"] = measured["single:a"] = rounds(30)
-    assert _race_note(measured, twins) == [
+    assert race_note(measured, twins) == [
         "ilp and single:a raced on for 20 more rounds: their lead was unclear"
     ]
 

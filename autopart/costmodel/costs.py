@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from autopart.costmodel.alone import FLOOR as ALONE_FLOOR
 from autopart.ir.graph import Graph, Node
@@ -38,8 +39,32 @@ class TransferModel:
         return latency + nbytes / bandwidth
 
 
-PartitionKey = tuple[tuple[str, ...], VirtualDevice, bool]
-"""A partition as :attr:`Costs.measured` keys it: (node names in order, target, alone)."""
+class PartitionKey(NamedTuple):
+    """A partition as :attr:`Costs.measured` keys it.
+
+    Its node names in order, its target, whether it is its plan's only partition, and,
+    where its nodes mix precisions, each node's own precision in node order
+    (:func:`node_precisions`; empty when every node computes at the target's).
+    """
+
+    names: tuple[str, ...]
+    target: VirtualDevice
+    alone: bool
+    precisions: tuple[str, ...] = ()
+
+
+def node_precisions(
+    nodes: Sequence[str], target: VirtualDevice, node_targets: Mapping[str, VirtualDevice]
+) -> tuple[str, ...]:
+    """Each of ``nodes``' precision (``f32`` spelled out) where one differs from ``target``'s.
+
+    Empty when every node computes at ``target``'s precision, so that a partition of one
+    precision keys as it always has.
+    """
+    own = [node_targets.get(name, target) for name in nodes]
+    if all(device == target for device in own):
+        return ()
+    return tuple(device.computes_in for device in own)
 
 
 @dataclass
@@ -121,14 +146,11 @@ class Costs:
         ``node_targets`` gives nodes of a partition that mixes precisions their own targets
         (each is priced at its precision; the one-node timings of a reduced node include the
         conversions at its edges). Raises KeyError when a target cannot run one of the
-        nodes. A partition of one precision in :attr:`measured` costs its measurement (plus
-        its cold entry where ``split``).
+        nodes. A partition in :attr:`measured`, at these precisions, costs its measurement
+        (plus its cold entry where ``split``).
         """
-        mixed = bool(node_targets) and any(
-            node_targets.get(name, target) != target
-            for name in nodes  # type: ignore[union-attr]
-        )
-        timed = None if mixed else self.measured.get((tuple(nodes), target, alone))
+        mixed = node_precisions(nodes, target, node_targets) if node_targets else ()
+        timed = self.measured.get(PartitionKey(tuple(nodes), target, alone, mixed))
         if timed is not None:
             return timed + (self.cold_cost(target) if split else 0.0)
         inside = set(nodes)

@@ -22,46 +22,50 @@ from autopart.costmodel.costs import PartitionKey
 from autopart.costmodel.measurements import MeasurementTable, RowKind
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
-from autopart.ir.target import VirtualDevice
 from autopart.plan.partition import boundary
 
 
-def partition_key(graph: Graph, nodes: Sequence[Node], alone: bool) -> str:
+def partition_key(
+    graph: Graph, nodes: Sequence[Node], alone: bool, precisions: Sequence[str] = ()
+) -> str:
     """The profile key of ``nodes`` of ``graph`` as one subgraph, compiled ``alone`` or not.
 
     The digest of the exported subgraph (nodes, embedded weights, boundary values) with
     ``:alone`` or ``:shared`` after it; ``:shipped`` for every node of a model imported
     from a file, alone, which codegens compile from the model as shipped
-    (:mod:`autopart.targets.shipped`).
+    (:mod:`autopart.targets.shipped`). Nodes that mix precisions give each node's
+    precision in ``precisions`` (:func:`~autopart.costmodel.costs.node_precisions`), and
+    the digest covers them; a partition of one precision keys without them.
     """
     inputs, outputs = boundary(graph, nodes)
     model = to_onnx(graph, list(nodes), inputs, outputs)
     model.graph.name = ""  # the model's name is not part of what a codegen compiles
     del model.metadata_props[:]
     model.doc_string = model.graph.doc_string = ""
-    digest = hashlib.sha256(model.SerializeToString()).hexdigest()[:32]
+    hashed = hashlib.sha256(model.SerializeToString())
+    if precisions:
+        hashed.update(("precisions:" + ",".join(precisions)).encode())
+    digest = hashed.hexdigest()[:32]
     if not alone:
         return f"{digest}:shared"
-    whole = len(nodes) == len(graph.nodes) and bool(graph.meta.get("source"))
+    whole = len(nodes) == len(graph.nodes) and bool(graph.meta.get("source")) and not precisions
     return f"{digest}:{'shipped' if whole else 'alone'}"
 
 
 def measured_partitions(
-    profile: MeasurementTable,
-    graph: Graph,
-    partitions: Iterable[tuple[Sequence[str], VirtualDevice, bool]],
+    profile: MeasurementTable, graph: Graph, partitions: Iterable[PartitionKey]
 ) -> dict[PartitionKey, float]:
     """The measured median of each of ``partitions`` that ``profile`` holds complete.
 
-    ``partitions`` are (node names in order, target, alone); the result is keyed alike,
-    as :attr:`Costs.measured` is. A row cut short (fewer passes than its profiler asks
-    for) still counts: a partition measured once is nearer the truth than its op sum.
+    The result is keyed alike, as :attr:`Costs.measured` is. A row cut short (fewer
+    passes than its profiler asks for) still counts: a partition measured once is nearer
+    the truth than its op sum.
     """
     found: dict[PartitionKey, float] = {}
-    for names, target, alone in partitions:
-        nodes = [graph.node(name) for name in names]
-        key = partition_key(graph, nodes, alone)
-        row = profile.measurement(RowKind.PARTITION, str(target), key)
+    for spec in partitions:
+        nodes = [graph.node(name) for name in spec.names]
+        key = partition_key(graph, nodes, spec.alone, spec.precisions)
+        row = profile.measurement(RowKind.PARTITION, str(spec.target), key)
         if row is not None and row.passes > 0:
-            found[(tuple(names), target, alone)] = row.median_s
+            found[spec] = row.median_s
     return found

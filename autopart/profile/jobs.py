@@ -46,7 +46,8 @@ class Job:
     ``kind`` is the row kind the job is named after (:class:`JobKind` ``.kind``); ops,
     pairs and windows list their ``nodes``; copies name a device pair as ``target`` and
     their size in ``nbytes``. The job takes ``passes`` passes in full, of which its rows
-    already hold ``done`` (resumed from a run cut short; 0 for a job measured anew).
+    already hold ``done`` (resumed from a run cut short; 0 for a job measured anew). A
+    partition whose nodes mix precisions gives each node's in ``precisions``.
     """
 
     kind: RowKind
@@ -57,6 +58,7 @@ class Job:
     nbytes: int = 0
     passes: int = 1
     done: int = 0
+    precisions: tuple[str, ...] = ()
 
 
 @dataclass

@@ -21,6 +21,7 @@ from autopart.costmodel.cuts import cut_index
 from autopart.costmodel.fusion import pairs_to_measure
 from autopart.costmodel.measurements import Measurement, RowKind
 from autopart.costmodel.transfer import pair_name, split_pair
+from autopart.errors import AutopartError
 from autopart.ir.graph import Node
 from autopart.ir.memo import memoised
 from autopart.ir.signature import op_signature
@@ -33,6 +34,7 @@ from autopart.profile.samplers import (
     enqueue_sampler,
     launch_samples,
     pair_sampler,
+    placed_at,
     wall_sampler,
 )
 from autopart.profile.store import Profile
@@ -408,16 +410,33 @@ class PartitionJobs(JobKind):
         return []
 
     def measure(self, job: Job, measuring: Measuring) -> None:
-        """Time the partition's wall clock around ``run`` and synchronisation."""
+        """Time the partition's wall clock around ``run`` and synchronisation.
+
+        A partition its codegen rejects (:class:`AutopartError` while compiling) is marked
+        with an ``unsupported`` row instead, as the race drops a plan that fails to compile.
+        """
         resolved = measuring.targets[job.target]
         alone = not job.key.endswith(":shared")
         graph, values = measuring.graph, measuring.values
+        if measuring.profile.has(RowKind.UNSUPPORTED, job.target, job.key):
+            return
         found = measuring.compiled.get((job.target, job.key))
         if found is None:  # compiled once, for every pass
-            found = compiled_with_inputs(resolved, graph, job.nodes, values, alone=alone)
+            try:
+                with placed_at(job.nodes, resolved.target, job.precisions):
+                    found = compiled_with_inputs(resolved, graph, job.nodes, values, alone)
+            except AutopartError:
+                label = f"{len(job.nodes)} ops the codegen rejects"
+                measuring.profile.record(
+                    RowKind.UNSUPPORTED, job.target, job.key, UNSUPPORTED, label
+                )
+                return
             measuring.compiled[(job.target, job.key)] = found
         compiled, env = found
-        samples = collect(wall_sampler(resolved, compiled, env), measuring.per_pass)
+        # A partition may be a whole plan of 0.1 ms: sampled for a share of the time, as
+        # copies are, the many runs average over the swings a few dozen runs would catch.
+        timing = measuring.settings.for_short_runs().per_pass()
+        samples = collect(wall_sampler(resolved, compiled, env), timing)
         time.sleep(compiled.linger_s)  # its threads may still spin: let the next job start clean
         label = f"{len(job.nodes)} ops as one partition"
         measuring.record(self.kind, job, job.key, samples, "wall", label)

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from autopart.costmodel.alone import alone_saving
 from autopart.costmodel.calibration import Calibration, calibrate
+from autopart.costmodel.costs import PartitionKey
 from autopart.costmodel.cuts import cold_cost, cut_cost
 from autopart.costmodel.measurements import RowKind
 from autopart.costmodel.partitions import partition_key
@@ -192,14 +193,14 @@ class Profiler:
     def profile_partitions(
         self,
         graph: Graph,
-        partitions: Sequence[tuple[Sequence[str], VirtualDevice, bool]],
+        partitions: Sequence[PartitionKey],
         budget_s: float | None = None,
         progress: Progress | None = None,
     ) -> ProfileReport:
         """Measure whole each of ``partitions`` of ``graph`` that the profile lacks.
 
-        ``partitions`` are (node names in order, target, alone): a candidate plan's
-        partitions, compiled as the plan compiles them (``alone``: its only partition) and
+        ``partitions`` are a candidate plan's partitions, compiled as the plan compiles them
+        (``alone``: its only partition; nodes that mix precisions each at its own) and
         timed by wall clock (``partition`` rows keyed by
         :func:`~autopart.costmodel.partitions.partition_key`). Inputs are the seeded random
         inputs the ops were measured with, and the numpy reference's values inside the
@@ -208,20 +209,27 @@ class Profiler:
         """
         started = time.perf_counter()
         passes = max(self.settings.passes, 1)
-        resolved = {str(t): resolve(t, self.machine) for _, t, _ in partitions}
+        resolved = {str(spec.target): resolve(spec.target, self.machine) for spec in partitions}
         planning = Planning(graph, list(resolved.values()), self.profile)
         jobs: list[Job] = []
         report = ProfileReport(targets=sorted(resolved))
-        for names, target, alone in partitions:
-            nodes = [graph.node(name) for name in names]
-            key = partition_key(graph, nodes, alone)
-            if any(job.target == str(target) and job.key == key for job in jobs):
+        for spec in partitions:
+            target = str(spec.target)
+            nodes = [graph.node(name) for name in spec.names]
+            key = partition_key(graph, nodes, spec.alone, spec.precisions)
+            if any(job.target == target and job.key == key for job in jobs):
                 continue
-            if self.profile.complete(RowKind.PARTITION, str(target), key, passes):
+            if self.profile.complete(RowKind.PARTITION, target, key, passes) or self.profile.has(
+                RowKind.UNSUPPORTED, target, key
+            ):
                 report.reused += 1
                 continue
-            label = f"{len(nodes)} ops as one partition on {target}"
-            job = Job(RowKind.PARTITION, str(target), key, label, nodes, passes=passes)
+            mixed = " at mixed precisions" if spec.precisions else ""
+            label = f"{len(nodes)} ops as one partition on {target}{mixed}"
+            job = Job(
+                RowKind.PARTITION, target, key, label, nodes, passes=passes,
+                precisions=spec.precisions,
+            )  # fmt: skip
             job.done = planning.resumable(job, [(RowKind.PARTITION, key)])
             jobs.append(job)
         inside = any(

@@ -9,7 +9,8 @@ device first.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +20,7 @@ from autopart.costmodel.cold import COLD_GAP_S
 from autopart.costmodel.cuts import cut_index
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph, Node
+from autopart.ir.target import VirtualDevice
 from autopart.plan.partition import boundary
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.timing import TimingSettings, collect
@@ -45,6 +47,29 @@ def compiled_with_inputs(
     }
     device.synchronize(unit)
     return compile_nodes(resolved, graph, nodes, alone), env
+
+
+@contextmanager
+def placed_at(
+    nodes: Sequence[Node], target: VirtualDevice, precisions: Sequence[str]
+) -> Iterator[None]:
+    """Within the block, each of ``nodes`` sits on ``target`` at its own of ``precisions``.
+
+    A codegen that mixes precisions reads them from the nodes' virtual devices, as when a
+    plan runs; the nodes' devices are restored after. Nothing changes when ``precisions``
+    is empty (every node at ``target``'s own precision).
+    """
+    if not precisions:
+        yield
+        return
+    kept = [node.virtual_device for node in nodes]
+    try:
+        for node, precision in zip(nodes, precisions, strict=True):
+            node.virtual_device = target.at_precision(precision)
+        yield
+    finally:
+        for node, device in zip(nodes, kept, strict=True):
+            node.virtual_device = device
 
 
 def compile_nodes(

@@ -52,7 +52,7 @@ from dataclasses import dataclass, replace
 
 from autopart.costmodel.accuracy import AccuracyBudget
 from autopart.costmodel.alone import FLOOR as ALONE_FLOOR
-from autopart.costmodel.costs import Costs
+from autopart.costmodel.costs import Costs, PartitionKey
 from autopart.ir.target import VirtualDevice
 from autopart.progress import Progress
 from autopart.search.constraints import ConstraintError
@@ -263,7 +263,7 @@ def _one_target_floor(costs: Costs, names: list[str], target: VirtualDevice) -> 
     Its launch and node costs (edge costs and copies only add), less the lone-partition
     saving as :meth:`Costs.partition_cost` takes it; its measurement, where it has one.
     """
-    measured = costs.measured.get((tuple(names), target, True))
+    measured = costs.measured.get(PartitionKey(tuple(names), target, True))
     if measured is not None:
         return measured
     total = costs.launch_cost(target) + math.fsum(costs.cost(n, target) for n in names)

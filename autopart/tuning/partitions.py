@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from autopart.costmodel.costs import Costs
+from autopart.costmodel.costs import Costs, PartitionKey, node_precisions
 from autopart.costmodel.measurements import RowKind
 from autopart.costmodel.partitions import measured_partitions, partition_key
 from autopart.ir.graph import Graph
@@ -34,7 +34,6 @@ from autopart.tuning.verify import Measured
 MEASURE_WITHIN = VERIFY.measure_within
 MEASURE_MAX_PARTITIONS = VERIFY.measure_max_partitions
 RACE_MAX_PARTITIONS = VERIFY.race_max_partitions
-Spec = tuple[tuple[str, ...], VirtualDevice, bool]
 
 
 def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
@@ -42,9 +41,12 @@ def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
 
     Those of at most :data:`MEASURE_MAX_PARTITIONS` partitions predicted within
     :data:`MEASURE_WITHIN` of the quickest of them, and always the plans the peers stand
-    for (:func:`autopart.tuning.peers.peer_equivalents`): a prediction may order what is
-    measured, but a plan too split to measure must not keep the others from it by an op
-    sum far too low, and the peers' own configurations are measured whatever their op sums.
+    for (:func:`autopart.tuning.peers.peer_equivalents`) and every one-partition plan: a
+    prediction may order what is measured, but a plan too split to measure must not keep
+    the others from it by an op sum far too low. A one-partition plan is one compile (at
+    most one per target, and each races anyway), and its whole-model fusions are what op
+    sums miss most: silero_vad's ``single:cpu/1@openvino`` was predicted at 3x what it
+    measured, beyond :data:`MEASURE_WITHIN`, then won the race with that prediction.
     """
     eligible = [
         c
@@ -58,7 +60,9 @@ def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
     chosen = [
         c
         for c in eligible
-        if c.value(outcome.objective) <= quickest * MEASURE_WITHIN or c.name in peers
+        if c.value(outcome.objective) <= quickest * MEASURE_WITHIN
+        or c.name in peers
+        or len(c.plan.partitions) == 1
     ]
     return sorted(chosen, key=lambda c: c.value(outcome.objective))
 
@@ -82,18 +86,20 @@ def too_split_to_race(outcome: SearchOutcome) -> list[Candidate]:
     ]
 
 
-def partition_specs(candidates: list[Candidate]) -> Iterator[Spec]:
-    """Each partition of ``candidates`` as (node names, target, alone), in plan order.
+def partition_specs(candidates: list[Candidate]) -> Iterator[PartitionKey]:
+    """Each partition of ``candidates``, in plan order, keyed as :attr:`Costs.measured` is.
 
-    Partitions that mix precisions are left out: their nodes' precisions are not part of
-    a measurement's key, and op sums price them.
+    A partition whose nodes mix precisions carries each node's precision, so that it is
+    compiled and keyed as its plan runs it.
     """
     for candidate in candidates:
         plan = candidate.plan
         alone = len(plan.partitions) == 1
         for spec in plan.partitions:
-            if all(plan.assignment[name] == spec.target for name in spec.nodes):
-                yield tuple(spec.nodes), VirtualDevice.parse(spec.target), alone
+            target = VirtualDevice.parse(spec.target)
+            own = {name: VirtualDevice.parse(plan.assignment[name]) for name in spec.nodes}
+            mixed = node_precisions(spec.nodes, target, own)
+            yield PartitionKey(tuple(spec.nodes), target, alone, mixed)
 
 
 def measure_partitions(
@@ -154,12 +160,14 @@ def record_raced(
         candidate = candidates.get(name)
         if candidate is None or len(candidate.plan.partitions) != 1 or not result.latencies:
             continue
-        for names, target, alone in partition_specs([candidate]):
-            key = partition_key(graph, [graph.node(n) for n in names], alone)
-            if not profile.has(RowKind.PARTITION, str(target), key):
+        for spec in partition_specs([candidate]):
+            nodes = [graph.node(name) for name in spec.names]
+            key = partition_key(graph, nodes, spec.alone, spec.precisions)
+            if not profile.has(RowKind.PARTITION, str(spec.target), key):
                 continue  # the measure stage did not time it: the profile has no such row
             row = replace(result.summary(), passes=passes)
-            profile.record(RowKind.PARTITION, str(target), key, row, f"{len(names)} ops raced")
+            raced = f"{len(nodes)} ops raced"
+            profile.record(RowKind.PARTITION, str(spec.target), key, row, raced)
             recorded += 1
     if recorded and path is not None:
         profile.save(path)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -110,10 +110,14 @@ def plan_rows(candidates: dict[str, Candidate], measured: dict[str, Measured]) -
     return sorted(rows, key=lambda r: (key(r) is None, key(r) or 0.0))
 
 
-def drift_note(rows: Sequence[PlanRow], model: str | Path) -> list[str]:
+def drift_note(
+    rows: Sequence[PlanRow], model: str | Path, op_sums: Mapping[str, float] | None = None
+) -> list[str]:
     """A note naming the single targets whose prediction is over :data:`DRIFT_LIMIT` off.
 
-    A profile taken in a slow or quick spell of a shared machine predicts every plan on
+    The prediction is the row's op sum in ``op_sums`` where it has one (a partition timed
+    whole prices the row from that timing, which says nothing of the op rows), else the
+    row's own. A profile taken in a slow or quick spell of a shared machine predicts every plan on
     that target off by as much; the note says how to measure it again. It cannot tell such
     drift from a bias of the cost model on that target, so it says both. Gaps under
     :data:`DRIFT_FLOOR_S` are not noted: a model of a few microseconds swings by that much
@@ -123,9 +127,10 @@ def drift_note(rows: Sequence[PlanRow], model: str | Path) -> list[str]:
     for row in rows:
         measured = row.measured_s
         if row.kind is CandidateKind.SINGLE and measured:
-            error = row.predicted_s / measured - 1
-            if abs(error) > DRIFT_LIMIT and abs(row.predicted_s - measured) >= DRIFT_FLOOR_S:
-                off.append((str(row.target), row.predicted_s, measured, error))
+            predicted = (op_sums or {}).get(row.name, row.predicted_s)
+            error = predicted / measured - 1
+            if abs(error) > DRIFT_LIMIT and abs(predicted - measured) >= DRIFT_FLOOR_S:
+                off.append((str(row.target), predicted, measured, error))
     if not off:
         return []
     listing = "; ".join(
@@ -137,6 +142,28 @@ def drift_note(rows: Sequence[PlanRow], model: str | Path) -> list[str]:
         "Either the machine was in a slow or quick spell when it was profiled "
         f"(`autopart profile {model} --targets {targets} --refresh` measures again) "
         "or the cost model misses something on that target"
+    ]
+
+
+def left_out_note(candidates: Mapping[str, Candidate], left_out: set[str]) -> list[str]:
+    """A note naming the candidates too split and too slow to race, if any."""
+    if not left_out:
+        return []
+    named = ", ".join(
+        f"{name} ({len(candidates[name].plan.partitions)} partitions)" for name in sorted(left_out)
+    )
+    return [f"not run, too split to compile and predicted slow: {named}"]
+
+
+def race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> list[str]:
+    """A note naming the plans that raced on, if any did (they have the most rounds)."""
+    rounds = {name: len(m.round_medians) for name, m in measured.items() if twins[name] == name}
+    if not rounds or len(set(rounds.values())) < 2:
+        return []
+    most, least = max(rounds.values()), min(rounds.values())
+    raced = sorted(name for name, count in rounds.items() if count == most)
+    return [
+        f"{' and '.join(raced)} raced on for {most - least} more rounds: their lead was unclear"
     ]
 
 

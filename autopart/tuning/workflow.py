@@ -54,7 +54,9 @@ from autopart.tuning.plan_rows import (
     REPORT_JSON,
     PlanRow,
     drift_note,
+    left_out_note,
     plan_rows,
+    race_note,
     save_report,
 )
 from autopart.tuning.verify import Measured, measure_plans
@@ -68,6 +70,8 @@ class Prepared:
     ``accuracy`` is the budget the search kept to (None: no reduced target) and
     ``search_options`` the options it ran with (to search again under a tighter budget).
     ``profile_path`` is where the profile is saved, when this machine was profiled here.
+    ``op_sums`` is each candidate's prediction from its op rows alone, before partitions
+    measured whole priced it (what :func:`drift_note` holds against the measurements).
     """
 
     graph: Graph
@@ -82,6 +86,7 @@ class Prepared:
     accuracy: AccuracyBudget | None = None
     search_options: SearchOptions = field(default_factory=SearchOptions)
     profile_path: Path | None = None
+    op_sums: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -234,7 +239,8 @@ def _tune(
     plan.notes.extend(notes)
     notes[:0] = profile.dropped.notes()  # rows of its file that failed their check
     rows = plan_rows(candidates, measured)
-    notes.extend(drift_note(rows, model if isinstance(model, str | Path) else graph.name))
+    named = model if isinstance(model, str | Path) else graph.name
+    notes.extend(drift_note(rows, named, prepared.op_sums))
     plan_path = prepared.directory / "plan.json"
     for path in [plan_path, *([Path(options.output)] if options.output is not None else [])]:
         plan.save(path)
@@ -274,7 +280,7 @@ def _verify(
         return choice.contested(so_far, runners)
 
     left_out = {c.name for c in too_split_to_race(prepared.outcome)}
-    notes.extend(_left_out_note(candidates, left_out))
+    notes.extend(left_out_note(candidates, left_out))
     measured = measure_plans(
         graph,
         {n: c.plan for n, c in candidates.items() if twins[n] == n and n not in left_out},
@@ -290,7 +296,7 @@ def _verify(
     )
     peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
-    notes.extend(_race_note(measured, twins))
+    notes.extend(race_note(measured, twins))
     notes.extend(
         f"{name} could not run, so it was not timed: {why}" for name, why in failures.items()
     )
@@ -385,10 +391,11 @@ def prepare(
             graph, profile, profile_path, outcome,
             None if progress is None else lambda d, t, s: progress("measure", d, t, s),
         )  # fmt: skip
+    op_sums = {name: c.value(outcome.objective) for name, c in outcome.candidates.items()}
     price_measured(graph, profile, costs, outcome)
     return Prepared(
         graph, profile, profiled, costs, chosen_targets, directory, located.planned_only,
-        outcome, measured, accuracy, search_options, profile_path,
+        outcome, measured, accuracy, search_options, profile_path, op_sums,
     )  # fmt: skip
 
 
@@ -467,28 +474,6 @@ def _final_choice(
             "compiled as that library compiles the whole model alone"
         )
     return kept, decision
-
-
-def _left_out_note(candidates: Mapping[str, Candidate], left_out: set[str]) -> list[str]:
-    """A note naming the candidates too split and too slow to race, if any."""
-    if not left_out:
-        return []
-    named = ", ".join(
-        f"{name} ({len(candidates[name].plan.partitions)} partitions)" for name in sorted(left_out)
-    )
-    return [f"not run, too split to compile and predicted slow: {named}"]
-
-
-def _race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> list[str]:
-    """A note naming the plans that raced on, if any did (they have the most rounds)."""
-    rounds = {name: len(m.round_medians) for name, m in measured.items() if twins[name] == name}
-    if not rounds or len(set(rounds.values())) < 2:
-        return []
-    most, least = max(rounds.values()), min(rounds.values())
-    raced = sorted(name for name, count in rounds.items() if count == most)
-    return [
-        f"{' and '.join(raced)} raced on for {most - least} more rounds: their lead was unclear"
-    ]
 
 
 def _ilp_summary(outcome: SearchOutcome) -> IlpSummary:

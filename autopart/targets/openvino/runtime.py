@@ -146,6 +146,9 @@ def read_onnx(model_bytes: bytes) -> Any:
     return core().read_model(model_bytes, empty_weights)
 
 
+_NEVER_IN_ISLANDS = ("Parameter", "Result", "Constant", "Convert")
+
+
 def add_islands(model: Any, nodes: Collection[str], outputs: Collection[str]) -> int:
     """Make the ops of ONNX ``nodes`` in ``model`` compute in bf16, the rest as they were.
 
@@ -153,7 +156,9 @@ def add_islands(model: Any, nodes: Collection[str], outputs: Collection[str]) ->
     ``name/...``) or whose output tensors carry one of its ``outputs``. Their f32 inputs
     from outside the island are converted to bf16 (weights included), and their bf16
     outputs converted (back) to f32 for every reader outside: Convert islands, which the CPU
-    plugin runs in bf16 under an f32 inference precision. Returns how many ops it covers.
+    plugin runs in bf16 under an f32 inference precision. A Convert (an ONNX Cast) stays
+    outside: its output type is its own, so an f32 Cast inside would hand f32 to island
+    ops whose other inputs are bf16. Returns how many ops it covers.
     """
     ov = load_openvino()
     ops = ov.opset13
@@ -161,7 +166,7 @@ def add_islands(model: Any, nodes: Collection[str], outputs: Collection[str]) ->
     island = {
         op.get_friendly_name()
         for op in model.get_ordered_ops()
-        if op.get_type_name() not in ("Parameter", "Result", "Constant")
+        if op.get_type_name() not in _NEVER_IN_ISLANDS
         and (
             op.get_friendly_name() in wanted
             or op.get_friendly_name().split("/", 1)[0] in wanted
