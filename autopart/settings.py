@@ -127,6 +127,13 @@ class VerifySettings:
     )
     block_s: float = _tuned(5e-3, "timed runs of one block last about this long")
     max_block_runs: int = _tuned(50, "at most this many timed runs per block")
+    compile_headroom: float = _tuned(
+        6.0,
+        "the race compiles a plan only while this many times the model's weights are free: "
+        "one compiled plan of alexnet (233 MiB of weights) held 1.7-5.6x them resident "
+        "(onnxruntime 400-1300 MiB, OpenVINO f32 805, bf16 600); vgg19's tune, compiling "
+        "every candidate at once, was killed by the kernel at 24 GB",
+    )
     spin_linger_s: float = _tuned(
         0.15,
         "after a run at onnxruntime's default options its pool threads spin on and slow "

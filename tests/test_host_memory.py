@@ -41,3 +41,19 @@ def test_retaining_freed_memory_keeps_activations_in_the_heap() -> None:
     assert applied and faults < 100  # 76 MiB is 19456 pages: none faulted in again
     applied, faults = _faults(dict(os.environ, AUTOPART_MALLOC="default"))
     assert not applied and faults > 1000  # the allocator's default: every page, every time
+
+
+def test_the_profiler_frees_what_it_compiled_when_the_next_partition_would_not_fit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import autopart
+    from autopart.profile import samplers
+
+    graph = autopart.load("squeezenet")
+    compiled: dict[object, object] = {("t", "k"): object()}
+    monkeypatch.setattr(samplers, "available_memory_bytes", lambda: 1 << 40)
+    samplers.make_room(compiled, graph, graph.nodes)
+    assert compiled  # room enough: kept for its next pass
+    monkeypatch.setattr(samplers, "available_memory_bytes", lambda: 1 << 20)  # 1 MiB free
+    samplers.make_room(compiled, graph, graph.nodes)
+    assert compiled == {}

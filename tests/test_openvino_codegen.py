@@ -235,6 +235,21 @@ def test_compiled_models_are_cached_per_subgraph_and_target() -> None:
     assert whole[0]._request is not whole[1]._request  # each subgraph has its own request
 
 
+def test_the_cache_of_compiled_models_keeps_within_its_bytes(monkeypatch: Any) -> None:
+    from autopart.targets.openvino import runtime
+
+    runtime.clear_compiled()
+    graph = tiny_graph("Relu")
+    first = compile_whole(graph)
+    monkeypatch.setattr(runtime, "COMPILED_CACHE_BYTES", len(first.model_bytes) + 1)
+    assert compile_whole(graph).model is first.model  # one model fits: reused
+    other = compile_whole(graph, Placement(HostDevice(), unit=0))  # another config: evicts
+    assert len(runtime._COMPILED) == 1 and other.model is not first.model
+    assert compile_whole(graph).model is not first.model  # compiled again, not kept
+    assert sum(runtime._COMPILED_BYTES.values()) <= runtime.COMPILED_CACHE_BYTES
+    runtime.clear_compiled()
+
+
 # -- units ------------------------------------------------------------------------------------
 @pytest.mark.skipif(not CORES, reason="no CPU affinity control on this platform")
 def test_unit_has_one_thread_per_core_and_pins_only_during_the_call(monkeypatch: Any) -> None:

@@ -344,6 +344,43 @@ def test_quick_plans_run_in_blocks_that_settle_before_they_are_timed() -> None:
         assert max(result.latencies) < 0.005  # the switch-in runs were not timed
 
 
+def test_a_plan_is_compiled_for_the_race_only_while_memory_is_free(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dataclasses import replace
+
+    from autopart import api, limits
+    from autopart.ir.feeds import random_inputs
+    from autopart.settings import VERIFY
+    from autopart.tuning import verify
+
+    plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
+    feeds = random_inputs(graph, 0)
+    weights = sum(v.nbytes for v in graph.values.values() if v.is_const)
+    compiled: list[object] = []
+    real = verify.PlanExecutor
+
+    def counting(*args: object) -> object:
+        compiled.append(args)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(verify, "PlanExecutor", counting)
+    roomy = replace(VERIFY, compile_headroom=1000.0)  # more than running the model needs
+    monkeypatch.setattr(verify, "VERIFY", roomy)
+    left = int(roomy.compile_headroom * weights) - 1  # one byte short of the headroom
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: left)
+    failures: dict[str, str] = {}
+    measured = verify.measure_plans(
+        graph, {"a": plan, "b": plan}, feeds, rounds=2, min_timed_s=0.0, failures=failures
+    )
+    assert not compiled  # refused before compiling, not killed while compiling
+    assert set(failures) == {"a", "b"} and "compiling a beside the 0 runners" in failures["a"]
+    assert all(not m.latencies for m in measured.values())
+    monkeypatch.setattr(limits, "available_memory_bytes", lambda: left + 1)
+    measured = verify.measure_plans(graph, {"a": plan}, feeds, rounds=2, min_timed_s=0.0)
+    assert compiled and len(measured["a"].round_medians) == 2
+
+
 def test_contested_plans_race_on_alone_in_batches_of_rounds() -> None:
     from autopart import api
     from autopart.ir.feeds import random_inputs

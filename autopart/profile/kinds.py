@@ -33,6 +33,7 @@ from autopart.profile.samplers import (
     cut_samplers,
     enqueue_sampler,
     launch_samples,
+    make_room,
     pair_sampler,
     placed_at,
     wall_sampler,
@@ -421,7 +422,8 @@ class PartitionJobs(JobKind):
         if measuring.profile.has(RowKind.UNSUPPORTED, job.target, job.key):
             return
         found = measuring.compiled.get((job.target, job.key))
-        if found is None:  # compiled once, for every pass
+        if found is None:  # compiled once, for every pass, while memory allows
+            make_room(measuring.compiled, measuring.graph, job.nodes)
             try:
                 with placed_at(job.nodes, resolved.target, job.precisions):
                     found = compiled_with_inputs(resolved, graph, job.nodes, values, alone)

@@ -8,6 +8,7 @@ device first.
 
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -21,9 +22,11 @@ from autopart.costmodel.cuts import cut_index
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
+from autopart.limits import available_memory_bytes
 from autopart.plan.partition import boundary
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.timing import TimingSettings, collect
+from autopart.settings import VERIFY
 from autopart.targets.codegen import CompiledSubgraph, reference_codegen
 from autopart.targets.resolve import ResolvedTarget
 
@@ -70,6 +73,26 @@ def placed_at(
     finally:
         for node, device in zip(nodes, kept, strict=True):
             node.virtual_device = device
+
+
+def make_room(compiled: dict[Any, Any], graph: Graph, nodes: Sequence[Node]) -> None:
+    """Empty ``compiled`` when ``nodes`` compiled would not fit in memory beside it.
+
+    The profiler keeps each subgraph compiled from its first pass to its last, so a model
+    of large weights held one whole copy per target measured (vgg19's measure stage passed
+    20 GB). When less than :attr:`~autopart.settings.VerifySettings.compile_headroom`
+    times the weights ``nodes`` read is free, everything in ``compiled`` is dropped, to
+    be compiled again at its next pass.
+    """
+    weights = sum(
+        graph.value(name).nbytes
+        for node in nodes
+        for name in node.present_inputs
+        if graph.value(name).is_const
+    )
+    if compiled and available_memory_bytes() < VERIFY.compile_headroom * weights:
+        compiled.clear()
+        gc.collect()
 
 
 def compile_nodes(

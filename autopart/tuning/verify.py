@@ -23,6 +23,7 @@ from autopart.costmodel.measurements import Latencies
 from autopart.errors import AutopartError, TargetError
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
+from autopart.limits import check_fits
 from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
 from autopart.progress import Progress
 from autopart.runtime.executor import Executor
@@ -250,12 +251,22 @@ class _Rounds:
             self.progress(self.done, total, label)
 
     def compile(self, plans: Mapping[str, Plan], stack: contextlib.ExitStack) -> None:
-        """Compile every plan once (its executor closes with ``stack``)."""
+        """Compile every plan once (its executor closes with ``stack``).
+
+        Every plan stays compiled for the rounds, so a plan is compiled only while
+        :attr:`~autopart.settings.VerifySettings.compile_headroom` times the model's
+        weights are free; the others fail with a one-line reason, as a plan a library
+        rejects does, instead of the kernel's OOM killer ending the tune.
+        """
         self.compiled = len(plans)
+        weights = sum(value.nbytes for value in self.graph.values.values() if value.is_const)
+        needed = int(VERIFY.compile_headroom * weights)
         for name, plan in plans.items():
             self.report(f"compiling {name}")
             self.done += 1
             try:
+                held = len(self.runners)
+                check_fits(needed, f"compiling {name} beside the {held} runners compiled before it")
                 executor = stack.enter_context(PlanExecutor(plan, self.graph))
             except AutopartError as error:
                 self.fail(name, error)

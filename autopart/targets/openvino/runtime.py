@@ -48,11 +48,15 @@ BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 # CPU flags of units that multiply u8 by i8 into i32 in one instruction: VNNI or AMX.
 INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 
-# The most recently used compiled models (profiling compiles hundreds of one-op models).
+# The most recently used compiled models (profiling compiles hundreds of one-op models),
+# within a total of serialised model bytes: a compiled model holds 1.7-5.6x its weights
+# resident, and a tune of vgg19 (548 MB) compiles it whole for every target it measures.
 COMPILED_CACHE_SIZE = 256
+COMPILED_CACHE_BYTES = 1 << 30
 _COMPILED: OrderedDict[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]], Any] = (
     OrderedDict()
 )
+_COMPILED_BYTES: dict[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]], int] = {}
 _COMPILE_LOCK = threading.Lock()
 _ov: Any = None
 _core: Any = None
@@ -207,7 +211,8 @@ def compiled_model(
     ``island_outputs``; see :func:`add_islands`); ``shapes`` are static shapes for inputs
     of dynamic shape (:func:`reshape_dynamic`). The key is the SHA-256 of the serialised
     model, the properties, the islands and the shapes; the cache keeps the
-    :data:`COMPILED_CACHE_SIZE` most recently used models (subgraphs keep theirs alive).
+    :data:`COMPILED_CACHE_SIZE` most recently used models, fewer where their serialised
+    bytes pass :data:`COMPILED_CACHE_BYTES` (subgraphs keep theirs alive).
     Raises :class:`TargetError` with OpenVINO's first informative line when it fails.
     """
     key = (
@@ -229,9 +234,14 @@ def compiled_model(
             except Exception as error:  # OpenVINO's exception types are not specific
                 raise TargetError(f"openvino rejected the subgraph: {first_line(error)}") from None
             _COMPILED[key] = cached
-            while len(_COMPILED) > COMPILED_CACHE_SIZE:
-                _COMPILED.popitem(last=False)
+            _COMPILED_BYTES[key] = len(model_bytes)
         _COMPILED.move_to_end(key)
+        while len(_COMPILED) > 1 and (
+            len(_COMPILED) > COMPILED_CACHE_SIZE
+            or sum(_COMPILED_BYTES.values()) > COMPILED_CACHE_BYTES
+        ):
+            oldest, _ = _COMPILED.popitem(last=False)
+            _COMPILED_BYTES.pop(oldest, None)
     return cached
 
 
@@ -252,3 +262,4 @@ def reshape_dynamic(model: Any, shapes: Mapping[str, Sequence[int]]) -> None:
 def clear_compiled() -> None:
     """Forget every compiled model (for tests)."""
     _COMPILED.clear()
+    _COMPILED_BYTES.clear()
