@@ -356,7 +356,7 @@ def test_a_plan_is_compiled_for_the_race_only_while_memory_is_free(
 
     plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
     feeds = random_inputs(graph, 0)
-    weights = sum(v.nbytes for v in graph.values.values() if v.is_const)
+    weights = graph.parameter_bytes()
     compiled: list[object] = []
     real = verify.PlanExecutor
 

@@ -423,7 +423,7 @@ class PartitionJobs(JobKind):
             return
         found = measuring.compiled.get((job.target, job.key))
         if found is None:  # compiled once, for every pass, while memory allows
-            make_room(measuring.compiled, measuring.graph, job.nodes)
+            make_room(measuring.compiled, graph, job.nodes)
             try:
                 with placed_at(job.nodes, resolved.target, job.precisions):
                     found = compiled_with_inputs(resolved, graph, job.nodes, values, alone)

@@ -117,8 +117,8 @@ def drift_note(
 
     The prediction is the row's op sum in ``op_sums`` where it has one (a partition timed
     whole prices the row from that timing, which says nothing of the op rows), else the
-    row's own. A profile taken in a slow or quick spell of a shared machine predicts every plan on
-    that target off by as much; the note says how to measure it again. It cannot tell such
+    row's own. A profile taken in a slow or quick spell of a shared machine predicts every
+    plan on that target off by as much; the note says how to measure it again. It cannot tell such
     drift from a bias of the cost model on that target, so it says both. Gaps under
     :data:`DRIFT_FLOOR_S` are not noted: a model of a few microseconds swings by that much
     from one launch to the next, whatever the profile.

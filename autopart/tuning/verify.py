@@ -259,8 +259,7 @@ class _Rounds:
         rejects does, instead of the kernel's OOM killer ending the tune.
         """
         self.compiled = len(plans)
-        weights = sum(value.nbytes for value in self.graph.values.values() if value.is_const)
-        needed = int(VERIFY.compile_headroom * weights)
+        needed = int(VERIFY.compile_headroom * self.graph.parameter_bytes())
         for name, plan in plans.items():
             self.report(f"compiling {name}")
             self.done += 1
