@@ -81,7 +81,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--targets", nargs="*", default=None, help="default: all found")
     parser.add_argument("--no-fetch", action="store_true", help="use the cache as it is")
     parser.add_argument("--precision", default="auto", help="auto (default), f32, f32,bf16")
-    parser.add_argument("--tolerance", type=float, default=None, help="default: as installed")
+    parser.add_argument(
+        "--tolerance", default=None, help="REL, or a multiple of OpenVINO's error (0.5x)"
+    )
     parser.add_argument("--out", default="heldout", help="name of the CSVs and PNG written")
     parser.add_argument(
         "--no-tune", action="store_true", help="bench the plans tune saved before, as they are"

@@ -105,6 +105,23 @@ def test_a_peer_stands_for_its_plan_and_its_tie_with_it_is_no_race() -> None:
     assert contested(measured, runners) == []
 
 
+def test_within_the_noise_the_plan_a_peer_stands_for_is_kept_over_a_departure() -> None:
+    """silero_vad (0.1 ms): the same library pinned to one core led by noise alone."""
+    peer_plan, pinned = "single:cpu@onnxruntime", "single:cpu/1@onnxruntime"
+    runners = {"onnxruntime alone": Runner(1, peer_plan, peer=True),
+               peer_plan: Runner(1, peer_plan), pinned: Runner(1, pinned)}  # fmt: skip
+    times = _noisy(0.100, 20, 0.1, 19)
+    later = [1.02 * t for t in times[10:] + times[:10]]  # 2% slower, in another order
+    tied = {"onnxruntime alone": _rounds(later), peer_plan: _rounds(later),
+            pinned: _rounds(times)}  # fmt: skip
+    decision = decide(tied, runners)
+    assert decision is not None and decision.leader == pinned
+    assert decision.chosen == peer_plan and pinned in decision.tied
+    clear = {**tied, pinned: _rounds(_noisy(0.07, 20, 0.01, 22))}
+    decision = decide(clear, runners)
+    assert decision is not None and decision.chosen == pinned  # measurably quicker: kept
+
+
 def test_a_peer_with_no_plan_of_its_own_is_never_kept() -> None:
     measured = {"openvino alone": _rounds(_noisy(1.0, 15, 0.01, 14)),
                 "single:cpu@onnxruntime": _rounds(_noisy(2.0, 15, 0.01, 15))}  # fmt: skip

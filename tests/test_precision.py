@@ -26,12 +26,12 @@ from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.candidates import CandidateKind
 from autopart.search.constraints import matches
 from autopart.search.ilp import solve_ilp
-from autopart.search.options import parse_precisions
+from autopart.search.options import PeerMultiple, parse_precisions, parse_tolerance
 from autopart.search.simulator import evaluate
 from autopart.settings import ACCURACY, VERIFY
 from autopart.targets.openvino import codegen as ovgen
-from autopart.tuning.accuracy import Budget, evaluation_samples, follow_peer
-from autopart.tuning.options import TuneOptions
+from autopart.tuning.accuracy import Budget, evaluation_samples, follow_peer, search_budget
+from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.plan_rows import plan_precisions
 from autopart.tuning.verify import check_outputs, measure_plans
 from autopart.tuning.workflow import tune_model
@@ -106,10 +106,41 @@ def test_the_default_budget_is_openvino_as_installed_plus_the_allowance() -> Non
     assert follow_peer({"onnxruntime alone": 0.0}) == VERIFY.check_tolerance  # no OpenVINO
 
 
+def test_a_tolerance_may_be_a_multiple_of_openvino_as_installeds_error() -> None:
+    assert parse_tolerance("0.5x") == PeerMultiple(0.5) and str(PeerMultiple(0.5)) == "0.5x"
+    assert parse_tolerance(" 2X ") == PeerMultiple(2.0)
+    assert parse_tolerance("1e-3") == 1e-3 and parse_tolerance(None) is None
+    for bad in ("0x", "-1x", "nanx", "infx", "x", "half", "1e-3y", "-0.1"):
+        with pytest.raises(AutopartError, match="--tolerance"):
+            parse_tolerance(bad)
+    half = Budget(None, "0.5x")
+    rule = half.tolerance_rule()
+    assert callable(rule) and rule({"openvino alone": 0.02}) == pytest.approx(0.01)
+    assert rule({"openvino alone": 1e-4}) == VERIFY.check_tolerance  # never below f32's
+    assert "0.5x openvino alone's error" in half.describe()
+    assert Budget(("f32",), "0.5x").tolerance_rule() == VERIFY.check_tolerance
+    assert TuneOptions.build(tolerance="0.5x").budget.peer_factor == 0.5
+    assert Budget().peer_factor == pytest.approx(1 + ACCURACY.peer_allowance)
+    assert BenchOptions(tolerance="2e-2").budget.tolerance == 0.02
+
+
+def test_a_multiple_of_the_peers_error_scales_the_searchs_bound() -> None:
+    graph = autopart.load("squeezenet")
+    bf16 = ["cpu@openvino", "cpu@openvino:bf16"]
+    half = search_budget(graph, bf16, Budget(None, "0.5x"), 0)
+    given = search_budget(graph, bf16, Budget(None, 0.004), 0)
+    assert half is not None and given is not None
+    assert half.all_reduced == pytest.approx(given.all_reduced)
+    assert half.all_reduced > 2 * VERIFY.check_tolerance  # so half of it is above the floor
+    assert half.tolerance == pytest.approx(0.5 * half.all_reduced) and given.tolerance == 0.004
+
+
 def test_bad_precision_options_are_one_line_errors(tiny_path: Path) -> None:  # noqa: F811
     code, output = invoke("tune", str(tiny_path), "--precision", "fp8")
     assert_one_line_error(code, output, "fp8")
     code, output = invoke("bench", str(tiny_path), "--tolerance", "0")
+    assert_one_line_error(code, output, "--tolerance")
+    code, output = invoke("tune", str(tiny_path), "--tolerance", "halfx")
     assert_one_line_error(code, output, "--tolerance")
     code, output = invoke("run", str(tiny_path), "--assign", "*=cpu@numpy:bf16")
     assert_one_line_error(code, output, "numpy cannot compute in bf16")
@@ -232,6 +263,21 @@ def test_a_tolerance_below_bf16s_error_keeps_the_plan_within_it(tmp_path: Path) 
     assert measured is not None and measured.max_error is not None
     assert measured.tolerance == 0.01 and measured.max_error <= 0.01
     assert report.plan.predicted is not None and report.plan.predicted.error is not None
+
+
+@pytest.mark.slow
+@needs_bf16
+def test_half_openvino_as_installeds_error_holds_the_tuned_plan_to_it(tmp_path: Path) -> None:
+    targets = ["cpu@openvino", "cpu@openvino:bf16"]
+    common = {"profiles_dir": tmp_path / "p", "search_dir": tmp_path / "s", "rounds": 3}
+    report = tune_model(
+        "squeezenet", TuneOptions.build(targets=targets, tolerance="0.5x", **common)
+    )
+    measured, peer = report.plan.measured, report.peers["openvino alone"]
+    assert measured is not None and measured.tolerance is not None
+    assert measured.tolerance == pytest.approx(follow_peer({"openvino alone": peer.max_error}, 0.5))
+    assert measured.max_error is not None and measured.max_error <= measured.tolerance
+    assert not peer.correct  # openvino as installed is itself over half its own error
 
 
 def test_show_marks_each_node_with_its_precision() -> None:

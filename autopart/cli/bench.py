@@ -57,7 +57,7 @@ def bench_command(
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
     precision: str,
-    tolerance: float | None,
+    tolerance: str | None,
 ) -> None:
     """Time the peers, every single target, the baselines and the tuned plan, with errors.
 

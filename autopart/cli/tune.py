@@ -116,7 +116,7 @@ def tune_command(
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
     precision: str,
-    tolerance: float | None,
+    tolerance: str | None,
     calibration: str | None,
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""

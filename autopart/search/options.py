@@ -73,14 +73,16 @@ class SearchOptions:
     the precisions a plan may compute in (None or ``auto``: every one; else a
     comma-separated string or a sequence, normalised to a tuple of :data:`PRECISIONS` that
     always holds f32), and the search keeps to targets computing in them; ``tolerance`` the
-    largest relative output error against the f32 reference asked for (None: a tune's
-    default budget, see :mod:`autopart.tuning.accuracy`); ``source`` is the model source
+    largest relative output error against the f32 reference asked for: a number, or a
+    :class:`PeerMultiple` of OpenVINO as installed's error (``"0.5x"`` as a string; None: a
+    tune's default budget, see :mod:`autopart.tuning.accuracy`); ``source`` is the model source
     recorded in the plans (empty: the graph's); ``accuracy`` is the measured form of the
     tolerance, per-node error weights that bound the ILP's plan (None: no bound).
 
     Objective and method may be given by name. An unknown objective, method or precision,
     a budget that is not a finite number of seconds above 0, a seed outside 0 to 2**32 - 1
-    and a tolerance that is not a finite number above 0 raise :class:`AutopartError`.
+    and a tolerance that is not a finite number (or multiple) above 0 raise
+    :class:`AutopartError`.
     """
 
     constraints: Constraints | None = None
@@ -90,14 +92,14 @@ class SearchOptions:
     seed: int = 0
     storage: str | None = None
     precision: tuple[str, ...] | None = None
-    tolerance: float | None = None
+    tolerance: ToleranceSpec = None
     study_name: str | None = None
     source: str = ""
     accuracy: AccuracyBudget | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", parse_precisions(self.precision))
-        check_tolerance(self.tolerance)
+        object.__setattr__(self, "tolerance", parse_tolerance(self.tolerance))
         object.__setattr__(self, "objective", Objective.parse(self.objective))
         object.__setattr__(self, "method", Method.parse(self.method))
         if self.budget_s is not None:
@@ -132,13 +134,63 @@ def parse_precisions(text: str | Sequence[str] | None) -> tuple[str, ...] | None
     return tuple(p for p in PRECISIONS if p in names or p == REFERENCE_PRECISION)
 
 
-def check_tolerance(value: float | None) -> None:
-    """Raise :class:`AutopartError` unless ``value`` is None or a finite number > 0."""
+@dataclass(frozen=True)
+class PeerMultiple:
+    """A tolerance relative to the budget peer's own error: ``factor`` times it.
+
+    ``--tolerance 0.5x`` asks for half the error of OpenVINO as installed on the same
+    inputs (:mod:`autopart.tuning.accuracy`); written back as ``0.5x``.
+    """
+
+    factor: float
+
+    def __str__(self) -> str:
+        return f"{self.factor:g}x"
+
+
+ToleranceSpec = float | PeerMultiple | None
+
+
+def parse_tolerance(value: float | str | PeerMultiple | None) -> ToleranceSpec:
+    """A tolerance as given: a relative error (``1e-3``), or a multiple of the peer's (``0.5x``).
+
+    None stays None (the default budget). A string is read as a number, or as a number
+    followed by ``x``. Raises :class:`AutopartError` unless the number is finite and
+    above 0.
+    """
     if value is None:
-        return
-    valid = isinstance(value, int | float) and not isinstance(value, bool)
-    if not valid or not math.isfinite(value) or value <= 0:
-        raise AutopartError(f"--tolerance must be a finite relative error above 0, not {value}")
+        return None
+    if isinstance(value, PeerMultiple):
+        _check_positive(value.factor, value)
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        relative = text.endswith("x")
+        try:
+            number = float(text[:-1] if relative else text)
+        except ValueError:
+            raise AutopartError(
+                f"--tolerance must be a relative error (1e-3) or a multiple of OpenVINO as "
+                f"installed's error (0.5x), not {value!r}"
+            ) from None
+        _check_positive(number, value)
+        return PeerMultiple(number) if relative else number
+    _check_positive(value, value)
+    return float(value)
+
+
+def _check_positive(number: object, given: object) -> None:
+    """Raise :class:`AutopartError` unless ``number`` is a finite number above 0."""
+    if (
+        isinstance(number, bool)
+        or not isinstance(number, int | float)
+        or not math.isfinite(number)
+        or number <= 0
+    ):
+        raise AutopartError(
+            f"--tolerance must be a finite relative error above 0, or a multiple above 0 "
+            f"of OpenVINO as installed's error (0.5x), not {given}"
+        )
 
 
 def check_budget(seconds: float, name: str, allow_zero: bool = False) -> None:

@@ -7,12 +7,15 @@ computes in bf16 where the CPU has it, so the default budget is that peer's own 
 the same samples (the peer whose codegen declares it ``sets_budget``,
 :func:`budget_peer`), plus :attr:`~autopart.settings.AccuracySettings.peer_allowance` for
 rounding, and never below the f32 check tolerance. The default plan is then never less
-accurate than OpenVINO at its defaults. ``--precision f32`` allows f32 targets only and
-holds plans to the f32 check tolerance: the exact plans of before.
+accurate than OpenVINO at its defaults. ``--tolerance 0.5x`` (a
+:class:`~autopart.search.options.PeerMultiple`) asks for that multiple of the same peer's
+error instead, e.g. half of it. ``--precision f32`` allows f32 targets only and holds
+plans to the f32 check tolerance: the exact plans of before.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -23,6 +26,7 @@ from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import REFERENCE_PRECISION, VirtualDevice
 from autopart.profile.sensitivity import EMULATED, ROUNDED, measure_budget
+from autopart.search.options import PeerMultiple, ToleranceSpec, parse_tolerance
 from autopart.settings import ACCURACY, VERIFY
 from autopart.targets import qdq, quant_ranges
 from autopart.targets.codegen import declared_peers
@@ -43,11 +47,22 @@ class Budget:
     """What a tune may trade for speed: ``precisions`` allowed and the ``tolerance``.
 
     ``precisions`` None allows every precision the machine offers. ``tolerance`` None is the
-    default budget (:func:`follow_peer`); with f32 alone it is the f32 check tolerance.
+    default budget (:func:`follow_peer`), a :class:`PeerMultiple` that multiple of the same
+    peer's error; with f32 alone either is the f32 check tolerance.
     """
 
     precisions: tuple[str, ...] | None = None
-    tolerance: float | None = None
+    tolerance: ToleranceSpec = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tolerance", parse_tolerance(self.tolerance))
+
+    @property
+    def peer_factor(self) -> float:
+        """The multiple of the budget peer's error allowed when no number is given."""
+        if isinstance(self.tolerance, PeerMultiple):
+            return self.tolerance.factor
+        return 1 + ACCURACY.peer_allowance
 
     @property
     def exact(self) -> bool:
@@ -59,10 +74,14 @@ class Budget:
         return self.precisions is None or precision in self.precisions
 
     def tolerance_rule(self) -> Tolerance:
-        """The tolerance to verify with: the number given, else the default rule."""
-        if self.tolerance is not None:
+        """The tolerance to verify with: the number given, else the peer's error times a factor."""
+        if isinstance(self.tolerance, float):
             return self.tolerance
-        return VERIFY.check_tolerance if self.exact else follow_peer
+        if self.exact:
+            return VERIFY.check_tolerance
+        if self.tolerance is None:
+            return follow_peer
+        return functools.partial(follow_peer, factor=self.tolerance.factor)
 
     def describe(self) -> str:
         """One line: the precisions allowed and the budget."""
@@ -70,25 +89,31 @@ class Budget:
             "every precision offered" if self.precisions is None else "+".join(self.precisions)
         )
         peer = None if self.exact else budget_peer()
-        if self.tolerance is not None:
+        if isinstance(self.tolerance, float):
             budget = f"tolerance {self.tolerance:.3g}"
         elif peer is None:
             budget = f"tolerance {VERIFY.check_tolerance:.3g} (f32)"
-        else:
+        elif self.tolerance is None:
             budget = f"tolerance: {peer}'s error on the same inputs"
+        else:
+            budget = f"tolerance: {self.tolerance} {peer}'s error on the same inputs"
         return f"{allowed}, {budget}"
 
 
-def follow_peer(errors: Mapping[str, float]) -> float:
-    """The default budget from every runner's error: :func:`budget_peer`'s, plus rounding.
+def follow_peer(errors: Mapping[str, float], factor: float | None = None) -> float:
+    """The budget from every runner's error: :func:`budget_peer`'s times ``factor``.
 
-    Never below the f32 check tolerance; that tolerance where that peer did not run.
+    ``factor`` None is the default budget's, the peer's error plus
+    :attr:`~autopart.settings.AccuracySettings.peer_allowance` for rounding. Never below
+    the f32 check tolerance (an f32 plan differs from the reference by the order of its
+    sums); that tolerance where that peer did not run.
     """
     name = budget_peer()
     peer = None if name is None else errors.get(name)
     if peer is None or not np.isfinite(peer):
         return VERIFY.check_tolerance
-    return max(VERIFY.check_tolerance, peer * (1 + ACCURACY.peer_allowance))
+    scale = 1 + ACCURACY.peer_allowance if factor is None else factor
+    return max(VERIFY.check_tolerance, peer * scale)
 
 
 def accuracy_notes(results: Mapping[str, Measured], budget: Budget) -> list[str]:
@@ -115,10 +140,11 @@ def search_budget(
     """The accuracy budget the search keeps to, from the nodes' measured sensitivities.
 
     None when no target of ``targets`` computes in a reduced precision the reference can
-    emulate. The tolerance is ``budget``'s when given; else every node in bf16 is allowed
-    (the default budget follows OpenVINO as installed, which computes every node it can in
-    bf16, never in int8), with the same allowance: int8 nodes then fit only where their
-    error stays within what bf16 everywhere would cost.
+    emulate. The tolerance is ``budget``'s number when given; else the error of every node
+    in bf16 (the default budget follows OpenVINO as installed, which computes every node it
+    can in bf16, never in int8) times the budget's :attr:`Budget.peer_factor`: int8 nodes
+    then fit only where their error stays within what bf16 everywhere would cost, and
+    ``0.5x`` keeps the most sensitive nodes in f32.
     """
     reduced = sorted(
         {p for text in targets if (p := VirtualDevice.parse(text).precision) in EMULATED}
@@ -130,9 +156,9 @@ def search_budget(
     weights = {key: value for part in found.values() for key, value in part.weights.items()}
     worst = max(part.all_reduced for part in found.values())
     tolerance = budget.tolerance
-    if tolerance is None:  # what OpenVINO as installed reduces: bf16, never int8
+    if not isinstance(tolerance, float):  # what OpenVINO as installed reduces: bf16, never int8
         rounded = [part.all_reduced for p, part in found.items() if p in ROUNDED]
-        tolerance = max(max(rounded, default=0.0) * (1 + ACCURACY.peer_allowance),
+        tolerance = max(max(rounded, default=0.0) * budget.peer_factor,
                         VERIFY.check_tolerance)  # fmt: skip
     return AccuracyBudget(weights, tolerance, worst, next(iter(found.values())).method)
 

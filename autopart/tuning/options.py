@@ -17,7 +17,13 @@ from typing import Any
 
 from autopart.io import check_writable
 from autopart.loader import FreezeValues, InputShapes
-from autopart.search.options import SearchOptions, check_count, check_tolerance, parse_precisions
+from autopart.search.options import (
+    SearchOptions,
+    ToleranceSpec,
+    check_count,
+    parse_precisions,
+    parse_tolerance,
+)
 from autopart.tuning.accuracy import Budget
 
 # The fields of SearchOptions a tune fills in itself, from the graph and the measurements.
@@ -121,12 +127,12 @@ class BenchOptions:
     input_shapes: InputShapes | None = None
     freeze: FreezeValues | None = None
     precision: str | Sequence[str] | None = None
-    tolerance: float | None = None
+    tolerance: ToleranceSpec = None
 
     def __post_init__(self) -> None:
         check_count(self.rounds, "rounds", 1)
         parse_precisions(self.precision)
-        check_tolerance(self.tolerance)
+        object.__setattr__(self, "tolerance", parse_tolerance(self.tolerance))
 
     @property
     def budget(self) -> Budget:
