@@ -117,11 +117,16 @@ class TuneReport:
 
     @property
     def vs_best_peer(self) -> float | None:
-        """The chosen plan's measured median over the quickest peer's, if both ran."""
+        """The chosen plan's measured median over the quickest peer's within the tolerance.
+
+        As ``bench``'s best peer: a peer whose outputs are beyond the tolerance (OpenVINO as
+        installed under ``--precision f32``) is no bar. None when no such peer ran.
+        """
         chosen = next((row for row in self.rows if row.name == self.chosen), None)
-        if chosen is None or chosen.measured_s is None or not self.peers:
+        within = [m.median_s for m in self.peers.values() if m.correct]
+        if chosen is None or chosen.measured_s is None or not within:
             return None
-        return chosen.measured_s / min(m.median_s for m in self.peers.values())
+        return chosen.measured_s / min(within)
 
 
 def tune_model(
