@@ -32,6 +32,8 @@ from autopart.targets import qdq, quant_ranges
 from autopart.targets.codegen import declared_peers
 from autopart.tuning.verify import Measured, Tolerance
 
+DEFAULT_PEER_FACTOR = 1 + ACCURACY.peer_allowance  # the default budget: the peer's error, +10%
+
 
 def budget_peer() -> str | None:
     """The name of the peer whose error sets the default budget (None: no codegen has one).
@@ -62,7 +64,7 @@ class Budget:
         """The multiple of the budget peer's error allowed when no number is given."""
         if isinstance(self.tolerance, PeerMultiple):
             return self.tolerance.factor
-        return 1 + ACCURACY.peer_allowance
+        return DEFAULT_PEER_FACTOR
 
     @property
     def exact(self) -> bool:
@@ -112,8 +114,7 @@ def follow_peer(errors: Mapping[str, float], factor: float | None = None) -> flo
     peer = None if name is None else errors.get(name)
     if peer is None or not np.isfinite(peer):
         return VERIFY.check_tolerance
-    scale = 1 + ACCURACY.peer_allowance if factor is None else factor
-    return max(VERIFY.check_tolerance, peer * scale)
+    return max(VERIFY.check_tolerance, peer * (DEFAULT_PEER_FACTOR if factor is None else factor))
 
 
 def accuracy_notes(results: Mapping[str, Measured], budget: Budget) -> list[str]:
