@@ -50,6 +50,10 @@ def test_the_profiler_frees_what_it_compiled_when_the_next_partition_would_not_f
     from autopart.profile import samplers
 
     graph = autopart.load("squeezenet")
+    assert graph.parameter_bytes(graph.nodes) == graph.parameter_bytes() > 0
+    first = graph.nodes[:1]  # its weight and bias, counted once each
+    read = {n for node in first for n in node.present_inputs if graph.value(n).is_const}
+    assert graph.parameter_bytes(first + first) == sum(graph.value(n).nbytes for n in read) > 0
     compiled: dict[object, object] = {("t", "k"): object()}
     monkeypatch.setattr(samplers, "available_memory_bytes", lambda: 1 << 40)
     samplers.make_room(compiled, graph, graph.nodes)

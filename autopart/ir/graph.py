@@ -247,11 +247,17 @@ class Graph:
         return {node.name: node.virtual_device for node in self.nodes}
 
     # -- statistics ------------------------------------------------------------------------
-    def parameter_bytes(self) -> int:
-        """Total bytes of the constants that nodes consume (weights, biases, tables)."""
-        return sum(
-            v.const.nbytes for v in self.values.values() if v.const is not None and v.consumers
-        )
+    def parameter_bytes(self, nodes: Iterable[Node] | None = None) -> int:
+        """Total bytes of the constants that nodes consume (weights, biases, tables).
+
+        With ``nodes``, only the constants those nodes read, each counted once.
+        """
+        if nodes is None:
+            read = [v for v in self.values.values() if v.consumers]
+        else:
+            names = {name for node in nodes for name in node.present_inputs}
+            read = [self.value(name) for name in names]
+        return sum(v.const.nbytes for v in read if v.const is not None)
 
     def __repr__(self) -> str:
         nodes = len(self.nodes)

@@ -84,8 +84,7 @@ def make_room(compiled: dict[Any, Any], graph: Graph, nodes: Sequence[Node]) -> 
     times the weights ``nodes`` read is free, everything in ``compiled`` is dropped, to
     be compiled again at its next pass.
     """
-    read = {name for node in nodes for name in node.present_inputs}
-    weights = sum(graph.value(name).nbytes for name in read if graph.value(name).is_const)
+    weights = graph.parameter_bytes(nodes)
     if compiled and available_memory_bytes() < VERIFY.compile_headroom * weights:
         compiled.clear()
         gc.collect()
