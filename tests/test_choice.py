@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from autopart.tuning.choice import (
     Runner,
+    best_peer,
     contested,
     decide,
     explain,
@@ -182,3 +183,12 @@ def test_a_peer_whose_plan_measured_over_the_tolerance_keeps_no_plan() -> None:
     assert kept["openvino alone"].stands_for is None and kept[plan] == runners[plan]
     decision = decide(measured, kept)
     assert decision is not None and decision.chosen == "single:cpu@openvino"
+
+
+def test_the_best_peer_is_the_quickest_within_its_tolerance() -> None:
+    quick, slow = _rounds([1.0] * 6), _rounds([2.0] * 6)
+    assert best_peer({"a": quick, "b": slow}) == "a"
+    quick.max_error, quick.tolerance = 2e-2, 1e-3  # bf16 under --precision f32: no bar
+    assert best_peer({"a": quick, "b": slow}) == "b"
+    slow.max_error, slow.tolerance = 2e-2, 1e-3
+    assert best_peer({"a": quick, "b": slow}) is None and best_peer({}) is None

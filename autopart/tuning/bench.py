@@ -27,7 +27,7 @@ from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import SearchOptions
 from autopart.targets.codegen import declared_peers
 from autopart.tuning.accuracy import evaluation_samples
-from autopart.tuning.choice import ratio_interval
+from autopart.tuning.choice import best_peer, ratio_interval
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.peers import PeerInputs, peer_lingers, peer_names, peers
 from autopart.tuning.verify import Measured, measure_plans
@@ -102,9 +102,8 @@ def _bench_model(
         why = next(iter(failures.values()), "no plan ran")
         raise AutopartError(f"no plan of {model} could run: {why}")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
-    within = [name for name in peer_medians if measured[name].correct]
-    best = min(within, key=lambda name: peer_medians[name], default=None)
-    best_peer = float("nan") if best is None else peer_medians[best]
+    best = best_peer({name: measured[name] for name in peer_medians})
+    best_median = float("nan") if best is None else peer_medians[best]
     best_single = _best_single(measured, candidates)
     floor = _noise_floor(measured)
     columns = peer_columns()
@@ -135,7 +134,7 @@ def _bench_model(
                     column: result.median_s / peer_medians.get(peer, float("nan"))
                     for peer, column in columns.items()
                 },
-                "vs_best_peer": result.median_s / best_peer,
+                "vs_best_peer": result.median_s / best_median,
                 "vs_best_peer_low": np.nan if versus is None else versus.low,
                 "vs_best_peer_high": np.nan if versus is None else versus.high,
                 "noise_floor": floor,

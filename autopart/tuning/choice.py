@@ -104,6 +104,16 @@ def ratio_interval(first: Measured, second: Measured) -> Interval:
     return Interval(ratio, float(low), float(high), len(a))
 
 
+def best_peer(peers: Mapping[str, Measured]) -> str | None:
+    """The quickest of ``peers`` whose outputs are within its tolerance (None: none is).
+
+    The bar a tuned plan is held to, in ``tune`` and ``bench`` alike: a peer over the
+    tolerance (OpenVINO as installed under ``--precision f32``) is no bar.
+    """
+    within = [name for name, result in peers.items() if result.correct]
+    return min(within, key=lambda name: peers[name].median_s, default=None)
+
+
 @dataclass(frozen=True)
 class Runner:
     """What :func:`decide` knows of a runner besides its timings.

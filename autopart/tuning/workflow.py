@@ -123,10 +123,10 @@ class TuneReport:
         installed under ``--precision f32``) is no bar. None when no such peer ran.
         """
         chosen = next((row for row in self.rows if row.name == self.chosen), None)
-        within = [m.median_s for m in self.peers.values() if m.correct]
-        if chosen is None or chosen.measured_s is None or not within:
+        best = choice.best_peer(self.peers)
+        if chosen is None or chosen.measured_s is None or best is None:
             return None
-        return chosen.measured_s / min(within)
+        return chosen.measured_s / self.peers[best].median_s
 
 
 def tune_model(
