@@ -441,6 +441,30 @@ def test_command_line_mistakes_are_one_line_errors(tmp_path: Path) -> None:
     assert_one_line_error(*invoke("bench", str(path), "--input-shape", "height=4"), "height")
 
 
+def pyramid_model() -> onnx.ModelProto:
+    """x halved, doubled back and joined to itself: sizes 1 cannot be halved and joined."""
+    scales = numpy_helper.from_array(np.float32([1, 1, 2, 2]), "scales")
+    nodes = [
+        helper.make_node("MaxPool", ["x"], ["half"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Resize", ["half", "", "scales"], ["double"], mode="nearest"),
+        helper.make_node("Concat", ["double", "x"], ["both"], axis=1),
+        helper.make_node("Relu", ["both"], ["y"]),
+    ]
+    x = helper.make_tensor_value_info("x", FLOAT, [1, 1, "h", "w"])
+    y = helper.make_tensor_value_info("y", FLOAT, [1, 2, "h", "w"])
+    return make_model(helper.make_graph(nodes, "pyramid", [x], [y], [scales]))
+
+
+def test_dims_taken_as_1_that_the_model_refuses_are_named_in_one_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match=r"symbolic dims h, w were taken as 1.*--input-shape"):
+        autopart.load(pyramid_model())
+    graph = autopart.load(pyramid_model(), {"h": 4, "w": 6})
+    assert graph.value("y").shape == (1, 2, 4, 6)
+    _check_against_onnxruntime(pyramid_model(), graph)
+    path = _save(pyramid_model(), tmp_path / "pyramid.onnx")
+    assert_one_line_error(*invoke("tune", str(path)), "h, w were taken as 1")
+
+
 def test_bench_takes_input_shapes_and_feeds_the_peers_the_frozen_value(tmp_path: Path) -> None:
     from autopart import api
 

@@ -8,9 +8,11 @@ import re
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from onnx import TensorProto, helper, numpy_helper
 
 import autopart
 from autopart.costmodel.accuracy import AccuracyBudget
@@ -245,6 +247,59 @@ def test_sensitivities_add_up_to_the_error_of_every_node_reduced() -> None:
     # rounding through bf16 keeps 8 significant bits
     x = np.float32([1.0, 1.00390625, 3.14159265])
     assert list(round_to("bf16", x)) == [1.0, 1.0, 3.140625]
+
+
+def _padded_rows_model() -> onnx.ModelProto:
+    """Rows of x normalised, the last (a constant 1000 plus noise: padding) then dropped.
+
+    The LayerNormalization's local bf16 error is huge (rounding 1000 swamps the padding
+    row's variance) though the rows that reach the output barely move; four MatMuls follow.
+    """
+    rng = np.random.default_rng(0)
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "gamma", "beta"], ["ln"], axis=-1),
+        helper.make_node("Slice", ["ln", "start", "stop", "axis"], ["kept"]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.ones(16, np.float32), "gamma"),
+        numpy_helper.from_array(np.zeros(16, np.float32), "beta"),
+        numpy_helper.from_array(np.int64([0]), "start"),
+        numpy_helper.from_array(np.int64([7]), "stop"),
+        numpy_helper.from_array(np.int64([1]), "axis"),
+    ]
+    last = "kept"
+    for index in range(4):
+        weight = rng.standard_normal((16, 16)).astype(np.float32) / 4
+        inits.append(numpy_helper.from_array(weight, f"w{index}"))
+        nodes.append(helper.make_node("MatMul", [last, f"w{index}"], [f"m{index}"]))
+        last = f"m{index}"
+    graph = helper.make_graph(
+        nodes, "padded_rows",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+        [helper.make_tensor_value_info(last, TensorProto.FLOAT, [1, 7, 16])], inits,
+    )  # fmt: skip
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_node_of_huge_local_error_does_not_price_the_others_at_nothing() -> None:
+    graph = autopart.load(_padded_rows_model())
+    x = np.random.default_rng(1).standard_normal((1, 8, 16)).astype(np.float32)
+    x[0, 7] = 1000 + 1e-3 * x[0, 7]  # the padding row: constant, but for noise
+    feeds = {"x": x}
+    bf16 = VirtualDevice.parse("cpu@openvino:bf16")
+    f32 = VirtualDevice.parse("cpu@openvino")
+    whole = measure_budget(graph, feeds, "bf16", None)
+    grouped = measure_budget(graph, feeds, "bf16", None, groups=2)
+    assert (whole.method, grouped.method) == ("whole", "grouped")
+    norm = next(n.name for n in graph.nodes if n.op_type == "LayerNormalization")
+    rest = {n.name: f32 if n.name == norm else bf16 for n in graph.nodes}
+    emulated = whole.predicted_error(rest)  # measured node by node, whole: the truth here
+    assert emulated > 1e-3
+    # the group of the normalisation was measured whole, so the MatMuls keep their share
+    assert grouped.predicted_error(rest) > emulated / 2
+    # a local error alone would give the normalisation every share: its own output is noise
+    local = measure_budget(graph, feeds, "bf16", None, groups=1)
+    assert local.predicted_error(rest) < emulated / 10
 
 
 @pytest.mark.slow

@@ -12,7 +12,7 @@ input that has it. An input's name wins over a dim's name. Every symbolic dim le
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 import onnx
@@ -89,6 +89,27 @@ def resolve_input_shapes(
                 d if isinstance(d, int) else sizes.get(d, 1) if d is not None else 1 for d in dims
             )
     return resolved
+
+
+def defaulted_dims(
+    declared: Mapping[str, list[Dim] | None], given: InputShapes, fixed: Collection[str] = ()
+) -> list[str]:
+    """The symbolic dims :func:`resolve_input_shapes` takes as 1 for want of a size, sorted.
+
+    A named dim by its name; an unnamed one (``-1`` or ``?``) as ``input[axis]``. Inputs
+    ``given`` a full shape, or ``fixed`` (frozen ones), default nothing, nor do the dims
+    they name.
+    """
+    whole = {name for name in declared if name in given or name in fixed}
+    sized = {d for name in whole for d in declared[name] or () if isinstance(d, str)}
+    defaulted: set[str] = set()
+    for name, dims in declared.items():
+        for axis, dim in enumerate(() if name in whole else dims or ()):
+            if dim is None:
+                defaulted.add(f"{name}[{axis}]")
+            elif isinstance(dim, str) and dim not in given and dim not in sized:
+                defaulted.add(dim)
+    return sorted(defaulted)
 
 
 def _match(

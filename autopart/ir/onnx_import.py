@@ -19,7 +19,12 @@ from autopart.ir.control_flow import fix_loop_shapes, unknown_shape_hint
 from autopart.ir.fold_if import folded_ifs_behind
 from autopart.ir.freeze import FreezeValues, frozen_arrays
 from autopart.ir.graph import Graph, Node, Value
-from autopart.ir.input_shapes import InputShapes, declared_dims, resolve_input_shapes
+from autopart.ir.input_shapes import (
+    InputShapes,
+    declared_dims,
+    defaulted_dims,
+    resolve_input_shapes,
+)
 from autopart.ir.node_order import sort_nodes
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
@@ -293,6 +298,9 @@ def _graph_from_proto(
     kept = [name for name in inputs if name not in frozen]
     graph = Graph(g.name or "model", nodes, values, kept, outputs, opsets)
     graph.meta["model_inputs"] = inputs
+    graph.meta["defaulted_dims"] = defaulted_dims(
+        {name: dims for name, (dims, _) in declared.items()}, input_shapes, frozen
+    )
     if frozen:
         graph.meta["frozen"] = frozen
     return graph
@@ -359,9 +367,19 @@ def _missing_static_shapes(graph: Graph) -> list[str]:
         and (
             graph.value(name).shape is None
             or graph.value(name).dtype is None
-            or (None in graph.value(name).shape and unknown_shape_hint(graph, name))  # type: ignore[operator]
+            or (None in graph.value(name).shape and _shapes_matter(graph, name))  # type: ignore[operator]
         )
     ]
+
+
+def _shapes_matter(graph: Graph, name: str) -> bool:
+    """Whether an unknown dim of ``name`` matters: other nodes read it, or an If makes it.
+
+    An output whose size depends on data (Unique's, NonZero's) may stay dynamic when no
+    node reads it: the reference computes it whole. A value that other nodes read needs
+    its shape, for their shapes and for every cost of the plan.
+    """
+    return bool(graph.value(name).consumers) or bool(unknown_shape_hint(graph, name))
 
 
 def _require_static_shapes(graph: Graph) -> None:
@@ -371,4 +389,11 @@ def _require_static_shapes(graph: Graph) -> None:
             f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         )
         hint = next((h for name in missing if (h := unknown_shape_hint(graph, name))), "")
+        defaulted = graph.meta.get("defaulted_dims") or []
+        if not hint and defaulted:
+            shown_dims = ", ".join(defaulted[:5])
+            hint = (
+                f" (the symbolic dims {shown_dims} were taken as 1, which the model may not "
+                "accept: give their sizes with --input-shape NAME=SIZE)"
+            )
         raise ModelError(f"could not infer a static shape for {shown}{hint}")

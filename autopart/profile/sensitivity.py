@@ -8,10 +8,16 @@ that for chosen nodes (:class:`~autopart.targets.codegen.Emulating`), which need
 and no compile, and gives the same answer on every machine (int8: for the same
 calibration samples). A node's sensitivity is the relative
 output error of the model (the largest error over the largest magnitude, over outputs)
-when it alone runs reduced. That takes one run of the model from that node on; where those
-runs would exceed ``budget_s`` the node's *local* error (its own output's relative error,
-its inputs exact) stands in, from one run. Both are scaled so that every node reduced
-predicts the error measured with every node reduced
+when it alone runs reduced. That takes one run of the model from that node on. Where
+those runs would exceed ``budget_s``, the nodes are cut in run order into as many groups
+as runs fit: each group's error is measured with the whole model (its nodes reduced
+together), and shared among its nodes in proportion to their squared *local* errors (a
+node's own output's relative error, its inputs exact; one run for all). A local error
+alone misleads: a LayerNormalization of a near-constant input has a huge one (rounding
+swamps the variance), and scaled against the rest it took all of swin_mini's budget,
+leaving 344 other nodes priced at nothing. A group's measured error bounds what its
+nodes are charged. Both are scaled so that every node reduced predicts the error
+measured with every node reduced
 (:class:`~autopart.costmodel.accuracy.AccuracyBudget`).
 """
 
@@ -108,12 +114,16 @@ def measure_budget(
     tolerance: float | None,
     budget_s: float = 10.0,
     progress: Callable[[int, int], None] | None = None,
+    groups: int | None = None,
 ) -> AccuracyBudget:
     """The :class:`AccuracyBudget` of ``graph`` in ``precision`` on ``feeds``.
 
     ``tolerance`` None takes the error of every node reduced (the budget then binds
-    nothing: reduced precision everywhere is within it). Sensitivities are whole-model
-    errors when one run per node fits ``budget_s``, else local errors (see the module).
+    nothing: reduced precision everywhere is within it). The nodes are cut, in run order,
+    into as many groups as whole-model runs fit ``budget_s``, or ``groups`` when given (one
+    node each when there are enough: method ``whole``; else ``grouped``); each group's
+    error is measured with the whole model, and shared among its nodes by their local
+    errors (see the module).
     """
     runs = _Runs(graph, feeds, precision)
     names = runs.compiled.node_names
@@ -122,27 +132,57 @@ def measure_budget(
     started = time.perf_counter()  # the first run warmed the kernels up: time the second
     all_reduced = output_error(runs.outputs({names[i] for i in floats}), reference)
     run_s = time.perf_counter() - started
-    if run_s * len(floats) / 2 <= budget_s:  # a run from a node on takes half one on average
-        method, raw = "whole", {}
-        values = runs.kept()
-        for done, index in enumerate(floats):
-            again = runs.outputs({names[index]}, values, start=index)
-            raw[names[index]] = output_error(again, reference)
-            if progress is not None:
-                progress(done + 1, len(floats))
-    else:
-        method, chosen = "local", {names[i] for i in floats}
-        raw = {
-            name: output_error(dict(enumerate(rounded)), dict(enumerate(exact)))
-            for name, exact, rounded in runs.compiled.rounded_outputs(
-                dict(feeds), chosen, runs.reduction
-            )
-        }
-    total = sum(value * value for value in raw.values())
+    if groups is None:
+        groups = int(budget_s / max(run_s / 2, 1e-9))  # a run from a node on: half one
+    cut = [
+        [names[i] for i in part]
+        for part in np.array_split(np.asarray(floats, dtype=int), max(min(groups, len(floats)), 1))
+        if len(part)
+    ]
+    first = {names[i]: i for i in floats}
+    values = runs.kept()
+    whole: list[float] = []
+    for done, group in enumerate(cut):
+        again = runs.outputs(set(group), values, start=first[group[0]])
+        whole.append(output_error(again, reference))
+        if progress is not None:
+            progress(done + 1, len(cut))
+    singletons = all(len(group) == 1 for group in cut)
+    local = {} if singletons else _local_errors(runs, feeds, {names[i] for i in floats})
+    squared = _shared(cut, whole, local)
+    total = sum(squared.values())
     scale = all_reduced**2 / total if total > 0 else 0.0
-    weights = {(name, precision): value * value * scale for name, value in raw.items()}
+    weights = {(name, precision): value * scale for name, value in squared.items()}
     limit = all_reduced if tolerance is None else tolerance
-    return AccuracyBudget(weights, limit, all_reduced, method)
+    return AccuracyBudget(weights, limit, all_reduced, "whole" if singletons else "grouped")
+
+
+def _local_errors(
+    runs: _Runs, feeds: Mapping[str, np.ndarray], chosen: set[str]
+) -> dict[str, float]:
+    """Each chosen node's local error: its own outputs' relative error, its inputs exact."""
+    return {
+        name: output_error(dict(enumerate(rounded)), dict(enumerate(exact)))
+        for name, exact, rounded in runs.compiled.rounded_outputs(
+            dict(feeds), chosen, runs.reduction
+        )
+    }
+
+
+def _shared(
+    groups: list[list[str]], errors: list[float], local: Mapping[str, float]
+) -> dict[str, float]:
+    """Each node's share of its group's squared error, by node name.
+
+    In proportion to the nodes' squared local errors; evenly where a group's are all 0.
+    """
+    shares: dict[str, float] = {}
+    for group, error in zip(groups, errors, strict=True):
+        parts = [local.get(name, 1.0) ** 2 for name in group]
+        total = sum(parts)
+        for name, part in zip(group, parts, strict=True):
+            shares[name] = error * error * (part / total if total > 0 else 1 / len(group))
+    return shares
 
 
 def _computes_floats(graph: Graph, name: str) -> bool:
