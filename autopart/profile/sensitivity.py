@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
 
 import ml_dtypes
@@ -100,11 +100,17 @@ class _Runs:
         self.compiled.run_rounded(values, reduced, self.reduction, start)
         return {name: values[name] for name in self.graph.outputs if name in values}
 
-    def kept(self) -> dict[str, Any]:
-        """Every value of one exact run (nothing freed)."""
-        values = dict(self.feeds)
-        self.compiled.run_rounded(values, (), self.reduction, keep=True)
-        return values
+    def live_at(self, starts: Sequence[int]) -> Iterator[dict[str, Any]]:
+        """For each step of ``starts`` (ascending), what a run from it reads of one exact run.
+
+        That is the values made before the step and read at or after it; one exact run
+        yields them all, holding no more than its live values and the one yielded.
+        """
+        values, at = dict(self.feeds), 0
+        for start in starts:
+            self.compiled.run_rounded(values, (), self.reduction, at, start)
+            yield dict(values)
+            at = start
 
 
 def measure_budget(
@@ -140,10 +146,10 @@ def measure_budget(
         if len(part)
     ]
     first = {names[i]: i for i in floats}
-    values = runs.kept()
+    starts = [first[group[0]] for group in cut]
     whole: list[float] = []
-    for done, group in enumerate(cut):
-        again = runs.outputs(set(group), values, start=first[group[0]])
+    for done, (group, live) in enumerate(zip(cut, runs.live_at(starts), strict=True)):
+        again = runs.outputs(set(group), live, start=starts[done])
         whole.append(output_error(again, reference))
         if progress is not None:
             progress(done + 1, len(cut))

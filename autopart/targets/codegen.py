@@ -152,8 +152,8 @@ EXACT = Rounding(lambda value: value)  # no node reduced
 class Emulating(Protocol):
     """A compiled subgraph that can emulate reduced precision node by node (the reference).
 
-    ``node_names`` are its nodes in the order they run; ``run_rounded`` runs it from a step
-    with chosen nodes computing as ``reduction`` says (see
+    ``node_names`` are its nodes in the order they run; ``run_rounded`` runs a range of its
+    steps with chosen nodes computing as ``reduction`` says (see
     :mod:`autopart.profile.sensitivity`); ``rounded_outputs`` yields, in one run, each
     chosen node's exact outputs and those it computes reduced on its exact inputs.
     """
@@ -166,9 +166,9 @@ class Emulating(Protocol):
         rounded: Collection[str],
         reduction: Reduction,
         start: int = 0,
-        keep: bool = False,
+        stop: int | None = None,
     ) -> None:
-        """Run from step ``start`` with the nodes in ``rounded`` emulating a precision."""
+        """Run steps ``start`` to ``stop`` with the nodes in ``rounded`` emulating a precision."""
 
     def rounded_outputs(
         self, env: Environment, chosen: Collection[str], reduction: Reduction

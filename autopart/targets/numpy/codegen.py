@@ -142,15 +142,16 @@ class NumpySubgraph(CompiledSubgraph):
         rounded: Collection[str],
         reduction: Reduction,
         start: int = 0,
-        keep: bool = False,
+        stop: int | None = None,
     ) -> None:
-        """:meth:`run` from step ``start``, the nodes in ``rounded`` emulating a precision.
+        """:meth:`run` from step ``start`` to ``stop``, ``rounded`` nodes emulating a precision.
 
         Those nodes compute on their inputs (weights included) as ``reduction`` maps them,
-        and store their outputs as it maps them. With ``keep`` no value is freed (a
-        later run may start from any step). Errors as :meth:`run`.
+        and store their outputs as it maps them. Values are freed after their last reader,
+        so ``env`` after a run to ``stop`` holds what a run from ``stop`` needs. Errors as
+        :meth:`run`.
         """
-        for step in self.steps[start:]:
+        for step in self.steps[start:stop]:
             args = _arguments(step, env)
             lowered = step.name in rounded
             results = _call(step, reduction.inputs(step.name, args) if lowered else args)
@@ -159,9 +160,8 @@ class NumpySubgraph(CompiledSubgraph):
             for name, result in zip(step.outputs, results, strict=False):
                 if name:
                     env[name] = result
-            if not keep:
-                for name in step.free:
-                    env.pop(name, None)
+            for name in step.free:
+                env.pop(name, None)
 
     def rounded_outputs(
         self, env: Environment, chosen: Collection[str], reduction: Reduction
