@@ -9,7 +9,9 @@ checked against the numpy reference), and every experiment writes a CSV (pandas)
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping, Sequence
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +148,18 @@ def measure(
         )
     twins.update({name: name for name in peers or {}})
     return {name: measured[twin] for name, twin in twins.items() if twin in measured}
+
+
+def median_ms(step: Callable[[], object], repeat: int, warmup: int = 2) -> float:
+    """The median wall time of ``repeat`` calls of ``step`` after ``warmup`` untimed ones, in ms."""
+    for _ in range(warmup):
+        step()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times) * 1e3
 
 
 def show(title: str, frame: pd.DataFrame, digits: int = 3) -> None:

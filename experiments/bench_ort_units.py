@@ -25,13 +25,14 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
 import pandas as pd
+from _common import median_ms
 from onnx import helper, numpy_helper
 
 import autopart
@@ -106,17 +107,6 @@ def compile_job(job: Job, unit: int | None) -> OnnxRuntimeSubgraph:
     inputs, outputs = boundary(graph, nodes)
     placement = Placement(HostDevice(), unit)
     return OnnxRuntimeCodegen().compile(graph, nodes, inputs, outputs, placement)
-
-
-def median_ms(step: Callable[[], None], repeat: int, warmup: int = 2) -> float:
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 class Pair:

@@ -21,13 +21,11 @@ Writes ``experiments/results/two_core_phases.csv``. Run it on an otherwise idle 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
-from collections.abc import Callable
 
 import onnxruntime as ort
 import pandas as pd
-from _common import show, write_csv
+from _common import median_ms, show, write_csv
 
 from autopart import api
 from autopart.ir.feeds import random_inputs
@@ -39,17 +37,6 @@ def _session(model: bytes, threads: int | None) -> ort.InferenceSession:
     if threads is not None:
         options.intra_op_num_threads = threads
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-
-
-def _median_ms(run: Callable[[], object], runs: int) -> float:
-    for _ in range(5):
-        run()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times) * 1e3
 
 
 def main() -> None:
@@ -69,8 +56,8 @@ def main() -> None:
         if block % args.fresh == 0:
             both, one = _session(model, None), _session(model, 1)
         assert both is not None and one is not None
-        two_ms = _median_ms(lambda s=both: s.run(None, feeds), args.runs)
-        one_ms = _median_ms(lambda s=one: s.run(None, feeds), args.runs)
+        two_ms = median_ms(lambda s=both: s.run(None, feeds), args.runs, warmup=5)
+        one_ms = median_ms(lambda s=one: s.run(None, feeds), args.runs, warmup=5)
         elapsed = round(time.perf_counter() - started, 2)
         rows.append({"block": block, "t_s": elapsed, "fresh": block % args.fresh == 0,
                      "both_cores_ms": round(two_ms, 3), "one_core_ms": round(one_ms, 3),
