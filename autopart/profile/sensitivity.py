@@ -140,16 +140,18 @@ def measure_budget(
     run_s = time.perf_counter() - started
     if groups is None:
         groups = int(budget_s / max(run_s / 2, 1e-9))  # a run from a node on: half one
-    cut = [
-        [names[i] for i in part]
+    parts = [
+        part
         for part in np.array_split(np.asarray(floats, dtype=int), max(min(groups, len(floats)), 1))
         if len(part)
     ]
-    first = {names[i]: i for i in floats}
-    starts = [first[group[0]] for group in cut]
+    cut = [[names[i] for i in part] for part in parts]
+    starts = [int(part[0]) for part in parts]
     whole: list[float] = []
-    for done, (group, live) in enumerate(zip(cut, runs.live_at(starts), strict=True)):
-        again = runs.outputs(set(group), live, start=starts[done])
+    for done, (group, start, live) in enumerate(
+        zip(cut, starts, runs.live_at(starts), strict=True)
+    ):
+        again = runs.outputs(set(group), live, start=start)
         whole.append(output_error(again, reference))
         if progress is not None:
             progress(done + 1, len(cut))
