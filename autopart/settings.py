@@ -134,6 +134,14 @@ class VerifySettings:
         "(onnxruntime 400-1300 MiB, OpenVINO f32 805, bf16 600); vgg19's tune, compiling "
         "every candidate at once, was killed by the kernel at 24 GB",
     )
+    core_sharing_limit: float = _tuned(
+        1.4,
+        "a timed round is run again when, right after it, a probe on every core at once took "
+        "over this many times its time on one core alone: of 2,062 probes on the 2-core VM, "
+        "1,795 read under 1.2 and 181 1.8-2.2 (spells), 23 fell between 1.3 and 1.6; blocks "
+        "beside a probe over 1.4 timed onnxruntime on both cores 1.39x slower, on one core "
+        "1.14x (experiments/exp_core_sharing.py)",
+    )
     spin_linger_s: float = _tuned(
         0.15,
         "after a run at onnxruntime's default options its pool threads spin on and slow "

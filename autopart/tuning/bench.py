@@ -28,6 +28,7 @@ from autopart.search.options import SearchOptions
 from autopart.targets.codegen import declared_peers
 from autopart.tuning.accuracy import evaluation_samples
 from autopart.tuning.choice import best_peer, ratio_interval
+from autopart.tuning.core_sharing import CoreSharing
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.peers import PeerInputs, peer_lingers, peer_names, peers
 from autopart.tuning.verify import Measured, measure_plans
@@ -61,7 +62,9 @@ def bench_models(
     partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
     peers), ``copies``, ``max_rel_error`` (against the f32 reference, over the timing
     feeds and the evaluation samples), ``tolerance`` (the budget every row was held to,
-    :mod:`autopart.tuning.accuracy`), ``within_tolerance``, ``runs``, ``same_plan_as`` (the
+    :mod:`autopart.tuning.accuracy`), ``within_tolerance``, ``runs``, ``shared_rounds`` (timed
+    rounds dropped and run again because the cores shared one core's speed,
+    :mod:`autopart.tuning.core_sharing`), ``same_plan_as`` (the
     plan whose run it shares, if equal), ``off_target_nodes`` and ``error``: why a plan or
     peer that could not run has no timings (its figures are then NaN).
     """
@@ -95,6 +98,7 @@ def _bench_model(
         failures=failures,
         samples=evaluation_samples(graph, 0),
         tolerance=options.budget.tolerance_rule(),
+        probe=CoreSharing.open(),
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     failures.update({n: failures[t] for n, t in twins.items() if t in failures})
@@ -143,6 +147,7 @@ def _bench_model(
                 "tolerance": result.tolerance,
                 "within_tolerance": result.correct,
                 "runs": len(result.latencies),
+                "shared_rounds": result.shared_rounds,
                 "same_plan_as": "" if twins.get(name, name) == name else twins[name],
                 "error": "",
             }

@@ -30,6 +30,7 @@ from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import VERIFY
 from autopart.targets.codegen import HOST, Codegen, Role, codegen_for, reference_codegen
+from autopart.tuning.core_sharing import CoreSharing
 
 CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
 
@@ -48,6 +49,7 @@ class Measured(Latencies):
     round_medians: list[float] = field(default_factory=list)
     round_indices: list[int] = field(default_factory=list)
     tolerance: float = CHECK_TOLERANCE
+    shared_rounds: int = 0  # its timed rounds dropped: the cores shared one core's speed
 
     @property
     def samples(self) -> list[float]:
@@ -119,6 +121,7 @@ Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 # A tolerance, or how to choose one from every runner's error on the evaluation samples.
 Tolerance = float | Callable[[Mapping[str, float]], float]
 _RunResult = tuple[dict[str, np.ndarray], list[float], list[StepTiming]]
+_Timed = tuple[list[float], list[StepTiming]]  # a round's timed runs of one runner
 
 
 def _peer_block(
@@ -161,6 +164,7 @@ def measure_plans(
     failures: dict[str, str] | None = None,
     samples: Sequence[Mapping[str, np.ndarray]] = (),
     tolerance: Tolerance = CHECK_TOLERANCE,
+    probe: CoreSharing | None = None,
 ) -> dict[str, Measured]:
     """Run every plan in ``warmup`` + ``rounds`` rounds or more, interleaved; check outputs once.
 
@@ -196,12 +200,18 @@ def measure_plans(
     numpy reference (f32) over ``feeds`` and the evaluation ``samples``, each run once
     before the timed rounds. A runner is ``correct`` within ``tolerance``: a number, or a
     function choosing one from every runner's error (e.g. a peer's, plus an allowance).
+
+    Spells (:mod:`autopart.tuning.core_sharing`): with a ``probe``, each timed round is
+    followed by one probe of the cores; a round after which they shared one core's speed
+    is dropped for every runner (counted in its ``shared_rounds``) and run again, at most
+    as many times as rounds were planned; later ones are kept.
     """
     peers = dict(peers or {})
     results = {name: Measured() for name in [*plans, *peers]}
     reference = Executor(graph).run(feeds).outputs
     state = _Rounds(graph, feeds, reference, results, warmup, warmup + rounds, progress)
     state.failures = failures if failures is not None else {}
+    state.probe = probe
     with contextlib.ExitStack() as stack:
         lingers = dict(peer_linger_s or {})
         state.runners = {
@@ -237,6 +247,8 @@ class _Rounds:
         self.compiled = 0
         self.done = 0
         self.failures: dict[str, str] = {}
+        self.probe: CoreSharing | None = None
+        self.dropped = 0
 
     def fail(self, name: str, error: AutopartError) -> None:
         """Drop ``name`` from the rounds, keeping why (its error's first line)."""
@@ -292,10 +304,11 @@ class _Rounds:
                     return
                 order, batches = contenders, batches + 1
                 self.planned += rounds
-            self.run_round([name for name in order if name in self.runners], round_index)
+            timed = self.run_round([name for name in order if name in self.runners], round_index)
             if round_index == self.warmup:
                 spent = time.perf_counter() - round_started
                 self.planned = self.warmup + _stretched(rounds, spent, min_timed_s)
+            self.keep_unless_shared(timed, round_index, rounds)
             round_index += 1
             round_started = time.perf_counter()
 
@@ -313,12 +326,37 @@ class _Rounds:
                 result = self.results[name]
                 result.max_error = max(result.max_error, *errors.values(), 0.0)
 
-    def run_round(self, order: Sequence[str], round_index: int) -> None:
-        """One block of each runner in ``order``, shuffled by the round; record what counts.
+    def keep_unless_shared(self, timed: dict[str, _Timed], round_index: int, rounds: int) -> None:
+        """Record a timed round's runs, unless the cores shared one core's speed after it.
+
+        A dropped round is run again (``planned`` grows by one) while fewer rounds were
+        dropped than were planned (at least ``rounds``); from then on rounds are kept
+        whatever the probe says.
+        """
+        if not timed:
+            return
+        cap = max(rounds, self.planned - self.warmup - self.dropped)
+        if self.probe is not None and self.dropped < cap and self.probe.shared():
+            self.dropped += 1
+            self.planned += 1
+            for name in timed:
+                self.results[name].shared_rounds += 1
+            return
+        for name, (latencies, steps) in timed.items():
+            result = self.results[name]
+            result.latencies.extend(latencies)
+            result.round_medians.append(statistics.median(latencies))
+            result.round_indices.append(round_index)
+            result.steps = steps
+
+    def run_round(self, order: Sequence[str], round_index: int) -> dict[str, _Timed]:
+        """One block of each runner in ``order``, shuffled by the round: what it timed.
 
         The first round checks the outputs, the last warm-up round times a run that follows
-        its own to choose each block; later rounds are timed.
+        its own to choose each block; later rounds are timed, and their runs returned by
+        runner for :meth:`keep_unless_shared` (none from warm-up rounds).
         """
+        timed: dict[str, _Timed] = {}
         for name in round_order(order, round_index):
             self.report(f"running {name}")
             block = self.blocks[name]
@@ -335,12 +373,10 @@ class _Rounds:
                 errors = check_outputs(self.graph, self.feeds, outputs, self.reference)
                 result.max_error = max(result.max_error, *errors.values(), 0.0)
             if round_index >= self.warmup:
-                result.latencies.extend(latencies)
-                result.round_medians.append(statistics.median(latencies))
-                result.round_indices.append(round_index)
-                result.steps = steps
+                timed[name] = (latencies, steps)
             elif round_index == self.warmup - 1:
                 self.blocks[name] = block_for(statistics.median(latencies))
+        return timed
 
 
 def _errors(results: Mapping[str, Measured]) -> dict[str, float]:

@@ -39,6 +39,7 @@ from autopart.tuning.accuracy import (
     over_budget,
     search_budget,
 )
+from autopart.tuning.core_sharing import CoreSharing, shared_note
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
@@ -298,7 +299,9 @@ def _verify(
         failures=failures,
         samples=evaluation_samples(graph, options.search.seed),
         tolerance=options.budget.tolerance_rule(),
+        probe=CoreSharing.open(),
     )
+    notes.extend(shared_note(measured))
     peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     notes.extend(race_note(measured, twins))
