@@ -65,3 +65,23 @@ def test_every_builtin_codegen_is_tested_where_it_can_run(codegen: str) -> None:
         pytest.skip(f"codegen {codegen} has no target on this machine ({why})")
     precisions = {t.computes_in for t in TARGETS if t.codegen == codegen and t.unit is None}
     assert precisions == set(get_codegen(codegen).precisions())
+
+
+def test_sums_of_products_are_held_to_the_magnitude_their_roundings_scale_with() -> None:
+    import numpy as np
+
+    from autopart.testing.cases import single_node_case
+    from autopart.testing.conformance import assert_close_reduced, magnitude, reference
+
+    x = np.array([[[[2.0, -2.0, 1.0]]]], np.float32)
+    w = np.array([[[[1.0, 1.0, 0.05]]]], np.float32)
+    conv = single_node_case("Conv", {}, {"x": x}, {"w": w})
+    (out,) = reference(conv).values()
+    assert float(out.ravel()[0]) == pytest.approx(0.05)  # 2 - 2 + 0.05: the terms cancel
+    assert magnitude(conv) == pytest.approx(4.05)  # 2 + 2 + 0.05
+    off_by_a_rounding = out + np.float32(0.01)  # 0.25% of 4.05, 20% of 0.05
+    assert_close_reduced(off_by_a_rounding, out, "int8", "conv", magnitude(conv))
+    with pytest.raises(AssertionError):
+        assert_close_reduced(off_by_a_rounding, out, "int8", "conv")
+    relu = single_node_case("Relu", {}, {"x": x})
+    assert magnitude(relu) == 0.0  # other ops: relative to their output alone
