@@ -91,6 +91,37 @@ def test_an_int8_model_is_close_to_onnxruntime_and_its_convolutions_run_in_u8() 
 
 
 @needs_int8
+def test_a_configuration_whose_int8_kernel_errs_is_not_offered_at_int8(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    graph = autopart.load("squeezenet")
+    conv = next(n for n in graph.nodes if n.op_type == "Conv")
+    real = qdq.quantised_once
+
+    def twice_the_weights(model: onnx.ModelProto, ranges: Any, nodes: Any) -> bytes:
+        wrong = onnx.ModelProto()
+        wrong.CopyFrom(model)
+        for tensor in wrong.graph.initializer:
+            doubled = numpy_helper.to_array(tensor) * 2
+            tensor.CopyFrom(numpy_helper.from_array(doubled, tensor.name))
+        return real(wrong, ranges, nodes)
+
+    quantize._AGREEMENT.clear()
+    try:
+        assert quantize.agrees_in_int8(conv, graph) and quantize.runs_in_int8(conv, graph)
+        quantize._AGREEMENT.clear()
+        monkeypatch.setattr(qdq, "quantised_once", twice_the_weights)  # an int8 kernel that errs
+        assert not quantize.agrees_in_int8(conv, graph)
+        assert not quantize.runs_in_int8(conv, graph)
+        assert not ovgen.OpenVinoCodegen().supports_at(conv, graph, qdq.PRECISION)
+    finally:
+        quantize._AGREEMENT.clear()
+
+
+@needs_int8
 def test_the_nodes_left_out_compute_at_their_own_precision() -> None:
     graph = autopart.load("squeezenet")
     convs = [n.name for n in graph.nodes if n.op_type == "Conv"]

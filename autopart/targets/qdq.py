@@ -119,6 +119,14 @@ def quantise(model: onnx.ModelProto, ranges: Ranges, nodes: Collection[str]) -> 
     return rewritten
 
 
+def quantised_once(model: onnx.ModelProto, ranges: Ranges, nodes: Collection[str]) -> bytes:
+    """As :func:`quantise`, neither cached nor counted: for throwaway probe models.
+
+    ``model`` is left as it was. Raises :class:`TargetError` as :func:`quantise` does.
+    """
+    return _quantised(onnx.ModelProto.FromString(model.SerializeToString()), ranges, nodes)
+
+
 def _quantised(model: onnx.ModelProto, ranges: Mapping[str, Any], nodes: Collection[str]) -> bytes:
     """The QDQQuantizer of onnxruntime run on ``model`` for ``nodes``, serialised."""
     from onnxruntime.quantization.qdq_quantizer import QDQQuantizer
