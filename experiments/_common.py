@@ -13,6 +13,7 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -160,6 +161,24 @@ def median_ms(step: Callable[[], object], repeat: int, warmup: int = 2) -> float
         step()
         times.append(time.perf_counter() - start)
     return statistics.median(times) * 1e3
+
+
+def ort_session(model: bytes, threads: int | None = None) -> Any:
+    """An onnxruntime CPU session of ``model``: its default threads, or ``threads`` intra-op."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    if threads is not None:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def model_and_feeds(name: str) -> tuple[bytes, dict[str, np.ndarray]]:
+    """A zoo model (or path) as autopart imports it, serialised, and its seeded inputs."""
+    from autopart.ir.onnx_export import to_onnx
+
+    graph = api.load(name)
+    return to_onnx(graph).SerializeToString(), dict(random_inputs(graph, seed=0))
 
 
 def show(title: str, frame: pd.DataFrame, digits: int = 3) -> None:

@@ -20,21 +20,10 @@ from __future__ import annotations
 import argparse
 import time
 
-import onnxruntime as ort
 import pandas as pd
-from _common import median_ms, show, write_csv
+from _common import median_ms, model_and_feeds, ort_session, show, write_csv
 
-from autopart import api
-from autopart.ir.feeds import random_inputs
-from autopart.ir.onnx_export import to_onnx
 from autopart.tuning.core_sharing import SHARING_LIMIT, CoreSharing
-
-
-def _session(model: bytes, threads: int | None) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 def main() -> None:
@@ -47,10 +36,8 @@ def main() -> None:
     probe = CoreSharing.open()
     if probe is None:
         raise SystemExit("error: the probe needs two cores and onnxruntime")
-    graph = api.load(args.model)
-    model = to_onnx(graph).SerializeToString()
-    feeds = dict(random_inputs(graph, seed=0))
-    both, one = _session(model, None), _session(model, 1)
+    model, feeds = model_and_feeds(args.model)
+    both, one = ort_session(model), ort_session(model, 1)
     started, rows = time.perf_counter(), []
     while time.perf_counter() - started < args.seconds:
         before = probe.ratio()

@@ -23,20 +23,8 @@ from __future__ import annotations
 import argparse
 import time
 
-import onnxruntime as ort
 import pandas as pd
-from _common import median_ms, show, write_csv
-
-from autopart import api
-from autopart.ir.feeds import random_inputs
-from autopart.ir.onnx_export import to_onnx
-
-
-def _session(model: bytes, threads: int | None) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    if threads is not None:
-        options.intra_op_num_threads = threads
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+from _common import median_ms, model_and_feeds, ort_session, show, write_csv
 
 
 def main() -> None:
@@ -47,14 +35,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40)
     parser.add_argument("--fresh", type=int, default=10)
     args = parser.parse_args()
-    graph = api.load(args.model)
-    model = to_onnx(graph).SerializeToString()
-    feeds = dict(random_inputs(graph, seed=0))
+    model, feeds = model_and_feeds(args.model)
     started, rows, block = time.perf_counter(), [], 0
     both = one = None
     while time.perf_counter() - started < args.seconds:
         if block % args.fresh == 0:
-            both, one = _session(model, None), _session(model, 1)
+            both, one = ort_session(model), ort_session(model, 1)
         assert both is not None and one is not None
         two_ms = median_ms(lambda s=both: s.run(None, feeds), args.runs, warmup=5)
         one_ms = median_ms(lambda s=one: s.run(None, feeds), args.runs, warmup=5)
