@@ -138,3 +138,17 @@ def probe_model(node: Node, graph: Graph, static: bool = False) -> onnx.ModelPro
     )
     model.ir_version = max(helper.find_min_ir_version_for(opset_ids, ignore_unknown=True), 4)
     return model
+
+
+def with_absolute_weights(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` with every initializer replaced by its absolute value.
+
+    Fed absolute inputs, a sum of products (Conv, MatMul, Gemm) then computes
+    ``sum |x| |w|``: what a rounding of each term scales with, however the terms cancel.
+    """
+    absolute = onnx.ModelProto()
+    absolute.CopyFrom(model)
+    for index, tensor in enumerate(model.graph.initializer):
+        weight = np.abs(numpy_helper.to_array(tensor))
+        absolute.graph.initializer[index].CopyFrom(numpy_helper.from_array(weight, tensor.name))
+    return absolute

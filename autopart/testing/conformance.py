@@ -26,16 +26,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
-import onnx
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
-from onnx import numpy_helper
 
 from autopart.ir.onnx_import import load_graph
 from autopart.ir.target import VirtualDevice
 from autopart.runtime.executor import Executor
 from autopart.targets import qdq, quant_ranges
 from autopart.targets.codegen import get_codegen
+from autopart.targets.probe_model import with_absolute_weights
 from autopart.targets.resolve import ResolvedTarget, resolve
 from autopart.testing.cases import OpCase, any_case
 
@@ -87,13 +86,8 @@ def magnitude(case: OpCase) -> float:
     graph = case.model.graph
     if [node.op_type for node in graph.node] not in ([op] for op in SUMS_OF_PRODUCTS):
         return 0.0
-    model = onnx.ModelProto()
-    model.CopyFrom(case.model)
-    for index, tensor in enumerate(graph.initializer):
-        absolute = np.abs(numpy_helper.to_array(tensor))
-        model.graph.initializer[index].CopyFrom(numpy_helper.from_array(absolute, tensor.name))
     feeds = {name: np.abs(array) for name, array in case.feeds.items()}
-    outputs = reference(OpCase(case.label, model, feeds))
+    outputs = reference(OpCase(case.label, with_absolute_weights(case.model), feeds))
     return max((float(np.abs(out).max(initial=0.0)) for out in outputs.values()), default=0.0)
 
 
