@@ -121,6 +121,25 @@ def test_a_configuration_whose_int8_kernel_errs_is_not_offered_at_int8(
         quantize._AGREEMENT.clear()
 
 
+def test_a_weight_is_hashed_once_while_it_lives(monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    weight = np.arange(6.0, dtype=np.float32)
+    same, other = weight.copy(), weight + 1
+    hashed: list[int] = []
+    real = hashlib.sha256
+
+    def counting(data: bytes) -> Any:
+        hashed.append(len(data))
+        return real(data)
+
+    monkeypatch.setattr(quantize.hashlib, "sha256", counting)
+    first = quantize._digest(weight)
+    assert quantize._digest(weight) == first and len(hashed) == 1  # memoised
+    assert quantize._digest(same) == first and quantize._digest(other) != first
+    assert len(hashed) == 3
+
+
 @needs_int8
 def test_the_nodes_left_out_compute_at_their_own_precision() -> None:
     graph = autopart.load("squeezenet")

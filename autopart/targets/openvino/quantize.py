@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -181,8 +182,27 @@ def _input_key(graph: Graph, name: str) -> tuple[Any, ...]:
     others of the same shapes.
     """
     value = graph.value(name)
-    const = None if value.const is None else hashlib.sha256(value.const.tobytes()).hexdigest()
+    const = None if value.const is None else _digest(value.const)
     return (tuple(value.shape or ()), const)
+
+
+_DIGESTS: dict[int, tuple[weakref.ref[np.ndarray], str]] = {}
+
+
+def _digest(array: np.ndarray) -> str:
+    """The sha256 of ``array``'s bytes, computed once per array while it lives.
+
+    Support is asked of every node at every stage (squeezenet's tune asked 870 times):
+    hashing vgg19's 550 MB of weights at each would repeat the same work. A graph's
+    constant arrays are never mutated (:meth:`~autopart.ir.graph.Graph.copy` shares them),
+    so an array's identity stands for its bytes while it lives.
+    """
+    known = _DIGESTS.get(id(array))
+    if known is not None and known[0]() is array:
+        return known[1]
+    digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+    _DIGESTS[id(array)] = (weakref.ref(array), digest)
+    return digest
 
 
 def _agrees(model: onnx.ModelProto) -> bool:
