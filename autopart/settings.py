@@ -247,6 +247,23 @@ class AccuracySettings:
     )
 
 
+@dataclass(frozen=True)
+class SpeedSettings:
+    """When a profile's rows are scaled to the machine's speed now (profile.speed)."""
+
+    window_s: float = _tuned(
+        3600.0,
+        "a row is scaled by the speed stamp nearest its measurement only within this: "
+        "every measuring run stamps at its end, and a profile of a large model "
+        "takes up to 15 min",
+    )
+    deadband: float = _tuned(
+        0.1,
+        "factors within this of 1 are left at 1: the probe's repeatability "
+        "(experiments/exp_speed_drift.py)",
+    )
+
+
 COLD_ENTRY = ColdEntrySettings()
 CALIBRATION = CalibrationSettings()
 FUSION = FusionSettings()
@@ -254,6 +271,7 @@ VERIFY = VerifySettings()
 SEARCH = SearchSettings()
 TIMING = TimingSettings()
 ACCURACY = AccuracySettings()
+SPEED = SpeedSettings()
 _GROUPS = {
     "accuracy": ACCURACY,
     "timing": TIMING,
@@ -262,6 +280,7 @@ _GROUPS = {
     "fusion": FUSION,
     "verify": VERIFY,
     "search": SEARCH,
+    "speed": SPEED,
 }
 
 

@@ -1,6 +1,6 @@
 """Experiment: does the core-sharing probe flag the spells that slow two-core runners?
 
-``autopart.tuning.core_sharing.CoreSharing`` times a small model on one core alone, then
+``autopart.profile.core_sharing.CoreSharing`` times a small model on one core alone, then
 on every core at once; a ratio over ``VERIFY.core_sharing_limit`` marks a spell in which
 the cores share one core's speed, and the race drops the rounds timed in one. This script
 alternates, for ``--seconds`` seconds: a probe, a block of onnxruntime at its defaults
@@ -23,7 +23,7 @@ import time
 import pandas as pd
 from _common import median_ms, model_and_feeds, ort_session, show, write_csv
 
-from autopart.tuning.core_sharing import SHARING_LIMIT, CoreSharing
+from autopart.profile.core_sharing import SHARING_LIMIT, CoreSharing
 
 
 def main() -> None:

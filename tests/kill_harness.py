@@ -26,6 +26,7 @@ from numpy.random import Generator
 
 from autopart import api
 from autopart.cli import main as cli
+from autopart.costmodel.measurements import RowKind
 from autopart.errors import AutopartError
 from autopart.plan.schema import Plan
 from autopart.profile import Profile, ProfileReport, TimingSettings, machine_profile_path
@@ -78,7 +79,11 @@ class Held:
 
 
 def held(path: Path) -> Held:
-    """What the profile at ``path`` holds (an unreadable file says why)."""
+    """What the profile at ``path`` holds (an unreadable file says why).
+
+    Speed stamps are left out: every measuring run adds its own, and none is a job that a
+    rerun takes again or reuses.
+    """
     if not path.exists():
         return Held()
     try:
@@ -89,6 +94,7 @@ def held(path: Path) -> Held:
     rows = {
         (r["kind"], r["target"], r["key"]): {c: None if v != v else v for c, v in r.items()}
         for r in records
+        if r["kind"] != RowKind.SPEED.value
     }
     return Held(True, rows, profile.dropped.count)
 

@@ -10,8 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from autopart.profile.core_sharing import CoreSharing, shared_note
 from autopart.targets.cpu_units import allowed_cores, pinned_to
-from autopart.tuning.core_sharing import CoreSharing, shared_note
 from autopart.tuning.verify import Measured, measure_plans
 from tests.test_profile import tiny_cnn
 

@@ -69,7 +69,10 @@ def test_a_partition_mixing_precisions_costs_its_measurement_at_those_precisions
 def test_tune_measures_its_candidates_partitions_prices_with_them_and_reuses_them(
     tmp_path: Path,
     tiny_path: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # priced as measured, not scaled to the speed now (tests/test_speed.py tests that)
+    monkeypatch.setattr("autopart.tuning.workflow.measure_speed", lambda: None)
     profiles = tmp_path / "profiles"
     api.profile(str(tiny_path), ["cpu@onnxruntime", "cpu@numpy"], profiles, settings=FAST)
     options = TuneOptions(

@@ -38,6 +38,7 @@ class RowKind(StrEnum):
     ENQUEUE = "enqueue"
     ALONE = "alone"
     PARTITION = "partition"
+    SPEED = "speed"
 
 
 REFERENCE_COLUMNS: Mapping[RowKind, str] = {

@@ -42,6 +42,7 @@ from autopart.plan.partition import boundary
 from autopart.profile.jobs import Job, Measuring, Planning
 from autopart.profile.kinds import BY_KIND, JOB_KINDS
 from autopart.profile.samplers import reference_values
+from autopart.profile.speed import stamp
 from autopart.profile.store import Profile
 from autopart.progress import Progress
 from autopart.settings import TimingSettings
@@ -269,7 +270,9 @@ class Profiler:
     ) -> None:
         """Take every pass each job lacks, pass after pass, counting each job's in ``taken``.
 
-        Stops before a step once ``budget_s`` seconds from ``started`` are spent.
+        Stops before a step once ``budget_s`` seconds from ``started`` are spent. A run that
+        measured anything ends by stamping the profile with the machine's speed
+        (:func:`autopart.profile.speed.stamp`), so that a later tune can scale these rows.
         """
         passes = max([self.settings.passes, *(job.passes for job in jobs)])
         steps = [
@@ -281,7 +284,7 @@ class Profiler:
         last_save, interval = time.perf_counter(), self.checkpoint_s
         for step, (pass_index, index, job) in enumerate(steps):
             if budget_s is not None and time.perf_counter() - started > budget_s:
-                return
+                break
             if progress is not None:
                 suffix = f" ({pass_index + 1}/{passes})" if passes > 1 else ""
                 progress(step, len(steps), job.label + suffix)
@@ -297,5 +300,7 @@ class Profiler:
                 if self.checkpoint_s > 0:
                     saving = (last_save - began) * (1 - SAVE_SHARE) / SAVE_SHARE
                     interval = max(self.checkpoint_s, saving)
+        if any(taken):
+            stamp(self.profile)
         if progress is not None:
             progress(len(steps), len(steps), "done")

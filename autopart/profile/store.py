@@ -38,7 +38,10 @@ run takes only the passes it lacks (empty once complete). Row kinds
   before it (see :mod:`autopart.costmodel.alone`);
 - ``partition``: a candidate plan's partition compiled and timed whole, as the plan runs
   it; ``key`` is the digest of the exported subgraph and how it is compiled (see
-  :mod:`autopart.costmodel.partitions`).
+  :mod:`autopart.costmodel.partitions`);
+- ``speed``: the machine's speed when rows were measured, a fixed probe's time on one core
+  (target ``cpu/0@…``) or on every core at once (``cpu@…``); ``key`` is the time (see
+  :mod:`autopart.profile.speed`).
 
 The named reference columns (:data:`~autopart.costmodel.measurements.REFERENCE_COLUMNS`)
 are empty on every other kind. The file proves it is whole: its header and each row carry a

@@ -22,13 +22,13 @@ from autopart.ir.feeds import random_inputs
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
+from autopart.profile.core_sharing import CoreSharing
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import SearchOptions
 from autopart.targets.codegen import declared_peers
 from autopart.tuning.accuracy import evaluation_samples
 from autopart.tuning.choice import best_peer, ratio_interval
-from autopart.tuning.core_sharing import CoreSharing
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.peers import PeerInputs, peer_lingers, peer_names, peers
 from autopart.tuning.verify import Measured, measure_plans
@@ -64,7 +64,7 @@ def bench_models(
     feeds and the evaluation samples), ``tolerance`` (the budget every row was held to,
     :mod:`autopart.tuning.accuracy`), ``within_tolerance``, ``runs``, ``shared_rounds`` (timed
     rounds dropped and run again because the cores shared one core's speed,
-    :mod:`autopart.tuning.core_sharing`), ``same_plan_as`` (the
+    :mod:`autopart.profile.core_sharing`), ``same_plan_as`` (the
     plan whose run it shares, if equal), ``off_target_nodes`` and ``error``: why a plan or
     peer that could not run has no timings (its figures are then NaN).
     """

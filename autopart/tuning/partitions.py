@@ -22,6 +22,7 @@ from autopart.costmodel.partitions import measured_partitions, partition_key
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.profile import Profile, Profiler, ProfileReport
+from autopart.profile.speed import stamp
 from autopart.progress import Progress
 from autopart.search.candidates import Candidate
 from autopart.search.planner import SearchOutcome, reprice
@@ -169,6 +170,8 @@ def record_raced(
             raced = f"{len(nodes)} ops raced"
             profile.record(RowKind.PARTITION, str(spec.target), key, row, raced)
             recorded += 1
+    if recorded:
+        stamp(profile)  # the speed these timings were taken at
     if recorded and path is not None:
         profile.save(path)
     return recorded

@@ -25,12 +25,12 @@ from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.limits import check_fits
 from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
+from autopart.profile.core_sharing import CoreSharing
 from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import VERIFY
 from autopart.targets.codegen import HOST, Codegen, Role, codegen_for, reference_codegen
-from autopart.tuning.core_sharing import CoreSharing
 
 CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
 
@@ -201,7 +201,7 @@ def measure_plans(
     before the timed rounds. A runner is ``correct`` within ``tolerance``: a number, or a
     function choosing one from every runner's error (e.g. a peer's, plus an allowance).
 
-    Spells (:mod:`autopart.tuning.core_sharing`): with a ``probe``, each timed round is
+    Spells (:mod:`autopart.profile.core_sharing`): with a ``probe``, each timed round is
     followed by one probe of the cores; a round after which they shared one core's speed
     is dropped for every runner (counted in its ``shared_rounds``) and run again, at most
     as many times as rounds were planned; later ones are kept.

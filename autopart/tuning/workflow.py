@@ -24,6 +24,8 @@ from autopart.ir.hashing import graph_hash
 from autopart.loader import ModelLike
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
+from autopart.profile.core_sharing import CoreSharing, shared_note
+from autopart.profile.speed import Rescaling, at_speed, measure_speed
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import SearchOptions
@@ -39,7 +41,6 @@ from autopart.tuning.accuracy import (
     over_budget,
     search_budget,
 )
-from autopart.tuning.core_sharing import CoreSharing, shared_note
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
@@ -73,6 +74,8 @@ class Prepared:
     ``profile_path`` is where the profile is saved, when this machine was profiled here.
     ``op_sums`` is each candidate's prediction from its op rows alone, before partitions
     measured whole priced it (what :func:`drift_note` holds against the measurements).
+    ``pricing`` is ``profile`` scaled to the machine's speed now (:mod:`autopart.profile.speed`),
+    which prices everything; ``rescaling`` says what that scaled.
     """
 
     graph: Graph
@@ -88,6 +91,8 @@ class Prepared:
     search_options: SearchOptions = field(default_factory=SearchOptions)
     profile_path: Path | None = None
     op_sums: dict[str, float] = field(default_factory=dict)
+    pricing: Profile | None = None
+    rescaling: Rescaling = field(default_factory=Rescaling)
 
 
 @dataclass
@@ -236,7 +241,7 @@ def _tune(
         candidates, twins = _runnable(outcome)
         if prepared.profiled is not None:
             record_raced(graph, profile, prepared.profile_path, candidates, measured)
-    notes.extend(calibration_notes(graph, prepared.targets))
+    notes.extend([*calibration_notes(graph, prepared.targets), *prepared.rescaling.note()])
     pick = outcome.chosen.name
     final, decision = _final_choice(pick, candidates, twins, measured, peer_results, notes)
     chosen = candidates[final]
@@ -365,7 +370,8 @@ def prepare(
             options.profiles_dir,
             progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
         )
-    costs = costs_from_profile(graph, profile, chosen_targets)
+    speed = None if located.planned_only else measure_speed()
+    costs = costs_from_profile(graph, at_speed(profile, speed)[0], chosen_targets)
 
     def search_progress(update: SearchProgress) -> None:
         if progress is not None:
@@ -400,10 +406,11 @@ def prepare(
             None if progress is None else lambda d, t, s: progress("measure", d, t, s),
         )  # fmt: skip
     op_sums = {name: c.value(outcome.objective) for name, c in outcome.candidates.items()}
-    price_measured(graph, profile, costs, outcome)
+    pricing, rescaling = at_speed(profile, speed)  # with the partitions measured just now
+    price_measured(graph, pricing, costs, outcome)
     return Prepared(
         graph, profile, profiled, costs, chosen_targets, directory, located.planned_only,
-        outcome, measured, accuracy, search_options, profile_path, op_sums,
+        outcome, measured, accuracy, search_options, profile_path, op_sums, pricing, rescaling,
     )  # fmt: skip
 
 
@@ -411,7 +418,7 @@ def _search_again(prepared: Prepared, accuracy: AccuracyBudget) -> Prepared:
     """``prepared`` searched again under ``accuracy``, priced with what was measured."""
     options = dataclasses.replace(prepared.search_options, accuracy=accuracy)
     outcome = search(prepared.costs, options)
-    price_measured(prepared.graph, prepared.profile, prepared.costs, outcome)
+    price_measured(prepared.graph, prepared.pricing or prepared.profile, prepared.costs, outcome)
     return dataclasses.replace(prepared, outcome=outcome, accuracy=accuracy, search_options=options)
 
 

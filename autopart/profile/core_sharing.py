@@ -101,11 +101,10 @@ class CoreSharing:
             subgraph.run(dict(self._feeds))
         times.append((time.perf_counter() - began) / PROBE_RUNS)
 
-    def ratio(self) -> float:
-        """How much longer the probe takes on every core at once than on the first alone.
+    def timings(self) -> tuple[float, float]:
+        """Seconds per probe run on the first core alone, then on every core at once.
 
-        About 1 while the cores compute side by side; about 2 while two share one's speed.
-        The slowest core's time counts: work split over the cores waits for it.
+        The second is the slowest core's: work split over the cores waits for it.
         """
         alone: list[float] = []
         self._time(0, None, alone)
@@ -119,7 +118,15 @@ class CoreSharing:
             thread.start()
         for thread in threads:
             thread.join()
-        return max(together) / max(alone[0], 1e-9) if together else 1.0
+        return alone[0], max(together) if together else alone[0]
+
+    def ratio(self) -> float:
+        """How much longer the probe takes on every core at once than on the first alone.
+
+        About 1 while the cores compute side by side; about 2 while two share one's speed.
+        """
+        alone, together = self.timings()
+        return together / max(alone, 1e-9)
 
     def shared(self) -> bool:
         """Whether the cores share one core's speed now: :meth:`ratio` over the limit."""
