@@ -11,7 +11,13 @@ the default budget's tolerance):
 - ``greedy int8``: every node bf16, then int8 on the weighted ops, least sensitive first,
   while the predicted error stays within the tolerance;
 - ``f32 frees room``: the 10 nodes most sensitive in bf16 kept in f32, then as above;
-- ``every conv int8``: every node int8 can run in int8, the rest bf16.
+- ``every conv int8``: every node int8 can run in int8, the rest bf16;
+- ``measured ladder``: every node bf16, then int8 on the longest prefix of the weighted ops
+  (least sensitive first) whose *measured* error stays within the tolerance verification
+  holds plans to (OpenVINO as installed's error on the same inputs, plus 10%): a bisection
+  on the prefix's length, each step compiled and run once on the evaluation inputs, as
+  NNCF's accuracy control measures rather than predicts. It assumes the error grows with
+  the prefix; ``ladder_compiles`` counts the steps.
 
 Each plan's error is measured against onnxruntime f32 on seeded random inputs, and each is
 timed against OpenVINO as installed in interleaved rounds (the bench's
@@ -36,12 +42,14 @@ from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.build import build_plan_for
+from autopart.runtime.executor import Executor
+from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.devices import discover
-from autopart.targets.peer import PeerInputs
+from autopart.targets.peer import PeerInputs, Runner
 from autopart.targets.resolve import resolve
 from autopart.tuning.accuracy import Budget, evaluation_samples, search_budget
 from autopart.tuning.peers import peer_lingers, peers
-from autopart.tuning.verify import measure_plans
+from autopart.tuning.verify import check_outputs, measure_plans
 from autopart.zoo import resolve_model
 
 INT8, BF16, F32 = (
@@ -65,15 +73,64 @@ def _add_int8(start: Assignment, order: list[str], budget: AccuracyBudget) -> As
     return assignment
 
 
-def plans_of(graph: Graph, budget: AccuracyBudget) -> dict[str, Assignment]:
-    """The four assignments of the module docstring."""
+def int8_order(graph: Graph, budget: AccuracyBudget) -> list[str]:
+    """The nodes int8 can run, least sensitive first (the weight int8 adds over bf16)."""
     int8 = resolve(INT8, discover())
     weighted = [node.name for node in graph if int8.supports(node, graph)]
 
     def extra(name: str) -> float:
         return budget.weights.get((name, "int8"), 1.0) - budget.weights.get((name, "bf16"), 0.0)
 
-    order = sorted(weighted, key=extra)
+    return sorted(weighted, key=extra)
+
+
+class _Errors:
+    """Measured errors of assignments: each compiled once and run on every sample."""
+
+    def __init__(self, graph: Graph, samples: list[dict]) -> None:
+        self.graph, self.samples = graph, samples
+        self.references = [Executor(graph).run(sample).outputs for sample in samples]
+        self.compiles = 0
+
+    def of_runner(self, run: Runner) -> float:
+        """The largest relative output error of ``run`` over the samples."""
+        return max(
+            max(check_outputs(self.graph, sample, run(sample), reference).values())
+            for sample, reference in zip(self.samples, self.references, strict=True)
+        )
+
+    def of(self, assignment: Assignment) -> float:
+        """The largest error of ``assignment`` compiled as one plan."""
+        self.compiles += 1
+        plan = build_plan_for(self.graph, assignment, F32, "ladder")
+        with PlanExecutor(plan, self.graph) as executor:
+            return self.of_runner(lambda sample: executor.run(sample).outputs)
+
+
+def measured_ladder(
+    start: Assignment, order: list[str], tolerance: float, errors: _Errors
+) -> Assignment:
+    """``start`` with int8 on the longest prefix of ``order`` measured within ``tolerance``."""
+
+    def rung(count: int) -> Assignment:
+        return {**start, **{name: INT8 for name in order[:count]}}
+
+    within, beyond = 0, len(order)
+    if errors.of(rung(beyond)) <= tolerance:
+        return rung(beyond)
+    while beyond - within > 1:
+        middle = (within + beyond) // 2
+        if errors.of(rung(middle)) <= tolerance:
+            within = middle
+        else:
+            beyond = middle
+    return rung(within)
+
+
+def plans_of(graph: Graph, budget: AccuracyBudget) -> dict[str, Assignment]:
+    """The first four assignments of the module docstring."""
+    order = int8_order(graph, budget)
+    weighted = list(order)
     bf16 = {node.name: BF16 for node in graph}
     sensitive = sorted(bf16, key=lambda n: -budget.weights.get((n, "bf16"), 0.0))[:KEPT_F32]
     freed = {**bf16, **{name: F32 for name in sensitive}}
@@ -91,10 +148,16 @@ def model_rows(model: str, rounds: int) -> list[dict]:
     budget = search_budget(graph, [str(INT8), str(BF16)], Budget(), seed=0)
     assert budget is not None, "this machine offers no reduced precision on OpenVINO"
     assignments = plans_of(graph, budget)
-    plans = {name: build_plan_for(graph, a, F32, model) for name, a in assignments.items()}
     runners, _ = peers(resolve_model(model), PeerInputs.of(graph))
+    feeds = dict(random_inputs(graph, 0))
+    errors = _Errors(graph, [feeds, *evaluation_samples(graph, 0)])
+    tolerance = errors.of_runner(runners[PEER]) * Budget().peer_factor
+    bf16 = assignments["every node bf16"]
+    ladder = measured_ladder(bf16, int8_order(graph, budget), tolerance, errors)
+    assignments["measured ladder"] = ladder
+    plans = {name: build_plan_for(graph, a, F32, model) for name, a in assignments.items()}
     measured = measure_plans(
-        graph, plans, dict(random_inputs(graph, 0)), rounds,
+        graph, plans, feeds, rounds,
         peers={PEER: runners[PEER]}, peer_linger_s=peer_lingers(),
         samples=evaluation_samples(graph, 0), tolerance=budget.tolerance,
     )  # fmt: skip
@@ -108,7 +171,9 @@ def model_rows(model: str, rounds: int) -> list[dict]:
                 "plan": name,
                 "int8_nodes": sum(t == INT8 for t in assignment.values()),
                 "f32_nodes": sum(t == F32 for t in assignment.values()),
-                "tolerance": budget.tolerance,
+                "search_tolerance": budget.tolerance,
+                "tolerance": tolerance,
+                "ladder_compiles": errors.compiles if name == "measured ladder" else None,
                 "predicted_error": budget.predicted_error(assignment) if assignment else None,
                 "max_rel_error": result.max_error,
                 "median_ms": result.median_s * 1e3,
