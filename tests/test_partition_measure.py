@@ -14,7 +14,7 @@ from autopart.costmodel.costs import Costs, PartitionKey, node_precisions
 from autopart.costmodel.measurements import RowKind
 from autopart.costmodel.partitions import measured_partitions, partition_key
 from autopart.ir.target import VirtualDevice
-from autopart.profile import Profile, machine_profile_path
+from autopart.profile import Profile, Profiler, kinds, machine_profile_path
 from autopart.targets.devices import discover
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.workflow import tune_model
@@ -219,3 +219,31 @@ def test_a_partition_its_codegen_rejects_is_marked_and_not_compiled_again(
     assert measured_partitions(profile, graph, [spec]) == {}
     again = Profiler(profile, discover(), settings=FAST).profile_partitions(graph, [spec])
     assert len(attempts) == 1 and again.reused == 1
+
+
+@pytest.mark.parametrize(("target", "retaken"), [("cpu@onnxruntime", 1), ("cpu/0@onnxruntime", 0)])
+def test_a_whole_device_partition_timed_while_the_cores_shared_one_is_timed_again(
+    tiny_path: Path,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
+    target: str,
+    retaken: int,
+) -> None:
+    """A spell right after the first pass: that pass is timed again, on a whole device only."""
+    readings = iter([True])
+
+    class Probe:
+        def shared(self) -> bool:
+            return next(readings, False)
+
+    monkeypatch.setattr(kinds, "process_probe", Probe)
+    collected = []
+    real = kinds.collect
+    monkeypatch.setattr(kinds, "collect", lambda *args: collected.append(1) or real(*args))
+    graph = api.load(str(tiny_path))
+    names = tuple(node.name for node in graph.nodes)
+    profile = Profile({"fingerprint": "0" * 16})
+    Profiler(profile, discover(), settings=FAST).profile_partitions(
+        graph, [PartitionKey(names, VirtualDevice.parse(target), True)]
+    )
+    assert len(collected) == FAST.passes + retaken
+    assert len(profile.rows(RowKind.PARTITION)) == 1

@@ -115,18 +115,20 @@ def test_the_speed_is_the_median_of_the_probes_outside_core_sharing_spells(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     quiet, spell = (0.001, 0.0011), (0.001, 0.002)  # a spell: every core at one core's speed
-    monkeypatch.setattr(speed_module, "_probe", lambda: _Probe([quiet, spell, (0.003, 0.003)]))
+    monkeypatch.setattr(
+        speed_module, "process_probe", lambda: _Probe([quiet, spell, (0.003, 0.003)])
+    )
     assert measure_speed(samples=3) == Speed(0.002, pytest.approx(0.00205))
-    monkeypatch.setattr(speed_module, "_probe", lambda: _Probe([spell, spell, quiet]))
+    monkeypatch.setattr(speed_module, "process_probe", lambda: _Probe([spell, spell, quiet]))
     assert measure_speed(samples=3) is None  # mostly in a spell: it would misprice
-    monkeypatch.setattr(speed_module, "_probe", lambda: None)
+    monkeypatch.setattr(speed_module, "process_probe", lambda: None)
     assert measure_speed() is None  # no probe (one core, no onnxruntime)
     profile = Profile({"fingerprint": "0" * 16})
     assert stamp(profile) is None and profile.rows(RowKind.SPEED).empty
 
 
 def test_the_real_probe_times_both_lanes_and_a_stamp_survives_the_file(tmp_path: Path) -> None:
-    probe = speed_module._probe()
+    probe = speed_module.process_probe()
     assert probe is not None  # two cores and onnxruntime here
     alone, together = probe.timings()
     assert 0 < alone < 0.1 and 0 < together < 0.1

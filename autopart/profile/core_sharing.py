@@ -17,6 +17,7 @@ long (181 read 1.8-2.2). The ratio is :meth:`CoreSharing.ratio`.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -131,6 +132,12 @@ class CoreSharing:
     def shared(self) -> bool:
         """Whether the cores share one core's speed now: :meth:`ratio` over the limit."""
         return self.ratio() > SHARING_LIMIT
+
+
+@functools.cache
+def process_probe() -> CoreSharing | None:
+    """One probe for the whole process, opened on first use (None where none can run)."""
+    return CoreSharing.open()
 
 
 class _Counted(Protocol):

@@ -3,7 +3,8 @@
 The shared VMs this project runs on change speed between sessions, not only within one: a
 profile measured one evening and reused the next night predicted the race's measurement of
 the same one-partition plans 1.1-1.5x too slow on both cores and 1.1-1.2x on one
-(``experiments/results/bench_1129a.csv``); no cost model can know that from the rows alone.
+(``experiments/results/bench_1129a_heldout_first10.csv``); no cost model can know that from
+the rows alone.
 
 So every measuring run of the profiler, and every race that records its timings, stamps the
 profile with the machine's speed: two ``speed`` rows keyed by the time, holding the probe of
@@ -32,9 +33,9 @@ import pandas as pd
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, Measurement, RowKind
 from autopart.errors import AutopartError
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
-from autopart.profile.core_sharing import SHARING_LIMIT, CoreSharing
+from autopart.profile.core_sharing import SHARING_LIMIT, process_probe
 from autopart.profile.store import TIMINGS, Profile, now
-from autopart.settings import SPEED, TIMING
+from autopart.settings import SPEED
 from autopart.targets.codegen import Role, codegen_for
 
 SAMPLES = 7  # probes per speed: about 80 ms on a Zen 4 core
@@ -68,19 +69,13 @@ class Rescaling:
         ]
 
 
-@functools.cache
-def _probe() -> CoreSharing | None:
-    """One probe per process (its compiled copies are small and reused)."""
-    return CoreSharing.open()
-
-
 def measure_speed(samples: int = SAMPLES) -> Speed | None:
     """The machine's speed now: medians of ``samples`` probes outside core-sharing spells.
 
     None where no probe can run (one core, no oracle codegen) or when most probes fell in
     a spell (a speed taken then would misprice every whole-device row).
     """
-    probe = _probe()
+    probe = process_probe()
     if probe is None:
         return None
     pairs = [probe.timings() for _ in range(max(samples, 1))]
@@ -108,9 +103,7 @@ def stamp(profile: Profile, speed: Speed | None = None) -> Speed | None:
     if speed is None or targets is None:
         return None
     key = now()
-    settings = profile.meta.get("settings")
-    asked = settings.get("passes") if isinstance(settings, dict) else None
-    passes = asked if isinstance(asked, int) else TIMING.passes  # complete, as nothing re-takes it
+    passes = profile.passes_asked()  # complete: nothing takes a stamp again
     for target, seconds in zip(targets, (speed.one_core_s, speed.every_core_s), strict=True):
         row = Measurement(seconds, seconds, seconds, seconds, seconds, SAMPLES, passes=passes)
         profile.record(RowKind.SPEED, target, key, row, "speed probe")

@@ -78,6 +78,7 @@ from autopart.profile.integrity import (
     read_text,
     write_text,
 )
+from autopart.settings import TIMING
 
 __all__ = ["COLUMNS", "SCHEMA", "SCHEMA_VERSION", "DroppedRows", "Profile", "migrate_v1", "now"]
 TIMINGS = ["median_s", "q1_s", "q3_s", "min_s", "max_s"]
@@ -150,6 +151,12 @@ class Profile:
         """
         row = self.row(kind, target, key)
         return row is not None and int(row["passes"]) >= passes
+
+    def passes_asked(self) -> int:
+        """The passes its profiler asks of a row (its recorded settings, else the default)."""
+        settings = self.meta.get("settings")
+        asked = settings.get("passes") if isinstance(settings, dict) else None
+        return max(asked if isinstance(asked, int) else TIMING.passes, 1)
 
     def measurement(self, kind: RowKind, target: str, key: str = "") -> Measurement | None:
         """The stored :class:`Measurement` under (kind, target, key), or ``None``."""

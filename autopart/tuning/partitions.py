@@ -26,7 +26,7 @@ from autopart.profile.speed import stamp
 from autopart.progress import Progress
 from autopart.search.candidates import Candidate
 from autopart.search.planner import SearchOutcome, reprice
-from autopart.settings import VERIFY, TimingSettings
+from autopart.settings import VERIFY
 from autopart.targets.devices import discover
 from autopart.tuning.models import note_profile_kept
 from autopart.tuning.peers import peer_equivalents
@@ -153,9 +153,7 @@ def record_raced(
     sees, does not mislead the next tune of the same subgraph. Saved to ``path`` when
     given (merged under its lock, as every profile save is).
     """
-    settings = profile.meta.get("settings")
-    asked = settings.get("passes") if isinstance(settings, dict) else None
-    passes = max(asked if isinstance(asked, int) else TimingSettings().passes, 1)
+    passes = profile.passes_asked()
     recorded = 0
     for name, result in measured.items():
         candidate = candidates.get(name)
