@@ -124,7 +124,8 @@ def at_speed(profile: Profile, speed: Speed | None) -> tuple[Profile, Rescaling]
     seconds = _seconds(table["measured_at"])
     one = _factors(stamps, targets[0], speed.one_core_s, seconds)
     every = _factors(stamps, targets[1], speed.every_core_s, seconds)
-    whole = np.array([_whole_device(kind, target) for kind, target in _pairs(table)], bool)
+    pairs = zip(table["kind"], table["target"], strict=True)
+    whole = np.array([_whole_device(kind, target) for kind, target in pairs], bool)
     factor = np.where(whole, every, one)
     factor[~timed] = 1.0
     changed = np.abs(factor - 1.0) > SPEED.deadband
@@ -169,10 +170,6 @@ def _factors(stamps: pd.DataFrame, target: str, now_s: float, at: np.ndarray) ->
     near = np.isfinite(at) & (distance <= SPEED.window_s)
     factor = np.where(near, now_s / np.maximum(probe[nearer], 1e-12), 1.0)
     return np.clip(factor, 1 / _BOUND, _BOUND)
-
-
-def _pairs(table: pd.DataFrame) -> list[tuple[str, str]]:
-    return list(zip(table["kind"], table["target"], strict=True))
 
 
 @functools.cache

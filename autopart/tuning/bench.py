@@ -22,7 +22,7 @@ from autopart.ir.feeds import random_inputs
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
-from autopart.profile.core_sharing import CoreSharing
+from autopart.profile.core_sharing import process_probe
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import SearchOptions
@@ -98,7 +98,7 @@ def _bench_model(
         failures=failures,
         samples=evaluation_samples(graph, 0),
         tolerance=options.budget.tolerance_rule(),
-        probe=CoreSharing.open(),
+        probe=process_probe(),
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     failures.update({n: failures[t] for n, t in twins.items() if t in failures})

@@ -24,7 +24,7 @@ from autopart.ir.hashing import graph_hash
 from autopart.loader import ModelLike
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
-from autopart.profile.core_sharing import CoreSharing, shared_note
+from autopart.profile.core_sharing import process_probe, shared_note
 from autopart.profile.speed import Rescaling, at_speed, measure_speed
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
@@ -304,7 +304,7 @@ def _verify(
         failures=failures,
         samples=evaluation_samples(graph, options.search.seed),
         tolerance=options.budget.tolerance_rule(),
-        probe=CoreSharing.open(),
+        probe=process_probe(),
     )
     notes.extend(shared_note(measured))
     peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}
