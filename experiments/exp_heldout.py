@@ -308,6 +308,7 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
                 "vs_best_peer_low": _first(tuned, "vs_best_peer_low"),
                 "vs_best_peer_high": _first(tuned, "vs_best_peer_high"),
                 "noise_floor": _first(tuned, "noise_floor"),
+                "noise_spread": _first(tuned, "noise_spread"),
                 "tuned_max_rel_error": _first(tuned, "max_rel_error"),
                 "single_partitions_max": _whole_singles(singles)["partitions"].max(),
                 "tuned_vs_best_single": _first(tuned, "vs_best_single"),

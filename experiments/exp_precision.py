@@ -274,6 +274,7 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
         record["tuned_vs_openvino"] = _cell(by_plan, TUNED, "vs_openvino")
         record["tuned_vs_best_peer"] = _cell(by_plan, TUNED, "vs_best_peer")
         record["noise_floor"] = _cell(by_plan, TUNED, "noise_floor")
+        record["noise_spread"] = _cell(by_plan, TUNED, "noise_spread")
         errors = _errors(table)
         record["error"] = _cell(by_plan, TUNED, "tune_error", "") or (errors[0] if errors else "")
         out.append(record)

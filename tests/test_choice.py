@@ -192,3 +192,19 @@ def test_the_best_peer_is_the_quickest_within_its_tolerance() -> None:
     assert best_peer({"a": quick, "b": slow}) == "b"
     slow.max_error, slow.tolerance = 2e-2, 1e-3
     assert best_peer({"a": quick, "b": slow}) is None and best_peer({}) is None
+
+
+def test_thenoise_spread_is_the_widest_reach_of_the_tuned_plans_two_timings() -> None:
+    from autopart.tuning.bench import AGAIN, TUNED, noise_spread
+
+    steady = _noisy(1.0, 30, 0.01, seed=1)
+    quiet = {TUNED: _rounds(steady), AGAIN: _rounds([x * 1.001 for x in steady])}
+    assert noise_spread(quiet) < 0.01
+    # one plan timed twice, the second timing 20% apart in every other round
+    jumpy = [x * (1.2 if i % 2 else 1.0) for i, x in enumerate(steady)]
+    spread = noise_spread({TUNED: _rounds(steady), AGAIN: _rounds(jumpy)})
+    interval = ratio_interval(_rounds(jumpy), _rounds(steady))
+    assert spread == max(interval.high - 1, 1 - interval.low, abs(interval.ratio - 1))
+    assert 0.05 < spread <= 0.25
+    assert math.isnan(noise_spread({TUNED: _rounds(steady)}))  # no second timing
+    assert math.isnan(noise_spread({TUNED: _rounds([1.0]), AGAIN: _rounds([1.1])}))

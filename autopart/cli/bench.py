@@ -134,8 +134,10 @@ def _print_model(model: str, rows: pd.DataFrame) -> None:
             "peer is the quickest within it)"
         )
     floor = float(rows["noise_floor"].iloc[0]) if "noise_floor" in rows else float("nan")
+    spread = float(rows["noise_spread"].iloc[0]) if "noise_spread" in rows else float("nan")
     if floor == floor:
-        console.print(f"noise floor (the tuned plan timed twice): {floor:.1%}")
+        within = "" if spread != spread else f"; 95% interval of their ratio within ±{spread:.1%}"
+        console.print(f"noise floor (the tuned plan timed twice): {floor:.1%}{within}")
     for row in rows[rows["error"] != ""].itertuples():
         console.print(styled(("note:", "yellow"), f" {row.plan} could not run: {row.error}"))
 

@@ -57,7 +57,8 @@ def bench_models(
     error is within the tolerance) with ``vs_best_peer_low`` and ``vs_best_peer_high``, the
     bounds of its interval over paired rounds (:func:`autopart.tuning.choice.ratio_interval`),
     ``noise_floor`` (the model's: how far apart the tuned plan's two timings are,
-    ``|again / tuned - 1|``),
+    ``|again / tuned - 1|``) and ``noise_spread`` (how far apart they may fall: the larger
+    distance from 1 of the 95% interval of ``again / tuned`` over the paired rounds),
     ``vs_best_single``, ``partitions``, ``codegens`` (the distinct codegens of the plan's
     partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
     peers), ``copies``, ``max_rel_error`` (against the f32 reference, over the timing
@@ -110,6 +111,7 @@ def _bench_model(
     best_median = float("nan") if best is None else peer_medians[best]
     best_single = _best_single(measured, candidates)
     floor = _noise_floor(measured)
+    spread = noise_spread(measured)
     columns = peer_columns()
 
     def plan_columns(name: str) -> dict[str, object]:
@@ -142,6 +144,7 @@ def _bench_model(
                 "vs_best_peer_low": np.nan if versus is None else versus.low,
                 "vs_best_peer_high": np.nan if versus is None else versus.high,
                 "noise_floor": floor,
+                "noise_spread": spread,
                 "vs_best_single": result.median_s / best_single,
                 "max_rel_error": result.max_error,
                 "tolerance": result.tolerance,
@@ -189,6 +192,21 @@ def _noise_floor(measured: Mapping[str, Measured]) -> float:
     if TUNED not in measured or AGAIN not in measured:
         return float("nan")
     return abs(measured[AGAIN].median_s / measured[TUNED].median_s - 1.0)
+
+
+def noise_spread(measured: Mapping[str, Measured]) -> float:
+    """How far apart the tuned plan's two timings may fall in this run (NaN if absent).
+
+    The 95% interval of the ratio of their medians over the paired rounds, as the larger
+    of its two distances from 1: one gap between two timings is one draw of the run's
+    noise, and a sub-millisecond plan's gap was 0.2% in one run and 26% in the next.
+    """
+    if TUNED not in measured or AGAIN not in measured:
+        return float("nan")
+    again = ratio_interval(measured[AGAIN], measured[TUNED])
+    if not np.isfinite(again.high):  # too few paired rounds for an interval
+        return float("nan")
+    return max(again.high - 1.0, 1.0 - again.low, abs(again.ratio - 1.0))
 
 
 def _best_single(measured: Mapping[str, Measured], candidates: Mapping[str, Candidate]) -> float:
