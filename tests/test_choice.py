@@ -194,7 +194,7 @@ def test_the_best_peer_is_the_quickest_within_its_tolerance() -> None:
     assert best_peer({"a": quick, "b": slow}) is None and best_peer({}) is None
 
 
-def test_thenoise_spread_is_the_widest_reach_of_the_tuned_plans_two_timings() -> None:
+def test_the_noise_spread_is_the_widest_reach_of_the_tuned_plans_two_timings() -> None:
     from autopart.tuning.bench import AGAIN, TUNED, noise_spread
 
     steady = _noisy(1.0, 30, 0.01, seed=1)
