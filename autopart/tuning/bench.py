@@ -146,17 +146,24 @@ def _bench_model(
                 "noise_floor": floor,
                 "noise_spread": spread,
                 "vs_best_single": result.median_s / best_single,
-                "max_rel_error": result.max_error,
-                "tolerance": result.tolerance,
-                "within_tolerance": result.correct,
-                "runs": len(result.latencies),
-                "shared_rounds": result.shared_rounds,
+                **_outcome_columns(result),
                 "same_plan_as": "" if twins.get(name, name) == name else twins[name],
                 "error": "",
             }
         )
     rows.extend({**plan_columns(name), "runs": 0, "error": why} for name, why in failures.items())
     return rows
+
+
+def _outcome_columns(result: Measured) -> dict[str, object]:
+    """The error and round columns of one measured plan's row."""
+    return {
+        "max_rel_error": result.max_error,
+        "tolerance": result.tolerance,
+        "within_tolerance": result.correct,
+        "runs": len(result.latencies),
+        "shared_rounds": result.shared_rounds,
+    }
 
 
 def _contenders(
