@@ -1,6 +1,7 @@
 """The results table of `exp_heldout.py` row CSVs, in Markdown, with each Done-when verdict.
 
     python bench_table.py results/bench_1130_complete.csv [more.csv ...] [--csv-out verdicts.csv]
+    python bench_table.py results/bench_1130_complete.csv --readme   # the README's table
 
 One line per model, from its rows alone: the peers' medians, the tuned plan (as `tune`
 chose it, with its precisions), its ratio to the best peer with the 95% interval over the
@@ -129,6 +130,30 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+README_COLUMNS = [
+    "model", "set", "onnxruntime alone", "openvino alone", "tuned (plan, precision)",
+    "tuned / best peer [95%]", "noise floor (gap, spread)", "predicted / measured",
+    "error (openvino alone's)",
+]  # fmt: skip
+
+
+def readme(table: pd.DataFrame) -> str:
+    """The README's shorter table of :func:`verdicts`' records (models that ran only)."""
+    rule = "|---|---|---:|---:|---|---:|---:|---:|---:|"
+    lines = ["| " + " | ".join(README_COLUMNS) + " |", rule]
+    for r in table.dropna(subset=["vs_best_peer"]).itertuples():
+        ov_error = "" if math.isnan(r.openvino_error) else f" ({r.openvino_error:.1e})"
+        spread = "-" if math.isnan(r.spread) else f"{r.spread:.0%}"
+        cells = [
+            r.model, r.group, _ms(r.onnxruntime_ms), _ms(r.openvino_ms),
+            f"{_ms(r.tuned_ms)} ({r.plan}, {r.precisions})",
+            f"{r.vs_best_peer:.2f}x [{r.low:.2f}, {r.high:.2f}]", f"{r.gap:.0%}, {spread}",
+            f"{r.tune_prediction:.2f}", f"{r.error:.1e}{ov_error}",
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
+    return "\n".join(lines)
+
+
 def summary(table: pd.DataFrame) -> str:
     """The counts of each verdict, and the median and worst prediction error."""
     ran = table.dropna(subset=["vs_best_peer"]) if "vs_best_peer" in table else table.iloc[:0]
@@ -154,9 +179,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", nargs="+", type=Path)
     parser.add_argument("--csv-out", type=Path, help="write the verdicts here")
+    parser.add_argument("--readme", action="store_true", help="the README's shorter table")
     args = parser.parse_args()
     table = verdicts(pd.concat([pd.read_csv(path) for path in args.csv], ignore_index=True))
-    print(markdown(table))
+    print(readme(table) if args.readme else markdown(table))
     print()
     print(summary(table))
     if args.csv_out:
