@@ -282,6 +282,28 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
         assert (names == "") == (row.kind == "peer")
 
 
+def test_bench_short_of_memory_drops_single_targets_before_the_tuned_plans_two_timings(
+    tmp_path: Path, profiled: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autopart.errors import AutopartError
+    from autopart.tuning import verify
+
+    def room_for_two(nbytes: int, what: str) -> None:  # the three peers and two plans fit
+        held = re.search(r"beside the (\d+) runners", what)
+        if held is not None and int(held.group(1)) >= 5:
+            raise AutopartError(f"{what} needs {nbytes} bytes, more than are available")
+
+    monkeypatch.setattr(verify, "check_fits", room_for_two)
+    profiles, model = profiled
+    _, table = _bench(model, TARGETS, profiles, tmp_path / "s", rounds=2)
+    rows = table.set_index("plan")
+    tuned = rows.loc[["autopart (tuned)", "autopart (tuned, timed again)"]]
+    assert (tuned["runs"] > 0).all() and np.isfinite(tuned["noise_floor"]).all()
+    refused = table[table["runs"] == 0]
+    assert len(refused) and refused["error"].str.contains("more than are available").all()
+    assert set(refused["kind"]) <= {"single", "heft", "per-op-best", "ort-ep-rule"}
+
+
 def test_a_plans_codegens_are_its_partitions_distinct_codegens(tiny_path: Path) -> None:  # noqa: F811
     from autopart import api
     from autopart.tuning.bench import plan_codegens
