@@ -143,11 +143,11 @@ def readme(table: pd.DataFrame) -> str:
     lines = ["| " + " | ".join(README_COLUMNS) + " |", rule]
     for r in table.dropna(subset=["vs_best_peer"]).itertuples():
         ov_error = "" if math.isnan(r.openvino_error) else f" ({r.openvino_error:.1e})"
-        spread = "-" if math.isnan(r.spread) else f"{r.spread:.0%}"
+        gap, spread = ("-" if math.isnan(x) else f"{x:.0%}" for x in (r.gap, r.spread))
         cells = [
             r.model, r.group, _ms(r.onnxruntime_ms), _ms(r.openvino_ms),
             f"{_ms(r.tuned_ms)} ({r.plan}, {r.precisions})",
-            f"{r.vs_best_peer:.2f}x [{r.low:.2f}, {r.high:.2f}]", f"{r.gap:.0%}, {spread}",
+            f"{r.vs_best_peer:.2f}x [{r.low:.2f}, {r.high:.2f}]", f"{gap}, {spread}",
             f"{r.tune_prediction:.2f}", f"{r.error:.1e}{ov_error}",
         ]  # fmt: skip
         lines.append("| " + " | ".join(str(cell) for cell in cells) + " |")
