@@ -2,24 +2,19 @@
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
-from pathlib import Path
 from types import ModuleType
 
 import pandas as pd
 import pytest
 
+from tests.experiment_import import import_experiment
+
 
 @pytest.fixture(scope="module")
 def table_module() -> ModuleType:
     """The script's module, imported as it would run (from ``experiments/``)."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
-    try:
-        return importlib.import_module("bench_table")
-    finally:
-        sys.path.pop(0)
+    return import_experiment("bench_table")
 
 
 def _rows(

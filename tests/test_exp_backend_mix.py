@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +12,7 @@ import pytest
 from autopart import api
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
+from tests.experiment_import import import_experiment
 from tests.test_profile import tiny_cnn
 
 pytest.importorskip("matplotlib")
@@ -25,11 +24,7 @@ NUMPY, ORT, OCL = (
 @pytest.fixture(scope="module")
 def mix() -> ModuleType:
     """The experiment's module, imported as its script would be (beside ``_common``)."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
-    try:
-        return importlib.import_module("exp_backend_mix")
-    finally:
-        sys.path.pop(0)
+    return import_experiment("exp_backend_mix")
 
 
 def _costs() -> Costs:

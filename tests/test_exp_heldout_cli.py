@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -11,22 +9,19 @@ import pytest
 
 from autopart.cli import main
 from autopart.cli.common import parse_freeze, parse_input_shapes
+from tests.experiment_import import import_experiment
 
 
 @pytest.fixture(scope="module")
 def cli_experiment() -> ModuleType:
     """The experiment's module, imported as its script would be (from ``experiments/``)."""
-    sys.path.insert(0, str(Path(__file__).parents[1] / "experiments"))
-    try:
-        return importlib.import_module("exp_heldout_cli")
-    finally:
-        sys.path.pop(0)
+    return import_experiment("exp_heldout_cli")
 
 
 def test_every_held_out_models_steps_parse_with_its_shapes_and_freezes(
     cli_experiment: ModuleType, tmp_path: Path
 ) -> None:
-    suite = importlib.import_module("heldout.suite").load_suite()
+    suite = import_experiment("heldout.suite").load_suite()
     assert len(suite.models) >= 12
     for model in suite.models:
         steps = cli_experiment.commands(model, "cpu@onnxruntime", 2, None, tmp_path)

@@ -6,10 +6,8 @@
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import math
-import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -23,31 +21,23 @@ from autopart import api
 from autopart.ir.feeds import random_inputs
 from autopart.runtime.executor import Executor
 from autopart.targets.openvino import codegen as ovgen
+from tests.experiment_import import import_experiment
 from tests.test_profile import tiny_cnn
 
 pytest.importorskip("matplotlib")
 BF16 = ovgen.OpenVinoCodegen.available() and "bf16" in ovgen.OpenVinoCodegen.precisions()
-EXPERIMENTS = Path(__file__).parents[1] / "experiments"
-
-
-def _experiment(name: str) -> ModuleType:
-    sys.path.insert(0, str(EXPERIMENTS))
-    try:
-        return importlib.import_module(name)
-    finally:
-        sys.path.pop(0)
 
 
 @pytest.fixture(scope="module")
 def precision() -> ModuleType:
     """exp_precision, imported as its script would be (beside ``_common``)."""
-    return _experiment("exp_precision")
+    return import_experiment("exp_precision")
 
 
 @pytest.fixture(scope="module")
 def inputs() -> ModuleType:
     """_task_inputs, imported as the task-agreement script imports it."""
-    return _experiment("_task_inputs")
+    return import_experiment("_task_inputs")
 
 
 points = st.lists(
