@@ -80,13 +80,14 @@ def main() -> None:
         if missing is not None:
             rows.append({"model": model.name, "step": "fetch", "exit": 2, "last_line": missing})
             continue
+        arguments = " ".join(model.cli_arguments())
         with tempfile.TemporaryDirectory() as work:
             steps = commands(model, args.targets, args.rounds, args.profiles, Path(work))
             for step in STEPS:
                 code, seconds, last = run_step(steps[step])
                 rows.append(
                     {"model": model.name, "step": step, "exit": code, "seconds": seconds,
-                     "last_line": last, "arguments": " ".join(model.cli_arguments())}
+                     "last_line": last, "arguments": arguments}
                 )  # fmt: skip
                 print(f"{model.name:20s} {step:6s} exit {code} {seconds:6.1f} s  {last[:90]}")
     table = pd.DataFrame(rows)
