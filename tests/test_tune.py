@@ -270,7 +270,9 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     floor = abs(tuned["median_ms"].iloc[1] / tuned["median_ms"].iloc[0] - 1)
     assert table["noise_floor"].to_numpy() == pytest.approx(floor, rel=5e-3, abs=1e-3)
     spread = table["noise_spread"].unique()
-    assert len(spread) == 1 and 0.0 <= spread[0] < 1.0  # the reach of their ratio's interval
+    # the reach of their ratio's interval: one value, no upper bound (two rounds on a
+    # loaded CI machine reached 1.10); its meaning is tested on set timings in test_choice
+    assert len(spread) == 1 and np.isfinite(spread[0]) and spread[0] >= 0.0
     both = table.dropna(subset=["vs_best_peer_low"])
     assert (both["vs_best_peer_low"] <= both["vs_best_peer_high"]).all()
     # a single target's codegen (and its fallback's where it ran nodes); none for a peer

@@ -177,7 +177,7 @@ def _solve_whole(
     form = Formulation(costs, memory or {}, accuracy)
     excluded = [[assignment[node.name] for node in form.nodes] for assignment in banned]
     form.nogoods.extend(excluded)
-    incumbent = _Incumbent(costs, [node.name for node in form.nodes])
+    incumbent = _Incumbent(costs, [node.name for node in form.nodes], accuracy)
     for candidate in form.heuristics():
         if form.feasible(candidate) and candidate not in excluded:
             incumbent.offer(candidate)
@@ -354,6 +354,10 @@ def _solve_with_cuts(
         if result.x is None:
             loop.status = "time_limit"
             return loop
+        if not form.feasible(assignment):  # within HiGHS's tolerances, outside the budget
+            form.nogoods.append(list(assignment))
+            loop.cuts += 1
+            continue
         if incumbent.cost - loop.bound <= rel_gap * incumbent.cost:
             loop.status = "optimal"
             return loop

@@ -191,16 +191,23 @@ class Formulation:
         return model, x, e
 
     def _accuracy_row(self, model: MilpModel, x: Columns) -> None:
-        """The reduced nodes' error weights sum to at most the tolerance squared."""
+        """The reduced nodes' error weights sum to at most the tolerance squared.
+
+        The row is divided by the tolerance squared (about 1e-5), so that the solver's
+        absolute feasibility tolerance (1e-7) is a relative one; an answer that still slips
+        over is excluded by the solve loop, which checks every answer against the budget.
+        """
         if self.accuracy is None:
             return
+        bound = self.accuracy.tolerance**2
+        scale = 1.0 / bound if bound > 0 else 1.0
         terms = [
-            (column, weight)
+            (column, weight * scale)
             for (n, t), column in x.items()
             if (weight := self.accuracy.weight(self.nodes[n].name, t)) > 0
         ]
         if terms:
-            model.row(terms, upper=self.accuracy.tolerance**2)
+            model.row(terms, upper=bound * scale)
 
     def _launches(self, model: MilpModel, x: Columns) -> dict[Edge, int]:
         e: dict[Edge, int] = {}
