@@ -55,6 +55,7 @@ def _assert_kills_found_the_states(cases: list[Case]) -> None:
     assert any(case.reused and case.new for case in cases), cases
 
 
+@pytest.mark.slow  # 25 s; the default run keeps the kills inside a file's write
 def test_a_profile_killed_at_random_moments_is_reused_exactly(world: World, tmp_path: Path) -> None:
     cases = _profile_kills(world, tmp_path, [1, 1, 1, 2, 3, 1, 3])
     assert not failures(cases), failures(cases)

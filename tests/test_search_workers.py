@@ -125,6 +125,7 @@ def test_workers_started_together_on_a_new_study_all_succeed(
     assert len(_finished(storage)) >= 4
 
 
+@pytest.mark.slow  # 20 s: four workers, one killed mid-study
 def test_a_killed_worker_loses_no_finished_trial_and_the_pick_is_the_best_stored(
     planned: tuple[Path, Path], tmp_path: Path, postgres: str
 ) -> None:
