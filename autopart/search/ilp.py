@@ -354,7 +354,7 @@ def _solve_with_cuts(
         if result.x is None:
             loop.status = "time_limit"
             return loop
-        if not form.feasible(assignment):  # within HiGHS's tolerances, outside the budget
+        if not form.feasible(assignment):  # in HiGHS's tolerances, outside budget or caps
             form.nogoods.append(list(assignment))
             loop.cuts += 1
             continue

@@ -194,8 +194,8 @@ class Formulation:
         """The reduced nodes' error weights sum to at most the tolerance squared.
 
         The row is divided by the tolerance squared (about 1e-5), so that the solver's
-        absolute feasibility tolerance (1e-7) is a relative one; an answer that still slips
-        over is excluded by the solve loop, which checks every answer against the budget.
+        absolute feasibility tolerances (up to 1e-6) are relative ones; an answer that still
+        slips over is excluded by the solve loop, which checks every answer it is given.
         """
         if self.accuracy is None:
             return
