@@ -48,10 +48,11 @@ from autopart.profile.transfer import SIZES
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
 from tests.conftest import make_model
+from tests.opencl_here import SECOND_UNIT_TARGET, needs_opencl
 from tests.test_errors import assert_one_line_error, invoke
 
 FAST = TimingSettings(warmup=1, min_runs=3, max_runs=6, batch=3, max_seconds=0.2)
-TARGETS = ["cpu@numpy", "cpu/0@onnxruntime", "opencl:0/0@opencl"]
+TARGETS = ["cpu@numpy", "cpu/0@onnxruntime", SECOND_UNIT_TARGET]
 
 
 def tiny_cnn() -> onnx.ModelProto:
@@ -167,6 +168,7 @@ def test_a_profile_of_another_machine_is_refused_for_measuring(
     assert path.read_text() == before
 
 
+@needs_opencl
 def test_profiling_twice_reuses_every_measurement(tmp_path: Path) -> None:
     report, _, path = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
     # 3 distinct op signatures (the two convs share one) per target (on opencl, with the
@@ -192,6 +194,7 @@ def test_profiling_twice_reuses_every_measurement(tmp_path: Path) -> None:
     assert costs.transfer("cpu", "opencl:0", 64 << 20) > costs.transfer("cpu", "opencl:0", 4096)
 
 
+@needs_opencl  # the job count includes copies to the OpenCL device
 def test_a_spent_budget_leaves_measurements_missing_and_a_rerun_completes(
     tmp_path: Path,
 ) -> None:
@@ -468,6 +471,7 @@ def test_profiling_times_calibration_windows_and_reuses_them(tmp_path: Path) -> 
     assert again.new == 0 and again.reused == report.new
 
 
+@needs_opencl
 def test_ops_a_target_cannot_run_are_marked_and_left_out_of_its_costs(tmp_path: Path) -> None:
     rng = np.random.default_rng(1)
     nodes = [
@@ -636,6 +640,7 @@ def test_layout_conversions_of_one_op_subgraphs_are_taken_off_wall_timings() -> 
     )
 
 
+@needs_opencl
 def test_an_event_timed_op_costs_at_least_what_the_host_takes_to_enqueue_it(
     tmp_path: Path,
 ) -> None:

@@ -17,6 +17,7 @@ import pytest
 from autopart.errors import ProfileError
 from autopart.plan.schema import Plan, PlanError
 from autopart.profile import Profile
+from tests.opencl_here import needs_opencl
 from tests.profile_text import cells, rewrite_rows
 from tests.test_errors import assert_one_line_error, invoke
 from tests.test_profile import FAST, tiny_cnn
@@ -69,6 +70,7 @@ def _rewrite_rows(source: Path, target: Path, change: dict[str, object], kind: s
         ("op", {"kernel_s": "inf"}, "reference time"),
     ],
 )
+@needs_opencl
 def test_corrupt_profile_rows_are_refused_in_one_line(
     saved: tuple[Path, Path, Path], tmp_path: Path, kind: str, change: dict[str, object],
     fragment: str,
@@ -85,6 +87,7 @@ def test_corrupt_profile_rows_are_refused_in_one_line(
     assert output.startswith("error: ")  # no blank line from a progress display before it
 
 
+@needs_opencl
 def test_a_fused_pair_of_views_on_a_device_clock_may_take_no_time(
     saved: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:
@@ -147,6 +150,7 @@ def test_a_plan_that_is_a_symlink_to_dev_zero_is_read_no_further_than_a_limit(
         ),
     ],
 )
+@needs_opencl
 def test_ill_typed_plan_fields_are_refused(
     saved: tuple[Path, Path, Path], tmp_path: Path, field: str, value: object, fragment: str
 ) -> None:
@@ -163,6 +167,7 @@ def test_ill_typed_plan_fields_are_refused(
     assert_one_line_error(*invoke("run", str(path)), fragment)
 
 
+@needs_opencl
 def test_notes_are_styled_not_shown_as_markup(
     saved: tuple[Path, Path, Path], tmp_path: Path
 ) -> None:

@@ -37,6 +37,7 @@ from autopart.targets.resolve import resolve
 from autopart.testing.exhaustive import exhaustive
 from autopart.testing.scale_models import BLOCK_NODES, op_chain, synthetic_costs, transformer_stack
 from autopart.tuning.partitions import too_split_to_race
+from tests.opencl_here import needs_opencl
 
 V = VirtualDevice.parse
 NUMPY, ORT, OPENCL = V("cpu@numpy"), V("cpu@onnxruntime"), V("opencl:0@opencl")
@@ -413,6 +414,7 @@ def test_job_planning_and_the_ilp_report_progress() -> None:
     assert heard[0].startswith("ILP solve 1: ")
 
 
+@needs_opencl
 def test_opencl_fuses_a_long_chain_into_kernels_of_bounded_length() -> None:
     """Grouping stays linear in the chain, and no kernel's source grows without end."""
     from autopart.targets.opencl.codegen import plan_groups

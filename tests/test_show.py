@@ -24,9 +24,11 @@ from autopart.plan.schema import (
 from autopart.report.html import render_html, write_html
 from autopart.report.svg import target_colours, tint
 from autopart.report.tree import describe_saving, explain
+from tests.opencl_here import needs_opencl
 from tests.test_errors import assert_one_line_error, invoke
 
 OPENCL, NUMPY, ORT = "opencl:0@opencl", "cpu@numpy", "cpu/0@onnxruntime"
+pytestmark = needs_opencl  # its plans copy between the host and an OpenCL device
 BROWSER_TIMEOUT_S = 60
 
 

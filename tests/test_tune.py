@@ -19,10 +19,11 @@ from autopart.profile import Profile, machine_profile_path
 from autopart.targets.devices import discover
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.workflow import tune_model
+from tests.opencl_here import SECOND_UNIT_TARGET, needs_opencl
 from tests.test_errors import assert_one_line_error, invoke
 from tests.test_profile import FAST, tiny_cnn, tiny_path  # noqa: F401 - fixture
 
-TARGETS = "cpu@onnxruntime,cpu/0@onnxruntime,cpu/1@onnxruntime,opencl:0/0@opencl"
+TARGETS = f"cpu@onnxruntime,cpu/0@onnxruntime,cpu/1@onnxruntime,{SECOND_UNIT_TARGET}"
 
 
 @pytest.fixture()
@@ -136,6 +137,7 @@ def _foreign_copy(profile_path: Path, destination: Path) -> Path:
     return destination
 
 
+@needs_opencl
 def test_profile_of_another_machine_plans_without_running(
     tmp_path: Path, profiled: tuple[Path, Path]
 ) -> None:
@@ -157,6 +159,7 @@ def test_profile_of_another_machine_plans_without_running(
     assert_one_line_error(code, output, "opencl:5")
 
 
+@needs_opencl
 def test_a_single_target_plan_that_falls_back_says_how_many_nodes_run_elsewhere(
     tmp_path: Path,
 ) -> None:
@@ -271,8 +274,9 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     assert table["noise_floor"].to_numpy() == pytest.approx(floor, rel=5e-3, abs=1e-3)
     spread = table["noise_spread"].unique()
     # the reach of their ratio's interval: one value, no upper bound (two rounds on a
-    # loaded CI machine reached 1.10); its meaning is tested on set timings in test_choice
-    assert len(spread) == 1 and np.isfinite(spread[0]) and spread[0] >= 0.0
+    # loaded CI machine reached 1.10), NaN when the two rounds asked were not stretched to
+    # MIN_PAIRED_ROUNDS; its meaning is tested on set timings in test_choice
+    assert len(spread) == 1 and (np.isnan(spread[0]) or spread[0] >= 0.0)
     both = table.dropna(subset=["vs_best_peer_low"])
     assert (both["vs_best_peer_low"] <= both["vs_best_peer_high"]).all()
     # a single target's codegen (and its fallback's where it ran nodes); none for a peer
@@ -306,6 +310,7 @@ def test_bench_short_of_memory_drops_single_targets_before_the_tuned_plans_two_t
     assert set(refused["kind"]) <= {"single", "heft", "per-op-best", "ort-ep-rule"}
 
 
+@needs_opencl
 def test_a_plans_codegens_are_its_partitions_distinct_codegens(tiny_path: Path) -> None:  # noqa: F811
     from autopart import api
     from autopart.tuning.bench import plan_codegens

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from autopart import api
 from autopart.cli.common import console, print_table, user_errors
+from autopart.targets.codegen import codegen_names, get_codegen
 from autopart.targets.resolve import available_targets
 
 
@@ -28,5 +29,8 @@ def devices() -> None:
         units = ", ".join(f"{device.name}/{u.index}" for u in device.units) or "-"
         table.add_row(device.name, device.kind, units, ", ".join(codegens), description)
     print_table(table)
+    for codegen in codegen_names():
+        for name, why in get_codegen(codegen).left_out_devices():
+            console.print(f"left out: the {codegen} device {name!r}: {why}")
     console.print("targets: " + " ".join(str(t) for t in targets))
     console.print(f"machine fingerprint: {machine.fingerprint()}")

@@ -241,6 +241,14 @@ class Codegen(ABC):
         return ()
 
     @classmethod
+    def left_out_devices(cls) -> Sequence[tuple[str, str]]:
+        """Devices of ``device_kind`` found here but left out, as (name, why) (default: none).
+
+        ``autopart devices`` shows them, so a user learns why a device they have is absent.
+        """
+        return ()
+
+    @classmethod
     def precisions(cls) -> tuple[str, ...]:
         """The precisions this codegen computes in on this machine, f32 first.
 

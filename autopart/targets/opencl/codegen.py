@@ -32,7 +32,12 @@ from autopart.targets.opencl import (
     tensor_ops,
 )
 from autopart.targets.opencl.attributes import attribute_refusal
-from autopart.targets.opencl.device import OpenCLDevice, discover_opencl_devices, have_pyopencl
+from autopart.targets.opencl.device import (
+    OpenCLDevice,
+    discover_opencl_devices,
+    have_pyopencl,
+    unusable_opencl_devices,
+)
 from autopart.targets.opencl.lowering import OPS, Builder, Group, const, is_f32, shape
 from autopart.targets.opencl.runtime import OpenCLSubgraph, Step
 from autopart.targets.training import training_refusal
@@ -71,6 +76,11 @@ class OpenCLCodegen(Codegen):
     def discover_devices(cls) -> Sequence[Device]:
         """Every OpenCL device here, ``opencl:0``, ``opencl:1``, ... (none without pyopencl)."""
         return discover_opencl_devices()
+
+    @classmethod
+    def left_out_devices(cls) -> Sequence[tuple[str, str]]:
+        """OpenCL devices whose compiler cannot build a one-line kernel, and why."""
+        return unusable_opencl_devices()
 
     def supports(self, node: Node, graph: Graph) -> bool:
         """Whether the op, its attributes, input shapes and dtypes have an OpenCL lowering."""

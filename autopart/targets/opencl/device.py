@@ -15,6 +15,8 @@ are :class:`pyopencl.array.Array` objects.
 from __future__ import annotations
 
 import threading
+import warnings
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -37,27 +39,64 @@ def have_pyopencl() -> bool:
     return cl is not None
 
 
-def discover_opencl_devices() -> list[OpenCLDevice]:
-    """Every OpenCL device on this machine, named ``opencl:0``, ``opencl:1``, ... in order.
+# The smallest kernel a working OpenCL C compiler builds; discovery builds it once per device.
+_COMPILER_CHECK = "__kernel void autopart_check(__global float *a) { a[get_global_id(0)] += 1; }"
 
-    Returns an empty list when pyopencl is missing, when no ICD platform is installed, or
-    when the OpenCL runtime fails to answer; it never raises for lack of OpenCL.
+
+def discover_opencl_devices() -> list[OpenCLDevice]:
+    """Every usable OpenCL device on this machine, ``opencl:0``, ``opencl:1``, ... in order.
+
+    A device whose compiler cannot build a one-line kernel (PoCL built against an LLVM
+    that does not know this CPU answers "unknown target CPU 'generic'") is left out, and
+    :func:`unusable_opencl_devices` says why. Returns an empty list when pyopencl is
+    missing, when no ICD platform is installed, or when the OpenCL runtime fails to answer;
+    it never raises for lack of OpenCL. The answer is computed once per process.
     """
+    return list(_discovered()[0])
+
+
+def unusable_opencl_devices() -> list[tuple[str, str]]:
+    """The OpenCL devices found but left out, as (device name, why), in discovery order."""
+    return list(_discovered()[1])
+
+
+@cache
+def _discovered() -> tuple[tuple[OpenCLDevice, ...], tuple[tuple[str, str], ...]]:
+    """The usable devices and the unusable ones with their reasons (see the callers)."""
     if cl is None:
-        return []
+        return (), ()
     try:
         platforms = cl.get_platforms()
     except (cl.Error, RuntimeError, OSError):
-        return []
+        return (), ()
     devices: list[OpenCLDevice] = []
+    unusable: list[tuple[str, str]] = []
     for platform in platforms:
         try:
             found = platform.get_devices()
         except (cl.Error, RuntimeError):
             continue
         for device in found:
-            devices.append(OpenCLDevice(f"opencl:{len(devices)}", platform, device))
-    return devices
+            why = compiler_problem(device)
+            if why is None:
+                devices.append(OpenCLDevice(f"opencl:{len(devices)}", platform, device))
+            else:
+                unusable.append((device.name.strip(), why))
+    return tuple(devices), tuple(unusable)
+
+
+def compiler_problem(device: Any) -> str | None:
+    """Why ``device``'s OpenCL C compiler cannot build a one-line kernel, or None if it can."""
+    try:
+        context = cl.Context([device])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # pyopencl warns with the build log too
+            cl.Program(context, _COMPILER_CHECK).build()
+    except (cl.Error, RuntimeError) as error:
+        lines = [line.strip() for line in str(error).splitlines()]
+        said = [line for line in lines if line.startswith("error:")] or [x for x in lines if x]
+        return f"its compiler fails on a one-line kernel: {said[0] if said else 'no reason given'}"
+    return None
 
 
 def _supports_fission(device: Any) -> bool:
