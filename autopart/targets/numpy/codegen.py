@@ -115,11 +115,16 @@ class NumpySubgraph(CompiledSubgraph):
     """Nodes run in order; intermediates are dropped right after their last use."""
 
     def __init__(
-        self, steps: list[NumpyStep], inputs: Sequence[str], outputs: Sequence[str]
+        self,
+        steps: list[NumpyStep],
+        inputs: Sequence[str],
+        outputs: Sequence[str],
+        passthrough: dict[str, np.ndarray] | None = None,
     ) -> None:
         self.steps = steps
         self.inputs = list(inputs)
         self.outputs = list(outputs)
+        self.passthrough = dict(passthrough or {})  # outputs that are graph constants
 
     def run(self, env: Environment) -> None:
         """Run every step, reading and writing ``env``.
@@ -130,6 +135,7 @@ class NumpySubgraph(CompiledSubgraph):
         the original stays chained as its cause. Other exceptions are bugs and pass through.
         """
         self.run_rounded(env, (), EXACT)
+        env.update(self.passthrough)
 
     @property
     def node_names(self) -> list[str]:
@@ -151,7 +157,14 @@ class NumpySubgraph(CompiledSubgraph):
         so ``env`` after a run to ``stop`` holds what a run from ``stop`` needs. Errors as
         :meth:`run`.
         """
-        for step in self.steps[start:stop]:
+        with np.errstate(all="ignore"):  # NaN and overflow are what ONNX computes, not news
+            self._run_steps(env, rounded, reduction, self.steps[start:stop])
+
+    @staticmethod
+    def _run_steps(
+        env: Environment, rounded: Collection[str], reduction: Reduction, steps: list[NumpyStep]
+    ) -> None:
+        for step in steps:
             args = _arguments(step, env)
             lowered = step.name in rounded
             results = _call(step, reduction.inputs(step.name, args) if lowered else args)
@@ -263,4 +276,10 @@ class NumpyCodegen(Codegen):
         for name, index in last.items():
             if name not in keep:
                 steps[index].free.append(name)
-        return NumpySubgraph(steps, inputs, outputs)
+        produced = {name for node in nodes for name in node.outputs if name}
+        passthrough = {
+            name: const
+            for name in outputs
+            if name not in produced and (const := graph.value(name).const) is not None
+        }
+        return NumpySubgraph(steps, inputs, outputs, passthrough)

@@ -95,6 +95,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
     model's input order, and ``produced`` the outputs it computes, in its output order.
     Requested outputs that no node produces are inputs or constants (``passthrough``);
     feeds absent from the environment are frozen inputs, fed their values (``fixed``).
+    ``aliases`` names the other outputs that are the same tensor as a produced one.
     ``cores`` is the unit's core set the calling thread is pinned to during ``run``
     (empty: the whole device, no pinning). Outputs are fresh arrays, never recycled.
     """
@@ -111,6 +112,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
         cores: Sequence[int],
         passthrough: dict[str, np.ndarray],
         fixed: Mapping[str, np.ndarray] | None = None,
+        aliases: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.model = model
         self.model_bytes = model_bytes
@@ -122,6 +124,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
         self.cores = tuple(cores)
         self._passthrough = passthrough
         self._fixed = dict(fixed or {})
+        self._aliases = {name: list(others) for name, others in (aliases or {}).items()}
         self._request = model.create_infer_request()
 
     def run(self, env: Environment) -> None:
@@ -150,6 +153,8 @@ class OpenVinoSubgraph(CompiledSubgraph):
             elapsed = time.perf_counter() - start
         for index, name in enumerate(self.produced):
             env[name] = results[index]
+            for other in self._aliases.get(name, ()):
+                env[other] = results[index]
         for name in self.outputs:
             if name not in env:
                 env[name] = self._passthrough[name]
@@ -312,11 +317,13 @@ class OpenVinoCodegen(ProbedCodegen):
         cores, config = _placement_config(graph, nodes, placement, precision)
         fixed = shipped.inputs
         model = runtime.compiled_model(shipped.model_bytes, config, shapes=fixed.static_shapes())
-        feeds = [port.get_any_name() for port in model.inputs]
-        produced = [port.get_any_name() for port in model.outputs]
+        declared = [*inputs, *fixed.frozen]
+        feeds = [names[0] for names in runtime.port_names(model.inputs, declared)]
+        named = runtime.port_names(model.outputs, outputs)
+        produced = [names[0] for names in named]
         return OpenVinoSubgraph(
             model, shipped.model_bytes, config, inputs, outputs, feeds, produced, cores, {},
-            fixed=fixed.frozen,
+            fixed=fixed.frozen, aliases={names[0]: names[1:] for names in named},
         )  # fmt: skip
 
 

@@ -27,17 +27,24 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     values are fed with every run.
     """
     fixed = inputs or PeerInputs()
-    read = runtime.read_onnx(peer_model(model).SerializeToString())
+    proto = peer_model(model)
+    read = runtime.read_onnx(proto.SerializeToString())
     runtime.reshape_dynamic(read, fixed.static_shapes())
     settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
     compiled = runtime.core().compile_model(read, runtime.DEVICE, settings)
     request = compiled.create_infer_request()
-    names = [port.get_any_name() for port in compiled.inputs]
-    outputs = [port.get_any_name() for port in compiled.outputs]
+    declared = [value.name for value in proto.graph.input]
+    names = [named[0] for named in runtime.port_names(compiled.inputs, declared)]
+    wanted = [value.name for value in proto.graph.output]
+    outputs = runtime.port_names(compiled.outputs, wanted)
 
     def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         result = request.infer(fixed.feeds(names, feeds))
-        return {name: np.asarray(result[index]) for index, name in enumerate(outputs)}
+        return {
+            name: np.asarray(result[index])
+            for index, aliases in enumerate(outputs)
+            for name in aliases
+        }
 
     return run
 

@@ -249,7 +249,7 @@ def _compiled(model: bytes) -> Any:
     )
 
 
-def _infer(compiled: Any, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """``compiled``'s outputs on ``feeds``, by name."""
+def _infer(compiled: Any, feeds: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
+    """``compiled``'s outputs on ``feeds``, by output index (names may merge differently)."""
     results = compiled.create_infer_request().infer(feeds)
-    return {port.get_any_name(): np.asarray(value) for port, value in results.items()}
+    return {index: np.asarray(results[index]) for index in range(len(compiled.outputs))}

@@ -245,16 +245,31 @@ def compiled_model(
     return cached
 
 
+def port_names(ports: Sequence[Any], wanted: Sequence[str]) -> list[list[str]]:
+    """Per port, the names of ``wanted`` it carries, in ``wanted``'s order; else its any-name.
+
+    OpenVINO merges the names of the tensors it folds into one (an ``Identity``'s input and
+    output, say), and ``get_any_name`` may answer with any of them, not the model's own
+    input or output name. A port carrying two wanted names (two graph outputs that are one
+    tensor) gets both.
+    """
+    order = {name: index for index, name in enumerate(wanted)}
+    named = []
+    for port in ports:
+        mine = sorted((n for n in port.get_names() if n in order), key=order.__getitem__)
+        named.append(mine or [port.get_any_name()])
+    return named
+
+
 def reshape_dynamic(model: Any, shapes: Mapping[str, Sequence[int]]) -> None:
     """Give ``model``'s inputs of dynamic shape the static ``shapes`` named for them.
 
     As a user compiling a dynamic model for the one shape they run reshapes it.
     """
     static = {}
-    for port in model.inputs:
-        name = port.get_any_name()
-        if port.get_partial_shape().is_dynamic and name in shapes:
-            static[name] = list(shapes[name])
+    for port, names in zip(model.inputs, port_names(model.inputs, list(shapes)), strict=True):
+        if port.get_partial_shape().is_dynamic and names[0] in shapes:
+            static[port.get_any_name()] = list(shapes[names[0]])
     if static:
         model.reshape(static)
 
