@@ -14,7 +14,7 @@ as runs fit: each group's error is measured with the whole model (its nodes redu
 together), and shared among its nodes in proportion to their squared *local* errors (a
 node's own output's relative error, its inputs exact; one run for all). A local error
 alone misleads: a LayerNormalization of a near-constant input has a huge one (rounding
-swamps the variance), and scaled against the rest it took all of swin_mini's budget,
+swamps the variance), and scaled against the rest it took all of a small Swin's budget,
 leaving 344 other nodes priced at nothing. A group's measured error bounds what its
 nodes are charged. Both are scaled so that every node reduced predicts the error
 measured with every node reduced

@@ -10,7 +10,7 @@ before it, and a library compiling the folded model rounds differently in bf16
 at another speed. As for the peer, frozen inputs (``--freeze``) are fed their values with
 every run, and a library that compiles for one shape (OpenVINO) is given the graph's static
 input shapes (:class:`~autopart.targets.peer.PeerInputs`). The model itself is not edited:
-onnxruntime 1.32 crashed creating a session for silero_vad once its frozen input was an
+onnxruntime 1.32 crashed creating a session for a held-out speech model once its frozen input was an
 initializer and its other inputs had static shapes.
 
 :func:`shipped_whole` answers None, and the codegen compiles its export, whenever the

@@ -75,15 +75,24 @@ class Budget:
         """Whether a target computing in ``precision`` may be used."""
         return self.precisions is None or precision in self.precisions
 
-    def tolerance_rule(self) -> Tolerance:
-        """The tolerance to verify with: the number given, else the peer's error times a factor."""
+    def tolerance_rule(self, graph: Graph | None = None) -> Tolerance:
+        """The tolerance to verify with: the number given, else the peer's error times a factor.
+
+        A ``graph`` that ships quantised (:func:`ships_quantised`) is judged by its own
+        quantisation: the rule never goes below its own runtimes' error (the f32 peers',
+        :func:`own_runtimes`) plus the allowance, with f32 alone too.
+        """
         if isinstance(self.tolerance, float):
             return self.tolerance
+        floor = own_runtimes() if graph is not None and ships_quantised(graph) else ()
         if self.exact:
-            return VERIFY.check_tolerance
-        if self.tolerance is None:
+            if not floor:
+                return VERIFY.check_tolerance
+            return functools.partial(follow_peer, factor=0.0, floor_peers=floor)
+        factor = None if self.tolerance is None else self.tolerance.factor
+        if factor is None and not floor:
             return follow_peer
-        return functools.partial(follow_peer, factor=self.tolerance.factor)
+        return functools.partial(follow_peer, factor=factor, floor_peers=floor)
 
     def describe(self) -> str:
         """One line: the precisions allowed and the budget."""
@@ -102,19 +111,50 @@ class Budget:
         return f"{allowed}, {budget}"
 
 
-def follow_peer(errors: Mapping[str, float], factor: float | None = None) -> float:
+def follow_peer(
+    errors: Mapping[str, float],
+    factor: float | None = None,
+    floor_peers: Sequence[str] = (),
+) -> float:
     """The budget from every runner's error: :func:`budget_peer`'s times ``factor``.
 
     ``factor`` None is the default budget's, the peer's error plus
     :attr:`~autopart.settings.AccuracySettings.peer_allowance` for rounding. Never below
     the f32 check tolerance (an f32 plan differs from the reference by the order of its
-    sums); that tolerance where that peer did not run.
+    sums); that tolerance where that peer did not run. Never below the error of any of
+    ``floor_peers`` plus the allowance either. A non-finite error sets nothing.
     """
     name = budget_peer()
     peer = None if name is None else errors.get(name)
-    if peer is None or not np.isfinite(peer):
-        return VERIFY.check_tolerance
-    return max(VERIFY.check_tolerance, peer * (DEFAULT_PEER_FACTOR if factor is None else factor))
+    chosen = VERIFY.check_tolerance
+    if peer is not None and np.isfinite(peer):
+        chosen = max(chosen, peer * (DEFAULT_PEER_FACTOR if factor is None else factor))
+    floors = [errors[p] for p in floor_peers if p in errors and np.isfinite(errors[p])]
+    return max([chosen, *(error * DEFAULT_PEER_FACTOR for error in floors)])
+
+
+# Ops that only a model shipped quantised holds: autopart's own int8 is added at compile time.
+QUANTISED_MODEL_OPS = frozenset(
+    {
+        "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearConv",
+        "QLinearMatMul", "MatMulInteger", "ConvInteger", "DynamicQuantizeLSTM",
+        "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearAdd", "QLinearMul",
+    }
+)  # fmt: skip
+
+
+def ships_quantised(graph: Graph) -> bool:
+    """Whether ``graph`` computes quantised arithmetic of its own (QDQ or integer ops).
+
+    Its f32 reference computes that arithmetic exactly; its own runtimes round as their
+    integer kernels do, a quantisation step apart, so their error sets its tolerance.
+    """
+    return any(node.op_type in QUANTISED_MODEL_OPS for node in graph.nodes)
+
+
+def own_runtimes() -> tuple[str, ...]:
+    """The peers that run a model as shipped in f32: a quantised model's own runtimes."""
+    return tuple(peer.name for peer in declared_peers() if peer.precision() is None)
 
 
 def accuracy_notes(results: Mapping[str, Measured], budget: Budget) -> list[str]:

@@ -98,7 +98,7 @@ def _bench_model(
         peer_linger_s=peer_lingers(),
         failures=failures,
         samples=evaluation_samples(graph, 0),
-        tolerance=options.budget.tolerance_rule(),
+        tolerance=options.budget.tolerance_rule(graph),
         probe=process_probe(),
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})

@@ -21,13 +21,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import bootstrap
 
+from autopart.search.candidates import Candidate
 from autopart.settings import VERIFY
+from autopart.tuning.peers import peer_equivalents
 from autopart.tuning.verify import Measured
 
 CONFIDENCE = VERIFY.confidence  # of the interval on a ratio of medians
@@ -219,3 +221,40 @@ def explain(decision: Decision, measured: Mapping[str, Measured]) -> str:
     tied = [n for n in decision.tied if n != decision.chosen]
     also = f"; tied with it: {', '.join(tied)}" if tied else ""
     return f"{text}{versus}, {verdict}{also}"
+
+
+def most_accurate(measured: Mapping[str, Measured], pick: str) -> tuple[str, list[str]]:
+    """The plan to keep when none is within the tolerance, and the note that says so.
+
+    That is the measured plan of the smallest error (the quickest of equals): the answer
+    closest to the f32 reference, never one further from it. Nothing measured: ``pick``.
+    """
+    finite = {n: m for n, m in measured.items() if math.isfinite(m.max_error)}
+    if not finite:
+        return pick, []
+    kept = min(finite, key=lambda n: (finite[n].max_error, finite[n].median_s))
+    result = finite[kept]
+    return kept, [
+        f"no plan was within the tolerance {result.tolerance:.3g}: kept the most accurate, "
+        f"{kept} (error {result.max_error:.2g})"
+    ]
+
+
+def runners_of(
+    candidates: Mapping[str, Candidate], twins: Mapping[str, str], peer_names: Iterable[str]
+) -> dict[str, Runner]:
+    """What the choice knows of each distinct plan and each peer.
+
+    A peer stands for the candidate plan compiled as its library compiles the whole model
+    alone (:func:`autopart.tuning.peers.peer_equivalents`), when the tune has one.
+    """
+    runners = {
+        name: Runner(len(c.plan.partitions), name)
+        for name, c in candidates.items()
+        if twins[name] == name
+    }
+    equivalents = peer_equivalents(candidates)
+    for peer in peer_names:
+        plan = equivalents.get(peer)
+        runners[peer] = Runner(1, None if plan is None else twins[plan], peer=True)
+    return runners

@@ -46,7 +46,7 @@ def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
     prediction may order what is measured, but a plan too split to measure must not keep
     the others from it by an op sum far too low. A one-partition plan is one compile (at
     most one per target, and each races anyway), and its whole-model fusions are what op
-    sums miss most: silero_vad's ``single:cpu/1@openvino`` was predicted at 3x what it
+    sums miss most: a voice-activity model's ``single:cpu/1@openvino`` was predicted at 3x what it
     measured, beyond :data:`MEASURE_WITHIN`, then won the race with that prediction.
     """
     eligible = [

@@ -31,6 +31,7 @@ from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import VERIFY
 from autopart.targets.codegen import HOST, Codegen, Role, codegen_for, reference_codegen
+from autopart.tuning.finite import check_reference_finite
 
 CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
 
@@ -192,7 +193,9 @@ def measure_plans(
     A plan or peer that fails to compile or to run with an :class:`AutopartError` (a
     library that rejects a partition at run time, memory that the plans compiled before
     it already hold) is dropped from the rounds and left out of the result; ``failures``,
-    when given, receives its one-line reason by name. A KeyboardInterrupt propagates:
+    when given, receives its one-line reason by name. An :class:`InputError` when the
+    reference itself computes NaN on the inputs (:mod:`autopart.tuning.finite`). A
+    KeyboardInterrupt propagates:
     the plans compiled so far are closed and nothing measured is returned, so that no plan
     timed over fewer rounds than asked is taken for a measured one.
 
@@ -209,6 +212,7 @@ def measure_plans(
     peers = dict(peers or {})
     results = {name: Measured() for name in [*plans, *peers]}
     reference = Executor(graph).run(feeds).outputs
+    check_reference_finite(graph, reference, "the inputs timed")
     state = _Rounds(graph, feeds, reference, results, warmup, warmup + rounds, progress)
     state.failures = failures if failures is not None else {}
     state.probe = probe
@@ -316,6 +320,7 @@ class _Rounds:
         """Run every runner once on each evaluation sample; keep its largest output error."""
         for sample in samples:
             reference = Executor(self.graph).run(sample).outputs
+            check_reference_finite(self.graph, reference, "an evaluation sample")
             for name in list(self.runners):
                 try:
                     outputs, _, _ = self.runners[name](sample, Block(settle=0, timed=1))

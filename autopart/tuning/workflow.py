@@ -10,7 +10,7 @@ is made for that machine and left unverified.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,6 +41,7 @@ from autopart.tuning.accuracy import (
     over_budget,
     search_budget,
 )
+from autopart.tuning.finite import check_seeded_reference
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
@@ -50,7 +51,7 @@ from autopart.tuning.partitions import (
     record_raced,
     too_split_to_race,
 )
-from autopart.tuning.peers import PeerInputs, peer_equivalents, peer_lingers, peers
+from autopart.tuning.peers import PeerInputs, peer_lingers, peers
 from autopart.tuning.plan_rows import (
     REPORT_CSV,
     REPORT_JSON,
@@ -285,7 +286,7 @@ def _verify(
         progress("peers", 0, 0, "compiling the libraries alone")
     peer_runs, notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
     failures: dict[str, str] = {}
-    runners = _runners(candidates, twins, peer_runs)
+    runners = choice.runners_of(candidates, twins, peer_runs)
 
     def contested(so_far: Mapping[str, Measured]) -> list[str]:
         return choice.contested(so_far, runners)
@@ -303,7 +304,7 @@ def _verify(
         peer_linger_s=peer_lingers(),
         failures=failures,
         samples=evaluation_samples(graph, options.search.seed),
-        tolerance=options.budget.tolerance_rule(),
+        tolerance=options.budget.tolerance_rule(graph),
         probe=process_probe(),
     )
     notes.extend(shared_note(measured))
@@ -359,6 +360,8 @@ def prepare(
     options = options or TuneOptions()
     located = located or locate(model, options, progress)
     graph, chosen_targets, directory = located.graph, located.targets, located.directory
+    if not located.planned_only:  # before measuring anything: are errors measurable at all?
+        check_seeded_reference(graph, options.search.seed)
     profiled: ProfileReport | None = None
     profile_path: Path | None = None
     if located.given is not None:
@@ -440,26 +443,6 @@ def _runnable(outcome: SearchOutcome) -> tuple[dict[str, Candidate], dict[str, s
     return candidates, twins
 
 
-def _runners(
-    candidates: Mapping[str, Candidate], twins: Mapping[str, str], peer_names: Iterable[str]
-) -> dict[str, choice.Runner]:
-    """What the choice knows of each distinct plan and each peer (see :mod:`.choice`).
-
-    A peer stands for the candidate plan compiled as its library compiles the whole model
-    alone (:func:`autopart.tuning.peers.peer_equivalents`), when the tune has one.
-    """
-    runners = {
-        name: choice.Runner(len(c.plan.partitions), name)
-        for name, c in candidates.items()
-        if twins[name] == name
-    }
-    equivalents = peer_equivalents(candidates)
-    for peer in peer_names:
-        plan = equivalents.get(peer)
-        runners[peer] = choice.Runner(1, None if plan is None else twins[plan], peer=True)
-    return runners
-
-
 def _final_choice(
     pick: str,
     candidates: Mapping[str, Candidate],
@@ -470,17 +453,20 @@ def _final_choice(
 ) -> tuple[str, choice.Decision | None]:
     """The candidate to keep: decided by the measurements alone (:func:`choice.decide`).
 
-    Unmeasured (planned only, or nothing ran correctly): the search's ``pick``. A peer kept
-    means the plan it stands for. Adds a note saying what was kept, against what, and the
-    interval on the ratio; and one when the search's pick failed its check.
+    Nothing within the tolerance: the most accurate plan measured, said in a note
+    (:func:`choice.most_accurate`); nothing measured (planned only): the search's ``pick``.
+    A peer kept means the plan it stands for. Notes say what was kept, against what, and
+    the interval on the ratio; and when the search's pick failed its check.
     """
-    runners = choice.within_budget(_runners(candidates, twins, peer_results), measured)
+    runners = choice.within_budget(choice.runners_of(candidates, twins, peer_results), measured)
     timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
     decision = choice.decide(timed, runners)
     if pick in measured and not measured[pick].correct:
         notes.append(f"the search's pick {pick} failed its output check")
     if decision is None:
-        return pick, None
+        kept, note = choice.most_accurate(measured, pick)
+        notes.extend(note)
+        return kept, None
     kept = runners[decision.chosen].stands_for or pick
     notes.append(choice.explain(decision, timed))
     if decision.chosen in peer_results:

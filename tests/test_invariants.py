@@ -1,0 +1,142 @@
+"""Invariants that hold on every model, whoever made it.
+
+- A model shipped quantised is judged by its own quantisation: its own runtimes (the f32
+  peers) are never outside its tolerance, and neither is the plan kept.
+- A non-finite error never sets a tolerance; when no plan is within the tolerance, the
+  most accurate one is kept, and a note says so.
+- An OpenCL device whose compiler fails is left out, and ``autopart devices`` says why.
+- No corpus model is special-cased by name anywhere in the package.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from autopart.ir.onnx_import import load_graph
+from autopart.targets.opencl.device import discover_opencl_devices, unusable_opencl_devices
+from autopart.tuning import choice
+from autopart.tuning.accuracy import Budget, follow_peer, own_runtimes, ships_quantised
+from autopart.tuning.verify import Measured
+from autopart.zoo import zoo_names
+from tests.conftest import make_model
+from tests.test_errors import invoke
+
+ROOT = Path(__file__).parent.parent
+ERRORS = {"openvino alone": 2.0e-3, "onnxruntime alone": 3.8e-3, "openvino alone f32": 2.9e-3}
+
+
+def _quantised_model(path: Path) -> Path:
+    """A conv and a matmul in QDQ form, as onnxruntime's quantize_static writes them."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    dense = numpy_helper.from_array(rng.standard_normal((8 * 6 * 6, 10)).astype(np.float32), "d")
+    shape = numpy_helper.from_array(np.array([1, -1], np.int64), "shape")
+    nodes = [
+        helper.make_node("Conv", ["x", "w"], ["c"]),
+        helper.make_node("Relu", ["c"], ["r"]),
+        helper.make_node("Reshape", ["r", "shape"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "d"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "q", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])], [weight, dense, shape],
+    )  # fmt: skip
+    plain = path.with_suffix(".f32.onnx")
+    onnx.save(make_model(graph, opset=13), str(plain))
+
+    class Reader(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.left = [
+                {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(8)
+            ]
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return self.left.pop() if self.left else None
+
+    quantize_static(str(plain), str(path), Reader(), quant_format=QuantFormat.QDQ)
+    return path
+
+
+def test_a_quantised_model_is_recognised_and_its_own_runtimes_floor_its_tolerance(
+    tmp_path: Path,
+) -> None:
+    path = _quantised_model(tmp_path / "q.onnx")
+    assert ships_quantised(load_graph(str(path)))
+    assert not ships_quantised(load_graph(str(path.with_suffix(".f32.onnx"))))
+    floor = own_runtimes()
+    assert "onnxruntime alone" in floor and "openvino alone" not in floor
+    rule = Budget().tolerance_rule(load_graph(str(path)))
+    assert callable(rule) and rule(ERRORS) == pytest.approx(1.1 * 3.8e-3)
+    assert follow_peer(ERRORS) == pytest.approx(1.1 * 2.0e-3)  # a float model: the peer's
+    exact = Budget(precisions=("f32",)).tolerance_rule(load_graph(str(path)))
+    assert callable(exact) and exact(ERRORS) == pytest.approx(1.1 * 3.8e-3)
+
+
+def test_a_non_finite_error_sets_no_tolerance() -> None:
+    infinite = {"openvino alone": math.inf, "onnxruntime alone": math.nan}
+    assert follow_peer(infinite, floor_peers=("onnxruntime alone",)) == pytest.approx(1e-3)
+
+
+def test_when_no_plan_is_within_the_tolerance_the_most_accurate_is_kept_and_said() -> None:
+    def measured(error: float, median_s: float) -> Measured:
+        result = Measured(latencies=[median_s] * 3, max_error=error, tolerance=1e-3)
+        return result
+
+    kept, notes = choice.most_accurate(
+        {"a": measured(5e-2, 1e-3), "b": measured(2e-2, 9e-3), "c": measured(math.inf, 1e-4)},
+        "a",
+    )
+    assert kept == "b" and "most accurate" in notes[0] and "b" in notes[0]
+    assert choice.most_accurate({}, "pick") == ("pick", [])
+
+
+def test_every_opencl_device_found_is_either_usable_or_left_out_with_a_reason() -> None:
+    usable, left_out = discover_opencl_devices(), unusable_opencl_devices()
+    assert all(why.startswith("its compiler fails") for _, why in left_out)
+    code, output = invoke("devices")
+    assert code == 0, output
+    for device in usable:
+        assert device.name in output
+    for name, _ in left_out:
+        assert "left out" in output and name in " ".join(output.split())
+
+
+def corpus_names() -> set[str]:
+    """The distinctive names of the corpus's models, packages and files (not the zoo's)."""
+    sys.path.insert(0, str(ROOT / "experiments" / "corpus"))
+    from corpus import load_corpus
+
+    zoo = set(zoo_names())
+    names = set()
+    for model in load_corpus():
+        base = re.sub(
+            r"__(dynamo|legacy)$", "", re.sub(r"^(w|tv|hf|heldout|onnx)_", "", model.name)
+        )
+        names |= {base, model.package, Path(model.member).stem if model.member else ""}
+    # only identifiers that cannot be plain words or op names: with a digit, _ or -
+    return {n for n in names if n and n not in zoo and re.search(r"[0-9_-]", n)}
+
+
+def test_no_corpus_model_is_named_in_the_package() -> None:
+    names = corpus_names()
+    assert len(names) > 50
+    pattern = re.compile(
+        r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, sorted(names))) + r")(?![A-Za-z0-9_])",
+        re.IGNORECASE,
+    )
+    found = [
+        f"{path.relative_to(ROOT)}: {match.group(0)}"
+        for path in sorted((ROOT / "autopart").rglob("*.py"))
+        for match in pattern.finditer(path.read_text())
+    ]
+    assert found == []
