@@ -1,0 +1,200 @@
+"""Differential testing of the corpus: every model on every whole-model target, against onnxruntime.
+
+Each model of ``experiments/corpus`` (fetched into its cache) runs through the command
+line as a user runs it, one process per run: ``python -m autopart run MODEL --assign
+'re:.*=TARGET' --fallback cpu@numpy --inputs x.npz --out y.npz`` with the model's
+``--input-shape`` and ``--freeze`` options and inputs drawn from its input specs. The
+outputs are compared with onnxruntime alone running the original file on the same inputs
+(frozen inputs fed their values). Each (model, target) gets one status:
+
+- ``ok``: every output within the check tolerance of onnxruntime's;
+- ``mismatch``: an output beyond it (or of another shape, or missing);
+- ``refused``: one ``error:`` line and exit 2 (the line names the construct);
+- ``crash``: a traceback, a signal or any other exit;
+- ``timeout``: no answer within ``--timeout`` seconds.
+
+``cpu@numpy`` is every node on the reference. Nodes a target does not claim fall back to
+``cpu@numpy``; their count is reported. Writes ``experiments/results/<tag>.csv`` (one row
+per model and target) and ``<tag>.png`` (statuses as a grid), and prints a summary.
+
+    python experiments/exp_corpus.py                         # the whole corpus
+    python experiments/exp_corpus.py 'tv_*' w_basic_pitch    # some models
+    python experiments/exp_corpus.py --sample 12 --seed 3    # a rotating sample
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).parent / "corpus"))
+from corpus import CorpusModel, load_corpus, make_inputs, problem, select
+
+from autopart.targets.resolve import available_targets
+from autopart.tuning.verify import CHECK_TOLERANCE, relative_error
+
+RESULTS = Path(__file__).parent / "results"
+STATUSES = ("ok", "mismatch", "refused", "crash", "timeout", "oracle failed")
+COLOURS = {
+    "ok": "#1a9850",
+    "mismatch": "#fdae61",
+    "refused": "#74add1",
+    "crash": "#d73027",
+    "timeout": "#7b3294",
+    "oracle failed": "#bababa",
+}
+
+
+def whole_targets() -> list[str]:
+    """The reference and every whole-device target at f32 offered here."""
+    found = [t for t in available_targets() if t.unit is None and t.precision is None]
+    return ["cpu@numpy", *(str(t) for t in found if str(t) != "cpu@numpy")]
+
+
+def oracle(model: CorpusModel, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """onnxruntime alone, default options, on the original file (frozen inputs fed too)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(model.path()), options, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds), strict=True))
+
+
+def run_one(
+    model: CorpusModel, target: str, feeds: dict[str, np.ndarray], work: Path, timeout: float
+) -> dict[str, Any]:
+    """One ``autopart run`` of ``model`` on ``target``: its status, outputs and fallbacks."""
+    frozen = {spec.name for spec in model.inputs if spec.freeze}
+    inputs, outputs, plan = work / "inputs.npz", work / "outputs.npz", work / "plan.json"
+    outputs.unlink(missing_ok=True)
+    plan.unlink(missing_ok=True)
+    np.savez(inputs, **{k: v for k, v in feeds.items() if k not in frozen})
+    command = [
+        sys.executable, "-m", "autopart", "run", str(model.path()), *model.cli_arguments(),
+        "--assign", f"re:.*={target}", "--fallback", "cpu@numpy", "--repeat", "1",
+        "--warmup", "0", "--inputs", str(inputs), "--out", str(outputs),
+        "--save-plan", str(plan),
+    ]  # fmt: skip
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "detail": f"no answer in {timeout:.0f} s"}
+    seconds = time.perf_counter() - started
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    if done.returncode == 2 and errors and "Traceback" not in done.stderr:
+        return {"status": "refused", "detail": errors[0][:300], "seconds": seconds}
+    if done.returncode != 0 or not outputs.exists():
+        tail = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:]
+        detail = f"exit {done.returncode}: {tail[0][:300] if tail else 'no message'}"
+        return {"status": "crash", "detail": detail, "seconds": seconds}
+    with np.load(outputs) as saved:
+        got = {name: saved[name] for name in saved.files}
+    fallback = 0
+    if plan.exists():
+        assignment = json.loads(plan.read_text()).get("assignment", {})
+        fallback = sum(1 for where in assignment.values() if where != target)
+    return {"status": "ran", "got": got, "fallback": fallback, "seconds": seconds}
+
+
+def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> tuple[str, float, str]:
+    """(status, largest relative error, detail) of ``got`` against the oracle's ``want``."""
+    worst, detail = 0.0, ""
+    for name, expected in want.items():
+        if name not in got:
+            return "mismatch", float("inf"), f"output {name} missing"
+        have = np.asarray(got[name])
+        if have.shape != np.shape(expected):
+            return "mismatch", float("inf"), f"{name}: shape {have.shape} vs {np.shape(expected)}"
+        if np.asarray(expected).dtype.kind not in "fc":
+            error = 0.0 if np.array_equal(have, expected) else 1.0
+        else:
+            error = relative_error(have, np.asarray(expected))
+        if not error <= worst:
+            worst, detail = error, name
+    status = "ok" if worst <= CHECK_TOLERANCE else "mismatch"
+    return status, worst, detail if status != "ok" else ""
+
+
+def test_model(model: CorpusModel, targets: list[str], timeout: float) -> list[dict[str, Any]]:
+    """Every target's row for ``model``."""
+    base = {"model": model.name, "source": model.source, "family": model.family}
+    feeds = make_inputs(model)
+    for spec in model.inputs:
+        if spec.freeze:
+            feeds[spec.name] = np.asarray(spec.frozen_value(), dtype=spec.dtype)
+    try:
+        want = oracle(model, feeds)
+    except Exception as error:  # onnxruntime's own exception types
+        detail = str(error).splitlines()[0][:300]
+        return [{**base, "target": t, "status": "oracle failed", "detail": detail} for t in targets]
+    rows = []
+    with tempfile.TemporaryDirectory() as folder:
+        for target in targets:
+            result = run_one(model, target, feeds, Path(folder), timeout)
+            row = {**base, "target": target, **{k: v for k, v in result.items() if k != "got"}}
+            if result["status"] == "ran":
+                row["status"], row["error"], row["detail"] = compare(result["got"], want)
+            rows.append(row)
+            print(f"{model.name:<34} {target:<18} {row['status']:<9} {row.get('detail', '')}")
+    return rows
+
+
+def plot(frame: pd.DataFrame, path: Path) -> None:
+    """The statuses as a grid: a row per target, a column per model."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import ListedColormap
+    from matplotlib.figure import Figure
+
+    grid = frame.pivot(index="target", columns="model", values="status")
+    codes = grid.map(lambda s: STATUSES.index(s) if s in STATUSES else 0)
+    figure = Figure(figsize=(max(8.0, 0.12 * grid.shape[1]), 1.2 + 0.4 * grid.shape[0]))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    cmap = ListedColormap([COLOURS[s] for s in STATUSES])
+    axes.imshow(codes.to_numpy(), aspect="auto", cmap=cmap, vmin=0, vmax=len(STATUSES) - 1)
+    axes.set_yticks(range(grid.shape[0]), grid.index)
+    axes.set_xticks(range(grid.shape[1]), grid.columns, rotation=90, fontsize=4)
+    counts = frame["status"].value_counts()
+    axes.set_title(", ".join(f"{s}: {counts.get(s, 0)}" for s in STATUSES), fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=150)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", help="names, or prefixes ending in * (default: all)")
+    parser.add_argument("--targets", help="comma-separated (default: every whole f32 target)")
+    parser.add_argument("--sample", type=int, help="test this many models, drawn by --seed")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds per run")
+    parser.add_argument("--tag", default="corpus_diff")
+    args = parser.parse_args()
+    models = [m for m in select(load_corpus(), args.models) if problem(m) is None]
+    if args.sample:
+        rng = np.random.default_rng(args.seed)
+        picked = rng.choice(len(models), min(args.sample, len(models)), replace=False)
+        models = [models[i] for i in sorted(picked)]
+    targets = args.targets.split(",") if args.targets else whole_targets()
+    rows = [row for model in models for row in test_model(model, targets, args.timeout)]
+    frame = pd.DataFrame(rows)
+    RESULTS.mkdir(exist_ok=True)
+    frame.to_csv(RESULTS / f"{args.tag}.csv", index=False)
+    plot(frame, RESULTS / f"{args.tag}.png")
+    print(frame.groupby(["target", "status"]).size().unstack(fill_value=0).to_string())
+    print(f"wrote {RESULTS / args.tag}.csv and .png ({len(models)} models)")
+
+
+if __name__ == "__main__":
+    main()
