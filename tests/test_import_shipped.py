@@ -17,6 +17,7 @@ import autopart
 from autopart.errors import ModelError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.input_shapes import declared_dims
+from autopart.ir.observe import dynamic_values
 from autopart.runtime.executor import Executor
 from autopart.targets.onnxruntime.peer import onnxruntime_alone
 from autopart.targets.openvino.peer import openvino_alone
@@ -324,8 +325,8 @@ def test_an_if_whose_taken_branch_has_dynamic_shapes_stays_a_node(kind: str) -> 
     assert [node.op_type for node in other.nodes] == ["ReduceMax"]  # the other branch folds
 
 
-def test_a_kept_if_with_dynamic_outputs_is_refused_naming_its_branch() -> None:
-    """Its condition is a constant: the hint blames the branch it takes, not an input."""
+def test_a_kept_if_with_outputs_of_data_dependent_size_runs_with_them_dynamic() -> None:
+    """Its taken branch holds a NonZero: its output's size is observed, then free."""
     x = helper.make_tensor_value_info("x", FLOAT, [4])
     z = helper.make_tensor_value_info("z", INT64, [])
     nonzero = [helper.make_node("NonZero", ["x"], ["at"])]
@@ -348,8 +349,9 @@ def test_a_kept_if_with_dynamic_outputs_is_refused_naming_its_branch() -> None:
         helper.make_node("ReduceSum", ["y"], ["z"], keepdims=0),
     ]
     model = make_model(helper.make_graph(nodes, "nonzero", [x], [z]))
-    with pytest.raises(ModelError, match=r"If node 'If_3', whose taken branch computes shapes"):
-        autopart.load(model)
+    graph = autopart.load(model)
+    assert "y" in dynamic_values(graph)
+    _check_against_onnxruntime(model, graph)
 
 
 # -- freezing ----------------------------------------------------------------------------------
@@ -364,9 +366,18 @@ def test_a_frozen_input_folds_the_if_it_decides(rate: int) -> None:
     _check_against_onnxruntime(model, graph, {"sr": np.array(rate, np.int64)})
 
 
-def test_an_if_on_an_unfrozen_input_names_the_input_to_freeze() -> None:
-    with pytest.raises(ModelError, match=r"depends on the inputs \['sr'\].*--freeze sr=VALUE"):
-        autopart.load(sample_rate_model(), {"n": 6})
+@pytest.mark.parametrize("rate", [16000, 8000])
+def test_an_if_on_an_unfrozen_input_is_kept_and_decided_at_run_time(rate: int) -> None:
+    """Unfrozen, the If stays a node: its branch is chosen by the value fed each run."""
+    model = sample_rate_model()
+    graph = autopart.load(model, {"n": 6})
+    assert any(node.op_type == "If" for node in graph.nodes) and "sr" in graph.inputs
+    feeds = {**random_inputs(graph, 0), "sr": np.array(rate, np.int64)}
+    ours = Executor(graph).run(feeds).outputs
+    theirs = run_onnxruntime(model, feeds)
+    for name, expected in zip(graph.outputs, theirs, strict=True):
+        assert ours[name].shape == expected.shape
+        assert max_relative_error(expected, ours[name]) < 1e-5
 
 
 @pytest.mark.parametrize(

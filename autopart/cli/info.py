@@ -33,6 +33,8 @@ def info(model: str, input_shapes: tuple[str, ...], freeze: tuple[str, ...]) -> 
             console.print(f"  {kind} {name}: {dtype}{list(shape)}")
     console.print(f"  parameters: {format_size(summary.parameter_bytes)}")
     console.print(f"  FLOPs: {summary.flops / 1e9:.3f} G")
+    if summary.dynamic:
+        console.print(f"  dynamic: {summary.dynamic}")
     table = Table("op", "count", title="op histogram")
     for op, count in summary.op_histogram.items():
         table.add_row(op, str(count))

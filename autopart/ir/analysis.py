@@ -7,6 +7,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from autopart.ir.graph import Graph, Node
+from autopart.ir.observe import describe_region
 
 _ELEMENTWISE_COST = {"Erf": 8, "Tanh": 8, "Sigmoid": 4, "Exp": 4, "Log": 4, "Pow": 4, "Gelu": 10}
 
@@ -57,6 +58,7 @@ class GraphSummary:
     flops: int
     inputs: dict[str, tuple[str, tuple[int, ...]]]
     outputs: dict[str, tuple[str, tuple[int, ...]]]
+    dynamic: str = ""  # the region whose shapes depend on data, in one phrase ("" if none)
 
 
 def summarise(graph: Graph) -> GraphSummary:
@@ -75,4 +77,5 @@ def summarise(graph: Graph) -> GraphSummary:
         flops=sum(node_flops(graph, node) for node in graph.nodes),
         inputs={name: signature(name) for name in graph.inputs},
         outputs={name: signature(name) for name in graph.outputs},
+        dynamic=describe_region(graph),
     )

@@ -7,6 +7,7 @@ whose shape cannot be made static, each with a one-line :class:`ModelError`.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from autopart.ir.input_shapes import (
     resolve_input_shapes,
 )
 from autopart.ir.node_order import sort_nodes
+from autopart.ir.observe import observe_shapes
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
 from autopart.ir.type_check import check_declared_types, check_types
@@ -105,8 +107,29 @@ def load_graph(
     check_types(graph)
     if simplify_graph:
         graph = _simplified(graph)
+    _observe_what_depends_on_data(graph)
     _require_static_shapes(graph)
     return graph
+
+
+def _observe_what_depends_on_data(graph: Graph) -> None:
+    """Give values whose shapes depend on data the shapes of one reference run.
+
+    They are marked dynamic (:mod:`autopart.ir.observe`). When that run fails, the values
+    stay without shapes and the refusal names them, with its hint.
+    """
+    if not _missing_static_shapes(graph):
+        return
+    unknown = [
+        name
+        for node in graph.nodes
+        for name in node.outputs
+        if name
+        and graph.value(name).dtype is not None
+        and (graph.value(name).shape is None or None in graph.value(name).shape)  # type: ignore[operator]
+    ]
+    with contextlib.suppress(ModelError):
+        observe_shapes(graph, unknown)
 
 
 def _simplified(graph: Graph) -> Graph:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
+from autopart.ir.observe import describe_region, dynamic_region
 from autopart.ir.placement import place
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.memory import Lifetime, peak_bytes, plan_buffers
@@ -100,8 +101,17 @@ def build_plan(
         copies=list(copies.values()),
         order=order,
         storage=storage,
-        notes=notes or [],
+        notes=[*(notes or []), *_dynamic_note(graph)],
     )
+
+
+def _dynamic_note(graph: Graph) -> list[str]:
+    """The note naming the region whose shapes depend on data, if the graph has one."""
+    region = dynamic_region(graph)
+    if not region:
+        return []
+    first = ", ".join(node.name for node in region[:3]) + (" ..." if len(region) > 3 else "")
+    return [f"dynamic region: {describe_region(graph)}: {first}"]
 
 
 def build_plan_for(

@@ -10,6 +10,7 @@ import numpy as np
 from autopart.errors import ExecutionError, ModelError
 from autopart.ir.control_flow import CONTROL_FLOW
 from autopart.ir.graph import Graph, Node
+from autopart.ir.observe import dynamic_values
 from autopart.ops import KERNEL_ERRORS, bind, kernel_failure, refusal
 from autopart.targets.codegen import (
     EXACT,
@@ -68,9 +69,14 @@ def _shape_checked(kernel: Any, node: Node, graph: Graph) -> Any:
     """``kernel`` of a control-flow node, refusing outputs whose shape is not the static one.
 
     Their shapes may come from the model's declarations alone; a run that disagrees is an
-    error rather than a tensor of another size flowing on.
+    error rather than a tensor of another size flowing on. Values whose shapes depend on
+    data (:mod:`autopart.ir.observe`) take whatever size comes.
     """
-    expected = [(name, graph.value(name).shape if name else None) for name in node.outputs]
+    dynamic = dynamic_values(graph)
+    expected = [
+        (name, graph.value(name).shape if name and name not in dynamic else None)
+        for name in node.outputs
+    ]
 
     def call(*inputs: Any) -> tuple[np.ndarray, ...]:
         results = kernel(*inputs)

@@ -20,6 +20,7 @@ import numpy as np
 
 from autopart.errors import AutopartError, TargetError
 from autopart.ir.graph import Graph, Node
+from autopart.ir.observe import touches_dynamic
 from autopart.targets.codegen import HOST, Codegen, Placement
 from autopart.targets.device_contract import Device
 from autopart.targets.opencl import (
@@ -98,6 +99,8 @@ class OpenCLCodegen(Codegen):
             graph.value(name).shape is None for name in node.present_inputs + node.outputs if name
         ):
             return "a shape is not static"
+        if touches_dynamic(graph, node):
+            return "a shape depends on data, and OpenCL kernels are built for one shape"
         try:
             if impl.supports(node, graph):
                 return None

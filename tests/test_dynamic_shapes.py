@@ -1,0 +1,108 @@
+"""Models whose shapes depend on data run, tune and bench; their plans name the region.
+
+A ``NonZero`` picks the positive scores, a ``TopK`` with a computed k keeps the largest
+of them, ``NonMaxSuppression`` keeps boxes: sizes no shape inference can know. Import
+observes them on one reference run (:mod:`autopart.ir.observe`); each codegen either runs
+such nodes at any size (numpy, onnxruntime, OpenVINO) or leaves them to the fallback.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import autopart
+from autopart.ir.observe import dynamic_region, dynamic_values
+from tests.conftest import make_model, run_onnxruntime
+from tests.test_errors import invoke
+from tests.test_partition_fuzz import f32_whole_targets
+
+
+def selecting_model() -> onnx.ModelProto:
+    """x[1, 64] -> Relu -> NonZero -> Gather -> TopK(k = count / 2 + 1) -> Mul -> ReduceSum."""
+    weight = numpy_helper.from_array(np.linspace(-1, 1, 64, dtype=np.float32), "w")
+    two = numpy_helper.from_array(np.array([2], np.int64), "two")
+    one = numpy_helper.from_array(np.array([1], np.int64), "one")
+    nodes = [
+        helper.make_node("Mul", ["x", "w"], ["scaled"]),
+        helper.make_node("Relu", ["scaled"], ["positive"]),
+        helper.make_node("Reshape", ["positive", "flat_shape"], ["flat"]),
+        helper.make_node("NonZero", ["flat"], ["where"]),
+        helper.make_node("Reshape", ["where", "flat_shape"], ["at"]),
+        helper.make_node("Gather", ["flat", "at"], ["kept"]),
+        helper.make_node("Shape", ["kept"], ["count"]),
+        helper.make_node("Div", ["count", "two"], ["half"]),
+        helper.make_node("Add", ["half", "one"], ["k"]),
+        helper.make_node("TopK", ["kept", "k"], ["top", "top_at"]),
+        helper.make_node("Mul", ["top", "top"], ["squares"]),
+        helper.make_node("ReduceSum", ["squares"], ["total"], keepdims=0),
+    ]
+    flat_shape = numpy_helper.from_array(np.array([-1], np.int64), "flat_shape")
+    graph = helper.make_graph(
+        nodes,
+        "selecting",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 64])],
+        [
+            helper.make_tensor_value_info("total", TensorProto.FLOAT, []),
+            helper.make_tensor_value_info("top", TensorProto.FLOAT, ["kept"]),
+        ],
+        [weight, two, one, flat_shape],
+    )
+    return make_model(graph)
+
+
+@pytest.fixture()
+def model_path(tmp_path: Path) -> Path:
+    path = tmp_path / "selecting.onnx"
+    onnx.save(selecting_model(), str(path))
+    return path
+
+
+def test_import_observes_the_shapes_and_marks_the_region() -> None:
+    graph = autopart.load(selecting_model())
+    assert {"where", "at", "kept", "top", "squares"} <= dynamic_values(graph)
+    region = {node.op_type for node in dynamic_region(graph)}
+    assert {"NonZero", "Gather", "TopK", "Mul"} <= region
+    assert "depend on data" in autopart.info(graph).dynamic
+
+
+@pytest.mark.parametrize("count", [3, 40])
+def test_every_target_runs_it_at_sizes_other_than_the_one_observed(
+    tmp_path: Path, model_path: Path, count: int
+) -> None:
+    x = np.zeros((1, 64), np.float32)
+    x[0, -count:] = np.arange(1, count + 1)  # count positive products, another size
+    inputs = tmp_path / "x.npz"
+    np.savez(inputs, x=x)
+    (expected, top) = run_onnxruntime(selecting_model(), {"x": x})
+    for target in f32_whole_targets():
+        out = tmp_path / f"{target.replace('@', '_')}.npz"
+        code, output = invoke(
+            "run", str(model_path), "--assign", f"re:.*={target}", "--inputs", str(inputs),
+            "--out", str(out), "--check",
+        )  # fmt: skip
+        assert code == 0 and "(ok)" in output, (target, output)
+        with np.load(out) as saved:
+            assert saved["top"].shape == top.shape
+            np.testing.assert_allclose(saved["total"], expected, rtol=1e-5)
+
+
+def test_tune_and_bench_plan_it_and_the_plan_names_the_region(
+    tmp_path: Path, model_path: Path
+) -> None:
+    common = ["--search-dir", str(tmp_path / "s"), "--profiles", str(tmp_path / "p")]
+    out = tmp_path / "plan.json"
+    code, output = invoke("tune", str(model_path), "--rounds", "1", "-o", str(out), *common)
+    assert code == 0, output
+    notes = json.loads(out.read_text())["notes"]
+    assert any(note.startswith("dynamic region:") and "NonZero" in note for note in notes)
+    code, output = invoke("run", str(out), "--repeat", "1", "--check")
+    assert code == 0 and "(ok)" in output, output
+    csv = tmp_path / "bench.csv"
+    code, output = invoke("bench", str(model_path), "--rounds", "1", "--csv", str(csv), *common)
+    assert code == 0, output
