@@ -27,7 +27,7 @@ from autopart.tuning.accuracy import Budget, follow_peer, own_runtimes, ships_qu
 from autopart.tuning.verify import Measured
 from autopart.zoo import zoo_names
 from tests.conftest import make_model
-from tests.test_errors import invoke
+from tests.test_errors import assert_one_line_error, invoke
 
 ROOT = Path(__file__).parent.parent
 ERRORS = {"openvino alone": 2.0e-3, "onnxruntime alone": 3.8e-3, "openvino alone f32": 2.9e-3}
@@ -140,3 +140,45 @@ def test_no_corpus_model_is_named_in_the_package() -> None:
         for match in pattern.finditer(path.read_text())
     ]
     assert found == []
+
+
+def rate_model() -> onnx.ModelProto:
+    """A scalar sample rate feeds a log and a scalar step count sets a Range's length."""
+    nodes = [
+        helper.make_node("Sub", ["rate", "thousand"], ["above"]),
+        helper.make_node("Log", ["above"], ["log_rate"]),  # NaN for a random rate near 0
+        helper.make_node("Mul", ["x", "log_rate"], ["scaled"]),
+        helper.make_node("Range", ["zero", "steps", "one"], ["ramp"]),
+        helper.make_node("Cast", ["ramp"], ["ramp_f"], to=TensorProto.FLOAT),
+        helper.make_node("ReduceSum", ["ramp_f"], ["total"], keepdims=0),
+        helper.make_node("Add", ["scaled", "total"], ["y"]),
+    ]
+    constants = [
+        numpy_helper.from_array(np.array(1000.0, np.float32), "thousand"),
+        numpy_helper.from_array(np.array(0, np.int64), "zero"),
+        numpy_helper.from_array(np.array(1, np.int64), "one"),
+    ]
+    inputs = [
+        helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16]),
+        helper.make_tensor_value_info("rate", TensorProto.FLOAT, []),
+        helper.make_tensor_value_info("steps", TensorProto.INT64, []),
+    ]
+    output = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16])]
+    return make_model(helper.make_graph(nodes, "rates", inputs, output, constants))
+
+
+def test_scalars_that_set_sizes_or_feed_thresholds_are_named_for_freezing(tmp_path: Path) -> None:
+    from autopart.ir.feeds import controlling_inputs
+
+    assert controlling_inputs(load_graph(rate_model())) == ["steps"]  # rate only scales
+    path = tmp_path / "rates.onnx"
+    onnx.save(rate_model(), str(path))
+    common = ["--search-dir", str(tmp_path / "s"), "--profiles", str(tmp_path / "p")]
+    code, output = invoke("tune", str(path), "--targets", "cpu@onnxruntime", *common)
+    assert_one_line_error(code, output, "NaN", "y", "--inputs", "steps=VALUE", "rate=VALUE")
+    code, output = invoke(
+        "tune", str(path), "--freeze", "rate=16000", "--targets", "cpu@onnxruntime",
+        "--rounds", "1", *common,
+    )  # fmt: skip
+    assert code == 0, output
+    assert "--freeze steps=VALUE" in " ".join(output.split()), output

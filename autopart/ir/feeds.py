@@ -93,3 +93,59 @@ def check_run_fits(graph: Graph) -> None:
     sizes = [value.nbytes for value in graph.values.values()]
     total = sum(sizes) + 2 * max(sizes, default=0)
     check_fits(total, f"running {graph.name!r} (all its tensors)")
+
+
+# The operands that set a size, a count, a threshold or a branch: (op type, input index).
+_CONTROLS = {
+    "NonMaxSuppression": (2, 3, 4), "TopK": (1,), "Range": (0, 1, 2), "Resize": (2, 3),
+    "Upsample": (1,), "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
+    "Slice": (1, 2, 3, 4), "Pad": (1, 2), "OneHot": (1,), "If": (0,), "Loop": (0, 1),
+    "Split": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "ReduceSum": (1,), "ReduceMean": (1,),
+    "ReduceMax": (1,), "ReduceMin": (1,), "CenterCropPad": (1,), "STFT": (1, 3),
+    "Trilu": (1,), "CumSum": (1,), "Gather": (1,),
+}  # fmt: skip
+# Ops through which a scalar still sets what it reaches (arithmetic on sizes and thresholds).
+_CARRIERS = frozenset(
+    {"Cast", "Add", "Sub", "Mul", "Div", "Neg", "Abs", "Floor", "Ceil", "Round", "Sqrt", "Log",
+     "Exp", "Reciprocal", "Min", "Max", "Clip", "Concat", "Unsqueeze", "Squeeze", "Reshape",
+     "Identity", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "Not", "And",
+     "Or", "Pow", "Mod", "Sign", "Where"}
+)  # fmt: skip
+
+
+def controlling_inputs(graph: Graph) -> list[str]:
+    """The scalar inputs that set sizes, counts, thresholds or branches, in input order.
+
+    A graph input of at most one element whose value reaches, through arithmetic on it
+    (:data:`_CARRIERS`), an operand that sets a size, a count, a threshold or a branch
+    (:data:`_CONTROLS`): a sample rate, ``fmin``/``fmax``, a score threshold, a step count.
+    Random values make no sense there; such inputs are the ones to ``--freeze``. Gather's
+    indices count only for a scalar (an index, not a token sequence).
+    """
+    found = []
+    for name in graph.inputs:
+        value = graph.value(name)
+        if value.shape is None or int(np.prod(value.shape, dtype=np.int64)) > 1:
+            continue
+        if _reaches_control(graph, name):
+            found.append(name)
+    return found
+
+
+def _reaches_control(graph: Graph, start: str) -> bool:
+    """Whether ``start`` flows, through carriers only, into a controlling operand."""
+    seen, stack = {start}, [start]
+    while stack:
+        name = stack.pop()
+        for node in graph.value(name).consumers:
+            positions = [i for i, n in enumerate(node.inputs) if n == name]
+            if any(i in _CONTROLS.get(node.op_type, ()) for i in positions):
+                return True
+            if name in node.captures and node.op_type in ("If", "Loop", "Scan"):
+                return True  # read inside a branch or body: it steers control flow there
+            if node.op_type in _CARRIERS:
+                for output in node.outputs:
+                    if output and output not in seen:
+                        seen.add(output)
+                        stack.append(output)
+    return False

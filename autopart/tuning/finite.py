@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from autopart.errors import InputError
-from autopart.ir.feeds import is_float, random_inputs
+from autopart.ir.feeds import controlling_inputs, is_float, random_inputs
 from autopart.ir.graph import Graph
 from autopart.runtime.executor import Executor
 
@@ -44,11 +44,22 @@ def check_reference_finite(graph: Graph, outputs: Mapping[str, np.ndarray], inpu
     if not bad:
         return
     shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-    names = ", ".join(graph.inputs[:6]) + (" ..." if len(graph.inputs) > 6 else "")
+    scalars = [
+        name
+        for name in graph.inputs
+        if graph.value(name).shape is not None and int(np.prod(graph.value(name).shape)) <= 1
+    ]
+    controls = list(dict.fromkeys([*controlling_inputs(graph), *scalars]))
+    if controls:
+        fix = "fix the scalar inputs that set sizes, thresholds or rates with --freeze"
+        names = ", ".join(f"{name}=VALUE" for name in controls[:4])
+        hint = f"{fix} ({names})"
+    else:
+        listed = ", ".join(graph.inputs[:6]) + (" ..." if len(graph.inputs) > 6 else "")
+        hint = f"or fix inputs that set thresholds, sizes or rates with --freeze ({listed})"
     raise InputError(
         f"the f32 reference computes NaN or no finite value in {shown} on {inputs}, so no "
-        f"output error can be measured; give real inputs with --inputs, or fix inputs that "
-        f"set thresholds, sizes or rates with --freeze (the model's inputs: {names})"
+        f"output error can be measured; give real inputs with --inputs, {hint}"
     )
 
 
@@ -56,3 +67,15 @@ def check_seeded_reference(graph: Graph, seed: int) -> None:
     """:func:`check_reference_finite` on the reference run on the seeded random inputs."""
     reference = Executor(graph).run(random_inputs(graph, seed)).outputs
     check_reference_finite(graph, reference, "the seeded random inputs")
+
+
+def stand_in_notes(graph: Graph) -> list[str]:
+    """The note that random values stood in for scalar inputs that set sizes or thresholds."""
+    controls = controlling_inputs(graph)
+    if not controls:
+        return []
+    fixes = " ".join(f"--freeze {name}=VALUE" for name in controls[:4])
+    return [
+        f"{', '.join(controls)} set sizes, thresholds or rates, and seeded random values "
+        f"stood in for them while timing and checking: fix them with {fixes}"
+    ]

@@ -41,7 +41,7 @@ from autopart.tuning.accuracy import (
     over_budget,
     search_budget,
 )
-from autopart.tuning.finite import check_seeded_reference
+from autopart.tuning.finite import check_seeded_reference, stand_in_notes
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
@@ -242,7 +242,8 @@ def _tune(
         candidates, twins = _runnable(outcome)
         if prepared.profiled is not None:
             record_raced(graph, profile, prepared.profile_path, candidates, measured)
-    notes.extend([*calibration_notes(graph, prepared.targets), *prepared.rescaling.note()])
+    notes.extend([*calibration_notes(graph, prepared.targets), *stand_in_notes(graph)])
+    notes.extend(prepared.rescaling.note())
     pick = outcome.chosen.name
     final, decision = _final_choice(pick, candidates, twins, measured, peer_results, notes)
     chosen = candidates[final]
