@@ -182,3 +182,24 @@ def test_scalars_that_set_sizes_or_feed_thresholds_are_named_for_freezing(tmp_pa
     )  # fmt: skip
     assert code == 0, output
     assert "--freeze steps=VALUE" in " ".join(output.split()), output
+
+
+def test_openvino_at_f32_keeps_activations_float_for_weights_stored_in_int8(tmp_path: Path) -> None:
+    """OpenVINO's CPU plugin quantises activations of int8-weight MatMuls unless told not to."""
+    rng = np.random.default_rng(0)
+    size = 256
+    stored = numpy_helper.from_array(rng.integers(-127, 127, (size, size)).astype(np.int8), "w8")
+    scale = numpy_helper.from_array(np.full((1, size), 0.01, np.float32), "scale")
+    nodes = [
+        helper.make_node("Cast", ["w8"], ["wf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["wf", "scale"], ["w"]),
+        helper.make_node("MatMul", ["x", "w"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "compressed", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 16, size])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 16, size])], [stored, scale],
+    )  # fmt: skip
+    path = tmp_path / "compressed.onnx"
+    onnx.save(make_model(graph), str(path))
+    code, output = invoke("run", str(path), "--assign", "re:.*=cpu@openvino", "--check")
+    assert code == 0 and "(ok)" in output, output  # with int8 activations: 4.3e-03

@@ -100,9 +100,13 @@ register("DequantizeLinear", since=23)(dequantize_linear)
 @register("DynamicQuantizeLinear")
 def dynamic_quantize_linear(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """ONNX DynamicQuantizeLinear to uint8: scale and zero point from the range of ``x``."""
-    low, high = min(0.0, float(x.min())), max(0.0, float(x.max()))
-    scale = np.float32((high - low) / 255)
-    zero = np.clip(np.rint(0 - low / scale), 0, 255) if scale else np.float32(0)
+    # in float32 throughout, as onnxruntime computes it: one ulp of the scale moves values
+    # across a rounding step, and through a quantised decoder's layers the logits by 7%
+    x = np.asarray(x, dtype=np.float32)
+    low = np.minimum(np.float32(0), x.min(initial=np.float32(0)))
+    high = np.maximum(np.float32(0), x.max(initial=np.float32(0)))
+    scale = np.float32((high - low) / np.float32(255))
+    zero = np.clip(np.rint(np.float32(0) - low / scale), 0, 255) if scale else np.float32(0)
     quantized = np.clip(np.rint(x / scale) + zero, 0, 255) if scale else np.zeros_like(x)
     return (
         quantized.astype(np.uint8),
