@@ -290,10 +290,14 @@ def test_unit_has_one_thread_per_core_and_pins_only_during_the_call(monkeypatch:
     assert seen == [{CORES[0]}, {CORES[0]}]
 
 
-def test_whole_device_sets_only_the_latency_hint_and_f32() -> None:
+def test_whole_device_sets_only_the_latency_hint_and_f32_without_int8_activations() -> None:
     compiled = compile_whole(tiny_graph("Relu"))
     assert compiled.cores == ()
-    assert compiled.config == {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    assert compiled.config == {
+        "PERFORMANCE_HINT": "LATENCY",
+        "INFERENCE_PRECISION_HINT": "f32",
+        "DYNAMIC_QUANTIZATION_GROUP_SIZE": "0",
+    }
 
 
 def test_targets_include_the_device_and_its_units() -> None:
