@@ -78,16 +78,22 @@ def observe_shapes(graph: Graph, names: Sequence[str]) -> None:
     seen = _run(graph, random_inputs(graph, seed=0), wanted)
     for name in names:
         if name in seen:
-            graph.value(name).shape = seen[name]
+            value = graph.value(name)
+            value.shape, dtype = seen[name]
+            if value.dtype is None:
+                value.dtype = dtype
     known = set(graph.meta.get(DYNAMIC_VALUES, ()))
     graph.meta[DYNAMIC_VALUES] = sorted(known | (wanted & set(seen)))
 
 
 def _run(graph: Graph, feeds: dict[str, np.ndarray], wanted: set[str]) -> dict[str, Any]:
-    """Shapes of the ``wanted`` values on one run of ``graph`` (values freed after use)."""
+    """Shapes and dtypes of the ``wanted`` tensors on one run of ``graph`` (freed after use).
+
+    Values that are not tensors (sequences, optionals) are left out.
+    """
     last = graph.last_uses()
     env: dict[str, Any] = dict(feeds)
-    seen: dict[str, tuple[int, ...]] = {}
+    seen: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
     with np.errstate(all="ignore"):
         for index, node in enumerate(graph.nodes):
             kernel = bind(
@@ -111,8 +117,8 @@ def _run(graph: Graph, feeds: dict[str, np.ndarray], wanted: set[str]) -> dict[s
             for name, result in zip(node.outputs, results, strict=False):
                 if name:
                     env[name] = result
-                    if name in wanted:
-                        seen[name] = tuple(int(d) for d in np.shape(result))
+                    if name in wanted and isinstance(result, np.ndarray | np.generic):
+                        seen[name] = (tuple(int(d) for d in np.shape(result)), result.dtype)
             _free(env, _done(last, index, node), graph.outputs)
     return seen
 

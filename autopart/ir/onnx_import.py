@@ -32,6 +32,7 @@ from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
 from autopart.ir.type_check import check_declared_types, check_types
 from autopart.limits import check_fits
+from autopart.ops.borrowed import onnxruntime_runs
 from autopart.ops.subgraph import attribute_value, node_outer_names
 
 # Every default-domain opset the installed onnx defines.
@@ -125,8 +126,11 @@ def _observe_what_depends_on_data(graph: Graph) -> None:
         for node in graph.nodes
         for name in node.outputs
         if name
-        and graph.value(name).dtype is not None
-        and (graph.value(name).shape is None or None in graph.value(name).shape)  # type: ignore[operator]
+        and (
+            graph.value(name).dtype is None
+            or graph.value(name).shape is None
+            or None in graph.value(name).shape  # type: ignore[operator]
+        )
     ]
     with contextlib.suppress(ModelError):
         observe_shapes(graph, unknown)
@@ -179,13 +183,19 @@ def _check_text(graph: onnx.GraphProto) -> None:
 
 
 def _check_ops_exist(proto: onnx.ModelProto) -> None:
-    """Refuse ops that no ONNX schema defines, naming every one with its nodes."""
+    """Refuse ops that no ONNX schema defines, naming every one with its nodes.
+
+    An op of onnxruntime's own (``com.microsoft``) is known too: the reference borrows its
+    kernel (:mod:`autopart.ops.borrowed`).
+    """
     functions = {(f.domain, f.name) for f in proto.functions}
     unknown: dict[str, list[str]] = {}
     for index, node in enumerate(proto.graph.node):
         domain = "" if node.domain == "ai.onnx" else node.domain
         if (domain, node.op_type) in functions or onnx.defs.has(node.op_type, domain):
             continue
+        if onnxruntime_runs(node.op_type, domain, _opset(proto, domain)):
+            continue  # onnxruntime's own op: the reference borrows its kernel
         label = f"{domain}::{node.op_type}" if domain else node.op_type
         unknown.setdefault(label, []).append(node.name or f"#{index}")
     if unknown:
@@ -193,6 +203,14 @@ def _check_ops_exist(proto: onnx.ModelProto) -> None:
             f"{op} (nodes {', '.join(names)})" for op, names in sorted(unknown.items())
         )
         raise UnsupportedOpError(f"unknown op(s): {listed}")
+
+
+def _opset(proto: onnx.ModelProto, domain: str) -> int:
+    """The opset ``proto`` imports for ``domain`` (1 when it imports none)."""
+    found = [
+        o.version for o in proto.opset_import if (o.domain or "") in (domain, f"ai.onnx{domain}")
+    ]
+    return found[0] if found else 1
 
 
 def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:

@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 from autopart.errors import UnsupportedOpError
+from autopart.ops.borrowed import borrowed_kernel, onnxruntime_runs
 from autopart.ops.subgraph import Body, subgraph_refusal, subgraphs
 
 Kernel = Callable[..., Any]
@@ -111,6 +112,13 @@ def _canonical_domain(domain: str) -> str:
     return "" if domain in ("", "ai.onnx") else domain
 
 
+def _borrowed(op_type: str, domain: str, opset: int) -> bool:
+    """Whether the registry has no kernel of the op at all and onnxruntime has one."""
+    return not _REGISTRY.get((_canonical_domain(domain), op_type)) and onnxruntime_runs(
+        op_type, domain, opset
+    )
+
+
 def has_kernel(op_type: str, domain: str, opset: int) -> bool:
     """Whether a reference kernel exists for ``op_type`` at ``opset``."""
     versions = _REGISTRY.get((_canonical_domain(domain), op_type), [])
@@ -181,8 +189,11 @@ def refusal(
     """Why the reference kernel cannot run this node (one line), or None when it can.
 
     Checks that a kernel exists for ``opset``, takes ``num_inputs`` inputs, knows every
-    attribute, and implements each attribute's value.
+    attribute, and implements each attribute's value. An op the registry has no kernel of
+    at all runs when onnxruntime has one (:mod:`autopart.ops.borrowed`).
     """
+    if _borrowed(op_type, domain, opset):
+        return None
     try:
         kernel = _kernel(op_type, domain, opset)
     except UnsupportedOpError as error:
@@ -232,6 +243,8 @@ def bind(
     is called with the values of the outer names they read (``captures``, in that order)
     after its own inputs.
     """
+    if _borrowed(op_type, domain, opset):
+        return borrowed_kernel(op_type, domain, opset, attrs, num_outputs)
     reason = refusal(op_type, domain, opset, attrs, 0)
     if reason:
         raise UnsupportedOpError(f"{op_type}: {reason}")
