@@ -18,6 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import autopart
 from autopart.ir.observe import dynamic_region, dynamic_values
+from autopart.ir.onnx_import import load_graph
 from tests.conftest import make_model, run_onnxruntime
 from tests.test_errors import invoke
 from tests.test_partition_fuzz import f32_whole_targets
@@ -106,3 +107,47 @@ def test_tune_and_bench_plan_it_and_the_plan_names_the_region(
     csv = tmp_path / "bench.csv"
     code, output = invoke("bench", str(model_path), "--rounds", "1", "--csv", str(csv), *common)
     assert code == 0, output
+
+
+def test_the_shape_of_a_value_with_a_dim_unknown_is_not_folded() -> None:
+    """NonZero's output has a known rank and an unknown count: Shape of it stays a node."""
+    nodes = [
+        helper.make_node("NonZero", ["x"], ["where"]),
+        helper.make_node("Shape", ["where"], ["shape"]),
+        helper.make_node("Size", ["where"], ["size"]),
+        helper.make_node("Unsqueeze", ["size", "axis"], ["sizes"]),
+        helper.make_node("Concat", ["shape", "sizes"], ["both"], axis=0),
+        helper.make_node("Cast", ["both"], ["y"], to=TensorProto.FLOAT),
+    ]
+    graph = helper.make_graph(
+        nodes, "shape_of_dynamic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3])],
+        [numpy_helper.from_array(np.array([0], np.int64), "axis")],
+    )  # fmt: skip
+    model = make_model(graph)
+    imported = autopart.load(model)
+    assert {"Shape", "Size"} <= {node.op_type for node in imported.nodes}
+    x = np.where(np.arange(15).reshape(3, 5) % 4 == 0, 1.0, 0.0).astype(np.float32)
+    ours = autopart.run(imported, inputs={"x": x}).outputs["y"]
+    np.testing.assert_array_equal(ours, run_onnxruntime(model, {"x": x})[0])
+
+
+@pytest.mark.parametrize("op", ["Shape", "Size"])
+def test_shape_and_size_fold_only_shapes_known_in_every_dim_and_not_from_data(op: str) -> None:
+    from autopart.ir.passes import fold_constants
+
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node(op, ["r"], ["y"])]
+    declared = [3] if op == "Shape" else []
+    graph = helper.make_graph(
+        nodes, "fold", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT64, declared)],
+    )  # fmt: skip
+    for shape, dynamic, folds in (
+        ((2, None, 4), [], False),
+        ((2, 3, 4), ["r"], False),
+        ((2, 3, 4), [], True),
+    ):
+        imported = load_graph(make_model(graph), simplify_graph=False)
+        imported.value("r").shape = shape  # type: ignore[assignment]
+        imported.meta["dynamic_values"] = dynamic
+        assert fold_constants(imported) == folds

@@ -61,6 +61,16 @@ def _evaluate(graph: Graph, node: Node) -> tuple[np.ndarray, ...]:
         ) from error
 
 
+def _static(graph: Graph, value: Value) -> bool:
+    """Whether ``value``'s shape is known in every dim and does not depend on data."""
+    shape = value.shape
+    return (
+        shape is not None
+        and all(isinstance(dim, int | np.integer) for dim in shape)
+        and value.name not in graph.meta.get("dynamic_values", ())
+    )
+
+
 def fold_constants(graph: Graph) -> bool:
     """Evaluate nodes whose inputs are all constant, and Shape/Size of static shapes."""
     removed: list[Node] = []
@@ -70,7 +80,7 @@ def fold_constants(graph: Graph) -> bool:
         ):
             continue
         inputs = [graph.value(name) for name in node.present_inputs]
-        if node.op_type in ("Shape", "Size") and inputs[0].shape is not None:
+        if node.op_type in ("Shape", "Size") and _static(graph, inputs[0]):
             shape = np.array(inputs[0].shape, dtype=np.int64)
             start, end = node.attrs.get("start", 0), node.attrs.get("end")
             folded: tuple[np.ndarray, ...] = (
