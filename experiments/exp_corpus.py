@@ -237,10 +237,15 @@ def main() -> None:
         picked = rng.choice(len(models), min(args.sample, len(models)), replace=False)
         models = [models[i] for i in sorted(picked)]
     targets = args.targets.split(",") if args.targets else whole_targets()
-    rows = [row for model in models for row in test_model(model, targets, args.timeout)]
-    frame = pd.DataFrame(rows)
     RESULTS.mkdir(exist_ok=True)
-    frame.to_csv(RESULTS / f"{args.tag}.csv", index=False)
+    csv = RESULTS / f"{args.tag}.csv"
+    rows: list[dict[str, Any]] = []
+    for model in models:  # the CSV grows model by model: a stopped run keeps what it did
+        rows += test_model(model, targets, args.timeout)
+        partial = csv.with_suffix(".csv.part")
+        pd.DataFrame(rows).to_csv(partial, index=False)
+        partial.replace(csv)
+    frame = pd.DataFrame(rows)
     plot(frame, RESULTS / f"{args.tag}.png")
     print(frame.groupby(["target", "status"]).size().unstack(fill_value=0).to_string())
     print(f"wrote {RESULTS / args.tag}.csv and .png ({len(models)} models)")
