@@ -25,7 +25,13 @@ def merged(paths: list[Path]) -> pd.DataFrame:
     frames = [pd.read_csv(path).assign(run=path.stem) for path in paths]
     rows = pd.concat(frames, ignore_index=True)
     last = rows.groupby("model")["run"].transform("last")
-    return rows[rows["run"] == last].reset_index(drop=True)
+    rows = rows[rows["run"] == last].reset_index(drop=True)
+    # runs before 2026-11-28 01:25 held models shipped quantised to 1e-3 despite their
+    # own tolerance column: judge every row by its recorded error and tolerance
+    if {"error", "tolerance"} <= set(rows.columns):
+        within = (rows["status"] == "mismatch") & (rows["error"] <= rows["tolerance"])
+        rows.loc[within, "status"] = "ok"
+    return rows
 
 
 def per_model(rows: pd.DataFrame) -> pd.DataFrame:

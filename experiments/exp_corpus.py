@@ -140,7 +140,7 @@ def compare(
                 continue
         if not error <= worst:
             worst, detail = error, name
-    if worst <= CHECK_TOLERANCE:
+    if worst <= tolerance:
         return (
             "ok",
             worst,
