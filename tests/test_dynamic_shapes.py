@@ -96,7 +96,9 @@ def test_every_target_runs_it_at_sizes_other_than_the_one_observed(
 def test_tune_and_bench_plan_it_and_the_plan_names_the_region(
     tmp_path: Path, model_path: Path
 ) -> None:
+    targets = ",".join(f32_whole_targets())
     common = ["--search-dir", str(tmp_path / "s"), "--profiles", str(tmp_path / "p")]
+    common += ["--targets", targets]
     out = tmp_path / "plan.json"
     code, output = invoke("tune", str(model_path), "--rounds", "1", "-o", str(out), *common)
     assert code == 0, output
@@ -151,3 +153,56 @@ def test_shape_and_size_fold_only_shapes_known_in_every_dim_and_not_from_data(op
         imported.value("r").shape = shape  # type: ignore[assignment]
         imported.meta["dynamic_values"] = dynamic
         assert fold_constants(imported) == folds
+
+
+def gather_nd_model() -> onnx.ModelProto:
+    """NonZero's indices, transposed, gather the positive values: a count only data tells."""
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("NonZero", ["r"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["idx"], perm=[1, 0]),
+        helper.make_node("GatherND", ["r", "idx"], ["picked"]),
+        helper.make_node("ReduceSum", ["picked"], ["y"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "gather_nd", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [])],
+    )  # fmt: skip
+    return make_model(graph)
+
+
+def test_dims_inference_knew_stay_static_so_a_gather_nd_keeps_its_rank() -> None:
+    from autopart.ir.observe import dynamic_dims
+    from autopart.ir.onnx_export import value_info
+
+    graph = autopart.load(gather_nd_model())
+    assert dynamic_dims(graph, "idx") == [0]  # (count, 2): the 2 is the rank of r
+    dims = value_info(graph, "idx").type.tensor_type.shape.dim
+    assert not dims[0].HasField("dim_value") and dims[1].dim_value == 2
+
+
+def test_a_node_a_codegen_claims_but_rejects_compiled_is_marked_and_the_profile_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autopart.errors import TargetError
+    from autopart.profile import Profile, machine_profile_path
+    from autopart.targets.devices import discover
+    from autopart.targets.onnxruntime.codegen import OnnxRuntimeCodegen
+
+    original = OnnxRuntimeCodegen.compile
+
+    def picky(self, graph, nodes, inputs, outputs, placement=None):  # type: ignore[no-untyped-def]
+        if any(node.op_type == "GatherND" for node in nodes):
+            raise TargetError("onnxruntime rejected the subgraph: GatherND, for this test")
+        return original(self, graph, nodes, inputs, outputs, *([placement] if placement else []))
+
+    monkeypatch.setattr(OnnxRuntimeCodegen, "compile", picky)
+    path = tmp_path / "gather_nd.onnx"
+    onnx.save(gather_nd_model(), str(path))
+    code, output = invoke(
+        "profile", str(path), "--targets", "cpu@numpy,cpu@onnxruntime", "--profiles", str(tmp_path)
+    )
+    assert code == 0, output
+    rows = Profile.load(machine_profile_path(tmp_path, discover())).table
+    rejected = rows[(rows["kind"] == "unsupported") & (rows["target"] == "cpu@onnxruntime")]
+    assert len(rejected) >= 1 and rejected["op_type"].str.contains("GatherND").all()

@@ -28,6 +28,14 @@ from autopart.ops import KERNEL_ERRORS
 from autopart.ops.registry import bind
 
 DYNAMIC_VALUES = "dynamic_values"
+DYNAMIC_DIMS = "dynamic_dims"  # value -> the dims that depend on data (the others are static)
+PARTIAL_SHAPES = "partial_shapes"  # value -> the shape inference gave, None where unknown
+
+
+def dynamic_dims(graph: Graph, name: str) -> list[int]:
+    """The dims of ``name`` that depend on data (all of them when inference knew none)."""
+    shape = graph.value(name).shape or ()
+    return list(graph.meta.get(DYNAMIC_DIMS, {}).get(name, range(len(shape))))
 
 
 def dynamic_values(graph: Graph) -> frozenset[str]:
@@ -76,12 +84,21 @@ def observe_shapes(graph: Graph, names: Sequence[str]) -> None:
     """
     wanted = set(names)
     seen = _run(graph, random_inputs(graph, seed=0), wanted)
+    partial = graph.meta.get(PARTIAL_SHAPES, {})
+    dims = graph.meta.setdefault(DYNAMIC_DIMS, {})
     for name in names:
         if name in seen:
             value = graph.value(name)
             value.shape, dtype = seen[name]
             if value.dtype is None:
                 value.dtype = dtype
+            known = partial.get(name)
+            rank = len(value.shape)
+            dims[name] = (
+                [i for i, dim in enumerate(known) if dim is None]
+                if known is not None and len(known) == rank
+                else list(range(rank))
+            )
     known = set(graph.meta.get(DYNAMIC_VALUES, ()))
     graph.meta[DYNAMIC_VALUES] = sorted(known | (wanted & set(seen)))
 

@@ -27,14 +27,17 @@ def value_info(graph: Graph, name: str) -> onnx.ValueInfoProto:
     """A ValueInfoProto for ``name`` with its static shape and dtype where known.
 
     A value whose shape depends on data (:mod:`autopart.ir.observe`) keeps its rank and
-    leaves every dim unknown, so that a library compiles it for any size.
+    the dims shape inference knew, and leaves the others unknown, so that a library
+    compiles it for any size (and sees the rank of what it computes from it).
     """
     value = graph.value(name)
     if value.dtype is None:
         return helper.make_empty_tensor_value_info(name)
     elem = helper.np_dtype_to_tensor_dtype(value.dtype)
     if value.shape is not None and name in graph.meta.get("dynamic_values", ()):
-        return helper.make_tensor_value_info(name, elem, [None] * len(value.shape))
+        free = set(graph.meta.get("dynamic_dims", {}).get(name, range(len(value.shape))))
+        dims = [None if i in free else dim for i, dim in enumerate(value.shape)]
+        return helper.make_tensor_value_info(name, elem, dims)
     return helper.make_tensor_value_info(name, elem, value.shape)
 
 

@@ -27,7 +27,7 @@ from autopart.ir.input_shapes import (
     resolve_input_shapes,
 )
 from autopart.ir.node_order import sort_nodes
-from autopart.ir.observe import observe_shapes
+from autopart.ir.observe import PARTIAL_SHAPES, observe_shapes
 from autopart.ir.onnx_export import to_onnx
 from autopart.ir.passes import check_made_size, simplify
 from autopart.ir.type_check import check_declared_types, check_types
@@ -371,6 +371,8 @@ def infer_shapes(graph: Graph) -> None:
             continue
         if shape is not None and all(d is not None for d in shape):
             value.shape = shape  # type: ignore[assignment]
+        elif shape is not None:  # a rank and some dims: what observing keeps static
+            graph.meta.setdefault(PARTIAL_SHAPES, {})[info.name] = shape
         if dtype is not None:
             value.dtype = dtype
     fix_loop_shapes(graph)

@@ -34,13 +34,14 @@ from autopart.costmodel.costs import PartitionKey
 from autopart.costmodel.cuts import cold_cost, cut_cost
 from autopart.costmodel.measurements import RowKind
 from autopart.costmodel.partitions import partition_key
+from autopart.errors import AutopartError
 from autopart.host_memory import retain_freed_memory
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.partition import boundary
 from autopart.profile.jobs import Job, Measuring, Planning
-from autopart.profile.kinds import BY_KIND, JOB_KINDS
+from autopart.profile.kinds import BY_KIND, JOB_KINDS, UNSUPPORTED
 from autopart.profile.samplers import reference_values
 from autopart.profile.speed import stamp
 from autopart.profile.store import Profile
@@ -270,7 +271,10 @@ class Profiler:
     ) -> None:
         """Take every pass each job lacks, pass after pass, counting each job's in ``taken``.
 
-        Stops before a step once ``budget_s`` seconds from ``started`` are spent. A run that
+        Stops before a step once ``budget_s`` seconds from ``started`` are spent. A job whose
+        codegen claimed its nodes but rejects them compiled, or fails running them (an
+        :class:`AutopartError`: OpenVINO refusing a GatherND of dynamic rank), is marked
+        ``unsupported`` on its target and not taken again; the run goes on. A run that
         measured anything ends by stamping the profile with the machine's speed
         (:func:`autopart.profile.speed.stamp`), so that a later tune can scale these rows.
         """
@@ -282,13 +286,22 @@ class Profiler:
             if job.done <= p < job.passes
         ]
         last_save, interval = time.perf_counter(), self.checkpoint_s
+        rejected: set[tuple[str, str]] = set()
         for step, (pass_index, index, job) in enumerate(steps):
             if budget_s is not None and time.perf_counter() - started > budget_s:
                 break
+            if (job.target, job.key) in rejected:
+                continue
             if progress is not None:
                 suffix = f" ({pass_index + 1}/{passes})" if passes > 1 else ""
                 progress(step, len(steps), job.label + suffix)
-            BY_KIND[job.kind].measure(job, measuring)
+            try:
+                BY_KIND[job.kind].measure(job, measuring)
+            except AutopartError as error:  # claimed, but rejected compiled or run
+                rejected.add((job.target, job.key))
+                _mark_rejected(self.profile, job, error)
+                measuring.compiled.pop((job.target, job.key), None)
+                continue
             measuring.commit()
             taken[index] += 1
             if pass_index == job.passes - 1:  # its last pass: free what it compiled
@@ -304,3 +317,9 @@ class Profiler:
             stamp(self.profile)
         if progress is not None:
             progress(len(steps), len(steps), "done")
+
+
+def _mark_rejected(profile: Profile, job: Job, error: AutopartError) -> None:
+    """Record that ``job``'s target rejects its nodes (an ``unsupported`` row and why)."""
+    why = (str(error).splitlines() or [""])[0][:200]
+    profile.record(RowKind.UNSUPPORTED, job.target, job.key, UNSUPPORTED, f"rejected: {why}")
