@@ -82,6 +82,12 @@ def test_a_quantised_model_is_recognised_and_its_own_runtimes_floor_its_toleranc
     assert callable(exact) and exact(ERRORS) == pytest.approx(1.1 * 3.8e-3)
 
 
+def test_a_runtime_further_off_than_quantisation_noise_sets_no_floor() -> None:
+    errors = {**ERRORS, "openvino alone f32": 0.72}  # another model, not a rounding of it
+    floor = ("onnxruntime alone", "openvino alone f32")
+    assert follow_peer(errors, floor_peers=floor) == pytest.approx(1.1 * 3.8e-3)
+
+
 def test_a_non_finite_error_sets_no_tolerance() -> None:
     infinite = {"openvino alone": math.inf, "onnxruntime alone": math.nan}
     assert follow_peer(infinite, floor_peers=("onnxruntime alone",)) == pytest.approx(1e-3)

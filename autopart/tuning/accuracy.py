@@ -122,16 +122,25 @@ def follow_peer(
     :attr:`~autopart.settings.AccuracySettings.peer_allowance` for rounding. Never below
     the f32 check tolerance (an f32 plan differs from the reference by the order of its
     sums); that tolerance where that peer did not run. Never below the error of any of
-    ``floor_peers`` plus the allowance either. A non-finite error sets nothing.
+    ``floor_peers`` plus the allowance either, up to :data:`QUANTISATION_NOISE`: a runtime
+    further off computes another model, not a rounding of this one (OpenVINO was 72% off
+    onnxruntime on a quantised text decoder). A non-finite error sets nothing.
     """
     name = budget_peer()
     peer = None if name is None else errors.get(name)
     chosen = VERIFY.check_tolerance
     if peer is not None and np.isfinite(peer):
         chosen = max(chosen, peer * (DEFAULT_PEER_FACTOR if factor is None else factor))
-    floors = [errors[p] for p in floor_peers if p in errors and np.isfinite(errors[p])]
+    floors = [
+        errors[p]
+        for p in floor_peers
+        if p in errors and np.isfinite(errors[p]) and errors[p] <= QUANTISATION_NOISE
+    ]
     return max([chosen, *(error * DEFAULT_PEER_FACTOR for error in floors)])
 
+
+# How far a runtime may round a model's own 8-bit quantisation: 5 steps of its range.
+QUANTISATION_NOISE = 5 / 255
 
 # Ops that only a model shipped quantised holds: autopart's own int8 is added at compile time.
 QUANTISED_MODEL_OPS = frozenset(
