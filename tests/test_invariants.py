@@ -209,3 +209,24 @@ def test_openvino_at_f32_keeps_activations_float_for_weights_stored_in_int8(tmp_
     onnx.save(make_model(graph), str(path))
     code, output = invoke("run", str(path), "--assign", "re:.*=cpu@openvino", "--check")
     assert code == 0 and "(ok)" in output, output  # with int8 activations: 4.3e-03
+
+
+def test_openvino_leaves_a_models_dynamic_quantisation_to_the_reference() -> None:
+    from autopart.targets.openvino.probe import known_mismatch
+
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+        helper.make_node("MatMulInteger", ["q", "w", "z"], ["y"]),
+    ]
+    weight = numpy_helper.from_array(np.ones((4, 2), np.uint8), "w")
+    graph = helper.make_graph(
+        nodes, "dq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [3, 2])], [weight],
+    )  # fmt: skip
+    imported = load_graph(make_model(graph))
+    verdicts = {node.op_type: known_mismatch(node, imported) for node in imported.nodes}
+    assert (
+        verdicts["DynamicQuantizeLinear"]
+        and "dynamic quantisation" in verdicts["DynamicQuantizeLinear"]
+    )
+    assert verdicts["MatMulInteger"] is None
