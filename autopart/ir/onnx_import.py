@@ -217,9 +217,16 @@ def _skeleton(proto: onnx.ModelProto) -> onnx.ModelProto:
     """The model with large initializers declared as typed inputs instead of embedded.
 
     The checker serialises the model it is given; without the weights that stays cheap.
+    A graph output declared with no shape at all (onnxruntime runs such models; the checker
+    requires the field) gets one symbolic dim here, for the checker only: import infers
+    its shape as for any other value.
     """
     skeleton = onnx.ModelProto()
     skeleton.CopyFrom(proto) if not proto.graph.initializer else _copy_structure(proto, skeleton)
+    for output in skeleton.graph.output:
+        kind = output.type
+        if kind.HasField("tensor_type") and not kind.tensor_type.HasField("shape"):
+            kind.tensor_type.shape.dim.add().dim_param = "undeclared"
     return skeleton
 
 

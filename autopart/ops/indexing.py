@@ -129,8 +129,13 @@ def compress(input: np.ndarray, condition: np.ndarray, axis: int | None = None) 
 
 @register("NonZero")
 def non_zero(X: np.ndarray) -> np.ndarray:
-    """ONNX NonZero: the indices of non-zero elements, one row per dim."""
-    return np.array(np.nonzero(X), dtype=np.int64).reshape(X.ndim, -1)
+    """ONNX NonZero: the indices of non-zero elements, one row per dim.
+
+    A scalar is taken as one element, as onnxruntime does: (1, 0) or (1, 1).
+    """
+    X = np.atleast_1d(X)
+    found = np.nonzero(X)
+    return np.array(found, dtype=np.int64).reshape(X.ndim, len(found[0]))
 
 
 @register("EyeLike")

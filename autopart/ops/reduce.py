@@ -106,7 +106,8 @@ def _coerced_2d(fn: Callable[[np.ndarray, int], np.ndarray]) -> Callable[..., np
 
     def kernel(input: np.ndarray, axis: int = 1) -> np.ndarray:
         axis = axis % input.ndim
-        flat = input.reshape(int(np.prod(input.shape[:axis], dtype=np.int64)), -1)
+        outer = int(np.prod(input.shape[:axis], dtype=np.int64))
+        flat = input.reshape(outer, int(np.prod(input.shape[axis:], dtype=np.int64)))
         return fn(flat, 1).reshape(input.shape)
 
     return kernel

@@ -56,7 +56,8 @@ def flatten(input: np.ndarray, axis: int = 1) -> np.ndarray:
     """ONNX Flatten into 2-D at ``axis``."""
     axis = axis + input.ndim if axis < 0 else axis  # axis == rank is valid: (N, 1)
     outer = int(np.prod(input.shape[:axis], dtype=np.int64))
-    return input.reshape(outer, -1)
+    inner = int(np.prod(input.shape[axis:], dtype=np.int64))  # -1 cannot stand for it when empty
+    return input.reshape(outer, inner)
 
 
 @register("Transpose")

@@ -115,7 +115,7 @@ def tree_ensemble(
         _members(modes, membership_values),
     )
     weights = np.asarray(leaf_weights).ravel()
-    rows = X.reshape(len(X), -1)
+    rows = X.reshape(len(X), int(np.prod(X.shape[1:], dtype=np.int64)))
     start = {0: 0.0, 1: 0.0, 2: np.inf, 3: -np.inf}[aggregate_function]
     out = np.full((len(rows), n_targets), start, dtype=np.float64)
     for r, row in enumerate(rows):
