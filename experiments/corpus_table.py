@@ -1,9 +1,10 @@
 """The corpus table: one row per model from exp_corpus.py's CSVs, and the Done-when figures.
 
-Given several runs' CSVs, a model's rows come from the last file that has it (a later run
-of a model replaces an earlier one). Each model gets one verdict: ``ok`` when every target
+Given several runs' CSVs, each (model, target) row comes from the last file that has it
+(a later run replaces an earlier one). Each model gets one verdict: ``ok`` when every target
 agrees with onnxruntime, else the worst status of its targets (crash, timeout, mismatch,
-refused), with the target and the detail. Writes ``results/<tag>.csv`` and ``.md`` and
+refused), with the target and the detail. Writes ``results/<tag>.csv``, ``.md`` and
+``.png`` (every target's status, as exp_corpus draws it) and
 prints the counts: per target, the share of models within the tolerance.
 
     python experiments/corpus_table.py results/corpus_diff_1128a.csv results/corpus_diff_1128b.csv
@@ -15,17 +16,17 @@ import argparse
 from pathlib import Path
 
 import pandas as pd
+from exp_corpus import plot
 
 RESULTS = Path(__file__).parent / "results"
 WORST_FIRST = ("crash", "timeout", "oracle failed", "mismatch", "refused", "ok")
 
 
 def merged(paths: list[Path]) -> pd.DataFrame:
-    """Every row of ``paths``, a model's rows taken from the last file that has it."""
+    """Every row of ``paths``, each (model, target) taken from the last file that has it."""
     frames = [pd.read_csv(path).assign(run=path.stem) for path in paths]
     rows = pd.concat(frames, ignore_index=True)
-    last = rows.groupby("model")["run"].transform("last")
-    rows = rows[rows["run"] == last].reset_index(drop=True)
+    rows = rows.drop_duplicates(subset=["model", "target"], keep="last").reset_index(drop=True)
     # runs before 2026-11-28 01:25 held models shipped quantised to 1e-3 despite their
     # own tolerance column: judge every row by its recorded error and tolerance
     if {"error", "tolerance"} <= set(rows.columns):
@@ -71,6 +72,7 @@ def main() -> None:
     rows = merged(args.csvs)
     table = per_model(rows)
     table.to_csv(RESULTS / f"{args.tag}.csv", index=False)
+    plot(rows, RESULTS / f"{args.tag}.png")
     (RESULTS / f"{args.tag}.md").write_text(markdown(table.fillna("")))
     print(table["verdict"].value_counts().to_string())
     for target, group in rows.groupby("target"):

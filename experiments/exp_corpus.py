@@ -209,7 +209,7 @@ def plot(frame: pd.DataFrame, path: Path) -> None:
 
     grid = frame.pivot(index="target", columns="model", values="status")
     codes = grid.map(lambda s: STATUSES.index(s) if s in STATUSES else 0)
-    figure = Figure(figsize=(max(8.0, 0.12 * grid.shape[1]), 1.2 + 0.4 * grid.shape[0]))
+    figure = Figure(figsize=(max(8.0, 0.12 * grid.shape[1]), 4.0 + 0.5 * grid.shape[0]))
     FigureCanvasAgg(figure)
     axes = figure.add_subplot()
     cmap = ListedColormap([COLOURS[s] for s in STATUSES])
