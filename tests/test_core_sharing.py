@@ -98,10 +98,16 @@ def busy_last_core() -> Iterator[int]:
         hog.wait()
 
 
-def test_a_core_busy_with_another_process_reads_as_shared(busy_last_core: int) -> None:
+def test_a_core_busy_with_another_process_reads_as_shared(
+    request: pytest.FixtureRequest,
+) -> None:
     probe = CoreSharing.open()
     if probe is None:
         pytest.skip("no oracle codegen to run the probe")
+    quiet = [probe.shared() for _ in range(7)]
+    if sum(quiet) >= 2:  # the premise fails: this machine's cores interfere unprovoked
+        pytest.skip(f"the probe reads shared with no other process on {sum(quiet)} of 7 tries")
+    request.getfixturevalue("busy_last_core")
     readings = [probe.shared() for _ in range(7)]
     assert sum(readings) >= 4, readings  # the copy on the busy core takes ~2x as long
 
