@@ -113,12 +113,12 @@ def _run(graph: Graph, feeds: dict[str, np.ndarray], wanted: set[str]) -> dict[s
     seen: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
     with np.errstate(all="ignore"):
         for index, node in enumerate(graph.nodes):
-            kernel = bind(
-                node.op_type, node.domain, graph.opset_of(node), node.attrs,
-                len(node.outputs), node.captures,
-            )  # fmt: skip
             args = [_value(graph, env, name) for name in [*node.inputs, *node.captures]]
             try:
+                kernel = bind(
+                    node.op_type, node.domain, graph.opset_of(node), node.attrs,
+                    len(node.outputs), node.captures,
+                )  # fmt: skip
                 results = kernel(*args)
             except MemoryError:
                 raise ResourceError(
