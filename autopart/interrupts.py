@@ -69,6 +69,17 @@ class _Signals:
 _taken = _Signals()
 
 
+def interrupt_taken() -> KeyboardInterrupt | None:
+    """A fresh interrupt of the kind first taken since the handler was installed, else None.
+
+    For code that turns a library's failure into an error: a failure that follows an
+    interrupt (a database session the interrupt cut short) is the interrupt, not an error.
+    """
+    if not _taken.count or not installed():
+        return None
+    return Terminated() if _taken.first == signal.SIGTERM else KeyboardInterrupt()
+
+
 def installed() -> bool:
     """Whether :func:`interruptible`'s handler takes SIGINT or SIGTERM now."""
     return any(signal.getsignal(signum) == _taken.handle for signum in SIGNALS)

@@ -193,3 +193,20 @@ def test_a_third_signal_ends_the_process_at_once(tuned: Tuned) -> None:
         [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 143 and done.stderr == FORCED_EXIT_LINE + "\n"
+
+
+def test_a_storage_failure_after_an_interrupt_is_the_interrupt() -> None:
+    """SQLAlchemy refuses a session the interrupt cut short: that is no damaged database."""
+    import sqlalchemy.exc
+
+    from autopart.interrupts import interruptible
+    from autopart.search.optuna_study import StudyStorageError, storage_errors
+
+    failure = sqlalchemy.exc.InvalidRequestError("this identity map is no longer valid")
+    with pytest.raises(StudyStorageError, match="is damaged"), storage_errors("study"):
+        raise failure  # no interrupt: a damaged database, as before
+    with interruptible():
+        with pytest.raises(KeyboardInterrupt):
+            signal.raise_signal(signal.SIGINT)
+        with pytest.raises(KeyboardInterrupt), storage_errors("study"):
+            raise failure

@@ -25,6 +25,7 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
+from autopart.interrupts import interrupt_taken
 from autopart.io import check_writable
 from autopart.ir.hashing import graph_hash
 from autopart.search.options import Objective
@@ -63,13 +64,18 @@ def storage_errors(where: str) -> Iterator[None]:
     """Turn a failure of the study storage ``where`` within into :class:`StudyStorageError`.
 
     ``where`` names it (:func:`describe_storage`). The message says whether the database
-    is read-only, on a full disk or damaged, with the database's own first line.
+    is read-only, on a full disk or damaged, with the database's own first line. After an
+    interrupt, a failure is its consequence (SQLAlchemy refuses a session it cut short), and
+    the interrupt is raised again instead, so that its cleanup runs and says what was kept.
     """
     try:
         yield
     except AutopartError:
         raise
     except STORAGE_FAILURES as error:
+        interrupt = interrupt_taken()
+        if interrupt is not None:  # the interrupt cut a database call short: it is that
+            raise interrupt from error
         cause: BaseException = error
         while cause.__cause__ is not None:  # optuna wraps the database's own words
             cause = cause.__cause__
