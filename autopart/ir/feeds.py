@@ -122,14 +122,17 @@ def controlling_inputs(graph: Graph) -> list[str]:
     Random values make no sense there; such inputs are the ones to ``--freeze``. Gather's
     indices count only for a scalar (an index, not a token sequence).
     """
-    found = []
-    for name in graph.inputs:
-        value = graph.value(name)
-        if value.shape is None or int(np.prod(value.shape, dtype=np.int64)) > 1:
-            continue
-        if _reaches_control(graph, name):
-            found.append(name)
-    return found
+    return [name for name in scalar_inputs(graph) if _reaches_control(graph, name)]
+
+
+def scalar_inputs(graph: Graph) -> list[str]:
+    """The graph inputs of at most one element, in input order."""
+    return [
+        name
+        for name in graph.inputs
+        if (shape := graph.value(name).shape) is not None
+        and int(np.prod(shape, dtype=np.int64)) <= 1
+    ]
 
 
 def _reaches_control(graph: Graph, start: str) -> bool:

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from autopart.errors import InputError
-from autopart.ir.feeds import controlling_inputs, is_float, random_inputs
+from autopart.ir.feeds import controlling_inputs, is_float, random_inputs, scalar_inputs
 from autopart.ir.graph import Graph
 from autopart.runtime.executor import Executor
 
@@ -44,12 +44,7 @@ def check_reference_finite(graph: Graph, outputs: Mapping[str, np.ndarray], inpu
     if not bad:
         return
     shown = ", ".join(bad[:4]) + (f" and {len(bad) - 4} more" if len(bad) > 4 else "")
-    scalars = [
-        name
-        for name in graph.inputs
-        if graph.value(name).shape is not None and int(np.prod(graph.value(name).shape)) <= 1
-    ]
-    controls = list(dict.fromkeys([*controlling_inputs(graph), *scalars]))
+    controls = list(dict.fromkeys([*controlling_inputs(graph), *scalar_inputs(graph)]))
     if controls:
         fix = "fix the scalar inputs that set sizes, thresholds or rates with --freeze"
         names = ", ".join(f"{name}=VALUE" for name in controls[:4])
