@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.progress import (
     BarColumn,
@@ -22,11 +24,13 @@ from autopart.cli.common import (
     print_table,
     progress_display,
     styled,
+    telling_interrupts,
     user_errors,
 )
 from autopart.costmodel.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
 from autopart.costmodel.from_profile import transfer_fits
 from autopart.costmodel.measurements import RowKind
+from autopart.profile.profiler import ProfileReport
 from autopart.profile.store import Profile
 
 
@@ -72,16 +76,24 @@ def profile_command(
         TextColumn("left"),
         TimeRemainingColumn(),
     )
-    with progress_display(*columns) as bar:
-        task = bar.add_task("preparing", total=None, stage="profile")
+    kept: list[str] = []  # an interrupt while the report prints: the profile is whole
+    with telling_interrupts(kept):
+        with progress_display(*columns) as bar:
+            task = bar.add_task("preparing", total=None, stage="profile")
 
-        def progress(done: int, total: int, label: str) -> None:
-            bar.update(task, completed=done, total=total, description=label[:40])
+            def progress(done: int, total: int, label: str) -> None:
+                bar.update(task, completed=done, total=total, description=label[:40])
 
-        report, saved, path = api.profile(
-            model, targets or None, profiles, budget, progress,
-            parse_input_shapes(input_shapes), refresh=refresh, freeze=parse_freeze(freeze),
-        )  # fmt: skip
+            report, saved, path = api.profile(
+                model, targets or None, profiles, budget, progress,
+                parse_input_shapes(input_shapes), refresh=refresh, freeze=parse_freeze(freeze),
+            )  # fmt: skip
+        kept.append(f"kept {len(saved.table)} profile rows in {path}")
+        _print_report(model, report, saved, path)
+
+
+def _print_report(model: str, report: ProfileReport, saved: Profile, path: Path) -> None:
+    """What ``profile`` measured and reused, its notes, and the saved profile's summary."""
     console.print(
         styled(
             (model, "bold"),
