@@ -128,6 +128,17 @@ class Costs:
         """What starting a partition on ``target`` costs in a plan on several targets."""
         return self.launch_cost(target) + self.cold_cost(target)
 
+    def is_measured(
+        self,
+        nodes: Sequence[str],
+        target: VirtualDevice,
+        alone: bool = False,
+        node_targets: Mapping[str, VirtualDevice] | None = None,
+    ) -> bool:
+        """Whether the partition of ``nodes`` on ``target`` was timed whole (:attr:`measured`)."""
+        mixed = node_precisions(nodes, target, node_targets) if node_targets else ()
+        return PartitionKey(tuple(nodes), target, alone, mixed) in self.measured
+
     def partition_cost(
         self,
         nodes: Sequence[str],

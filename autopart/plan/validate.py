@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from autopart.errors import AutopartError
-from autopart.ir.graph import Graph
+from autopart.ir.graph import Graph, Node
 from autopart.ir.hashing import graph_hash
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.partition import Partition, PartitionCycleError, boundary, check_acyclic
 from autopart.plan.schema import Plan, PlanError
+from autopart.targets.codegen import Codegen
 from autopart.targets.devices import Machine
 from autopart.targets.resolve import belongs, resolve
+from autopart.targets.shipped import runs_as_shipped
 
 
 def validate_plan(plan: Plan, graph: Graph, machine: Machine | None = None) -> None:
@@ -19,7 +21,9 @@ def validate_plan(plan: Plan, graph: Graph, machine: Machine | None = None) -> N
     partition of its target; that partitions form no cycle; that every partition input is
     resident on the partition's device or copied there; that the order respects every
     dependency; and that no buffer is shared across devices. With ``machine``, every target
-    must exist there and its codegen must support each of its nodes.
+    must exist there and its codegen must support each of its nodes, or else run the model
+    as shipped (a plan's only partition holding all of it:
+    :func:`autopart.targets.shipped.runs_as_shipped`).
     """
     if plan.model.hash != graph_hash(graph):
         raise PlanError(
@@ -170,6 +174,13 @@ def _check_storage(plan: Plan, resident: dict[str, set[str]], graph: Graph) -> N
                 )
 
 
+def _whole_as_shipped(plan: Plan, graph: Graph, nodes: list[Node], codegen: Codegen) -> bool:
+    """Whether ``nodes``, at one target, are the plan's only partition, compiled as shipped."""
+    if len(plan.partitions) != 1 or len({plan.assignment[n.name] for n in nodes}) != 1:
+        return False
+    return runs_as_shipped(graph, nodes, codegen)
+
+
 def _check_machine(plan: Plan, graph: Graph, machine: Machine) -> None:
     for spec in plan.partitions:
         try:
@@ -180,8 +191,9 @@ def _check_machine(plan: Plan, graph: Graph, machine: Machine) -> None:
             raise PlanError(f"plan cannot run here: {error}") from None
         own = {t: resolve(t, machine) for t in {plan.assignment[n] for n in spec.nodes}}
         own[spec.target] = resolved
-        refused = [
-            n for n in spec.nodes if not own[plan.assignment[n]].supports(graph.node(n), graph)
-        ]
+        nodes = [graph.node(n) for n in spec.nodes]
+        if _whole_as_shipped(plan, graph, nodes, resolved.codegen):
+            continue  # the library runs the model as shipped, whatever its probe refuses
+        refused = [n.name for n in nodes if not own[plan.assignment[n.name]].supports(n, graph)]
         if refused:
             raise PlanError(f"plan refused: {spec.target} does not support node(s) {refused[:5]}")

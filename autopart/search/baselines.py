@@ -4,6 +4,10 @@ Every function returns an assignment (node name -> target) that covers every nod
 ``costs.graph`` and only ever picks a target in ``costs.supported(node)``, so constraints
 applied by restricting ``Costs`` hold for the baselines too. A node no allowed target can
 run raises :class:`BaselineError` naming it.
+
+The one exception is :func:`whole_models`: a peer's library running the whole model as
+shipped runs nodes its one-node probe refuses (OpenVINO compiles an ``If`` holding NMS as
+part of a detector, never alone), so each peer has a plan that stands for it.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import HOST_DEVICE, PRECISIONS, REFERENCE_PRECISION, VirtualDevice
 from autopart.search.candidates import CandidateKind, candidate_name
-from autopart.targets.codegen import Role, codegen_for
+from autopart.targets.codegen import Role, codegen_for, declared_peers, get_codegen
+from autopart.targets.shipped import runs_as_shipped
 
 Assignment = dict[str, VirtualDevice]
 Lane = tuple[str, int | None]
@@ -240,6 +245,29 @@ def baselines(costs: Costs, fallback: VirtualDevice | None = None) -> list[Basel
         found.append(Baseline(CandidateKind.ORT_EP_RULE, onnxruntime_ep_rule(costs, None, last)))
     found.append(Baseline(CandidateKind.PER_OP_BEST, per_op_best(costs)))
     found.append(Baseline(CandidateKind.HEFT, heft(costs)))
+    return found
+
+
+def whole_models(costs: Costs) -> list[Baseline]:
+    """Each peer's library running the whole model as shipped, where per node it could not.
+
+    One :attr:`CandidateKind.WHOLE` baseline per installed peer whose target (its codegen and
+    precision on the whole host) is in ``costs.targets``, lacks an op cost for some node,
+    and compiles a plan's only partition as the model shipped
+    (:func:`autopart.targets.shipped.runs_as_shipped`). Every node goes on that target,
+    those its one-node probe refuses too: the library runs them as part of the model, as
+    its peer does. A peer whose target has every node's cost has its single baseline.
+    """
+    graph = costs.graph
+    found: list[Baseline] = []
+    for peer in declared_peers(available=True):
+        target = VirtualDevice(HOST_DEVICE, None, peer.codegen, peer.precision())
+        lacking = [n for n in graph.nodes if target not in costs.node_cost.get(n.name, {})]
+        if target not in costs.targets or not lacking or any(b.target == target for b in found):
+            continue
+        if runs_as_shipped(graph, graph.nodes, get_codegen(peer.codegen)):
+            everything = {node.name: target for node in graph.nodes}
+            found.append(Baseline(CandidateKind.WHOLE, everything, target))
     return found
 
 

@@ -16,12 +16,15 @@ Assignment = dict[str, VirtualDevice]
 class CandidateKind(Enum):
     """What made a candidate assignment.
 
-    The first four are the peer baselines (:mod:`autopart.search.baselines`): every node on
+    The first five are the peer baselines (:mod:`autopart.search.baselines`): every node on
     one target, ONNX Runtime's execution-provider rule, each node on its cheapest target,
-    and HEFT. Then the exact ILP, the optuna search's best, and a point of its Pareto front.
+    HEFT, and a peer's library running the whole model as shipped (nodes its one-node probe
+    refuses included). Then the exact ILP, the optuna search's best, and a point of its
+    Pareto front.
     """
 
     SINGLE = "single"
+    WHOLE = "whole"
     ORT_EP_RULE = "ort-ep-rule"
     PER_OP_BEST = "per-op-best"
     HEFT = "heft"
@@ -34,10 +37,22 @@ class CandidateKind(Enum):
         """Whether a peer baseline makes this kind."""
         return self in _BASELINES
 
+    @property
+    def one_target(self) -> bool:
+        """Whether this kind puts every node on one target (its fallback aside)."""
+        return self in _ONE_TARGET
+
 
 _BASELINES = frozenset(
-    {CandidateKind.SINGLE, CandidateKind.ORT_EP_RULE, CandidateKind.PER_OP_BEST, CandidateKind.HEFT}
+    {
+        CandidateKind.SINGLE,
+        CandidateKind.ORT_EP_RULE,
+        CandidateKind.PER_OP_BEST,
+        CandidateKind.HEFT,
+        CandidateKind.WHOLE,
+    }
 )
+_ONE_TARGET = frozenset({CandidateKind.SINGLE, CandidateKind.WHOLE})
 
 
 def candidate_name(
@@ -45,14 +60,15 @@ def candidate_name(
 ) -> str:
     """The name tables, reports and study seeds show for a candidate.
 
-    ``single:<target>`` for a single target, ``pareto-<index>`` for a point of the front,
-    else the kind's value (``ilp``, ``heft``, ...). Names are only ever built here and
-    never parsed: read a candidate's ``kind`` and ``target`` instead.
+    ``single:<target>`` for a single target, ``whole:<target>`` for a library running the
+    whole model, ``pareto-<index>`` for a point of the front, else the kind's value
+    (``ilp``, ``heft``, ...). Names are only ever built here and never parsed: read a
+    candidate's ``kind`` and ``target`` instead.
     """
-    if kind is CandidateKind.SINGLE:
+    if kind.one_target:
         if target is None:
-            raise ValueError("a single-target candidate needs its target")
-        return f"single:{target}"
+            raise ValueError(f"a {kind.value} candidate needs its target")
+        return f"{kind.value}:{target}"
     if kind is CandidateKind.PARETO:
         if index is None:
             raise ValueError("a Pareto candidate needs its index on the front")
@@ -64,10 +80,13 @@ def candidate_name(
 class Candidate:
     """One assignment, its plan and its simulated cost.
 
-    ``target`` is the target of a :attr:`CandidateKind.SINGLE` candidate (else None),
-    ``index`` a :attr:`CandidateKind.PARETO` candidate's position on the front; ``name``
-    is built from them by :func:`candidate_name`. ``fits_accuracy`` says whether its
-    predicted output error is within the search's accuracy budget (true without one).
+    ``target`` is the target of a one-target candidate (:attr:`CandidateKind.one_target`,
+    else None), ``index`` a :attr:`CandidateKind.PARETO` candidate's position on the front;
+    ``name`` is built from them by :func:`candidate_name`. ``fits_accuracy`` says whether
+    its predicted output error is within the search's accuracy budget (true without one).
+    ``stand_in`` is the plan that prices it while its own cannot be priced op by op (a
+    :attr:`CandidateKind.WHOLE` plan holds nodes its target has no op cost for) and it has
+    not been timed whole.
     """
 
     kind: CandidateKind
@@ -78,6 +97,7 @@ class Candidate:
     target: VirtualDevice | None = None
     index: int | None = None
     fits_accuracy: bool = True
+    stand_in: Plan | None = None
     name: str = field(init=False)
 
     def __post_init__(self) -> None:

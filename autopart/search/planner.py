@@ -15,13 +15,14 @@ from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import IlpSummary, Plan, Prediction, ScheduleStep
 from autopart.progress import Progress
-from autopart.search.baselines import baselines, default_fallback
-from autopart.search.candidates import Candidate, CandidateKind
+from autopart.search.baselines import baselines, default_fallback, whole_models
+from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.constraints import ConstraintError, Constraints, apply, keep_precisions
 from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
 from autopart.search.options import Objective, SearchOptions
 from autopart.search.optuna_search import OptunaResult, SearchProgress, optuna_search
-from autopart.search.simulator import Simulation, plan_for, simulate
+from autopart.search.simulator import Simulation, SimulationError, plan_for, simulate
+from autopart.search.simulator import stand_in as standing_in
 from autopart.settings import SEARCH
 
 Assignment = dict[str, VirtualDevice]
@@ -79,16 +80,18 @@ def search(
         assignment: Assignment,
         target: VirtualDevice | None = None,
         index: int | None = None,
+        stand_in: Candidate | None = None,
     ) -> Candidate:
         if steps is not None:
             steps(len(candidates), 0, f"pricing {kind.value} plan")
         plan = plan_for(assignment, restricted, options.source, fallback)
         fits = _fits(restricted, assignment, constraints.memory)
-        simulation = simulate(plan, restricted)
+        other = None if stand_in is None else stand_in.plan
         accurate = options.accuracy is None or options.accuracy.fits(assignment)
         return Candidate(
-            kind, dict(assignment), plan, simulation, fits, target, index, fits_accuracy=accurate
-        )
+            kind, dict(assignment), plan, price(plan, restricted, other), fits, target, index,
+            fits_accuracy=accurate, stand_in=other,
+        )  # fmt: skip
 
     candidates: dict[str, Candidate] = {}
     for baseline in baselines(restricted, fallback):
@@ -115,6 +118,12 @@ def search(
             candidate(CandidateKind.PARETO, assignment, index=i)
             for i, (assignment, _, _) in enumerate(optuna.pareto)
         ]
+    if not constraints.pins and not constraints.forbids:
+        for whole in whole_models(restricted):  # after optuna: its op costs cannot seed it
+            single = candidates.get(candidate_name(CandidateKind.SINGLE, whole.target))
+            if single is not None:  # priced as it until timed whole
+                made = candidate(whole.kind, whole.assignment, whole.target, stand_in=single)
+                candidates[made.name] = made
     fitting = [c for c in candidates.values() if c.fits_memory]
     if not fitting:
         raise ConstraintError("no plan found fits the memory caps " + str(constraints.memory))
@@ -146,8 +155,24 @@ def reprice(outcome: SearchOutcome, costs: Costs) -> None:
     (:attr:`Costs.measured`): the candidates stay, their predictions and the pick move.
     """
     for candidate in [*outcome.candidates.values(), *outcome.pareto]:
-        candidate.simulation = simulate(candidate.plan, costs)
+        candidate.simulation = price(candidate.plan, costs, candidate.stand_in)
     outcome.chosen = _best(outcome)
+
+
+def price(plan: Plan, costs: Costs, stand_in: Plan | None = None) -> Simulation:
+    """``plan`` simulated with ``costs``; priced as ``stand_in`` where its op costs cannot.
+
+    A plan holding nodes its target has no op cost for (a library running the whole model)
+    is simulated once its partition was timed whole (:attr:`Costs.measured`); until then
+    it costs what ``stand_in`` simulates to (:func:`~autopart.search.simulator.stand_in`).
+    Raises :class:`SimulationError` when neither can be priced.
+    """
+    try:
+        return simulate(plan, costs)
+    except SimulationError:
+        if stand_in is None:
+            raise
+        return standing_in(plan, simulate(stand_in, costs))
 
 
 def _optuna(

@@ -118,6 +118,26 @@ def evaluate(assignment: Mapping[str, VirtualDevice], costs: Costs) -> Simulatio
     return simulate(plan_for(assignment, costs), costs)
 
 
+def stand_in(plan: Plan, priced: Simulation) -> Simulation:
+    """``plan``, which its op costs cannot price, priced as the plan ``priced`` simulated.
+
+    For a plan of one partition that has not been timed whole (a library running the whole
+    model, nodes without an op cost on its target included): its steps run one after
+    another, the partition taking ``priced``'s sequential seconds and copies none.
+    """
+    lanes = {p.id: f"{VirtualDevice.parse(p.target).device}/*" for p in plan.partitions}
+    copies = {c.id: f"copy:{c.src}->{c.dst}" for c in plan.copies}
+    lanes.update(copies)
+    share = priced.sequential_s / max(len(plan.partitions), 1)
+    schedule, now, step_cost = [], 0.0, {}
+    for step in plan.order:
+        cost = 0.0 if step in copies else share
+        schedule.append(ScheduledStep(step, lanes[step], now, now + cost))
+        step_cost[step] = cost
+        now += cost
+    return Simulation(now, now, schedule, step_cost)
+
+
 def peak_memory_bytes(plan: Plan) -> int:
     """Sum over devices of the weights plus the activation peak recorded in ``plan.storage``."""
     return sum(s.weights_bytes + s.activation_peak_bytes for s in plan.storage.values())
@@ -143,8 +163,9 @@ def _steps(plan: Plan, costs: Costs) -> list[_Step]:
         else:
             target = targets[step_id]
             own = _node_targets(plan, spec)
-            for node in spec.nodes:  # a clear error for a node it cannot run
-                _node_cost(costs, node, own[node] if own else target)
+            if not costs.is_measured(spec.nodes, target, alone, own):
+                for node in spec.nodes:  # a clear error for a node it cannot run
+                    _node_cost(costs, node, own[node] if own else target)
             cost = costs.partition_cost(spec.nodes, target, split, alone, own)
             cold = costs.cold_cost(target) if split else 0.0
             device = str(target.device)

@@ -193,7 +193,11 @@ class Codegen(ABC):
     by target regardless of precision, see :func:`autopart.targets.resolve.compile_target`).
 
     ``library`` is the distribution whose version identifies its results (None: none
-    beyond autopart), ``roles`` the parts it plays (:class:`Role`).
+    beyond autopart), ``roles`` the parts it plays (:class:`Role`). ``runs_shipped`` says
+    that it compiles a plan's only partition holding a whole model from the model as
+    shipped (:mod:`autopart.targets.shipped`): such a partition runs whatever the library
+    runs as a model, nodes its one-node probe refuses included (:meth:`compile` checks
+    support only when it cannot take that path).
     """
 
     name: ClassVar[str]
@@ -205,6 +209,7 @@ class Codegen(ABC):
     mixes_precisions: ClassVar[bool] = False
     library: ClassVar[str | None] = None
     roles: ClassVar[frozenset[Role]] = frozenset()
+    runs_shipped: ClassVar[bool] = False
 
     @classmethod
     def available(cls) -> bool:

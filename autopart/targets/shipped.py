@@ -21,12 +21,12 @@ model whose inputs or outputs are not the graph's by name.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import onnx
 
 from autopart.ir.graph import Graph, Node
-from autopart.targets.codegen import Placement
+from autopart.targets.codegen import HOST, Codegen, Placement
 from autopart.targets.peer import PeerInputs
 from autopart.zoo import resolve_model
 
@@ -65,6 +65,18 @@ def shipped_whole(
     except Exception:  # a source that no longer loads: the export stands in
         return None
     return _fitted(model, graph)
+
+
+def runs_as_shipped(graph: Graph, nodes: Sequence[Node], codegen: Codegen) -> bool:
+    """Whether ``codegen`` compiles ``nodes``, a plan's only partition, as the model shipped.
+
+    True when the codegen takes that path (:attr:`Codegen.runs_shipped`) and ``nodes``
+    are the whole of ``graph``, whose model as shipped corresponds to it. Such a partition
+    runs whatever the library runs as a model, nodes its one-node probe refuses included.
+    """
+    if not codegen.runs_shipped:
+        return False
+    return shipped_whole(graph, nodes, replace(HOST, alone=True), [None]) is not None
 
 
 def _fitted(model: onnx.ModelProto, graph: Graph) -> ShippedModel | None:

@@ -193,7 +193,7 @@ def _contenders(
     candidates = {
         name: c
         for name, c in outcome.candidates.items()
-        if c.kind is CandidateKind.SINGLE and c.fits_memory
+        if c.kind.one_target and c.fits_memory
     }
     for kind in BASELINES:
         name = candidate_name(kind)
@@ -236,7 +236,7 @@ def _best_single(measured: Mapping[str, Measured], candidates: Mapping[str, Cand
     singles = [
         m.median_s
         for n, m in measured.items()
-        if n in candidates and candidates[n].kind is CandidateKind.SINGLE
+        if n in candidates and candidates[n].kind.one_target
     ]
     return min(singles) if singles else float("nan")
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from autopart.ir.target import HOST_DEVICE
-from autopart.search.candidates import Candidate, CandidateKind
+from autopart.search.candidates import Candidate
 from autopart.targets.codegen import declared_peers
 from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
 
@@ -79,11 +79,13 @@ def peer_precision(name: str) -> str | None:
 def peer_equivalents(candidates: Mapping[str, Candidate]) -> dict[str, str]:
     """Each peer's configuration among ``candidates``: the plan it amounts to, by peer name.
 
-    That is the single-target candidate of the peer's codegen and precision on the whole
-    host device, run as one partition with no node off its target: its codegen compiles a
-    plan's only partition as the library compiles a model alone (onnxruntime at its default
-    session options, OpenVINO with the LATENCY hint and the precision, which are its
-    defaults). Peers with no such candidate are left out.
+    That is the one-target candidate of the peer's codegen and precision on the whole host
+    device (its single-target plan, or the library running the whole model as shipped where
+    per node it could not: :func:`autopart.search.baselines.whole_models`), run as one
+    partition with no node off its target: its codegen compiles a plan's only partition as
+    the library compiles a model alone (onnxruntime at its default session options,
+    OpenVINO with the LATENCY hint and the precision, which are its defaults). Peers with no
+    such candidate are left out.
     """
     found: dict[str, str] = {}
     for peer in declared_peers():
@@ -91,7 +93,7 @@ def peer_equivalents(candidates: Mapping[str, Candidate]) -> dict[str, str]:
         for name, candidate in candidates.items():
             target = candidate.target
             if (
-                candidate.kind is CandidateKind.SINGLE
+                candidate.kind.one_target
                 and target is not None
                 and target.codegen == peer.codegen
                 and target.precision == precision

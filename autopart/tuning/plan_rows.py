@@ -74,7 +74,7 @@ def plan_label(name: str, off_target_nodes: int) -> str:
 
 def plan_rows(candidates: dict[str, Candidate], measured: dict[str, Measured]) -> list[PlanRow]:
     """One row per candidate, measured ones by measured time, else by predicted time."""
-    singles = [name for name, c in candidates.items() if c.kind is CandidateKind.SINGLE]
+    singles = [name for name, c in candidates.items() if c.kind.one_target]
     measured_singles = [measured[n].median_s for n in singles if n in measured]
     predicted_singles = [candidates[n].simulation.makespan_s for n in singles]
     rows = []

@@ -268,6 +268,7 @@ class OnnxRuntimeCodegen(ProbedCodegen):
     library = "onnxruntime"
     roles = frozenset({Role.ORACLE, Role.HOST_PROVIDER})
     probe = staticmethod(probe)
+    runs_shipped = True
 
     @classmethod
     def available(cls) -> bool:
@@ -295,7 +296,8 @@ class OnnxRuntimeCodegen(ProbedCodegen):
 
         A plan's only partition holding every node of a model imported from a file is
         that model as shipped, unchanged, with the frozen inputs fed their values
-        (:mod:`autopart.targets.shipped`), unless onnxruntime rejects it.
+        (:mod:`autopart.targets.shipped`), unless onnxruntime rejects it; only otherwise
+        must each node be one its probe takes (:class:`UnsupportedOpError`).
 
         Boundary ``inputs`` that are graph constants are embedded as initializers (so
         onnxruntime can fold and pre-pack them) and not fed at run time; other inputs the
@@ -307,7 +309,6 @@ class OnnxRuntimeCodegen(ProbedCodegen):
             raise TargetError(MISSING_MESSAGE)
         assert _ort is not None
         self.check_device(placement)
-        self.check_supported(graph, nodes)
         unit = placement.device.unit(placement.unit)
         boundary = exported_boundary(graph, nodes, inputs, outputs)
         feeds, results = boundary.feeds, boundary.results
@@ -321,6 +322,8 @@ class OnnxRuntimeCodegen(ProbedCodegen):
                 session = _create_session(shipped.model_bytes, unit is not None, cores, alone=alone)
                 model_bytes, feeds, results = shipped.model_bytes, shipped.feeds, shipped.produced
                 fixed = dict(shipped.inputs.frozen)
+        if session is None:  # its export: each node must be one onnxruntime takes
+            self.check_supported(graph, nodes)
         if session is None and results:
             model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
             session = _create_session(model_bytes, unit is not None, cores, alone=alone)

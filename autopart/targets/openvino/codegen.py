@@ -208,6 +208,7 @@ class OpenVinoCodegen(ProbedCodegen):
     converts_layouts = True
     library = "openvino"
     probe = staticmethod(probe)
+    runs_shipped = True
     mixes_precisions = True
 
     @classmethod
@@ -248,7 +249,8 @@ class OpenVinoCodegen(ProbedCodegen):
 
         A plan's only partition holding every node of a model imported from a file, at one
         precision, is that model as shipped, reshaped to the static input shapes and fed
-        the frozen values (:mod:`autopart.targets.shipped`), unless OpenVINO rejects it.
+        the frozen values (:mod:`autopart.targets.shipped`), unless OpenVINO rejects it;
+        only otherwise must each node be one its probe takes (:class:`UnsupportedOpError`).
 
         More than :data:`~autopart.targets.openvino.pieces.PIECE_NODES` nodes are compiled
         in pieces (:mod:`autopart.targets.openvino.pieces`).
@@ -260,12 +262,12 @@ class OpenVinoCodegen(ProbedCodegen):
         if not self.available():
             raise TargetError(runtime.MISSING_MESSAGE)
         self.check_device(placement)
-        self.check_supported(graph, nodes)
         own = [placement.precision or n.virtual_device.precision for n in nodes]
         shipped = shipped_whole(graph, nodes, placement, own)
         if shipped is not None and own[0] != qdq.PRECISION:
             with contextlib.suppress(TargetError):  # OpenVINO may need import's folding
                 return self._compile_shipped(shipped, graph, nodes, inputs, outputs, placement)
+        self.check_supported(graph, nodes)  # its export: each node must be one OpenVINO takes
         if len(nodes) > PIECE_NODES:
             return compile_in_pieces(
                 graph,
