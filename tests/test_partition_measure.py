@@ -142,6 +142,7 @@ def test_an_onnx_model_with_the_same_subgraph_shares_its_measurement(tmp_path: P
 def test_one_partition_plans_and_those_predicted_near_the_quickest_are_measured() -> None:
     from types import SimpleNamespace
 
+    from autopart.search.candidates import CandidateKind
     from autopart.tuning.partitions import MEASURE_MAX_PARTITIONS, MEASURE_WITHIN, worth_measuring
 
     def candidate(name: str, seconds: float, partitions: int, fits: bool = True) -> object:
@@ -151,7 +152,7 @@ def test_one_partition_plans_and_those_predicted_near_the_quickest_are_measured(
             plan=plan,
             fits_memory=fits,
             value=lambda _: seconds,
-            kind=None,
+            kind=CandidateKind.ILP,
             target=None,
         )
 

@@ -15,7 +15,7 @@ from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import IlpSummary, Plan, Prediction, ScheduleStep
 from autopart.progress import Progress
-from autopart.search.baselines import baselines, default_fallback, whole_models
+from autopart.search.baselines import Baseline, baselines, default_fallback, whole_models
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.constraints import ConstraintError, Constraints, apply, keep_precisions
 from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
@@ -99,12 +99,9 @@ def search(
         candidates[made.name] = made
     time_limit = min(options.budget_s or ILP_TIME_LIMIT_S, ILP_TIME_LIMIT_S)
     ilp = solve_ilp(
-        restricted,
-        constraints.memory,
-        time_limit_s=time_limit,
-        progress=steps,
+        restricted, constraints.memory, time_limit_s=time_limit, progress=steps,
         accuracy=options.accuracy,
-    )
+    )  # fmt: skip
     made = candidate(CandidateKind.ILP, ilp.assignment)
     candidates[made.name] = made
     optuna: OptunaResult | None = None
@@ -118,12 +115,10 @@ def search(
             candidate(CandidateKind.PARETO, assignment, index=i)
             for i, (assignment, _, _) in enumerate(optuna.pareto)
         ]
-    if not constraints.pins and not constraints.forbids:
-        for whole in whole_models(restricted):  # after optuna: its op costs cannot seed it
-            single = candidates.get(candidate_name(CandidateKind.SINGLE, whole.target))
-            if single is not None:  # priced as it until timed whole
-                made = candidate(whole.kind, whole.assignment, whole.target, stand_in=single)
-                candidates[made.name] = made
+    if not constraints.pins and not constraints.forbids:  # after optuna: nothing to seed
+        for whole, single in _whole_models(restricted, candidates):
+            made = candidate(whole.kind, whole.assignment, whole.target, stand_in=single)
+            candidates[made.name] = made
     fitting = [c for c in candidates.values() if c.fits_memory]
     if not fitting:
         raise ConstraintError("no plan found fits the memory caps " + str(constraints.memory))
@@ -133,6 +128,22 @@ def search(
     )
     outcome.chosen = _best(outcome)
     return outcome
+
+
+def _whole_models(
+    costs: Costs, candidates: dict[str, Candidate]
+) -> list[tuple[Baseline, Candidate]]:
+    """Each whole-model baseline (:func:`whole_models`) and the single plan that prices it.
+
+    Its op costs cannot seed optuna nor price it: it is priced as its target's single plan
+    until timed whole, and left out where there is none.
+    """
+    pairs = []
+    for whole in whole_models(costs):
+        single = candidates.get(candidate_name(CandidateKind.SINGLE, whole.target))
+        if single is not None:
+            pairs.append((whole, single))
+    return pairs
 
 
 def _best(outcome: SearchOutcome) -> Candidate:

@@ -191,9 +191,7 @@ def _contenders(
     """
     outcome, graph = prepared.outcome, prepared.graph
     candidates = {
-        name: c
-        for name, c in outcome.candidates.items()
-        if c.kind.one_target and c.fits_memory
+        name: c for name, c in outcome.candidates.items() if c.kind.one_target and c.fits_memory
     }
     for kind in BASELINES:
         name = candidate_name(kind)
@@ -234,9 +232,7 @@ def noise_spread(measured: Mapping[str, Measured]) -> float:
 def _best_single(measured: Mapping[str, Measured], candidates: Mapping[str, Candidate]) -> float:
     """The quickest measured single-target plan's median (NaN when none ran)."""
     singles = [
-        m.median_s
-        for n, m in measured.items()
-        if n in candidates and candidates[n].kind.one_target
+        m.median_s for n, m in measured.items() if n in candidates and candidates[n].kind.one_target
     ]
     return min(singles) if singles else float("nan")
 

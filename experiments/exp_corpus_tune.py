@@ -1,0 +1,152 @@
+"""``autopart tune`` across the corpus: no traceback, and how the kept plan compares with the peers.
+
+Each model of ``experiments/corpus`` (fetched into its cache) is tuned through the command
+line as a user tunes it, one process per model, smallest file first::
+
+    python -m autopart tune MODEL --input-shape ... --freeze ... --inputs samples.npz \\
+        --targets T1,T2 --budget 5 --rounds 3 --profiles P --search-dir S -o plan.json
+
+``samples.npz`` holds two samples drawn from the model's input specs (with a leading sample
+axis), as a user with data passes them. Each model gets one status:
+
+- ``ok``: a plan was saved; the row has the kept plan, its measured median, its error and
+  the tolerance it reports, and the peers' medians timed in the same rounds;
+- ``refused``: one ``error:`` line and exit 2 (the line names the construct);
+- ``crash``: a traceback, a signal or any other exit;
+- ``timeout``: no answer within ``--timeout`` seconds (profiling every op of a large model
+  on every target is issue #45's to bound).
+
+``vs_best_peer`` is the kept plan's median over the quickest peer's, from the same
+interleaved rounds (``tune`` times the peers beside its candidates); it is not ``bench``'s
+figure, which also times the plan twice for the noise floor. Writes
+``experiments/results/<tag>.csv`` (it grows model by model) and prints a summary.
+
+    python experiments/exp_corpus_tune.py --targets cpu@onnxruntime,cpu@openvino:bf16
+    python experiments/exp_corpus_tune.py 'tv_*' --timeout 300
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).parent / "corpus"))
+from corpus import CorpusModel, load_corpus, make_inputs, problem, select
+
+RESULTS = Path(__file__).parent / "results"
+SAMPLES = 2  # calibration and evaluation samples drawn from the input specs
+
+
+def samples(model: CorpusModel, path: Path) -> None:
+    """Write :data:`SAMPLES` samples of the model's non-frozen inputs, stacked on axis 0."""
+    draws = [make_inputs(model, seed) for seed in range(SAMPLES)]
+    frozen = {spec.name for spec in model.inputs if spec.freeze}
+    stacked = {k: np.stack([d[k] for d in draws]) for k in draws[0] if k not in frozen}
+    np.savez(path, **stacked)
+
+
+def tune_one(model: CorpusModel, targets: str, work: Path, args: argparse.Namespace) -> dict:
+    """One ``autopart tune`` of ``model``: its status, time and what the report says."""
+    inputs, plan = work / "samples.npz", work / "plan.json"
+    samples(model, inputs)
+    command = [
+        sys.executable, "-m", "autopart", "tune", str(model.path()), *model.cli_arguments(),
+        "--inputs", str(inputs), "--targets", targets, "--budget", str(args.budget),
+        "--rounds", str(args.rounds), "--profiles", str(args.profiles),
+        "--search-dir", str(work / "search"), "-o", str(plan),
+    ]  # fmt: skip
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "detail": f"no answer in {args.timeout:.0f} s"}
+    seconds = time.perf_counter() - started
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    if done.returncode == 2 and errors and "Traceback" not in done.stderr:
+        return {"status": "refused", "detail": errors[0][:300], "seconds": seconds}
+    reports = list((work / "search").glob("*/report.json"))
+    if done.returncode != 0 or not plan.exists() or not reports:
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        detail = f"exit {done.returncode}: {lines[-1][:300] if lines else 'no message'}"
+        return {"status": "crash", "detail": detail, "seconds": seconds}
+    return {"status": "ok", "seconds": seconds, **summary(plan, reports[0])}
+
+
+def summary(plan_path: Path, report_path: Path) -> dict[str, Any]:
+    """The kept plan, its measurement and tolerance, and the peers' medians."""
+    report = json.loads(report_path.read_text())
+    plan = json.loads(plan_path.read_text())
+    measured = plan.get("measured") or {}
+    peers = report.get("peers", {})
+    best = min(peers.values(), default=math.nan)
+    median = measured.get("median_s", math.nan)
+    kinds = {row["name"]: row["kind"] for row in report["plans"]}
+    return {
+        "chosen": report["chosen"],
+        "kind": kinds.get(report["chosen"], ""),
+        "partitions": len(plan.get("partitions", [])),
+        "median_s": median,
+        "best_peer": min(peers, key=peers.__getitem__, default=""),
+        "best_peer_s": best,
+        "vs_best_peer": median / best if best else math.nan,
+        "error": measured.get("max_error", math.nan),
+        "tolerance": measured.get("tolerance", math.nan),
+        "within": measured.get("max_error", math.inf) <= measured.get("tolerance", -1.0),
+        **{f"peer:{name}": seconds for name, seconds in peers.items()},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", help="names, or prefixes ending in * (default: all)")
+    parser.add_argument("--targets", default="cpu@onnxruntime,cpu@openvino:bf16")
+    parser.add_argument("--budget", type=float, default=5.0, help="tune's search budget (s)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model")
+    parser.add_argument("--profiles", type=Path, default=Path("profiles"))
+    parser.add_argument("--tag", default="corpus_tune")
+    args = parser.parse_args()
+    models = [m for m in select(load_corpus(), args.models) if problem(m) is None]
+    models.sort(key=lambda m: m.path().stat().st_size)
+    RESULTS.mkdir(exist_ok=True)
+    csv = RESULTS / f"{args.tag}.csv"
+    rows: list[dict[str, Any]] = []
+    for model in models:  # the CSV grows model by model: a stopped run keeps what it did
+        with tempfile.TemporaryDirectory() as folder:
+            result = tune_one(model, args.targets, Path(folder), args)
+        row = {"model": model.name, "source": model.source, "family": model.family, **result}
+        rows.append(row)
+        ratio = row.get("vs_best_peer", math.nan)
+        print(
+            f"{model.name:<40} {row['status']:<8} {row.get('seconds', math.nan):6.1f} s "
+            f"{row.get('chosen', '')[:32]:<32} {ratio:6.3f}x {row.get('detail', '')}",
+            flush=True,
+        )
+        partial = csv.with_suffix(".csv.part")
+        pd.DataFrame(rows).to_csv(partial, index=False)
+        partial.replace(csv)
+    frame = pd.DataFrame(rows)
+    print(frame["status"].value_counts().to_string())
+    ok = frame[frame["status"] == "ok"]
+    if len(ok):
+        ratios = ok["vs_best_peer"].dropna()
+        print(
+            f"vs best peer: median {ratios.median():.3f}x, worst {ratios.max():.3f}x, "
+            f"over 1.02x: {(ratios > 1.02).sum()} of {len(ratios)}; "
+            f"outside its own tolerance: {(~ok['within'].astype(bool)).sum()}"
+        )
+    print(f"wrote {csv} ({len(models)} models)")
+
+
+if __name__ == "__main__":
+    main()
