@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from autopart.ir.graph import Graph, Node
+from autopart.settings import VERIFY
 from autopart.targets.openvino import runtime
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import has_graph_attribute, node_signature, probe_model
@@ -61,6 +62,10 @@ def probe_key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
     return (*base, tuple(inputs))
 
 
+# a constant whose float32 spacing (|c| * 2**-24) exceeds the check tolerance for a term of 1
+ABSORBING_MAGNITUDE = VERIFY.check_tolerance * 2.0**24
+
+
 def known_mismatch(node: Node, graph: Graph) -> str | None:
     """Why OpenVINO would compile ``node`` but compute something else than ONNX says, or None.
 
@@ -80,6 +85,7 @@ def known_mismatch(node: Node, graph: Graph) -> str | None:
       quantised with them, one was 2.4% off onnxruntime on OpenVINO, one 2.6% and one
       had a class answer change (an error of 1), beyond five steps of their 8-bit range;
       with these nodes left to the reference, 0, 5e-4 and 0.
+    - A Mul by a constant so large that it absorbs other terms (:func:`absorbing_constant`).
     """
     first = graph.value(node.inputs[0]).shape if node.inputs and node.inputs[0] else None
     if node.op_type in ("Softmax", "LogSoftmax", "Hardmax") and graph.opset_of(node) < 13:
@@ -109,11 +115,41 @@ def known_mismatch(node: Node, graph: Graph) -> str | None:
                     "AveragePool with ceil_mode and count_include_pad whose last window runs past "
                     "the padding (OpenVINO divides by the whole window)"
                 )
+    absorbing = absorbing_constant(node, graph)
+    if absorbing is not None:
+        return absorbing
     if node.op_type in DYNAMIC_QUANTISATION:
         return (
             f"{node.op_type}: OpenVINO rewrites a model's dynamic quantisation of activations "
             "and computes it otherwise than onnxruntime rounds it"
         )
+    return None
+
+
+def absorbing_constant(node: Node, graph: Graph) -> str | None:
+    """Why a Mul by a constant of magnitude over :data:`ABSORBING_MAGNITUDE` is refused, or None.
+
+    OpenVINO reassociates chains of Add and Mul whose other operands are constants: an
+    attention mask ``bias + (1 - mask) * c`` with ``c`` the float's lowest value (as
+    transformers writes it) becomes ``(bias + c) - mask * c``, and ``bias + c`` rounds to
+    ``c``: the bias is lost (a T5 encoder with its position bias folded: every score 0, its
+    outputs 45% off onnxruntime, OpenVINO alone as much). A constant ``c`` absorbs any
+    term under its float32 spacing, ``|c| * 2**-24``; past :data:`ABSORBING_MAGNITUDE` that
+    spacing exceeds the check tolerance for a term of order 1. Left to another target, the
+    Mul's product reaches OpenVINO as an input, which it cannot fold.
+    """
+    if node.op_type != "Mul":
+        return None
+    for name in node.present_inputs:
+        data = graph.value(name).const
+        if data is None or data.dtype.kind != "f" or data.size == 0:
+            continue
+        finite = np.abs(data[np.isfinite(data)])
+        if finite.size and float(finite.max()) > ABSORBING_MAGNITUDE:
+            return (
+                f"Mul by a constant of magnitude {float(finite.max()):.3g}: OpenVINO reassociates "
+                "it with other constants, whose terms it absorbs"
+            )
     return None
 
 
