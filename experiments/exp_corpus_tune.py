@@ -115,13 +115,18 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model")
     parser.add_argument("--profiles", type=Path, default=Path("profiles"))
     parser.add_argument("--tag", default="corpus_tune")
+    parser.add_argument("--resume", action="store_true", help="keep the tag's rows, skip them")
     args = parser.parse_args()
     models = [m for m in select(load_corpus(), args.models) if problem(m) is None]
     models.sort(key=lambda m: m.path().stat().st_size)
     RESULTS.mkdir(exist_ok=True)
     csv = RESULTS / f"{args.tag}.csv"
     rows: list[dict[str, Any]] = []
-    for model in models:  # the CSV grows model by model: a stopped run keeps what it did
+    if args.resume and csv.exists():
+        rows = pd.read_csv(csv).to_dict("records")
+    done = {row["model"] for row in rows}
+    # the CSV grows model by model: a stopped run keeps what it did
+    for model in (m for m in models if m.name not in done):
         with tempfile.TemporaryDirectory() as folder:
             result = tune_one(model, args.targets, Path(folder), args)
         row = {"model": model.name, "source": model.source, "family": model.family, **result}
