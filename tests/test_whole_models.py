@@ -132,3 +132,52 @@ def test_the_same_plan_of_a_graph_made_in_memory_is_refused(tuned: tuple) -> Non
     graph.meta.pop("source")
     with pytest.raises(PlanError, match=r"does not support node.*branch"):
         validate_plan(plan, graph, discover())
+
+
+def _costs(model: Path) -> tuple[object, object]:
+    """The branching model's graph and its costs from the fixture's profile."""
+    from autopart.costmodel.from_profile import costs_from_profile
+    from autopart.profile import Profile, machine_profile_path
+
+    graph = api.load(str(model))
+    profile = Profile.load(machine_profile_path(model.parent / "profiles", discover()))
+    return graph, costs_from_profile(graph, profile, TARGETS)
+
+
+def test_before_it_is_timed_whole_it_is_priced_as_its_single_plan(tuned: tuple) -> None:
+    from autopart.search.options import SearchOptions
+    from autopart.search.planner import search
+
+    model, _ = tuned
+    _, costs = _costs(model)
+    costs.measured.clear()  # nothing timed whole: op costs alone
+    outcome = search(costs, SearchOptions(precision=("f32",)))
+    whole, single = outcome.candidates[WHOLE], outcome.candidates["single:cpu@openvino"]
+    assert whole.simulation.sequential_s == pytest.approx(single.simulation.sequential_s)
+    steps = [step.step for step in whole.simulation.schedule]
+    assert steps == whole.plan.order  # its own steps, not the stand-in's
+
+
+def test_pins_and_forbids_get_no_whole_plan(tuned: tuple) -> None:
+    from autopart.search.constraints import Constraints
+    from autopart.search.options import SearchOptions
+    from autopart.search.planner import search
+
+    model, _ = tuned
+    _, costs = _costs(model)
+    for constraints in (
+        Constraints(forbids=[("Relu", "cpu@openvino")]),
+        Constraints(pins=[("Conv", "cpu@onnxruntime")]),
+    ):
+        options = SearchOptions(precision=("f32",), constraints=constraints)
+        assert not any(name.startswith("whole:") for name in search(costs, options).candidates)
+
+
+def test_a_graph_made_in_memory_gets_no_whole_plan(tuned: tuple) -> None:
+    from autopart.search.baselines import whole_models
+
+    model, _ = tuned
+    graph, costs = _costs(model)
+    assert [str(b.target) for b in whole_models(costs)] == ["cpu@openvino"]
+    graph.meta.pop("source")
+    assert whole_models(costs) == []
