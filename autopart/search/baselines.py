@@ -262,9 +262,10 @@ def whole_models(costs: Costs) -> list[Baseline]:
     found: list[Baseline] = []
     for peer in declared_peers(available=True):
         target = VirtualDevice(HOST_DEVICE, None, peer.codegen, peer.precision())
-        lacking = [n for n in graph.nodes if target not in costs.node_cost.get(n.name, {})]
-        if target not in costs.targets or not lacking or any(b.target == target for b in found):
+        if target not in costs.targets or any(b.target == target for b in found):
             continue
+        if all(target in costs.node_cost.get(n.name, {}) for n in graph.nodes):
+            continue  # its single plan is the peer
         if runs_as_shipped(graph, graph.nodes, get_codegen(peer.codegen)):
             everything = {node.name: target for node in graph.nodes}
             found.append(Baseline(CandidateKind.WHOLE, everything, target))
