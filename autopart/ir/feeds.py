@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from autopart.errors import InputError
-from autopart.ir.graph import Graph
+from autopart.ir.graph import Graph, Node
 from autopart.limits import check_fits
 
 
@@ -40,15 +40,58 @@ def validate_feeds(graph: Graph, feeds: Mapping[str, np.ndarray]) -> dict[str, n
     return checked
 
 
+# ops whose output holds only values of the input at that position, rearranged or repeated
+_KEEPS_VALUES = {
+    "Cast": (0,), "Concat": None, "Expand": (0,), "Flatten": (0,), "Gather": (0,),
+    "GatherElements": (0,), "GatherND": (0,), "Identity": (0,), "Reshape": (0,),
+    "Slice": (0,), "Split": (0,), "Squeeze": (0,), "Tile": (0,), "Transpose": (0,),
+    "Unsqueeze": (0,),
+}  # fmt: skip
+# ops that read input 1 as indices into an axis of input 0 (the axis attribute, default 0)
+_INDEXES_AXIS = {"Gather", "GatherElements", "ScatterElements", "Scatter"}
+_INDEXES_LEADING = {"GatherND", "ScatterND"}  # the last index axis indexes the leading axes
+
+
 def _index_bound(graph: Graph, name: str) -> int | None:
-    """The smallest table size among Gathers that use ``name`` as indices, if any."""
-    bounds = []
-    for consumer in graph.value(name).consumers:
-        if consumer.op_type == "Gather" and consumer.inputs[1] == name:
-            table = graph.value(consumer.inputs[0])
-            if table.shape is not None:
-                bounds.append(table.shape[consumer.attrs.get("axis", 0)])
+    """The smallest axis that ``name``'s values index, if any op uses them as indices.
+
+    The values are followed through ops that only move or repeat them (a Cast, an Expand,
+    a Gather taking rows of them: :data:`_KEEPS_VALUES`) to the ops that index with them:
+    Gather, GatherElements, ScatterElements (the size of the data's ``axis``) and GatherND,
+    ScatterND (the smallest of the leading data axes they index). Each value is visited
+    once, so the walk is linear in the graph.
+    """
+    bounds: list[int] = []
+    seen, waiting = {name}, [name]
+    while waiting:
+        current = waiting.pop()
+        for consumer in graph.value(current).consumers:
+            bound = _indexed_axis(graph, consumer, current)
+            if bound is not None:
+                bounds.append(bound)
+            keeps = _KEEPS_VALUES.get(consumer.op_type, ())
+            positions = range(len(consumer.inputs)) if keeps is None else keeps
+            if any(consumer.inputs[i] == current for i in positions if i < len(consumer.inputs)):
+                fresh = [out for out in consumer.outputs if out and out not in seen]
+                seen.update(fresh)
+                waiting.extend(fresh)
     return min(bounds) if bounds else None
+
+
+def _indexed_axis(graph: Graph, node: Node, name: str) -> int | None:
+    """The size of the axis ``node`` indexes with ``name`` (its input 1), if it does and known."""
+    if len(node.inputs) < 2 or node.inputs[1] != name:
+        return None
+    data, indices = graph.value(node.inputs[0]).shape, graph.value(name).shape
+    if not data or not all(isinstance(d, int) and d > 0 for d in data):
+        return None
+    if node.op_type in _INDEXES_AXIS:
+        return int(data[int(node.attrs.get("axis", 0)) % len(data)])
+    if node.op_type in _INDEXES_LEADING and indices and isinstance(indices[-1], int):
+        batch = int(node.attrs.get("batch_dims", 0))
+        leading = data[batch : batch + int(indices[-1])]
+        return int(min(leading)) if len(leading) else None
+    return None
 
 
 def is_float(dtype: np.dtype | type) -> bool:
@@ -58,12 +101,13 @@ def is_float(dtype: np.dtype | type) -> bool:
 
 
 def random_inputs(graph: Graph, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded random inputs: standard normal floats; integers valid as Gather indices.
+    """Seeded random inputs: standard normal floats; integers valid as indices.
 
     Floats include bfloat16 and the float8 types (rounded from the normal draw; its
-    magnitude for float8e8m0, which has no sign). Integer inputs used as Gather indices
-    draw from the table's range; other integer and boolean inputs draw from {0, 1}
-    (typical of masks).
+    magnitude for float8e8m0, which has no sign). Integer inputs whose values some op uses
+    as indices (a Gather's, a ScatterElements', a GatherND's, also through the ops that
+    only move them: :func:`_index_bound`) draw from the smallest axis they index; other
+    integer and boolean inputs draw from {0, 1} (typical of masks).
     """
     rng = np.random.default_rng(seed)
     feeds = {}
