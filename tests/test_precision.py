@@ -444,3 +444,40 @@ def test_an_island_holding_a_cast_to_f32_still_compiles() -> None:
         with PlanExecutor(plan, graph) as executor:
             errors = check_outputs(graph, feeds, executor.run(feeds).outputs)
         assert max(errors.values()) < 0.02, reduced
+
+
+_LOCAL = st.one_of(
+    st.floats(0.0, 1e308, allow_nan=False, allow_infinity=False),
+    st.sampled_from([0.0, 1e-300, 1e160, 1e300, math.inf, math.nan]),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.0, 1e150, allow_nan=False),
+            st.lists(st.tuples(st.booleans(), _LOCAL), min_size=1, max_size=5),
+        ),
+        min_size=1,
+        max_size=4,
+    )
+)
+def test_a_groups_error_is_shared_whole_whatever_its_nodes_local_errors(
+    groups: list[tuple[float, list[tuple[bool, float]]]],
+) -> None:
+    """Local errors near the float's range (a quantised model's, 1e160 off) cannot overflow."""
+    from autopart.profile.sensitivity import _shared
+
+    cut, errors, local = [], [], {}
+    for g, (error, nodes) in enumerate(groups):
+        names = [f"g{g}n{i}" for i in range(len(nodes))]
+        cut.append(names)
+        errors.append(error)
+        local.update(
+            {name: value for name, (known, value) in zip(names, nodes, strict=True) if known}
+        )
+    shares = _shared(cut, errors, local)
+    for names, error in zip(cut, errors, strict=True):
+        assert all(shares[name] >= 0 for name in names)
+        assert math.fsum(shares[name] for name in names) == pytest.approx(error * error, rel=1e-9)

@@ -24,6 +24,7 @@ measured with every node reduced
 from __future__ import annotations
 
 import functools
+import math
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from typing import Any
@@ -159,10 +160,21 @@ def measure_budget(
     local = {} if singletons else _local_errors(runs, feeds, {names[i] for i in floats})
     squared = _shared(cut, whole, local)
     total = sum(squared.values())
-    scale = all_reduced**2 / total if total > 0 else 0.0
+    scale = _scale(all_reduced, total)
     weights = {(name, precision): value * scale for name, value in squared.items()}
     limit = all_reduced if tolerance is None else tolerance
     return AccuracyBudget(weights, limit, all_reduced, "whole" if singletons else "grouped")
+
+
+def _scale(all_reduced: float, total: float) -> float:
+    """What the groups' squared errors are scaled by so that they add up to ``all_reduced``'s.
+
+    1 when a group's outputs overflowed (its nodes' weights stay infinite: never within a
+    budget), 0 when no group erred.
+    """
+    if total == math.inf:
+        return 1.0
+    return all_reduced * all_reduced / total if total > 0 else 0.0
 
 
 def _local_errors(
@@ -182,11 +194,19 @@ def _shared(
 ) -> dict[str, float]:
     """Each node's share of its group's squared error, by node name.
 
-    In proportion to the nodes' squared local errors; evenly where a group's are all 0.
+    In proportion to the nodes' squared local errors; evenly where a group's are all 0;
+    among the nodes whose local error is not finite where there are any. Each local error
+    is taken relative to the group's largest before squaring, so that a local error near
+    the float's range (a quantised model's integer outputs, 1e200 off) cannot overflow.
     """
     shares: dict[str, float] = {}
     for group, error in zip(groups, errors, strict=True):
-        parts = [local.get(name, 1.0) ** 2 for name in group]
+        own = [local.get(name, 1.0) for name in group]
+        if not all(math.isfinite(value) for value in own):
+            parts = [0.0 if math.isfinite(value) else 1.0 for value in own]
+        else:
+            largest = max(own, default=0.0)
+            parts = [(value / largest) * (value / largest) if largest > 0 else 0.0 for value in own]
         total = sum(parts)
         for name, part in zip(group, parts, strict=True):
             shares[name] = error * error * (part / total if total > 0 else 1 / len(group))
