@@ -107,12 +107,15 @@ def bench_one(model: CorpusModel, work: Path, args: argparse.Namespace) -> dict[
     if status != "ok":
         return {"status": f"bench {status}", "detail": detail, "tune_s": tuned_s}
     table = pd.read_csv(csv)
+    kept = RESULTS / args.tag / f"{model.name}.csv"  # every row of the model's bench
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(kept, index=False)
     row = table[table["plan"] == TUNED].iloc[0]
     ratio, high = float(row["vs_best_peer"]), float(row["vs_best_peer_high"])
     spread = float(row["noise_spread"])
     within = bool(row["within_tolerance"])
     fast = ratio <= LIMIT or (math.isfinite(spread) and ratio <= 1 + spread)
-    peers = table[table["kind"] == "peer"]
+    peers = table[(table["kind"] == "peer") & table["within_tolerance"].astype(bool)]
     return {
         "status": "ok",
         "verdict": "ok" if within and fast else ("outside tolerance" if not within else "slow"),
@@ -120,6 +123,7 @@ def bench_one(model: CorpusModel, work: Path, args: argparse.Namespace) -> dict[
         "partitions": int(row["partitions"]),
         "codegens": row["codegens"],
         "tuned_ms": float(row["median_ms"]),
+        "best_peer": peers.loc[peers["median_ms"].idxmin(), "plan"] if len(peers) else "",
         "best_peer_ms": float(peers["median_ms"].min()) if len(peers) else math.nan,
         "vs_best_peer": ratio,
         "vs_best_peer_high": high,
