@@ -39,7 +39,7 @@ from typing import Any
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))
-from corpus import CorpusModel, load_corpus, problem
+from corpus import CorpusModel, load_corpus, problem, select
 
 RESULTS = Path(__file__).parent / "results"
 LIMIT = 1.02  # the tuned plan's median over the best peer's (issue #44)
@@ -136,6 +136,7 @@ def bench_one(model: CorpusModel, work: Path, args: argparse.Namespace) -> dict[
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", help="only these of the sample (names or prefix*)")
     parser.add_argument("--targets", default="cpu@onnxruntime,cpu@openvino:bf16")
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per command")
@@ -144,6 +145,8 @@ def main() -> None:
     parser.add_argument("--tag", default="corpus_bench")
     args = parser.parse_args()
     sample = stratified([m for m in load_corpus() if problem(m) is None])
+    if args.models:
+        sample = select(sample, args.models)
     if args.list:
         for model in sample:
             print(f"{model.name:<44} {model.source:<8} {model.family:<22} {model.package}")
