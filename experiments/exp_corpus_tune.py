@@ -21,7 +21,7 @@ interleaved rounds (``tune`` times the peers beside its candidates); it is not `
 figure, which also times the plan twice for the noise floor. Writes
 ``experiments/results/<tag>.csv`` (it grows model by model) and prints a summary.
 
-    python experiments/exp_corpus_tune.py --targets cpu@onnxruntime,cpu@openvino:bf16
+    python experiments/exp_corpus_tune.py                   # the three peers' targets
     python experiments/exp_corpus_tune.py 'tv_*' --timeout 300
 """
 
@@ -44,6 +44,8 @@ sys.path.insert(0, str(Path(__file__).parent / "corpus"))
 from corpus import CorpusModel, load_corpus, make_inputs, problem, select
 
 RESULTS = Path(__file__).parent / "results"
+# the targets every peer stands for: onnxruntime alone, OpenVINO as installed and in f32
+PEER_TARGETS = "cpu@onnxruntime,cpu@openvino,cpu@openvino:bf16"
 SAMPLES = 2  # calibration and evaluation samples drawn from the input specs
 
 
@@ -109,7 +111,7 @@ def summary(plan_path: Path, report_path: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="names, or prefixes ending in * (default: all)")
-    parser.add_argument("--targets", default="cpu@onnxruntime,cpu@openvino:bf16")
+    parser.add_argument("--targets", default=PEER_TARGETS)
     parser.add_argument("--budget", type=float, default=5.0, help="tune's search budget (s)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model")
