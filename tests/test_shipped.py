@@ -131,3 +131,34 @@ def test_the_whole_models_profile_row_is_keyed_apart_from_its_export(tmp_path: P
     assert whole.split(":")[0] == partition_key(in_memory, in_memory.nodes, True).split(":")[0]
     assert partition_key(in_memory, in_memory.nodes, alone=True).endswith(":alone")
     assert partition_key(from_file, from_file.nodes[:2], alone=True).endswith(":alone")
+
+
+@pytest.mark.parametrize("target", ["cpu@onnxruntime", "cpu@openvino"])
+def test_a_whole_partition_timed_alone_is_fed_the_inputs_only_the_file_reads(
+    tmp_path: Path, target: str
+) -> None:
+    """Import folds ``Shape(slots)``: no node of the graph reads ``slots``, the file does."""
+    from autopart.profile.samplers import compiled_with_inputs
+    from autopart.targets.devices import discover
+    from autopart.targets.resolve import resolve
+
+    nodes = [
+        helper.make_node("Shape", ["slots"], ["count"]),
+        helper.make_node("Cast", ["count"], ["scale"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["x", "scale"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "slots",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("slots", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+    )  # fmt: skip
+    path = tmp_path / "slots.onnx"
+    onnx.save(make_model(graph), str(path))
+    imported = api.load(str(path))
+    assert "slots" in imported.inputs and not imported.value("slots").consumers
+    resolved = resolve(target, discover())
+    values = random_inputs(imported, 0)
+    compiled, env = compiled_with_inputs(resolved, imported, imported.nodes, values, alone=True)
+    compiled.run(env)
+    np.testing.assert_allclose(env["y"], values["x"], rtol=1e-6)

@@ -42,12 +42,16 @@ def compiled_with_inputs(
 ) -> tuple[CompiledSubgraph, dict[str, Any]]:
     """``nodes`` compiled for ``resolved``, and an environment holding their inputs there.
 
-    With ``alone``, compiled as a plan's only partition (:func:`compile_nodes`).
+    With ``alone``, compiled as a plan's only partition (:func:`compile_nodes`), the
+    environment also holds the graph's inputs that no node reads, as a plan's run does: a
+    model compiled as shipped reads one whose uses import folded (a graph network's
+    ``graph_slots``, of which only the static length counts).
     """
     device, unit = resolved.placement.device, resolved.placement.unit
-    env: dict[str, Any] = {
-        name: device.from_host(values[name], unit) for name in boundary(graph, nodes)[0]
-    }
+    names = list(boundary(graph, nodes)[0])
+    if alone:
+        names += [n for n in graph.inputs if not graph.value(n).consumers and n not in names]
+    env: dict[str, Any] = {name: device.from_host(values[name], unit) for name in names}
     device.synchronize(unit)
     return compile_nodes(resolved, graph, nodes, alone), env
 
