@@ -132,8 +132,8 @@ def absorbing_constant(node: Node, graph: Graph) -> str | None:
     OpenVINO reassociates chains of Add and Mul whose other operands are constants: an
     attention mask ``bias + (1 - mask) * c`` with ``c`` the float's lowest value (as
     transformers writes it) becomes ``(bias + c) - mask * c``, and ``bias + c`` rounds to
-    ``c``: the bias is lost (a T5 encoder with its position bias folded: every score 0, its
-    outputs 45% off onnxruntime, OpenVINO alone as much). A constant ``c`` absorbs any
+    ``c``: the bias is lost (a text encoder with its position bias folded: every score 0,
+    its outputs 45% off onnxruntime, OpenVINO alone as much). A constant ``c`` absorbs any
     term under its float32 spacing, ``|c| * 2**-24``; past :data:`ABSORBING_MAGNITUDE` that
     spacing exceeds the check tolerance for a term of order 1. Left to another target, the
     Mul's product reaches OpenVINO as an input, which it cannot fold.
