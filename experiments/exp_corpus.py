@@ -27,10 +27,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +37,16 @@ import onnx
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))
-from corpus import CorpusModel, load_corpus, make_inputs, problem, select
+from corpus import (
+    CorpusModel,
+    crash_detail,
+    load_corpus,
+    make_inputs,
+    problem,
+    run_cli,
+    save_rows,
+    select,
+)
 
 from autopart.targets.resolve import available_targets
 from autopart.tuning.accuracy import QUANTISED_MODEL_OPS
@@ -91,19 +98,12 @@ def run_one(
         "--warmup", "0", "--inputs", str(inputs), "--out", str(outputs),
         "--save-plan", str(plan),
     ]  # fmt: skip
-    started = time.perf_counter()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"status": "timeout", "detail": f"no answer in {timeout:.0f} s"}
-    seconds = time.perf_counter() - started
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    if done.returncode == 2 and errors and "Traceback" not in done.stderr:
-        return {"status": "refused", "detail": errors[0][:300], "seconds": seconds}
-    if done.returncode != 0 or not outputs.exists():
-        tail = [line for line in done.stderr.strip().splitlines() if line.strip()][-1:]
-        detail = f"exit {done.returncode}: {tail[0][:300] if tail else 'no message'}"
-        return {"status": "crash", "detail": detail, "seconds": seconds}
+    result = run_cli(command, timeout)
+    if result["status"] == "ok" and not outputs.exists():
+        result.update(status="crash", detail=crash_detail(0, result["stderr"]))
+    if result["status"] != "ok":
+        return {k: v for k, v in result.items() if k != "stderr"}
+    seconds = result["seconds"]
     with np.load(outputs) as saved:
         got = {name: saved[name] for name in saved.files}
     fallback = 0
@@ -242,9 +242,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for model in models:  # the CSV grows model by model: a stopped run keeps what it did
         rows += test_model(model, targets, args.timeout)
-        partial = csv.with_suffix(".csv.part")
-        pd.DataFrame(rows).to_csv(partial, index=False)
-        partial.replace(csv)
+        save_rows(rows, csv)
     frame = pd.DataFrame(rows)
     plot(frame, RESULTS / f"{args.tag}.png")
     print(frame.groupby(["target", "status"]).size().unstack(fill_value=0).to_string())

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +38,7 @@ from typing import Any
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))
-from corpus import CorpusModel, load_corpus, problem, select
+from corpus import CorpusModel, load_corpus, problem, run_cli, save_rows, select
 
 RESULTS = Path(__file__).parent / "results"
 # the targets every peer stands for: onnxruntime alone, OpenVINO as installed and in f32
@@ -75,21 +74,6 @@ def stratified(models: list[CorpusModel]) -> list[CorpusModel]:
     return [model for model in models if model.name in chosen]
 
 
-def run(command: list[str], timeout: float) -> tuple[str, str]:
-    """(status, detail) of one CLI call: ok, refused (one error: line), crash or timeout."""
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return "timeout", f"no answer in {timeout:.0f} s"
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    if done.returncode == 2 and errors and "Traceback" not in done.stderr:
-        return "refused", errors[0][:300]
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        return "crash", f"exit {done.returncode}: {lines[-1][:300] if lines else 'no message'}"
-    return "ok", ""
-
-
 def bench_one(model: CorpusModel, work: Path, args: argparse.Namespace) -> dict[str, Any]:
     """Tune then bench ``model``; the tuned plan's row of the bench."""
     common = [
@@ -99,15 +83,16 @@ def bench_one(model: CorpusModel, work: Path, args: argparse.Namespace) -> dict[
     python = [sys.executable, "-m", "autopart"]
     started = time.perf_counter()
     tune = [*python, "tune", str(model.path()), *common, "-o", str(work / "plan.json")]
-    status, detail = run(tune, args.timeout)
+    tuned = run_cli(tune, args.timeout)
     tuned_s = time.perf_counter() - started
-    if status != "ok":
-        return {"status": f"tune {status}", "detail": detail, "tune_s": tuned_s}
+    if tuned["status"] != "ok":
+        return {"status": f"tune {tuned['status']}", "detail": tuned["detail"], "tune_s": tuned_s}
     csv = work / "bench.csv"
     bench = [*python, "bench", str(model.path()), *common, "--csv", str(csv)]
-    status, detail = run([*bench, "--rounds", str(args.rounds)], args.timeout)
-    if status != "ok":
-        return {"status": f"bench {status}", "detail": detail, "tune_s": tuned_s}
+    benched = run_cli([*bench, "--rounds", str(args.rounds)], args.timeout)
+    if benched["status"] != "ok":
+        failed = f"bench {benched['status']}"
+        return {"status": failed, "detail": benched["detail"], "tune_s": tuned_s}
     table = pd.read_csv(csv)
     kept = RESULTS / args.tag / f"{model.name}.csv"  # every row of the model's bench
     kept.parent.mkdir(parents=True, exist_ok=True)
@@ -168,9 +153,7 @@ def main() -> None:
             f"(noise {result.get('noise_spread', math.nan):.3f}) {result.get('detail', '')}",
             flush=True,
         )
-        partial = csv.with_suffix(".csv.part")
-        pd.DataFrame(rows).to_csv(partial, index=False)
-        partial.replace(csv)
+        save_rows(rows, csv)
     frame = pd.DataFrame(rows)
     print(frame["status"].value_counts().to_string())
     if "verdict" in frame:

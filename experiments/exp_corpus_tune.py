@@ -30,10 +30,8 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +39,16 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))
-from corpus import CorpusModel, load_corpus, make_inputs, problem, select
+from corpus import (
+    CorpusModel,
+    crash_detail,
+    load_corpus,
+    make_inputs,
+    problem,
+    run_cli,
+    save_rows,
+    select,
+)
 
 RESULTS = Path(__file__).parent / "results"
 # the targets every peer stands for: onnxruntime alone, OpenVINO as installed and in f32
@@ -67,20 +74,13 @@ def tune_one(model: CorpusModel, targets: str, work: Path, args: argparse.Namesp
         "--rounds", str(args.rounds), "--profiles", str(args.profiles),
         "--search-dir", str(work / "search"), "-o", str(plan),
     ]  # fmt: skip
-    started = time.perf_counter()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return {"status": "timeout", "detail": f"no answer in {args.timeout:.0f} s"}
-    seconds = time.perf_counter() - started
-    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    if done.returncode == 2 and errors and "Traceback" not in done.stderr:
-        return {"status": "refused", "detail": errors[0][:300], "seconds": seconds}
+    result = run_cli(command, args.timeout)
     reports = list((work / "search").glob("*/report.json"))
-    if done.returncode != 0 or not plan.exists() or not reports:
-        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
-        detail = f"exit {done.returncode}: {lines[-1][:300] if lines else 'no message'}"
-        return {"status": "crash", "detail": detail, "seconds": seconds}
+    if result["status"] == "ok" and (not plan.exists() or not reports):
+        result.update(status="crash", detail=crash_detail(0, result["stderr"]))
+    if result["status"] != "ok":
+        return {k: v for k, v in result.items() if k != "stderr"}
+    seconds = result["seconds"]
     return {"status": "ok", "seconds": seconds, **summary(plan, reports[0])}
 
 
@@ -139,9 +139,7 @@ def main() -> None:
             f"{row.get('chosen', '')[:32]:<32} {ratio:6.3f}x {row.get('detail', '')}",
             flush=True,
         )
-        partial = csv.with_suffix(".csv.part")
-        pd.DataFrame(rows).to_csv(partial, index=False)
-        partial.replace(csv)
+        save_rows(rows, csv)
     frame = pd.DataFrame(rows)
     print(frame["status"].value_counts().to_string())
     ok = frame[frame["status"] == "ok"]

@@ -13,12 +13,15 @@ import it as those inputs describe.
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import time
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / "cache"
@@ -190,3 +193,38 @@ def problem(model: CorpusModel, cache: Path = CACHE) -> str | None:
     if actual != model.sha256:
         return f"sha256 {actual[:12]}... is not the frozen {model.sha256[:12]}..."
     return None
+
+
+def run_cli(command: list[str], timeout: float) -> dict[str, Any]:
+    """One command-line call's outcome: ``status``, ``detail``, ``seconds`` and ``stderr``.
+
+    ``ok`` (exit 0), ``refused`` (exit 2 with an ``error:`` line and no traceback: the
+    detail is that line), ``crash`` (any other exit: the detail is its last line) or
+    ``timeout`` (no answer within ``timeout`` seconds; no ``seconds`` nor ``stderr``).
+    """
+    started = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "timeout", "detail": f"no answer in {timeout:.0f} s"}
+    seconds = time.perf_counter() - started
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    found = {"seconds": seconds, "stderr": done.stderr}
+    if done.returncode == 2 and errors and "Traceback" not in done.stderr:
+        return {"status": "refused", "detail": errors[0][:300], **found}
+    if done.returncode != 0:
+        return {"status": "crash", "detail": crash_detail(done.returncode, done.stderr), **found}
+    return {"status": "ok", "detail": "", **found}
+
+
+def crash_detail(code: int, stderr: str) -> str:
+    """``exit CODE: <the last line of stderr>``, as the experiments report a crash."""
+    lines = [line for line in stderr.strip().splitlines() if line.strip()]
+    return f"exit {code}: {lines[-1][:300] if lines else 'no message'}"
+
+
+def save_rows(rows: list[dict[str, Any]], csv: Path) -> None:
+    """Write ``rows`` to ``csv`` atomically (a stopped run keeps the rows written so far)."""
+    partial = csv.with_suffix(".csv.part")
+    pd.DataFrame(rows).to_csv(partial, index=False)
+    partial.replace(csv)
