@@ -31,7 +31,7 @@ from autopart.targets.devices import Machine, discover
 from autopart.targets.resolve import reference_target
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import BenchOptions, TuneOptions
-from autopart.tuning.verify import check_outputs
+from autopart.tuning.oracle import check_outputs
 
 if TYPE_CHECKING:
     import pandas as pd

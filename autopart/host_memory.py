@@ -59,3 +59,23 @@ def retain_freed_memory() -> bool:
         and mallopt(M_MMAP_MAX, 0)
     )
     return _applied
+
+
+def peak_memory_bytes() -> int:
+    """The most resident memory this process has held so far, in bytes (0 where unknown).
+
+    The kernel's high-water mark of the resident set (``VmHWM``, else ``ru_maxrss``), so it
+    counts what the libraries allocate as well as Python's own.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import resource
+    except ImportError:  # not a Unix
+        return 0
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024

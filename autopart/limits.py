@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import resource
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from autopart.errors import ResourceError
 
@@ -39,9 +41,48 @@ def _address_space_left() -> int | None:
     return max(soft - used, 0)
 
 
+_memory_limit: int | None = None
+
+
+def _resident_bytes() -> int:
+    """The resident memory of this process now (0 where unknown)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmRSS:"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return 0
+
+
+def _limit_left() -> int | None:
+    if _memory_limit is None:
+        return None
+    return max(_memory_limit - _resident_bytes(), 0)
+
+
+@contextmanager
+def memory_limit(nbytes: int | None) -> Iterator[None]:
+    """Within, hold this process to ``nbytes`` of resident memory (None: no limit of its own).
+
+    Every size guard (:func:`check_fits`) then weighs what it would allocate against the
+    limit less what the process holds, as well as against the machine's free memory, so a
+    plan or a measurement that would pass the limit is refused with one line instead of
+    allocated. Restores the limit in force before on exit.
+    """
+    global _memory_limit
+    before = _memory_limit
+    _memory_limit = nbytes
+    try:
+        yield
+    finally:
+        _memory_limit = before
+
+
 def available_memory_bytes() -> int:
-    """The bytes this process can still allocate: free memory, within its address-space limit."""
-    candidates = [_meminfo_available(), _address_space_left()]
+    """The bytes this process can still allocate: free memory, within its address-space limit.
+
+    And within the limit of :func:`memory_limit`, where one is in force.
+    """
+    candidates = [_meminfo_available(), _address_space_left(), _limit_left()]
     if candidates[0] is None:
         pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
         candidates[0] = int(pages) * int(os.sysconf("SC_PAGE_SIZE")) if pages else None

@@ -165,6 +165,24 @@ class SearchSettings:
 
 
 @dataclass(frozen=True)
+class ScreenSettings:
+    """How a tune screens the targets before profiling them in full (tuning.screen)."""
+
+    min_gain: float = _tuned(
+        0.02,
+        "a target is profiled in full only where its one-pass op costs, scaled to its whole "
+        "model's time, could save at least this share of the incumbent's time: the bar is "
+        "1.02x the best peer, so a smaller saving could not be told from it",
+    )
+    rounds: int = _tuned(
+        3, "timed rounds of each whole model in the screen: enough to rank 2x apart targets"
+    )
+    min_timed_s: float = _tuned(
+        0.2, "a quick whole model gets more rounds, up to this much timed wall time"
+    )
+
+
+@dataclass(frozen=True)
 class TimingSettings:
     """How hard to time one thing.
 
@@ -270,6 +288,7 @@ CALIBRATION = CalibrationSettings()
 FUSION = FusionSettings()
 VERIFY = VerifySettings()
 SEARCH = SearchSettings()
+SCREEN = ScreenSettings()
 TIMING = TimingSettings()
 ACCURACY = AccuracySettings()
 SPEED = SpeedSettings()
@@ -281,6 +300,7 @@ _GROUPS = {
     "fusion": FUSION,
     "verify": VERIFY,
     "search": SEARCH,
+    "screen": SCREEN,
     "speed": SPEED,
 }
 

@@ -50,7 +50,8 @@ from corpus import (
 
 from autopart.targets.resolve import available_targets
 from autopart.tuning.accuracy import QUANTISED_MODEL_OPS
-from autopart.tuning.verify import CHECK_TOLERANCE, relative_error
+from autopart.tuning.oracle import relative_error
+from autopart.tuning.verify import CHECK_TOLERANCE
 
 RESULTS = Path(__file__).parent / "results"
 QUANTISED_STEPS = 5  # of 255: what a model shipped quantised may differ by

@@ -48,8 +48,9 @@ from autopart.targets.devices import discover
 from autopart.targets.peer import PeerInputs, Runner
 from autopart.targets.resolve import resolve
 from autopart.tuning.accuracy import Budget, evaluation_samples, search_budget
+from autopart.tuning.oracle import check_outputs
 from autopart.tuning.peers import peer_lingers, peers
-from autopart.tuning.verify import check_outputs, measure_plans
+from autopart.tuning.verify import measure_plans
 from autopart.zoo import resolve_model
 
 INT8, BF16, F32 = (

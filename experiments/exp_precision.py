@@ -64,9 +64,9 @@ from autopart.targets.onnxruntime.peer import ALONE as ONNXRUNTIME_PEER
 from autopart.targets.openvino.peer import AS_INSTALLED, F32, openvino_alone
 from autopart.tuning.accuracy import evaluation_samples, follow_peer
 from autopart.tuning.bench import TUNED
+from autopart.tuning.oracle import check_outputs
 from autopart.tuning.peers import PeerInputs
 from autopart.tuning.plan_rows import plan_precisions
-from autopart.tuning.verify import check_outputs
 from autopart.zoo import zoo_names
 
 ONNXRUNTIME, OPENVINO, OPENVINO_F32 = ONNXRUNTIME_PEER.name, AS_INSTALLED.name, F32.name

@@ -13,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from autopart.tuning.verify import CHECK_TOLERANCE, relative_error
+from autopart.tuning.oracle import relative_error
+from autopart.tuning.verify import CHECK_TOLERANCE
 from tests.test_errors import invoke, tiny_model
 
 run_command = importlib.import_module("autopart.cli.run")  # the package's `run` is the command

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from autopart.tuning.choice import (
     Runner,
+    behind,
     best_peer,
     contested,
     decide,
@@ -208,3 +209,31 @@ def test_the_noise_spread_is_the_widest_reach_of_the_tuned_plans_two_timings() -
     assert 0.05 < spread <= 0.25
     assert math.isnan(noise_spread({TUNED: _rounds(steady)}))  # no second timing
     assert math.isnan(noise_spread({TUNED: _rounds([1.0]), AGAIN: _rounds([1.1])}))
+
+
+def test_runners_measurably_behind_the_kept_one_or_wrong_leave_the_race() -> None:
+    runners = {name: Runner(1, name) for name in ("quick", "close", "slow", "wrong")}
+    measured = {
+        "quick": _rounds(_noisy(8.0, 6, 0.01, 1)),
+        "close": _rounds(_noisy(8.05, 6, 0.03, 2)),
+        "slow": _rounds(_noisy(12.0, 6, 0.01, 3)),
+        "wrong": _rounds(_noisy(4.0, 6, 0.01, 4)),
+    }
+    measured["wrong"].tolerance, measured["wrong"].max_error = 1.0, 2.0  # quickest, but wrong
+    assert sorted(behind(measured, runners)) == ["slow", "wrong"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    centres=st.lists(st.floats(1.0, 20.0), min_size=1, max_size=5),
+    seed=st.integers(0, 1000),
+)
+def test_the_runner_kept_never_leaves_the_race(centres: list[float], seed: int) -> None:
+    names = [f"r{i}" for i in range(len(centres))]
+    runners = {name: Runner(1, name) for name in names}
+    measured = {
+        name: _rounds(_noisy(centre, 6, 0.02, seed + i))
+        for i, (name, centre) in enumerate(zip(names, centres, strict=True))
+    }
+    decision = decide(measured, runners)
+    assert decision is not None and decision.chosen not in behind(measured, runners)

@@ -52,7 +52,7 @@ def test_check_refuses_to_compare_the_reference_with_itself() -> None:
     from autopart import api
     from autopart.errors import AutopartError
     from autopart.ir.feeds import random_inputs
-    from autopart.tuning.verify import oracle_outputs
+    from autopart.tuning.oracle import oracle_outputs
 
     plan, graph = api.make_plan("squeezenet", fallback="cpu@numpy")
     feeds = random_inputs(graph, 0)

@@ -35,8 +35,9 @@ from autopart.settings import ACCURACY, VERIFY
 from autopart.targets.openvino import codegen as ovgen
 from autopart.tuning.accuracy import Budget, evaluation_samples, follow_peer, search_budget
 from autopart.tuning.options import BenchOptions, TuneOptions
+from autopart.tuning.oracle import check_outputs
 from autopart.tuning.plan_rows import plan_precisions
-from autopart.tuning.verify import check_outputs, measure_plans
+from autopart.tuning.verify import measure_plans
 from autopart.tuning.workflow import tune_model
 from tests.test_errors import assert_one_line_error, invoke
 from tests.test_profile import FAST, tiny_cnn, tiny_path  # noqa: F401 - fixture

@@ -13,9 +13,12 @@ from autopart.cli.common import (
     console,
     freeze_option,
     input_shape_option,
+    memory_limit_option,
     parse_freeze,
     parse_input_shapes,
+    parse_memory_limit,
     precision_option,
+    print_peak_memory,
     print_table,
     progress_display,
     split_list,
@@ -46,6 +49,7 @@ if TYPE_CHECKING:
 @freeze_option
 @precision_option
 @tolerance_option
+@memory_limit_option
 @user_errors
 def bench_command(
     models: tuple[str, ...],
@@ -58,6 +62,7 @@ def bench_command(
     freeze: tuple[str, ...],
     precision: str,
     tolerance: str | None,
+    memory_limit: str | None,
 ) -> None:
     """Time the peers, every single target, the baselines and the tuned plan, with errors.
 
@@ -78,6 +83,7 @@ def bench_command(
         parse_freeze(freeze),
         precision,
         tolerance,
+        parse_memory_limit(memory_limit),
     )
     check_writable(csv_path, "CSV file")
     columns = (TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn())
@@ -100,6 +106,7 @@ def bench_command(
     for model, rows in table.groupby("model", sort=False):
         _print_model(str(model), rows)
     console.print(f"wrote {csv_path}")
+    print_peak_memory()
 
 
 def _print_model(model: str, rows: pd.DataFrame) -> None:

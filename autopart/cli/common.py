@@ -25,7 +25,9 @@ from rich.table import Table
 from rich.text import Text
 
 from autopart.errors import AutopartError
+from autopart.host_memory import peak_memory_bytes
 from autopart.interrupts import exit_status, interrupted_line, interruptible
+from autopart.search.constraints import parse_bytes
 
 
 def visible(text: str) -> str:
@@ -197,6 +199,23 @@ tolerance_option = click.option(
 )
 
 
+def parse_memory_limit(value: str | None) -> int | None:
+    """``--memory-limit``'s size in bytes (None: not given).
+
+    A malformed size raises :class:`~autopart.errors.AutopartError` (an ``error:`` line).
+    """
+    return None if value is None else parse_bytes(value)
+
+
+memory_limit_option = click.option(
+    "--memory-limit",
+    default=None,
+    metavar="SIZE",
+    help="hold the command to this much resident memory, e.g. 1.5GB: a plan that would "
+    "pass it is not compiled (default: what the machine has free)",
+)
+
+
 def print_table(table: Table) -> None:
     """Print ``table`` to the console, never cutting its columns only because of a pipe.
 
@@ -286,3 +305,10 @@ def progress_display(*columns: str | ProgressColumn) -> Progress | StageLog:
     if console.is_terminal:
         return Progress(*columns, console=console, transient=True)
     return StageLog()
+
+
+def print_peak_memory() -> None:
+    """One line: the most memory the command has held so far (resident, in GiB)."""
+    peak = peak_memory_bytes()
+    if peak:
+        console.print(f"peak memory: {peak / 2**30:.2f} GiB resident")

@@ -21,6 +21,7 @@ from autopart.cli.common import (
     input_shape_option,
     parse_freeze,
     parse_input_shapes,
+    print_peak_memory,
     print_table,
     progress_display,
     styled,
@@ -112,6 +113,7 @@ def _print_report(model: str, report: ProfileReport, saved: Profile, path: Path)
     _print_profile_summary(saved, report.entries)
     _print_calibrations(report.calibrations)
     console.print(f"profile: {path}")
+    print_peak_memory()
 
 
 def _print_calibrations(calibrations: list[Calibration]) -> None:

@@ -16,6 +16,7 @@ from autopart.cli.common import (
     input_shape_option,
     parse_freeze,
     parse_input_shapes,
+    print_peak_memory,
     print_table,
     telling_interrupts,
     user_errors,
@@ -26,7 +27,8 @@ from autopart.ir.graph import Graph
 from autopart.plan.schema import PartitionSpec, Plan
 from autopart.runtime.plan_executor import PlanRunResult
 from autopart.targets import quant_ranges
-from autopart.tuning.verify import CHECK_TOLERANCE, oracle_outputs
+from autopart.tuning.oracle import oracle_outputs
+from autopart.tuning.verify import CHECK_TOLERANCE
 
 
 @click.command("run")
@@ -157,6 +159,7 @@ def _report(plan: Plan, graph: Graph, result: PlanRunResult, repeat: int) -> Non
         f"{len(plan.copies)} copies, {repeat} runs: median {result.median_s * 1e3:.2f} ms "
         f"(min {min(result.latencies) * 1e3:.2f} ms, max {max(result.latencies) * 1e3:.2f} ms)"
     )
+    print_peak_memory()
 
 
 def _check(

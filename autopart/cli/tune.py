@@ -16,9 +16,12 @@ from autopart.cli.common import (
     console,
     freeze_option,
     input_shape_option,
+    memory_limit_option,
     parse_freeze,
     parse_input_shapes,
+    parse_memory_limit,
     precision_option,
+    print_peak_memory,
     print_table,
     progress_display,
     split_list,
@@ -85,6 +88,12 @@ from autopart.tuning.workflow import TuneReport, tune_model
     "--peers/--no-peers", default=True, show_default=True,
     help="also time onnxruntime alone and openvino alone, each at its defaults",
 )  # fmt: skip
+@memory_limit_option
+@click.option(
+    "--thorough", is_flag=True, default=False,
+    help="profile every target in full, not only those that could beat the quickest "
+    "whole model (the screen)",
+)  # fmt: skip
 @input_shape_option
 @freeze_option
 @precision_option
@@ -113,6 +122,8 @@ def tune_command(
     storage: str | None,
     seed: int,
     peers: bool,
+    thorough: bool,
+    memory_limit: str | None,
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
     precision: str,
@@ -157,6 +168,8 @@ def tune_command(
             peers=peers,
             freeze=parse_freeze(freeze),
             calibration=calibration,
+            thorough=thorough,
+            memory_limit=parse_memory_limit(memory_limit),
         )
         report = tune_model(model, options, progress=progress)
     print_report(report)
@@ -218,3 +231,4 @@ def print_report(report: TuneReport) -> None:
     )
     console.print(f"plan: {report.plan_path}")
     console.print(f"saved: {report.directory}")
+    print_peak_memory()

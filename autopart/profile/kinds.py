@@ -490,6 +490,11 @@ JOB_KINDS: tuple[JobKind, ...] = (
     AloneJobs(), TransferJobs(),
 )  # fmt: skip
 """Every kind of job planned from a graph, in planning order."""
+SCREENING_KINDS: tuple[JobKind, ...] = tuple(
+    kind for kind in JOB_KINDS if kind.kind in (RowKind.OP, RowKind.LAUNCH, RowKind.TRANSFER)
+)
+"""The kinds a screening pass takes (:meth:`~autopart.profile.profiler.Profiler.profile_graph`
+with ``screen``): enough to price every node on every target, one pass each."""
 PARTITIONS = PartitionJobs()
 BY_KIND: dict[RowKind, JobKind] = {kind.kind: kind for kind in (*JOB_KINDS, PARTITIONS)}
 """Each job kind by the row kind its jobs are named after (:attr:`Job.kind`)."""

@@ -40,8 +40,8 @@ from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.partition import boundary
-from autopart.profile.jobs import Job, Measuring, Planning
-from autopart.profile.kinds import BY_KIND, JOB_KINDS, UNSUPPORTED
+from autopart.profile.jobs import Job, JobKind, Measuring, Planning
+from autopart.profile.kinds import BY_KIND, JOB_KINDS, SCREENING_KINDS, UNSUPPORTED
 from autopart.profile.samplers import reference_values
 from autopart.profile.speed import stamp
 from autopart.profile.store import Profile
@@ -85,11 +85,13 @@ def plan_jobs(
     refresh: bool = False,
     passes: int = TimingSettings.passes,
     progress: Progress | None = None,
+    kinds: Sequence[JobKind] = JOB_KINDS,
 ) -> tuple[list[Job], int, int]:
     """The measurements ``profile`` lacks for ``graph`` on ``targets`` (all, if ``refresh``).
 
-    Returns the jobs of every kind in :data:`~autopart.profile.kinds.JOB_KINDS`, in that
-    order, plus the counts of reused measurements and of (signature, target) pairs that the
+    Returns the jobs of every kind in ``kinds`` (default
+    :data:`~autopart.profile.kinds.JOB_KINDS`), in that order, plus the counts of reused
+    measurements and of (signature, target) pairs that the
     target cannot run (recorded as ``unsupported`` rows); ``progress`` hears of each kind
     as it is planned. A row stored with fewer than ``passes`` passes (1 for one-pass
     kinds) is measured again, in the passes it lacks where its samples are saved (each
@@ -99,9 +101,9 @@ def plan_jobs(
     """
     planning = Planning(graph, list(targets), profile, refresh, max(passes, 1))
     jobs: list[Job] = []
-    for done, kind in enumerate(JOB_KINDS):
+    for done, kind in enumerate(kinds):
         if progress is not None:
-            progress(0, 0, f"planning {kind.kind.value} jobs ({done}/{len(JOB_KINDS)} kinds)")
+            progress(0, 0, f"planning {kind.kind.value} jobs ({done}/{len(kinds)} kinds)")
         for job in kind.plan(planning):
             job.passes = kind.passes(planning)
             job.done = planning.resumable(job, kind.rows(job, planning))
@@ -144,8 +146,14 @@ class Profiler:
         budget_s: float | None = None,
         progress: Progress | None = None,
         refresh: bool = False,
+        screen: bool = False,
     ) -> ProfileReport:
         """Measure what ``profile`` lacks to plan ``graph`` over ``targets``.
+
+        With ``screen``, take only the first pass of the ops, launches and copies
+        (:data:`~autopart.profile.kinds.SCREENING_KINDS`) that have no row yet: every node
+        gets a price on every target at a ``passes``-th of the cost, and a later full
+        profile resumes those rows with the passes they lack. No calibration is reported.
 
         Measuring keeps freed host memory in the process from then on
         (:func:`autopart.host_memory.retain_freed_memory`), as the plans it prices will run.
@@ -160,8 +168,9 @@ class Profiler:
         resolved = [resolve(t, self.machine) for t in targets]
         passes = max(self.settings.passes, 1)
         jobs, reused, unsupported = plan_jobs(
-            graph, resolved, self.profile, refresh, passes, progress
-        )
+            graph, resolved, self.profile, refresh, passes, progress,
+            SCREENING_KINDS if screen else JOB_KINDS,
+        )  # fmt: skip
         report = ProfileReport(reused=reused, unsupported=unsupported)
         report.targets = [str(r.target) for r in resolved]
         report.notes = self.profile.dropped.notes()
@@ -174,7 +183,9 @@ class Profiler:
         )  # fmt: skip
         taken = [0] * len(jobs)  # each job's passes taken
         try:
-            self._run(jobs, measuring, taken, started, budget_s, progress)
+            self._run(jobs, measuring, taken, started, budget_s, progress, 1 if screen else None)
+            if screen:
+                return report
             report.calibrations = [calibrate(self.profile, graph, t) for t in report.targets]
             report.entries = {
                 t: (
@@ -268,8 +279,11 @@ class Profiler:
         started: float,
         budget_s: float | None,
         progress: Progress | None,
+        last_pass: int | None = None,
     ) -> None:
         """Take every pass each job lacks, pass after pass, counting each job's in ``taken``.
+
+        With ``last_pass``, only the passes before it are taken (a screening takes 1).
 
         Stops before a step once ``budget_s`` seconds from ``started`` are spent. A job whose
         codegen claimed its nodes but rejects them compiled, or fails running them (an
@@ -281,7 +295,7 @@ class Profiler:
         passes = max([self.settings.passes, *(job.passes for job in jobs)])
         steps = [
             (p, i, job)
-            for p in range(passes)
+            for p in range(passes if last_pass is None else min(passes, last_pass))
             for i, job in enumerate(jobs)
             if job.done <= p < job.passes
         ]
@@ -304,7 +318,7 @@ class Profiler:
                 continue
             measuring.commit()
             taken[index] += 1
-            if pass_index == job.passes - 1:  # its last pass: free what it compiled
+            if pass_index + 1 in (job.passes, last_pass):  # its last pass: free what it compiled
                 measuring.compiled.pop((job.target, job.key), None)
             if self.path is not None and time.perf_counter() - last_save > interval:
                 began = time.perf_counter()

@@ -20,6 +20,7 @@ from autopart.errors import AutopartError
 from autopart.io import atomic_write_bytes
 from autopart.ir.feeds import random_inputs
 from autopart.ir.target import VirtualDevice
+from autopart.limits import memory_limit
 from autopart.plan.schema import Plan
 from autopart.plan.validate import validate_plan
 from autopart.profile.core_sharing import process_probe
@@ -71,8 +72,9 @@ def bench_models(
     """
     options = options or BenchOptions()
     rows: list[dict[str, object]] = []
-    for model in models:
-        rows.extend(_bench_model(model, options, progress))
+    with memory_limit(options.memory_limit):
+        for model in models:
+            rows.extend(_bench_model(model, options, progress))
     return pd.DataFrame(rows)
 
 
@@ -248,8 +250,12 @@ def peer_columns() -> dict[str, str]:
 
 
 def _tune_options(options: BenchOptions) -> TuneOptions:
-    """The options of the tune whose preparation (load, profile, search) a benchmark shares."""
+    """The options of the tune whose preparation (load, profile, search) a benchmark shares.
+
+    Thorough: a benchmark times every single target, so every target is profiled.
+    """
     return TuneOptions(
+        thorough=True,
         targets=options.targets,
         profiles_dir=options.profiles_dir,
         search_dir=options.search_dir,

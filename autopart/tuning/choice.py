@@ -206,6 +206,25 @@ def contested(measured: Mapping[str, Measured], runners: Mapping[str, Runner]) -
     return decision.tied if len(plans) > 1 else []
 
 
+def behind(measured: Mapping[str, Measured], runners: Mapping[str, Runner]) -> list[str]:
+    """The runners in ``measured`` that can no longer be kept, nor change what is kept.
+
+    Those whose outputs are beyond their tolerance, and those measurably slower than the
+    runner :func:`decide` keeps now (their ratio's interval lies above 1), but never that
+    runner itself; none while nothing is kept.
+    """
+    decision = decide(measured, runners)
+    if decision is None:
+        return []
+    kept = measured[decision.chosen]
+    return [
+        name
+        for name, result in measured.items()
+        if name != decision.chosen
+        and (not result.correct or ratio_interval(result, kept).low > 1.0)
+    ]
+
+
 def explain(decision: Decision, measured: Mapping[str, Measured]) -> str:
     """One sentence: what was kept, against what, with the interval."""
     kept = measured[decision.chosen]
@@ -258,3 +277,37 @@ def runners_of(
         plan = equivalents.get(peer)
         runners[peer] = Runner(1, None if plan is None else twins[plan], peer=True)
     return runners
+
+
+def final_choice(
+    pick: str,
+    candidates: Mapping[str, Candidate],
+    twins: Mapping[str, str],
+    measured: Mapping[str, Measured],
+    peer_results: Mapping[str, Measured],
+    notes: list[str],
+) -> tuple[str, Decision | None]:
+    """The candidate to keep: decided by the measurements alone (:func:`decide`).
+
+    Nothing within the tolerance: the most accurate plan measured, said in a note
+    (:func:`most_accurate`); nothing measured (planned only): the search's ``pick``.
+    A peer kept means the plan it stands for. Notes say what was kept, against what, and
+    the interval on the ratio; and when the search's pick failed its check.
+    """
+    runners = within_budget(runners_of(candidates, twins, peer_results), measured)
+    timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
+    decision = decide(timed, runners)
+    if pick in measured and not measured[pick].correct:
+        notes.append(f"the search's pick {pick} failed its output check")
+    if decision is None:
+        kept, note = most_accurate(measured, pick)
+        notes.extend(note)
+        return kept, None
+    kept = runners[decision.chosen].stands_for or pick
+    notes.append(explain(decision, timed))
+    if decision.chosen in peer_results:
+        notes.append(
+            f"{decision.chosen} was kept, so the plan saved is {kept}: one partition, "
+            "compiled as that library compiles the whole model alone"
+        )
+    return kept, decision

@@ -36,13 +36,16 @@ def profile_model(
     settings: TimingSettings | None = None,
     checkpoint_s: float = 3.0,
     refresh: bool = False,
+    screen: bool = False,
 ) -> tuple[ProfileReport, Profile, Path]:
     """Measure what this machine's saved profile lacks for ``graph``.
 
     ``targets`` are target specs (default: every target found). Measurements go to
     ``<profiles>/<fingerprint>.csv`` (default: :func:`autopart.profile.default_profiles_dir`),
     checkpointed every ``checkpoint_s`` seconds. With ``refresh`` everything ``graph``
-    needs on ``targets`` is measured again and replaces the saved rows. Returns the report,
+    needs on ``targets`` is measured again and replaces the saved rows; with ``screen`` only
+    the first pass of what prices each node is taken (see
+    :meth:`~autopart.profile.profiler.Profiler.profile_graph`). Returns the report,
     the profile and its path. The profile file and its lock file are checked writable
     before anything is measured (:func:`autopart.io.check_writable`). An interrupt
     (KeyboardInterrupt) propagates once the measurements so far are saved, noting how many
@@ -57,7 +60,7 @@ def profile_model(
     saved = open_for_measuring(path, machine)
     profiler = Profiler(saved, machine, path, settings, checkpoint_s)
     try:
-        report = profiler.profile_graph(graph, chosen, budget_s, progress, refresh)
+        report = profiler.profile_graph(graph, chosen, budget_s, progress, refresh, screen)
     except KeyboardInterrupt as interrupt:
         note_profile_kept(interrupt, saved, path)
         raise

@@ -56,7 +56,11 @@ class TuneOptions:
     and the report gives the chosen plan's ratio to them.
     ``calibration`` is an ``.npz`` of several samples (a leading sample axis) or a folder
     of ``.npz`` files that int8 is calibrated on (None: seeded random samples, a stand-in;
-    see :mod:`autopart.targets.quant_ranges`).
+    see :mod:`autopart.targets.quant_ranges`). Unless ``thorough``, the targets are screened
+    first (:mod:`autopart.tuning.screen`): only those that could beat the quickest whole
+    model are profiled in full and searched. ``memory_limit`` holds the tune to that many
+    bytes of resident memory (:func:`autopart.limits.memory_limit`; None: what the machine
+    has free).
     """
 
     targets: Sequence[str] | None = None
@@ -70,9 +74,13 @@ class TuneOptions:
     peers: bool = True
     freeze: FreezeValues | None = None
     calibration: str | Path | None = None
+    thorough: bool = False
+    memory_limit: int | None = None
 
     def __post_init__(self) -> None:
         check_count(self.rounds, "rounds", 1)
+        if self.memory_limit is not None:
+            check_count(self.memory_limit, "memory-limit", 1)
 
     @classmethod
     def build(cls, **fields: Any) -> TuneOptions:
@@ -117,7 +125,7 @@ class BenchOptions:
     per plan; the tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves
     it); ``profiles_dir`` is where this machine's profile is kept (None: the default).
     ``input_shapes``, ``freeze``, ``precision`` and ``tolerance`` are those of
-    :class:`TuneOptions`, applied to every model benched.
+    :class:`TuneOptions`, applied to every model benched, and so is ``memory_limit``.
     """
 
     targets: Sequence[str] | None = None
@@ -128,9 +136,12 @@ class BenchOptions:
     freeze: FreezeValues | None = None
     precision: str | Sequence[str] | None = None
     tolerance: ToleranceSpec = None
+    memory_limit: int | None = None
 
     def __post_init__(self) -> None:
         check_count(self.rounds, "rounds", 1)
+        if self.memory_limit is not None:
+            check_count(self.memory_limit, "memory-limit", 1)
         parse_precisions(self.precision)
         object.__setattr__(self, "tolerance", parse_tolerance(self.tolerance))
 

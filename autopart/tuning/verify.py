@@ -14,15 +14,13 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from autopart.costmodel.measurements import Latencies
-from autopart.errors import AutopartError, TargetError
+from autopart.errors import AutopartError
 from autopart.ir.graph import Graph
-from autopart.ir.target import VirtualDevice
 from autopart.limits import check_fits
 from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
 from autopart.profile.core_sharing import CoreSharing
@@ -30,8 +28,8 @@ from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import VERIFY
-from autopart.targets.codegen import HOST, Codegen, Role, codegen_for, reference_codegen
 from autopart.tuning.finite import check_reference_finite
+from autopart.tuning.oracle import check_outputs
 
 CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
 
@@ -166,25 +164,30 @@ def measure_plans(
     samples: Sequence[Mapping[str, np.ndarray]] = (),
     tolerance: Tolerance = CHECK_TOLERANCE,
     probe: CoreSharing | None = None,
+    reference: Mapping[str, np.ndarray] | None = None,
+    eliminate: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
 ) -> dict[str, Measured]:
     """Run every plan in ``warmup`` + ``rounds`` rounds or more, interleaved; check outputs once.
+
+    ``reference``: the numpy reference's outputs on ``feeds`` (None: computed here).
+    ``eliminate`` names, from the results so far, runners that can no longer win: after each
+    round from :attr:`~autopart.settings.VerifySettings.min_paired_rounds` timed rounds on,
+    those leave the rounds (keeping what they measured) and their plans are closed; once
+    fewer than two runners are left, or ``race`` names fewer than two, the rounds stop.
 
     Warm-up rounds run each plan once (twice in the last, timing the second). From then on
     each round runs each plan in a :func:`block_for` that run's time: a quick plan settles
     with untimed runs and is timed several times back to back, as a user running it in a
     loop would see it.
 
-    When the first timed round shows that ``rounds`` rounds would take less than
-    ``min_timed_s`` seconds, rounds are added until they would (at most
-    :data:`MAX_ROUND_STRETCH` times ``rounds``): a sub-millisecond model gets enough runs
-    for its medians to mean something.
+    Rounds that would take under ``min_timed_s`` seconds (as the first timed round shows)
+    are stretched to it, to at most :data:`MAX_ROUND_STRETCH` times ``rounds``.
 
     ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in the same
-    rounds: each takes the feeds and returns the outputs by name. After a block of a
-    runner whose library keeps cores busy once it returns (a plan's
+    rounds: each takes the feeds and returns the outputs by name. After a block of a runner
+    whose library keeps cores busy once it returns (a plan's
     :attr:`~autopart.runtime.plan_executor.PlanExecutor.linger_s`, a peer's
-    ``peer_linger_s``), the next runner waits that long, so that it is not timed on cores
-    still spinning for another.
+    ``peer_linger_s``), the next runner waits that long, not to be timed on busy cores.
 
     ``race`` names, given the results so far, the plans still in contention (none, or
     fewer than two: the race is over). Those race on alone, ``rounds`` more rounds at a
@@ -195,9 +198,8 @@ def measure_plans(
     it already hold) is dropped from the rounds and left out of the result; ``failures``,
     when given, receives its one-line reason by name. An :class:`InputError` when the
     reference itself computes NaN on the inputs (:mod:`autopart.tuning.finite`). A
-    KeyboardInterrupt propagates:
-    the plans compiled so far are closed and nothing measured is returned, so that no plan
-    timed over fewer rounds than asked is taken for a measured one.
+    KeyboardInterrupt propagates: the plans compiled so far are closed and nothing measured
+    is returned, so that no plan timed over fewer rounds than asked is taken for measured.
 
     Accuracy: each runner's ``max_error`` is its largest relative output error against the
     numpy reference (f32) over ``feeds`` and the evaluation ``samples``, each run once
@@ -211,21 +213,19 @@ def measure_plans(
     """
     peers = dict(peers or {})
     results = {name: Measured() for name in [*plans, *peers]}
-    reference = Executor(graph).run(feeds).outputs
+    if reference is None:
+        reference = Executor(graph).run(feeds).outputs
     check_reference_finite(graph, reference, "the inputs timed")
     state = _Rounds(graph, feeds, reference, results, warmup, warmup + rounds, progress)
     state.failures = failures if failures is not None else {}
     state.probe = probe
     with contextlib.ExitStack() as stack:
         lingers = dict(peer_linger_s or {})
-        state.runners = {
-            name: _peer_block(peer, lingers.get(name, 0.0)) for name, peer in peers.items()
-        }
+        state.runners = {name: _peer_block(p, lingers.get(name, 0.0)) for name, p in peers.items()}
+        state.eliminate = eliminate
         state.compile(plans, stack)
         state.check_samples(samples)
-        chosen = tolerance(_errors(results)) if callable(tolerance) else tolerance
-        for result in results.values():
-            result.tolerance = chosen
+        state.hold_to(tolerance)
         state.run_rounds([*plans, *peers], rounds, min_timed_s, race, race_batches)
     return {name: result for name, result in results.items() if result.latencies}
 
@@ -253,11 +253,13 @@ class _Rounds:
         self.failures: dict[str, str] = {}
         self.probe: CoreSharing | None = None
         self.dropped = 0
+        self.executors: dict[str, PlanExecutor] = {}
+        self.eliminate: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None
 
     def fail(self, name: str, error: AutopartError) -> None:
         """Drop ``name`` from the rounds, keeping why (its error's first line)."""
         self.failures[name] = (str(error).splitlines() or [type(error).__name__])[0]
-        self.runners.pop(name, None)
+        self.retire(name)
         self.results[name].latencies.clear()
 
     def report(self, label: str) -> None:
@@ -282,11 +284,31 @@ class _Rounds:
             try:
                 held = len(self.runners)
                 check_fits(needed, f"compiling {name} beside the {held} runners compiled before it")
-                executor = stack.enter_context(PlanExecutor(plan, self.graph))
+                executor = PlanExecutor(plan, self.graph)
             except AutopartError as error:
                 self.fail(name, error)
                 continue
+            self.executors[name] = executor
             self.runners = {name: _plan_block(executor), **self.runners}
+        stack.callback(self.close_all)
+
+    def hold_to(self, tolerance: Tolerance) -> None:
+        """Set every result's tolerance: ``tolerance``, or what it chooses from the errors."""
+        chosen = tolerance(_errors(self.results)) if callable(tolerance) else tolerance
+        for result in self.results.values():
+            result.tolerance = chosen
+
+    def retire(self, name: str) -> None:
+        """Take ``name`` out of the rounds, keeping what it measured; free what it compiled."""
+        self.runners.pop(name, None)
+        executor = self.executors.pop(name, None)
+        if executor is not None:
+            executor.close()
+
+    def close_all(self) -> None:
+        """Close every plan still compiled."""
+        for name in list(self.executors):
+            self.retire(name)
 
     def run_rounds(
         self,
@@ -315,6 +337,25 @@ class _Rounds:
             self.keep_unless_shared(timed, round_index, rounds)
             round_index += 1
             round_started = time.perf_counter()
+            if self.decided(round_index, race):
+                return
+
+    def decided(
+        self, round_index: int, race: Callable[[Mapping[str, Measured]], Sequence[str]] | None
+    ) -> bool:
+        """Retire the runners :attr:`eliminate` names; whether the rounds can stop.
+
+        Only with :attr:`eliminate`, and once every runner has
+        :attr:`~autopart.settings.VerifySettings.min_paired_rounds` timed rounds. They can
+        stop when fewer than two runners are left, or ``race`` names fewer than two
+        contenders (the leader is clear).
+        """
+        if self.eliminate is None or round_index - self.warmup < VERIFY.min_paired_rounds:
+            return False
+        so_far = {name: result for name, result in self.results.items() if result.latencies}
+        for name in self.eliminate(so_far):
+            self.retire(name)
+        return len(self.runners) < 2 or (race is not None and len(race(so_far)) < 2)
 
     def check_samples(self, samples: Sequence[Mapping[str, np.ndarray]]) -> None:
         """Run every runner once on each evaluation sample; keep its largest output error."""
@@ -401,86 +442,3 @@ def round_order(order: Sequence[str], round_index: int) -> list[str]:
     shuffled = list(order)
     random.Random(round_index).shuffle(shuffled)
     return shuffled
-
-
-def check_outputs(
-    graph: Graph,
-    inputs: Mapping[str, np.ndarray],
-    outputs: Mapping[str, np.ndarray],
-    reference: Mapping[str, np.ndarray] | None = None,
-) -> dict[str, float]:
-    """Max relative error of each output against the numpy reference on the same inputs.
-
-    ``reference`` passes outputs of the numpy reference computed earlier on ``inputs``.
-    A NaN or an infinity where the reference has the same is no error; anywhere else it is
-    an infinite error, so that it always fails a check (never a NaN that compares false).
-    """
-    if reference is None:
-        reference = Executor(graph).run(inputs).outputs
-    errors = {}
-    for name, expected in reference.items():
-        errors[name] = relative_error(np.asarray(outputs[name]), np.asarray(expected))
-    return errors
-
-
-def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
-    """``max |got - expected| / max |expected|`` over finite values (see :func:`check_outputs`)."""
-    if not expected.size:
-        return 0.0
-    got = got.astype(np.float64, copy=False)
-    expected = expected.astype(np.float64, copy=False)
-    finite = np.isfinite(expected)
-    same = (np.isnan(got) & np.isnan(expected)) | (got == expected)
-    if not np.all(same | (finite & np.isfinite(got))):
-        return math.inf
-    if not finite.any():
-        return 0.0
-    scale = float(np.abs(expected[finite]).max()) or 1.0
-    return float(np.abs(got[finite] - expected[finite]).max()) / scale
-
-
-def oracle_outputs(
-    graph: Graph, feeds: Mapping[str, np.ndarray], plan: Plan | None = None
-) -> tuple[str, dict[str, np.ndarray]]:
-    """Outputs to check a run of ``plan`` against, from an oracle independent of it.
-
-    That is the :attr:`~autopart.targets.codegen.Role.ORACLE` codegen (onnxruntime) running
-    the whole model alone, where it can, unless ``plan`` is exactly that (every node on one
-    whole-device partition of it); else the :attr:`~autopart.targets.codegen.Role.REFERENCE`
-    codegen (numpy), unless ``plan`` runs every node on it. Returns the oracle's name and
-    its outputs. Raises :class:`AutopartError` when no independent oracle can run the
-    model: a run is never checked against itself.
-    """
-    codegens = {VirtualDevice.parse(p.target).codegen for p in plan.partitions} if plan else set()
-    oracle, reference = codegen_for(Role.ORACLE), reference_codegen()
-    why = "no codegen is an oracle of whole models"
-    if oracle is not None:
-        alone = plan is not None and len(plan.partitions) == 1 and codegens == {oracle.name}
-        why = f"the plan is {oracle.name} alone"
-        if not alone:
-            try:
-                return f"{oracle.name} (whole model)", _whole_model(oracle, graph, feeds)
-            except AutopartError as error:
-                first = (str(error).splitlines() or [""])[0]
-                why = f"{oracle.name} cannot run the model ({first})"
-    if codegens == {reference.name}:
-        raise AutopartError(f"no independent oracle to check against: {why[:200]}")
-    return f"the {reference.name} reference", Executor(graph).run(feeds).outputs
-
-
-def _whole_model(
-    oracle: Codegen, graph: Graph, feeds: Mapping[str, np.ndarray]
-) -> dict[str, np.ndarray]:
-    """Every output of ``graph`` from ``oracle`` compiling it whole, as its library alone.
-
-    Raises :class:`AutopartError` when its library is missing or refuses a node or the model.
-    """
-    if not oracle.available():
-        raise TargetError(f"{oracle.name} is not installed")
-    compiled = oracle.compile(
-        graph, graph.nodes, [*graph.inputs, *graph.constants], graph.outputs,
-        replace(HOST, alone=True),
-    )  # fmt: skip
-    env: dict[str, Any] = dict(feeds)
-    compiled.run(env)
-    return {name: np.asarray(env[name]) for name in graph.outputs}

@@ -21,6 +21,7 @@ from autopart.io import check_writable
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.hashing import graph_hash
+from autopart.limits import memory_limit
 from autopart.loader import ModelLike
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
@@ -62,6 +63,7 @@ from autopart.tuning.plan_rows import (
     race_note,
     save_report,
 )
+from autopart.tuning.screen import Screening, screen_targets, screens
 from autopart.tuning.verify import Measured, measure_plans
 
 
@@ -76,7 +78,9 @@ class Prepared:
     ``op_sums`` is each candidate's prediction from its op rows alone, before partitions
     measured whole priced it (what :func:`drift_note` holds against the measurements).
     ``pricing`` is ``profile`` scaled to the machine's speed now (:mod:`autopart.profile.speed`),
-    which prices everything; ``rescaling`` says what that scaled.
+    which prices everything; ``rescaling`` says what that scaled. ``screening`` is what the
+    screen measured before the full profile (None: no screen ran), and ``targets`` are
+    those it kept.
     """
 
     graph: Graph
@@ -94,6 +98,7 @@ class Prepared:
     op_sums: dict[str, float] = field(default_factory=dict)
     pricing: Profile | None = None
     rescaling: Rescaling = field(default_factory=Rescaling)
+    screening: Screening | None = None
 
 
 @dataclass
@@ -104,7 +109,8 @@ class TuneReport:
     one the search preferred before running; ``rows`` has every candidate's predicted and
     measured figures; ``planned_only`` says nothing ran (another machine's profile);
     ``decision`` is how the measurements chose (None when nothing was measured);
-    ``partitions_measured`` reports the candidate partitions timed whole before the race.
+    ``partitions_measured`` reports the candidate partitions timed whole before the race;
+    ``screening`` what the screen measured and kept (None: no screen ran).
     """
 
     model: str
@@ -121,6 +127,7 @@ class TuneReport:
     peers: dict[str, Measured] = field(default_factory=dict)
     decision: choice.Decision | None = None
     partitions_measured: ProfileReport | None = None
+    screening: Screening | None = None
 
     @property
     def vs_best_peer(self) -> float | None:
@@ -159,7 +166,8 @@ def tune_model(
         check_writable(located.directory / name, what)
     written: list[Path] = []
     try:
-        return _tune(model, options, located, progress, written)
+        with memory_limit(options.memory_limit):
+            return _tune(model, options, located, progress, written)
     except KeyboardInterrupt as interrupt:
         interrupt.add_note(_plans_kept(plan_path, options.output, written))
         raise
@@ -242,10 +250,12 @@ def _tune(
         candidates, twins = _runnable(outcome)
         if prepared.profiled is not None:
             record_raced(graph, profile, prepared.profile_path, candidates, measured)
+    if prepared.screening is not None:
+        notes[:0] = prepared.screening.notes
     notes.extend([*calibration_notes(graph, prepared.targets), *stand_in_notes(graph)])
     notes.extend(prepared.rescaling.note())
     pick = outcome.chosen.name
-    final, decision = _final_choice(pick, candidates, twins, measured, peer_results, notes)
+    final, decision = choice.final_choice(pick, candidates, twins, measured, peer_results, notes)
     chosen = candidates[final]
     plan = chosen.plan
     _record(plan, chosen, prepared, options, final, measured)
@@ -265,7 +275,7 @@ def _tune(
     return TuneReport(
         graph.name, prepared.directory, Path(options.output) if options.output else plan_path,
         plan, final, pick, outcome, rows, prepared.profiled, prepared.planned_only, notes,
-        peer_results, decision, prepared.measured,
+        peer_results, decision, prepared.measured, prepared.screening,
     )  # fmt: skip
 
 
@@ -292,6 +302,9 @@ def _verify(
     def contested(so_far: Mapping[str, Measured]) -> list[str]:
         return choice.contested(so_far, runners)
 
+    def behind(so_far: Mapping[str, Measured]) -> list[str]:
+        return choice.behind(so_far, runners)
+
     left_out = {c.name for c in too_split_to_race(prepared.outcome)}
     notes.extend(left_out_note(candidates, left_out))
     measured = measure_plans(
@@ -301,6 +314,7 @@ def _verify(
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
         race=contested,
+        eliminate=behind,
         peers=peer_runs,
         peer_linger_s=peer_lingers(),
         failures=failures,
@@ -365,9 +379,13 @@ def prepare(
         check_seeded_reference(graph, options.search.seed)
     profiled: ProfileReport | None = None
     profile_path: Path | None = None
+    screening: Screening | None = None
     if located.given is not None:
         profile = located.given
     else:
+        if screens(options, chosen_targets):
+            screening = _screen(model, graph, chosen_targets, options, progress)
+            chosen_targets = screening.kept
         profiled, profile, profile_path = profile_model(
             graph,
             chosen_targets,
@@ -415,7 +433,23 @@ def prepare(
     return Prepared(
         graph, profile, profiled, costs, chosen_targets, directory, located.planned_only,
         outcome, measured, accuracy, search_options, profile_path, op_sums, pricing, rescaling,
+        screening,
     )  # fmt: skip
+
+
+def _screen(
+    model: ModelLike,
+    graph: Graph,
+    targets: list[str],
+    options: TuneOptions,
+    progress: StageProgress | None,
+) -> Screening:
+    """One pass of op timings on every target, then :func:`screen_targets`."""
+    _, screened, _ = profile_model(
+        graph, targets, options.profiles_dir, screen=True,
+        progress=None if progress is None else lambda d, t, s: progress("screen", d, t, s),
+    )  # fmt: skip
+    return screen_targets(model, graph, targets, screened, options, progress)
 
 
 def _search_again(prepared: Prepared, accuracy: AccuracyBudget) -> Prepared:
@@ -442,40 +476,6 @@ def _runnable(outcome: SearchOutcome) -> tuple[dict[str, Candidate], dict[str, s
         key = tuple(str(candidate.assignment[n]) for n in sorted(candidate.assignment))
         twins[candidate.name] = seen.setdefault(key, candidate.name)
     return candidates, twins
-
-
-def _final_choice(
-    pick: str,
-    candidates: Mapping[str, Candidate],
-    twins: Mapping[str, str],
-    measured: Mapping[str, Measured],
-    peer_results: Mapping[str, Measured],
-    notes: list[str],
-) -> tuple[str, choice.Decision | None]:
-    """The candidate to keep: decided by the measurements alone (:func:`choice.decide`).
-
-    Nothing within the tolerance: the most accurate plan measured, said in a note
-    (:func:`choice.most_accurate`); nothing measured (planned only): the search's ``pick``.
-    A peer kept means the plan it stands for. Notes say what was kept, against what, and
-    the interval on the ratio; and when the search's pick failed its check.
-    """
-    runners = choice.within_budget(choice.runners_of(candidates, twins, peer_results), measured)
-    timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
-    decision = choice.decide(timed, runners)
-    if pick in measured and not measured[pick].correct:
-        notes.append(f"the search's pick {pick} failed its output check")
-    if decision is None:
-        kept, note = choice.most_accurate(measured, pick)
-        notes.extend(note)
-        return kept, None
-    kept = runners[decision.chosen].stands_for or pick
-    notes.append(choice.explain(decision, timed))
-    if decision.chosen in peer_results:
-        notes.append(
-            f"{decision.chosen} was kept, so the plan saved is {kept}: one partition, "
-            "compiled as that library compiles the whole model alone"
-        )
-    return kept, decision
 
 
 def _ilp_summary(outcome: SearchOutcome) -> IlpSummary:

@@ -1,0 +1,331 @@
+"""Screening the targets before profiling them in full: the whole models are measured first.
+
+Profiling every op on every target is a tune's longest stage, yet on most models one
+target running the whole model wins. So, unless ``--thorough``, a tune first screens:
+
+1. one pass of the op, launch and copy timings on every target
+   (:meth:`~autopart.profile.profiler.Profiler.profile_graph` with ``screen``): every node
+   gets a price everywhere, at a third of a full profile's passes, which the full profile
+   later resumes instead of repeating;
+2. every whole device's single-target plan and every peer, compiled and timed whole for a
+   few settled rounds, one at a time (so one is compiled at once), each checked against
+   the numpy reference; the quickest within the tolerance is the **incumbent**. A unit's
+   plan (one core) is not timed: its costs are scaled as its device's at the same codegen
+   and precision are;
+3. what each other target could save against it: its nodes' one-pass costs, scaled so that
+   its single-target plan's sum is that plan's measured whole time, less the incumbent's
+   costs scaled alike, summed over the nodes where it is quicker (:func:`could_save`).
+   Launches and copies only add to a mixed plan, so this overstates what a target could
+   bring. A target that could save less than
+   :attr:`~autopart.settings.ScreenSettings.min_gain` of the incumbent's time is dropped:
+   the tune profiles, searches and races only the others, and says so in one note.
+
+The bound is that of the ``latency`` objective (steps one after another). Screening is
+left out for the concurrent objectives, where a unit that is slower alone can still
+shorten the schedule, and under pins, forbids or a chosen fallback.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from autopart.costmodel import costs_from_profile
+from autopart.costmodel.costs import Costs
+from autopart.ir.feeds import random_inputs
+from autopart.ir.graph import Graph
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
+from autopart.loader import ModelLike
+from autopart.plan.build import build_plan_for
+from autopart.plan.schema import Plan
+from autopart.profile.store import Profile
+from autopart.progress import StageProgress
+from autopart.runtime.executor import Executor
+from autopart.search.baselines import Assignment, BaselineError, default_fallback, single_target
+from autopart.search.candidates import CandidateKind, candidate_name
+from autopart.search.options import Objective
+from autopart.settings import SCREEN
+from autopart.targets.codegen import declared_peers
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.peers import PeerInputs, Runner, peer_lingers, peers
+from autopart.tuning.verify import Measured, measure_plans
+
+
+@dataclass
+class Screening:
+    """What the screen measured and which targets it keeps for the full profile.
+
+    ``whole`` holds each runner timed whole (``single:<target>`` plans and peers, by name)
+    with its error; ``incumbent`` names the quickest within ``tolerance`` (None: none was,
+    and every target is kept). ``kept`` are the targets profiled in full, in the order
+    asked; ``could_save`` is each target's bound in seconds (:func:`could_save`);
+    ``dropped`` the targets left out. ``notes`` say what the screen did, in one line each.
+    """
+
+    targets: list[str]
+    kept: list[str]
+    whole: dict[str, Measured] = field(default_factory=dict)
+    incumbent: str | None = None
+    tolerance: float = math.inf
+    could_save: dict[str, float] = field(default_factory=dict)
+    dropped: list[str] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def screens(options: TuneOptions, targets: Sequence[str]) -> bool:
+    """Whether a tune with ``options`` over ``targets`` screens them first (see the module)."""
+    constraints = options.search.constraints
+    constrained = constraints is not None and bool(
+        constraints.pins or constraints.forbids or constraints.fallback
+    )
+    return (
+        not options.thorough
+        and options.search.objective == Objective.LATENCY
+        and not constrained
+        and len(targets) > 1
+    )
+
+
+def screen_targets(
+    model: ModelLike,
+    graph: Graph,
+    targets: Sequence[str],
+    profile: Profile,
+    options: TuneOptions,
+    progress: StageProgress | None = None,
+) -> Screening:
+    """Time every single-target plan and every peer whole; keep the targets that could win.
+
+    ``profile`` must price every node of ``graph`` on every one of ``targets`` (a screening
+    pass at least). Runners that fail to compile or run are left out of ``whole``, with a
+    note. Raises :class:`~autopart.errors.InputError` when the reference computes NaN.
+    """
+    started = time.perf_counter()
+    costs = costs_from_profile(graph, profile, targets)
+    fallback = default_fallback(costs)
+    assignments = _single_assignments(costs, fallback)
+    source = str(graph.meta.get("source", graph.name))
+    feeds = random_inputs(graph, options.search.seed)
+    reference = Executor(graph).run(feeds).outputs
+    whole, failures = _time_whole(model, graph, assignments, fallback, source, feeds, reference,
+                                  options, progress)  # fmt: skip
+    tolerance = _tolerance(options, graph, whole)
+    for result in whole.values():
+        result.tolerance = tolerance
+    screening = Screening(list(targets), list(targets), whole, tolerance=tolerance)
+    screening.notes.extend(f"screen: {name} was not timed: {why}" for name, why in failures.items())
+    correct = {name: result for name, result in whole.items() if result.correct}
+    if correct:
+        screening.incumbent = min(correct, key=lambda name: correct[name].median_s)
+        choose_targets(screening, costs, assignments, fallback)
+    screening.elapsed_s = time.perf_counter() - started
+    screening.notes.insert(0, _summary(screening))
+    return screening
+
+
+def _single_assignments(costs: Costs, fallback: VirtualDevice) -> dict[VirtualDevice, Assignment]:
+    """Each target's single-target assignment (targets no baseline can place are left out)."""
+    found: dict[VirtualDevice, Assignment] = {}
+    for target in costs.targets:
+        try:
+            found[target] = single_target(costs, target, fallback)
+        except BaselineError:
+            continue
+    return found
+
+
+def _time_whole(
+    model: ModelLike,
+    graph: Graph,
+    assignments: Mapping[VirtualDevice, Assignment],
+    fallback: VirtualDevice,
+    source: str,
+    feeds: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray],
+    options: TuneOptions,
+    progress: StageProgress | None,
+) -> tuple[dict[str, Measured], dict[str, str]]:
+    """Every single-target plan and peer timed whole, one compiled at a time; and failures."""
+    plans: dict[str, Plan] = {}
+    seen: set[tuple[str, ...]] = set()
+    for target, assignment in assignments.items():
+        key = tuple(str(assignment[node.name]) for node in graph.nodes)
+        if key not in seen and _whole_device(target) not in assignments:
+            # a target running nothing of its own repeats another's plan; a unit is scaled
+            # as its whole device is (choose_targets)
+            seen.add(key)
+            plans[candidate_name(CandidateKind.SINGLE, target)] = build_plan_for(
+                graph, assignment, fallback, source
+            )
+    runners, peer_notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
+    failures = {line.split(" could not run")[0]: line for line in peer_notes}
+    jobs: list[tuple[str, dict[str, Plan], dict[str, Runner]]] = [
+        *((name, {name: plan}, {}) for name, plan in plans.items()),
+        *((name, {}, {name: runner}) for name, runner in runners.items()),
+    ]
+    whole: dict[str, Measured] = {}
+    for done, (name, plan, peer) in enumerate(jobs):
+        if progress is not None:
+            progress("screen", done, len(jobs), f"{name} whole")
+        timed = measure_plans(
+            graph, plan, feeds, SCREEN.rounds, warmup=1, peers=peer,
+            peer_linger_s=peer_lingers(), min_timed_s=SCREEN.min_timed_s,
+            failures=failures, tolerance=math.inf, reference=reference,
+        )  # fmt: skip
+        whole.update(timed)
+    if progress is not None:
+        progress("screen", len(jobs), len(jobs), f"{len(whole)} timed whole")
+    return whole, failures
+
+
+def _tolerance(options: TuneOptions, graph: Graph, whole: Mapping[str, Measured]) -> float:
+    """The tolerance the verify stage would hold these runners to."""
+    rule = options.budget.tolerance_rule(graph)
+    if not callable(rule):
+        return float(rule)
+    return float(rule({name: result.max_error for name, result in whole.items()}))
+
+
+def could_save(
+    costs: Costs,
+    assignment: Mapping[str, VirtualDevice],
+    incumbent: Mapping[str, float],
+    factor: float,
+    target: VirtualDevice,
+) -> float:
+    """At most what ``target`` could save against the incumbent, in seconds.
+
+    ``incumbent`` is each node's cost in the incumbent (scaled, see :func:`scaled_costs`);
+    ``assignment`` is ``target``'s single-target plan and ``factor`` its scale. The sum,
+    over the nodes that plan runs on ``target``, of what each costs less there.
+    """
+    return sum(
+        max(0.0, incumbent[name] - costs.node_cost[name][target] * factor)
+        for name, where in assignment.items()
+        if where == target
+    )
+
+
+def scaled_costs(
+    costs: Costs, assignment: Mapping[str, VirtualDevice], whole_s: float
+) -> tuple[dict[str, float], float]:
+    """Each node's cost under ``assignment``, scaled so that they sum to ``whole_s``; the scale.
+
+    The scale is 1 where the costs sum to nothing.
+    """
+    raw = {name: costs.node_cost[name][where] for name, where in assignment.items()}
+    total = sum(raw.values())
+    factor = whole_s / total if total > 0 else 1.0
+    return {name: seconds * factor for name, seconds in raw.items()}, factor
+
+
+def choose_targets(
+    screening: Screening,
+    costs: Costs,
+    assignments: Mapping[VirtualDevice, Assignment],
+    fallback: VirtualDevice,
+) -> None:
+    """Fill in ``screening``'s ``could_save``, ``kept`` and ``dropped`` against its incumbent.
+
+    ``assignments`` are the single-target plans by target, ``screening.whole`` their
+    measurements (``single:<target>``) and the peers'. Kept are: the targets the incumbent's
+    plan runs on, ``fallback``, every target that :func:`could_save` at least
+    :attr:`~autopart.settings.ScreenSettings.min_gain` of the incumbent's time (a unit
+    whose plan was not timed is scaled as its whole device at the same codegen and
+    precision, the library's fusion being the same; any other untimed target as the most
+    favourably scaled one), and the targets
+    each kept target's own plan runs the rest on. An incumbent that stands for no plan
+    here (a peer with no single-target equivalent) keeps every target.
+    """
+    assert screening.incumbent is not None
+    incumbent_target = _stands_for(screening.incumbent, assignments)
+    if incumbent_target is None:  # a peer with no single-target plan here: keep them all
+        return
+    whole = screening.whole
+    base_s = whole[screening.incumbent].median_s
+    incumbent, _ = scaled_costs(costs, assignments[incumbent_target], base_s)
+    factors = {
+        target: scaled_costs(costs, assignment, whole[name].median_s)[1]
+        for target, assignment in assignments.items()
+        if (name := candidate_name(CandidateKind.SINGLE, target)) in whole
+    }
+    optimistic = min(factors.values(), default=1.0)
+    protected = {fallback, *assignments[incumbent_target].values()}
+    for target, assignment in assignments.items():
+        factor = factors.get(target, factors.get(_whole_device(target), optimistic))
+        screening.could_save[str(target)] = could_save(costs, assignment, incumbent, factor, target)
+    chosen = {
+        t for t in costs.targets
+        if t in protected or screening.could_save.get(str(t), math.inf) >= SCREEN.min_gain * base_s
+    }  # fmt: skip
+    for target in list(chosen):  # and what a kept target's own plan runs the rest on
+        chosen.update(assignments.get(target, {}).values())
+    screening.kept = [str(t) for t in costs.targets if t in chosen]
+    screening.dropped = [t for t in screening.targets if t not in screening.kept]
+
+
+def _whole_device(target: VirtualDevice) -> VirtualDevice | None:
+    """The same codegen and precision on the whole of ``target``'s device (None: it is)."""
+    return None if target.unit is None else dataclasses.replace(target, unit=None)
+
+
+def _stands_for(name: str, assignments: Mapping[VirtualDevice, Assignment]) -> VirtualDevice | None:
+    """The target whose single-target plan the runner ``name`` is (a peer: its equivalent)."""
+    for target in assignments:
+        if candidate_name(CandidateKind.SINGLE, target) == name:
+            return target
+    for peer in declared_peers():
+        if peer.name == name:
+            precision = peer.precision()
+            return next(
+                (
+                    target
+                    for target in assignments
+                    if target.codegen == peer.codegen
+                    and target.precision == precision
+                    and target.unit is None
+                    and str(target.device) == HOST_DEVICE
+                ),
+                None,
+            )
+    return None
+
+
+def _summary(screening: Screening) -> str:
+    """The screen's one line: the incumbent, and what was kept and dropped with why."""
+    took = f"screen ({screening.elapsed_s:.1f} s, {len(screening.whole)} timed whole)"
+    if screening.incumbent is None:
+        return f"{took}: nothing ran within the tolerance, so every target is profiled"
+    base = screening.whole[screening.incumbent].median_s
+    head = f"{took}: the incumbent is {screening.incumbent} at {base * 1e3:.3g} ms"
+    if not screening.dropped:
+        return f"{head}; every target could save {SCREEN.min_gain:.0%} of it, so all are profiled"
+
+    def described(target: str) -> str:
+        whole = screening.whole.get(
+            candidate_name(CandidateKind.SINGLE, VirtualDevice.parse(target))
+        )
+        alone = "" if whole is None else f"whole {whole.median_s * 1e3:.3g} ms, "
+        return f"{target} ({alone}could save {screening.could_save.get(target, 0.0) * 1e3:.2g} ms)"
+
+    return (
+        f"{head}; dropped {len(screening.dropped)} of {len(screening.targets)} targets, which "
+        f"could not save {SCREEN.min_gain:.0%} of it (use --thorough to profile them): "
+        + ", ".join(described(t) for t in screening.dropped)
+    )
+
+
+__all__ = [
+    "Screening",
+    "choose_targets",
+    "could_save",
+    "scaled_costs",
+    "screen_targets",
+    "screens",
+]

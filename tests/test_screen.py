@@ -1,0 +1,162 @@
+"""The screen before the full profile: whole models first, then only targets that could win.
+
+The bound is checked as a property on generated costs; the choice on costs where the
+answer is known; a real tune checks what holds whatever the timings: every target asked is
+kept or dropped, no candidate runs on a dropped one, the full profile resumes the screen's
+rows instead of measuring them again, and ``--thorough`` searches every target.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import onnx
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autopart.costmodel.costs import Costs
+from autopart.ir.target import VirtualDevice
+from autopart.loader import load_model
+from autopart.search.candidates import CandidateKind, candidate_name
+from autopart.testing.scale_models import op_chain, synthetic_costs
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.screen import Screening, choose_targets, could_save, scaled_costs
+from autopart.tuning.verify import Measured
+from autopart.tuning.workflow import tune_model
+from tests.test_profile import tiny_cnn
+
+NUMPY, ORT, UNIT = "cpu@numpy", "cpu@onnxruntime", "cpu/0@onnxruntime"
+
+
+def chain_costs(nodes: int, seed: int, targets: list[str]) -> Costs:
+    """Generated costs of an elementwise chain on ``targets`` (nothing run)."""
+    return synthetic_costs(load_model(op_chain(nodes, seed)), targets, seed)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nodes=st.integers(1, 30),
+    seed=st.integers(0, 1000),
+    whole=st.tuples(st.floats(1e-4, 1.0), st.floats(1e-4, 1.0)),
+    picks=st.lists(st.booleans(), min_size=30, max_size=30),
+)
+def test_no_mix_with_the_incumbent_saves_more_than_the_bound(
+    nodes: int, seed: int, whole: tuple[float, float], picks: list[bool]
+) -> None:
+    """Scaled as the screen scales them, any mix of a target with the incumbent's costs at
+    least the incumbent's time less the bound; the best mix costs exactly that."""
+    costs = chain_costs(nodes, seed, [NUMPY, ORT])
+    incumbent_target, target = costs.targets
+    names = [node.name for node in costs.graph.nodes]
+    incumbent, _ = scaled_costs(costs, dict.fromkeys(names, incumbent_target), whole[0])
+    own, factor = scaled_costs(costs, dict.fromkeys(names, target), whole[1])
+    assert math.isclose(sum(incumbent.values()), whole[0], rel_tol=1e-9)
+    assert math.isclose(sum(own.values()), whole[1], rel_tol=1e-9)
+    bound = could_save(costs, dict.fromkeys(names, target), incumbent, factor, target)
+    mix = sum(own[n] if pick else incumbent[n] for n, pick in zip(names, picks, strict=False))
+    assert mix >= whole[0] - bound - 1e-12
+    best = sum(min(own[n], incumbent[n]) for n in names)
+    assert math.isclose(best, whole[0] - bound, rel_tol=1e-9, abs_tol=1e-15)
+
+
+def measured(seconds: float) -> Measured:
+    """A runner measured at ``seconds`` in every round, within any tolerance."""
+    return Measured(latencies=[seconds] * 5, round_medians=[seconds] * 5, tolerance=math.inf)
+
+
+def test_a_target_slower_on_every_node_is_dropped_and_a_quicker_one_kept() -> None:
+    costs = chain_costs(12, 0, [ORT, NUMPY, UNIT])
+    ort, numpy_target, unit = costs.targets
+    for entry in costs.node_cost.values():
+        entry[numpy_target] = entry[ort] * 10  # slower everywhere, also once scaled
+    names = [node.name for node in costs.graph.nodes]
+    for index, name in enumerate(names):  # the unit: 100x quicker on every other node
+        costs.node_cost[name][unit] = costs.node_cost[name][ort] / (100 if index % 2 else 1)
+    assignments = {t: dict.fromkeys(names, t) for t in costs.targets}
+    ort_s = sum(costs.node_cost[n][ort] for n in names)
+    screening = Screening([ORT, NUMPY, UNIT], [ORT, NUMPY, UNIT], incumbent="single:" + ORT)
+    screening.whole = {
+        candidate_name(CandidateKind.SINGLE, t): measured(sum(costs.node_cost[n][t] for n in names))
+        for t in costs.targets
+    }
+    choose_targets(screening, costs, assignments, ort)
+    assert screening.kept == [ORT, UNIT]
+    assert screening.dropped == [NUMPY]
+    assert screening.could_save[NUMPY] == 0.0
+    assert screening.could_save[UNIT] > 0.2 * ort_s
+
+
+def test_an_incumbent_standing_for_no_plan_keeps_every_target() -> None:
+    costs = chain_costs(4, 1, [ORT, NUMPY])
+    names = [node.name for node in costs.graph.nodes]
+    screening = Screening([ORT, NUMPY], [ORT, NUMPY], incumbent="some library alone")
+    screening.whole = {"some library alone": measured(1e-3)}
+    assignments = {t: dict.fromkeys(names, t) for t in costs.targets}
+    choose_targets(screening, costs, assignments, VirtualDevice.parse(ORT))
+    assert screening.kept == [ORT, NUMPY] and not screening.dropped
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("screen") / "tiny_cnn.onnx"
+    onnx.save(tiny_cnn(), path)
+    return path
+
+
+def tune(model: Path, tmp: Path, **options: object) -> object:
+    built = TuneOptions.build(
+        targets=[NUMPY, ORT, UNIT], profiles_dir=tmp / "profiles", search_dir=tmp / "search",
+        rounds=3, peers=False, **options,
+    )  # fmt: skip
+    return tune_model(str(model), built)
+
+
+def test_a_tune_screens_then_profiles_only_what_it_kept(tiny: Path, tmp_path: Path) -> None:
+    report = tune(tiny, tmp_path)
+    screening = report.screening
+    assert screening is not None and screening.incumbent is not None
+    assert sorted(screening.kept + screening.dropped) == sorted([NUMPY, ORT, UNIT])
+    assert report.notes[0].startswith("screen (")
+    assert screening.incumbent in report.notes[0]
+    used = {str(t) for c in report.outcome.candidates.values() for t in c.assignment.values()}
+    assert used <= set(screening.kept)
+    assert set(report.profiled.targets) == set(screening.kept)
+    assert report.profiled.resumed > 0  # the screen's first passes were not taken again
+    timed = {name for name, result in screening.whole.items() if result.latencies}
+    assert timed == {f"single:{NUMPY}", f"single:{ORT}"}  # a unit is scaled as its device
+
+
+def test_thorough_searches_every_target(tiny: Path, tmp_path: Path) -> None:
+    report = tune(tiny, tmp_path, thorough=True)
+    assert report.screening is None
+    assert {f"single:{t}" for t in [NUMPY, ORT, UNIT]} <= set(report.outcome.candidates)
+
+
+def test_concurrent_objectives_and_pins_are_not_screened(tiny: Path, tmp_path: Path) -> None:
+    assert tune(tiny, tmp_path / "a", objective="makespan").screening is None
+
+
+def test_a_runner_eliminated_in_the_race_stops_and_the_rounds_end_early() -> None:
+    from autopart import api
+    from autopart.ir.feeds import random_inputs
+    from autopart.settings import VERIFY
+    from autopart.tuning.verify import measure_plans
+
+    plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
+    other, _ = api.make_plan(tiny_cnn(), fallback="cpu@onnxruntime")
+    feeds = random_inputs(graph, 0)
+    looked: list[int] = []
+
+    def eliminate(so_far: dict[str, Measured]) -> list[str]:
+        looked.append(min(len(m.round_medians) for m in so_far.values()))
+        return ["numpy"]
+
+    measured = measure_plans(
+        graph, {"numpy": plan, "ort": other}, feeds, rounds=20, min_timed_s=0.0,
+        eliminate=eliminate,
+    )  # fmt: skip
+    assert looked == [VERIFY.min_paired_rounds]  # it looked once every runner had enough
+    assert len(measured["numpy"].round_medians) == VERIFY.min_paired_rounds
+    assert len(measured["ort"].round_medians) == VERIFY.min_paired_rounds  # one left: done
