@@ -180,6 +180,9 @@ class ScreenSettings:
     min_timed_s: float = _tuned(
         0.2, "a quick whole model gets more rounds, up to this much timed wall time"
     )
+    budget_s: float = _tuned(
+        60.0, "the default --budget of a tune, in wall seconds: a plan in about a minute"
+    )
 
 
 @dataclass(frozen=True)

@@ -160,3 +160,29 @@ def test_a_runner_eliminated_in_the_race_stops_and_the_rounds_end_early() -> Non
     assert looked == [VERIFY.min_paired_rounds]  # it looked once every runner had enough
     assert len(measured["numpy"].round_medians) == VERIFY.min_paired_rounds
     assert len(measured["ort"].round_medians) == VERIFY.min_paired_rounds  # one left: done
+
+
+def test_the_clock_shares_out_what_is_left_and_names_what_it_cut() -> None:
+    from autopart.tuning.clock import Clock, race_reserve
+
+    assert Clock(None).until(5.0) is None and not Clock(None).passed and Clock(None).note() == []
+    clock = Clock(100.0)
+    assert 89.0 < (clock.until(10.0) or 0.0) <= 90.0
+    assert clock.until(1000.0) == 0.0 and not clock.passed
+    assert clock.note() == []  # nothing cut, nothing said
+    clock.cut.append("the race")
+    (note,) = clock.note()
+    assert note.startswith("budget 100 s (took") and "cut short: the race" in note
+    assert Clock(0.0).passed
+    assert race_reserve(4.0) == pytest.approx(7.0)  # 2 + 5 rounds over the screen's 1 + 3
+
+
+def test_a_tight_budget_still_returns_a_verified_plan_and_says_what_it_cut(
+    tiny: Path, tmp_path: Path
+) -> None:
+    report = tune(tiny, tmp_path, time_budget_s=0.5)
+    assert report.plan_path.is_file() and report.chosen in {row.name for row in report.rows}
+    chosen = next(row for row in report.rows if row.name == report.chosen)
+    assert chosen.measured_s is not None and chosen.max_error is not None, report.notes
+    (note,) = [note for note in report.notes if note.startswith("budget 0.5 s")]
+    assert "cut short:" in note

@@ -54,7 +54,11 @@ from autopart.tuning.workflow import TuneReport, tune_model
     default=Method.AUTO.value,
     show_default=True,
 )
-@click.option("--budget", type=float, default=None, metavar="SECONDS", help="search time budget")
+@click.option(
+    "--budget", type=float, default=None, metavar="SECONDS",
+    help="wall time for the whole tune: the best plan found in it (default: 60, none with "
+    "--thorough)",
+)  # fmt: skip
 @click.option("--pin", "pins", multiple=True, metavar="SELECTOR=TARGET", help="force nodes")
 @click.option("--forbid", "forbids", multiple=True, metavar="SELECTOR=TARGET", help="keep off")
 @click.option("--memory", multiple=True, metavar="DEVICE=SIZE", help="cap, e.g. opencl:0=512MB")
@@ -150,7 +154,6 @@ def tune_command(
             constraints=constraints,
             objective=objective,
             method=method,
-            budget_s=budget,
             seed=seed,
             storage=storage,
             precision=precision,
@@ -169,6 +172,7 @@ def tune_command(
             freeze=parse_freeze(freeze),
             calibration=calibration,
             thorough=thorough,
+            time_budget_s=budget,
             memory_limit=parse_memory_limit(memory_limit),
         )
         report = tune_model(model, options, progress=progress)

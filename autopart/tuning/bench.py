@@ -252,7 +252,8 @@ def peer_columns() -> dict[str, str]:
 def _tune_options(options: BenchOptions) -> TuneOptions:
     """The options of the tune whose preparation (load, profile, search) a benchmark shares.
 
-    Thorough: a benchmark times every single target, so every target is profiled.
+    Thorough and unbounded: a benchmark times every single target, so every target is
+    profiled, and the search runs to its own bounds.
     """
     return TuneOptions(
         thorough=True,

@@ -20,10 +20,12 @@ from autopart.loader import FreezeValues, InputShapes
 from autopart.search.options import (
     SearchOptions,
     ToleranceSpec,
+    check_budget,
     check_count,
     parse_precisions,
     parse_tolerance,
 )
+from autopart.settings import SCREEN
 from autopart.tuning.accuracy import Budget
 
 # The fields of SearchOptions a tune fills in itself, from the graph and the measurements.
@@ -60,7 +62,9 @@ class TuneOptions:
     first (:mod:`autopart.tuning.screen`): only those that could beat the quickest whole
     model are profiled in full and searched. ``memory_limit`` holds the tune to that many
     bytes of resident memory (:func:`autopart.limits.memory_limit`; None: what the machine
-    has free).
+    has free). ``time_budget_s`` is the wall time of the whole tune (``--budget``; None: the
+    default, :attr:`wall_budget_s`), shared out by :mod:`autopart.tuning.clock`;
+    ``search.budget_s`` further bounds the search alone.
     """
 
     targets: Sequence[str] | None = None
@@ -76,11 +80,14 @@ class TuneOptions:
     calibration: str | Path | None = None
     thorough: bool = False
     memory_limit: int | None = None
+    time_budget_s: float | None = None
 
     def __post_init__(self) -> None:
         check_count(self.rounds, "rounds", 1)
         if self.memory_limit is not None:
             check_count(self.memory_limit, "memory-limit", 1)
+        if self.time_budget_s is not None:
+            check_budget(self.time_budget_s, "budget")
 
     @classmethod
     def build(cls, **fields: Any) -> TuneOptions:
@@ -107,6 +114,17 @@ class TuneOptions:
     def budget(self) -> Budget:
         """The precisions allowed and the accuracy budget."""
         return Budget(self.search.precision, self.search.tolerance)
+
+    @property
+    def wall_budget_s(self) -> float | None:
+        """The tune's wall-time budget in seconds (None: no bound).
+
+        The one given, else none when ``thorough`` (the exhaustive tune), else
+        :attr:`~autopart.settings.ScreenSettings.budget_s`.
+        """
+        if self.time_budget_s is not None:
+            return self.time_budget_s
+        return None if self.thorough else SCREEN.budget_s
 
     def check_outputs(self) -> None:
         """Raise :class:`~autopart.errors.InputError` for an output that cannot be written."""

@@ -21,6 +21,7 @@ from autopart.costmodel.measurements import RowKind
 from autopart.costmodel.partitions import measured_partitions, partition_key
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
+from autopart.plan.schema import Plan
 from autopart.profile import Profile, Profiler, ProfileReport
 from autopart.profile.speed import stamp
 from autopart.progress import Progress
@@ -94,13 +95,51 @@ def partition_specs(candidates: list[Candidate]) -> Iterator[PartitionKey]:
     compiled and keyed as its plan runs it.
     """
     for candidate in candidates:
-        plan = candidate.plan
-        alone = len(plan.partitions) == 1
-        for spec in plan.partitions:
-            target = VirtualDevice.parse(spec.target)
-            own = {name: VirtualDevice.parse(plan.assignment[name]) for name in spec.nodes}
-            mixed = node_precisions(spec.nodes, target, own)
-            yield PartitionKey(tuple(spec.nodes), target, alone, mixed)
+        yield from plan_partition_keys(candidate.plan)
+
+
+def plan_partition_keys(plan: Plan) -> Iterator[PartitionKey]:
+    """Each partition of ``plan``, in order, keyed as :func:`partition_specs` keys them."""
+    alone = len(plan.partitions) == 1
+    for spec in plan.partitions:
+        target = VirtualDevice.parse(spec.target)
+        own = {name: VirtualDevice.parse(plan.assignment[name]) for name in spec.nodes}
+        mixed = node_precisions(spec.nodes, target, own)
+        yield PartitionKey(tuple(spec.nodes), target, alone, mixed)
+
+
+def record_screened(
+    graph: Graph,
+    profile: Profile,
+    path: Path | None,
+    plans: Mapping[str, Plan],
+    measured: Mapping[str, Measured],
+) -> int:
+    """Record each one-partition plan the screen timed whole as its partition's row; the count.
+
+    As :func:`record_raced` records the race's: the screen ran the plan's only partition
+    bare, in settled rounds, so the search prices that plan (and any plan of that very
+    partition) by what it measured instead of its op sum. Saved to ``path`` when given.
+    """
+    passes = profile.passes_asked()
+    recorded = 0
+    for name, plan in plans.items():
+        result = measured.get(name)
+        if result is None or not result.latencies or len(plan.partitions) != 1:
+            continue
+        (spec,) = plan_partition_keys(plan)
+        nodes = [graph.node(node) for node in spec.names]
+        key = partition_key(graph, nodes, spec.alone, spec.precisions)
+        if profile.has(RowKind.UNSUPPORTED, str(spec.target), key):
+            continue
+        row = replace(result.summary(), passes=passes)
+        profile.record(RowKind.PARTITION, str(spec.target), key, row, f"{len(nodes)} ops screened")
+        recorded += 1
+    if recorded:
+        stamp(profile)
+    if recorded and path is not None:
+        profile.save(path)
+    return recorded
 
 
 def measure_partitions(
@@ -109,15 +148,17 @@ def measure_partitions(
     path: Path | None,
     outcome: SearchOutcome,
     progress: Progress | None = None,
+    budget_s: float | None = None,
 ) -> ProfileReport:
     """Time whole what :func:`worth_measuring` names and ``profile`` lacks; save to ``path``.
 
-    An interrupt propagates once the partitions timed are saved, noting the rows kept.
+    Stops once ``budget_s`` seconds are spent (None: no bound). An interrupt propagates
+    once the partitions timed are saved, noting the rows kept.
     """
     specs = list(dict.fromkeys(partition_specs(worth_measuring(outcome))))
     profiler = Profiler(profile, discover(), path)
     try:
-        return profiler.profile_partitions(graph, specs, progress=progress)
+        return profiler.profile_partitions(graph, specs, budget_s, progress=progress)
     except KeyboardInterrupt as interrupt:
         note_profile_kept(interrupt, profile, path)
         raise

@@ -64,7 +64,9 @@ class Screening:
     with its error; ``incumbent`` names the quickest within ``tolerance`` (None: none was,
     and every target is kept). ``kept`` are the targets profiled in full, in the order
     asked; ``could_save`` is each target's bound in seconds (:func:`could_save`);
-    ``dropped`` the targets left out. ``notes`` say what the screen did, in one line each.
+    ``dropped`` the targets left out. ``elapsed_s`` is the screen's time after its profile
+    pass, ``timing_s`` the part spent timing whole models, ``plans`` the single-target plans
+    it timed, by name. ``notes`` say what the screen did, in one line each.
     """
 
     targets: list[str]
@@ -75,7 +77,9 @@ class Screening:
     could_save: dict[str, float] = field(default_factory=dict)
     dropped: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    timing_s: float = 0.0
     notes: list[str] = field(default_factory=list)
+    plans: dict[str, Plan] = field(default_factory=dict)
 
 
 def screens(options: TuneOptions, targets: Sequence[str]) -> bool:
@@ -113,12 +117,15 @@ def screen_targets(
     source = str(graph.meta.get("source", graph.name))
     feeds = random_inputs(graph, options.search.seed)
     reference = Executor(graph).run(feeds).outputs
-    whole, failures = _time_whole(model, graph, assignments, fallback, source, feeds, reference,
-                                  options, progress)  # fmt: skip
+    timing = time.perf_counter()
+    plans = _whole_plans(graph, assignments, fallback, source)
+    whole, failures = _time_whole(model, graph, plans, feeds, reference, options, progress)
+    timing_s = time.perf_counter() - timing
     tolerance = _tolerance(options, graph, whole)
     for result in whole.values():
         result.tolerance = tolerance
     screening = Screening(list(targets), list(targets), whole, tolerance=tolerance)
+    screening.timing_s, screening.plans = timing_s, plans
     screening.notes.extend(f"screen: {name} was not timed: {why}" for name, why in failures.items())
     correct = {name: result for name, result in whole.items() if result.correct}
     if correct:
@@ -140,18 +147,13 @@ def _single_assignments(costs: Costs, fallback: VirtualDevice) -> dict[VirtualDe
     return found
 
 
-def _time_whole(
-    model: ModelLike,
+def _whole_plans(
     graph: Graph,
     assignments: Mapping[VirtualDevice, Assignment],
     fallback: VirtualDevice,
     source: str,
-    feeds: Mapping[str, np.ndarray],
-    reference: Mapping[str, np.ndarray],
-    options: TuneOptions,
-    progress: StageProgress | None,
-) -> tuple[dict[str, Measured], dict[str, str]]:
-    """Every single-target plan and peer timed whole, one compiled at a time; and failures."""
+) -> dict[str, Plan]:
+    """The single-target plans to time whole, by candidate name (see the module)."""
     plans: dict[str, Plan] = {}
     seen: set[tuple[str, ...]] = set()
     for target, assignment in assignments.items():
@@ -163,6 +165,19 @@ def _time_whole(
             plans[candidate_name(CandidateKind.SINGLE, target)] = build_plan_for(
                 graph, assignment, fallback, source
             )
+    return plans
+
+
+def _time_whole(
+    model: ModelLike,
+    graph: Graph,
+    plans: Mapping[str, Plan],
+    feeds: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray],
+    options: TuneOptions,
+    progress: StageProgress | None,
+) -> tuple[dict[str, Measured], dict[str, str]]:
+    """Every plan and peer timed whole, one compiled at a time; and failures by name."""
     runners, peer_notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
     failures = {line.split(" could not run")[0]: line for line in peer_notes}
     jobs: list[tuple[str, dict[str, Plan], dict[str, Runner]]] = [

@@ -42,9 +42,9 @@ from autopart.tuning.accuracy import (
     over_budget,
     search_budget,
 )
+from autopart.tuning.clock import Clock
 from autopart.tuning.finite import check_seeded_reference, stand_in_notes
 from autopart.tuning.locate import Located, locate
-from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import (
     measure_partitions,
@@ -63,8 +63,11 @@ from autopart.tuning.plan_rows import (
     race_note,
     save_report,
 )
-from autopart.tuning.screen import Screening, screen_targets, screens
+from autopart.tuning.profiling import profile_stage
+from autopart.tuning.screen import Screening
 from autopart.tuning.verify import Measured, measure_plans
+
+SEARCH_FLOOR_S = 1.0  # the search's least budget, the clock spent or not: an ILP's moment
 
 
 @dataclass
@@ -80,7 +83,7 @@ class Prepared:
     ``pricing`` is ``profile`` scaled to the machine's speed now (:mod:`autopart.profile.speed`),
     which prices everything; ``rescaling`` says what that scaled. ``screening`` is what the
     screen measured before the full profile (None: no screen ran), and ``targets`` are
-    those it kept.
+    those it kept; ``clock`` is the command's wall-time budget, with what it cut short.
     """
 
     graph: Graph
@@ -99,6 +102,7 @@ class Prepared:
     pricing: Profile | None = None
     rescaling: Rescaling = field(default_factory=Rescaling)
     screening: Screening | None = None
+    clock: Clock = field(default_factory=lambda: Clock(None))
 
 
 @dataclass
@@ -157,6 +161,7 @@ def tune_model(
     saved plan as it was.
     """
     options = options or TuneOptions()
+    clock = Clock(options.wall_budget_s)
     options.check_outputs()
     if options.search.storage is not None:
         check_storage(options.search.storage)
@@ -167,7 +172,7 @@ def tune_model(
     written: list[Path] = []
     try:
         with memory_limit(options.memory_limit):
-            return _tune(model, options, located, progress, written)
+            return _tune(model, options, located, progress, written, clock)
     except KeyboardInterrupt as interrupt:
         interrupt.add_note(_plans_kept(plan_path, options.output, written))
         raise
@@ -207,6 +212,9 @@ def _tighten(
         tighter = over_budget(prepared.accuracy, candidate.assignment, measured[ilp])
         if tighter is None:
             break
+        if prepared.clock.passed:
+            prepared.clock.cut.append("the accuracy rounds (the ILP's plan is over its tolerance)")
+            break
         rounds.append(
             f"accuracy round {round_index + 1}: the ILP's plan measured "
             f"{measured[ilp].max_error:.3g} over {measured[ilp].tolerance:.3g}; solved "
@@ -226,9 +234,10 @@ def _tune(
     located: Located,
     progress: StageProgress | None,
     written: list[Path],
+    clock: Clock,
 ) -> TuneReport:
     """:func:`tune_model` once its outputs are checked; appends each plan file it writes."""
-    prepared = prepare(model, options, progress=progress, located=located)
+    prepared = prepare(model, options, progress=progress, located=located, clock=clock)
     graph, profile, outcome = prepared.graph, prepared.profile, prepared.outcome
     candidates, twins = _runnable(outcome)
     measured: dict[str, Measured] = {}
@@ -254,6 +263,7 @@ def _tune(
         notes[:0] = prepared.screening.notes
     notes.extend([*calibration_notes(graph, prepared.targets), *stand_in_notes(graph)])
     notes.extend(prepared.rescaling.note())
+    notes.extend(prepared.clock.note())
     pick = outcome.chosen.name
     final, decision = choice.final_choice(pick, candidates, twins, measured, peer_results, notes)
     chosen = candidates[final]
@@ -299,11 +309,18 @@ def _verify(
     failures: dict[str, str] = {}
     runners = choice.runners_of(candidates, twins, peer_runs)
 
+    clock = prepared.clock
+
     def contested(so_far: Mapping[str, Measured]) -> list[str]:
-        return choice.contested(so_far, runners)
+        return [] if clock.passed else choice.contested(so_far, runners)
 
     def behind(so_far: Mapping[str, Measured]) -> list[str]:
-        return choice.behind(so_far, runners)
+        if not clock.passed:
+            return choice.behind(so_far, runners)
+        decision = choice.decide(so_far, runners)
+        if "the race" not in clock.cut:
+            clock.cut.append("the race")
+        return [name for name in so_far if decision is None or name != decision.chosen]
 
     left_out = {c.name for c in too_split_to_race(prepared.outcome)}
     notes.extend(left_out_note(candidates, left_out))
@@ -367,31 +384,22 @@ def prepare(
     *,
     progress: StageProgress | None = None,
     located: Located | None = None,
+    clock: Clock | None = None,
 ) -> Prepared:
     """Load ``model``, profile what is missing (unless ``options.profile_file``), and search.
 
-    ``located`` is :func:`locate`'s answer for ``model`` when the caller has it already.
+    ``located`` is :func:`locate`'s answer for ``model`` when the caller has it already;
+    ``clock`` the command's wall-time budget (None: ``options.wall_budget_s`` from now).
     """
     options = options or TuneOptions()
+    clock = clock or Clock(options.wall_budget_s)
     located = located or locate(model, options, progress)
-    graph, chosen_targets, directory = located.graph, located.targets, located.directory
+    graph, directory = located.graph, located.directory
     if not located.planned_only:  # before measuring anything: are errors measurable at all?
         check_seeded_reference(graph, options.search.seed)
-    profiled: ProfileReport | None = None
-    profile_path: Path | None = None
-    screening: Screening | None = None
-    if located.given is not None:
-        profile = located.given
-    else:
-        if screens(options, chosen_targets):
-            screening = _screen(model, graph, chosen_targets, options, progress)
-            chosen_targets = screening.kept
-        profiled, profile, profile_path = profile_model(
-            graph,
-            chosen_targets,
-            options.profiles_dir,
-            progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
-        )
+    stage = profile_stage(model, located, options, clock, progress)
+    profile, profiled, profile_path = stage.profile, stage.report, stage.path
+    chosen_targets, screening = stage.targets, stage.screening
     speed = None if located.planned_only else measure_speed()
     costs = costs_from_profile(graph, at_speed(profile, speed)[0], chosen_targets)
 
@@ -406,6 +414,7 @@ def prepare(
     )  # fmt: skip
     search_options = dataclasses.replace(
         asked,
+        budget_s=_search_budget(asked.budget_s, clock.until(stage.reserve_s)),
         storage=located.storage,
         study_name=f"{asked.objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
         source=str(graph.meta.get("source", graph.name)),
@@ -426,30 +435,25 @@ def prepare(
         measured = measure_partitions(
             graph, profile, profile_path, outcome,
             None if progress is None else lambda d, t, s: progress("measure", d, t, s),
+            clock.until(stage.reserve_s),
         )  # fmt: skip
+        if measured.missing:
+            clock.cut.append(f"the partitions timed whole ({measured.missing} left)")
     op_sums = {name: c.value(outcome.objective) for name, c in outcome.candidates.items()}
     pricing, rescaling = at_speed(profile, speed)  # with the partitions measured just now
     price_measured(graph, pricing, costs, outcome)
     return Prepared(
         graph, profile, profiled, costs, chosen_targets, directory, located.planned_only,
         outcome, measured, accuracy, search_options, profile_path, op_sums, pricing, rescaling,
-        screening,
+        screening, clock,
     )  # fmt: skip
 
 
-def _screen(
-    model: ModelLike,
-    graph: Graph,
-    targets: list[str],
-    options: TuneOptions,
-    progress: StageProgress | None,
-) -> Screening:
-    """One pass of op timings on every target, then :func:`screen_targets`."""
-    _, screened, _ = profile_model(
-        graph, targets, options.profiles_dir, screen=True,
-        progress=None if progress is None else lambda d, t, s: progress("screen", d, t, s),
-    )  # fmt: skip
-    return screen_targets(model, graph, targets, screened, options, progress)
+def _search_budget(asked_s: float | None, left_s: float | None) -> float | None:
+    """The search's budget: the one asked, within what the clock leaves (at least 1 s)."""
+    if left_s is None:
+        return asked_s
+    return max(min(asked_s if asked_s is not None else left_s, left_s), SEARCH_FLOOR_S)
 
 
 def _search_again(prepared: Prepared, accuracy: AccuracyBudget) -> Prepared:

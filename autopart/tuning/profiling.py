@@ -1,0 +1,96 @@
+"""A tune's profile stage: the screen, then the full profile of the targets it kept.
+
+Unless ``--thorough`` (or the objective, constraints or a given profile rule it out, see
+:func:`~autopart.tuning.screen.screens`), the targets are screened first; the full profile
+then measures only the targets the screen kept, within what the tune's
+:class:`~autopart.tuning.clock.Clock` leaves after a reserve for the race. After a screen
+every node has at least its first pass on every kept target, so a profile cut short by the
+budget still prices every node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from autopart.ir.graph import Graph
+from autopart.loader import ModelLike
+from autopart.profile import Profile, ProfileReport
+from autopart.progress import StageProgress
+from autopart.tuning.clock import Clock, race_reserve
+from autopart.tuning.locate import Located
+from autopart.tuning.models import profile_model
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.partitions import record_screened
+from autopart.tuning.screen import Screening, screen_targets, screens
+
+UNSCREENED_RESERVE = 0.25  # of the budget kept for the race when no screen timed anything
+
+
+@dataclass
+class Profiled:
+    """The profile a tune plans from, and how it was taken.
+
+    ``report`` and ``path`` are the full profile's (None: a given profile, nothing measured
+    here); ``targets`` are those searched (the screen's kept ones); ``reserve_s`` is the
+    time kept for the race (:func:`~autopart.tuning.clock.race_reserve`).
+    """
+
+    profile: Profile
+    report: ProfileReport | None
+    path: Path | None
+    targets: list[str]
+    screening: Screening | None
+    reserve_s: float
+
+
+def profile_stage(
+    model: ModelLike,
+    located: Located,
+    options: TuneOptions,
+    clock: Clock,
+    progress: StageProgress | None = None,
+) -> Profiled:
+    """Screen (where :func:`screens`), then profile the targets kept, within ``clock``.
+
+    A profile cut short by the budget is noted in ``clock.cut``.
+    """
+    graph, targets = located.graph, list(located.targets)
+    unscreened = UNSCREENED_RESERVE * (clock.budget_s or 0.0)
+    if located.given is not None:
+        return Profiled(located.given, None, None, targets, None, unscreened)
+    screening = None
+    if screens(options, targets):
+        screening = _screen(model, graph, targets, options, progress)
+        targets = screening.kept
+    reserve = unscreened if screening is None else race_reserve(screening.timing_s)
+    report, profile, path = profile_model(
+        graph,
+        targets,
+        options.profiles_dir,
+        budget_s=None if screening is None else clock.until(reserve),
+        progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
+    )
+    if screening is not None:  # the plans timed whole price as measured
+        record_screened(graph, profile, path, screening.plans, screening.whole)
+    if report.missing:
+        clock.cut.append(
+            f"the full profile ({report.missing} of {report.missing + report.new} "
+            "measurements left; their ops are priced from the passes taken)"
+        )
+    return Profiled(profile, report, path, targets, screening, reserve)
+
+
+def _screen(
+    model: ModelLike,
+    graph: Graph,
+    targets: list[str],
+    options: TuneOptions,
+    progress: StageProgress | None,
+) -> Screening:
+    """One pass of op timings on every target, then :func:`screen_targets`."""
+    _, screened, _ = profile_model(
+        graph, targets, options.profiles_dir, screen=True,
+        progress=None if progress is None else lambda d, t, s: progress("screen", d, t, s),
+    )  # fmt: skip
+    return screen_targets(model, graph, targets, screened, options, progress)
