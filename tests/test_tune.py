@@ -487,6 +487,11 @@ def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measuremen
     # a 20 us model 30% off is one launch's swing, not a profile to take again
     assert drift_note([row(single, "cpu@onnxruntime", 0.026, 0.020)], "conv") == []
     assert drift_note([row(single, "cpu@onnxruntime", 0.26, 0.20)], "conv") != []
+    # the table priced the plan as timed whole (19.82 ms); its ops summed to 32.47 ms
+    timed_whole = [row(single, "cpu@openvino:bf16", 19.82, 19.91)]
+    (note,) = drift_note(timed_whole, "resnet50", {"single:cpu@openvino:bf16": 32.47e-3})
+    assert "32.47 ms summed over its ops (the table prices it as timed whole)" in note
+    assert "19.91 measured (+63%)" in note and "ms predicted" not in note
 
 
 def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Path) -> None:  # noqa: F811

@@ -77,7 +77,9 @@ class SearchOptions:
     :class:`PeerMultiple` of OpenVINO as installed's error (``"0.5x"`` as a string; None: a
     tune's default budget, see :mod:`autopart.tuning.accuracy`); ``source`` is the model source
     recorded in the plans (empty: the graph's); ``accuracy`` is the measured form of the
-    tolerance, per-node error weights that bound the ILP's plan (None: no bound).
+    tolerance, per-node error weights that bound the ILP's plan (None: no bound); ``cap_s``
+    caps the search's time where a tune's wall budget leaves less (None: no cap): unlike
+    ``budget_s`` it never makes optuna run longer than its trials without a budget.
 
     Objective and method may be given by name. An unknown objective, method or precision,
     a budget that is not a finite number of seconds above 0, a seed outside 0 to 2**32 - 1
@@ -96,6 +98,7 @@ class SearchOptions:
     study_name: str | None = None
     source: str = ""
     accuracy: AccuracyBudget | None = None
+    cap_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "precision", parse_precisions(self.precision))

@@ -97,7 +97,8 @@ def search(
     for baseline in baselines(restricted, fallback):
         made = candidate(baseline.kind, baseline.assignment, baseline.target)
         candidates[made.name] = made
-    time_limit = min(options.budget_s or ILP_TIME_LIMIT_S, ILP_TIME_LIMIT_S)
+    time_limit = min(options.budget_s or ILP_TIME_LIMIT_S, options.cap_s or ILP_TIME_LIMIT_S,
+                     ILP_TIME_LIMIT_S)  # fmt: skip
     ilp = solve_ilp(
         restricted, constraints.memory, time_limit_s=time_limit, progress=steps,
         accuracy=options.accuracy,
@@ -197,13 +198,20 @@ def _optuna(
         costs,
         Objective.PARETO if options.objective == Objective.PARETO else Objective.MAKESPAN,
         seeds,
-        budget_s=options.budget_s,
+        budget_s=_capped(options.budget_s, options.cap_s),
         n_trials=None if options.budget_s else DEFAULT_TRIALS,
         seed=options.seed,
         storage=options.storage,
         study_name=options.study_name,
         progress=progress,
     )
+
+
+def _capped(budget_s: float | None, cap_s: float | None) -> float | None:
+    """``budget_s`` within ``cap_s`` (either None: the other)."""
+    if budget_s is None or cap_s is None:
+        return cap_s if budget_s is None else budget_s
+    return min(budget_s, cap_s)
 
 
 def _fits(costs: Costs, assignment: Assignment, memory: dict[str, int]) -> bool:

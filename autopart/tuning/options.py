@@ -29,7 +29,7 @@ from autopart.settings import SCREEN
 from autopart.tuning.accuracy import Budget
 
 # The fields of SearchOptions a tune fills in itself, from the graph and the measurements.
-SET_BY_TUNE = frozenset({"study_name", "source", "accuracy"})
+SET_BY_TUNE = frozenset({"study_name", "source", "accuracy", "cap_s"})
 # The fields of SearchOptions a user sets, as keywords of TuneOptions.build and autopart.tune.
 SEARCH_FIELDS = tuple(
     f.name for f in dataclasses.fields(SearchOptions) if f.name not in SET_BY_TUNE

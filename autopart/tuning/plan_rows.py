@@ -110,6 +110,9 @@ def plan_rows(candidates: dict[str, Candidate], measured: dict[str, Measured]) -
     return sorted(rows, key=lambda r: (key(r) is None, key(r) or 0.0))
 
 
+SUMMED = "summed over its ops (the table prices it as timed whole)"
+
+
 def drift_note(
     rows: Sequence[PlanRow], model: str | Path, op_sums: Mapping[str, float] | None = None
 ) -> list[str]:
@@ -117,25 +120,30 @@ def drift_note(
 
     The prediction is the row's op sum in ``op_sums`` where it has one (a partition timed
     whole prices the row from that timing, which says nothing of the op rows), else the
-    row's own. A profile taken in a slow or quick spell of a shared machine predicts every
+    row's own; where the two differ, the note says the figure is the ops' sum, not the
+    table's prediction. A profile taken in a slow or quick spell of a shared machine predicts every
     plan on that target off by as much; the note says how to measure it again. It cannot tell such
     drift from a bias of the cost model on that target, so it says both. Gaps under
     :data:`DRIFT_FLOOR_S` are not noted: a model of a few microseconds swings by that much
     from one launch to the next, whatever the profile.
     """
-    off: list[tuple[str, float, float, float]] = []  # target, predicted, measured, error
+    off: list[tuple[str, str, float, float]] = []  # target, prediction, measured, error
     for row in rows:
         measured = row.measured_s
         if row.kind is CandidateKind.SINGLE and measured:
             predicted = (op_sums or {}).get(row.name, row.predicted_s)
             error = predicted / measured - 1
             if abs(error) > DRIFT_LIMIT and abs(predicted - measured) >= DRIFT_FLOOR_S:
-                off.append((str(row.target), predicted, measured, error))
+                summed = row.predicted_s is not None and abs(predicted - row.predicted_s) > 1e-12
+                what = (
+                    "summed over its ops (the table prices it as timed whole)"
+                    if summed
+                    else "predicted"
+                )
+                off.append((str(row.target), f"{predicted * 1e3:.2f} ms {what}", measured, error))
     if not off:
         return []
-    listing = "; ".join(
-        f"{t} {p * 1e3:.2f} ms predicted, {m * 1e3:.2f} measured ({e:+.0%})" for t, p, m, e in off
-    )
+    listing = "; ".join(f"{t} {p}, {m * 1e3:.2f} measured ({e:+.0%})" for t, p, m, e in off)
     targets = ",".join(t for t, *_ in off)
     return [
         f"the profile is more than {DRIFT_LIMIT:.0%} off the measurement on {listing}. "

@@ -61,7 +61,7 @@ def profile_stage(
         return Profiled(located.given, None, None, targets, None, unscreened)
     screening = None
     if screens(options, targets):
-        screening = _screen(model, graph, targets, options, progress)
+        screening = _screen(model, graph, targets, options, clock, progress)
         targets = screening.kept
     reserve = unscreened if screening is None else race_reserve(screening.timing_s)
     report, profile, path = profile_model(
@@ -86,11 +86,8 @@ def _screen(
     graph: Graph,
     targets: list[str],
     options: TuneOptions,
+    clock: Clock,
     progress: StageProgress | None,
 ) -> Screening:
-    """One pass of op timings on every target, then :func:`screen_targets`."""
-    _, screened, _ = profile_model(
-        graph, targets, options.profiles_dir, screen=True,
-        progress=None if progress is None else lambda d, t, s: progress("screen", d, t, s),
-    )  # fmt: skip
-    return screen_targets(model, graph, targets, screened, options, progress)
+    """:func:`screen_targets`, the whole models first, then the op pass within ``clock``."""
+    return screen_targets(model, graph, targets, options, clock, progress)

@@ -3,22 +3,26 @@
 Profiling every op on every target is a tune's longest stage, yet on most models one
 target running the whole model wins. So, unless ``--thorough``, a tune first screens:
 
-1. one pass of the op, launch and copy timings on every target
-   (:meth:`~autopart.profile.profiler.Profiler.profile_graph` with ``screen``): every node
-   gets a price everywhere, at a third of a full profile's passes, which the full profile
-   later resumes instead of repeating;
-2. every whole device's single-target plan and every peer, compiled and timed whole for a
+1. every whole device's single-target plan and every peer, compiled and timed whole for a
    few settled rounds, one at a time (so one is compiled at once), each checked against
-   the numpy reference; the quickest within the tolerance is the **incumbent**. A unit's
-   plan (one core) is not timed: its costs are scaled as its device's at the same codegen
-   and precision are;
-3. what each other target could save against it: its nodes' one-pass costs, scaled so that
-   its single-target plan's sum is that plan's measured whole time, less the incumbent's
-   costs scaled alike, summed over the nodes where it is quicker (:func:`could_save`).
-   Launches and copies only add to a mixed plan, so this overstates what a target could
-   bring. A target that could save less than
-   :attr:`~autopart.settings.ScreenSettings.min_gain` of the incumbent's time is dropped:
-   the tune profiles, searches and races only the others, and says so in one note.
+   the numpy reference; the quickest within the tolerance is the **incumbent**. The plans
+   need only which target runs which node (:func:`support_costs`); a unit's plan (one
+   core) is not timed: its costs are scaled as its device's at the same codegen and
+   precision are;
+2. one pass of the op, launch and copy timings
+   (:meth:`~autopart.profile.profiler.Profiler.profile_graph` with ``screen``): every node
+   gets a price at a third of a full profile's passes, which the full profile later resumes
+   instead of repeating. The incumbent's targets and the fallback first, then whole devices
+   before units, within what the tune's clock leaves after the race's reserve; a target the
+   budget left unpriced is dropped;
+3. what each other target could save against the incumbent: its nodes' one-pass costs,
+   scaled so that its single-target plan's sum is that plan's measured whole time, less
+   the incumbent's costs scaled alike, summed over the nodes where it is quicker, less the
+   one launch any plan using it pays (:func:`could_save`). Further launches and copies
+   only add to a mixed plan, so this overstates what a target could bring. A target that
+   could save less than :attr:`~autopart.settings.ScreenSettings.min_gain` of the
+   incumbent's time is dropped: the tune profiles, searches and races only the others,
+   and says so in one note.
 
 The bound is that of the ``latency`` objective (steps one after another). Screening is
 left out for the concurrent objectives, where a unit that is slower alone can still
@@ -37,13 +41,14 @@ import numpy as np
 
 from autopart.costmodel import costs_from_profile
 from autopart.costmodel.costs import Costs
+from autopart.errors import ProfileError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
+from autopart.ir.signature import op_signature
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.loader import ModelLike
 from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
-from autopart.profile.store import Profile
 from autopart.progress import StageProgress
 from autopart.runtime.executor import Executor
 from autopart.search.baselines import Assignment, BaselineError, default_fallback, single_target
@@ -51,6 +56,10 @@ from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.search.options import Objective
 from autopart.settings import SCREEN
 from autopart.targets.codegen import declared_peers
+from autopart.targets.devices import discover
+from autopart.targets.resolve import resolve
+from autopart.tuning.clock import Clock, race_reserve
+from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.peers import PeerInputs, Runner, peer_lingers, peers
 from autopart.tuning.verify import Measured, measure_plans
@@ -64,9 +73,10 @@ class Screening:
     with its error; ``incumbent`` names the quickest within ``tolerance`` (None: none was,
     and every target is kept). ``kept`` are the targets profiled in full, in the order
     asked; ``could_save`` is each target's bound in seconds (:func:`could_save`);
-    ``dropped`` the targets left out. ``elapsed_s`` is the screen's time after its profile
-    pass, ``timing_s`` the part spent timing whole models, ``plans`` the single-target plans
-    it timed, by name. ``notes`` say what the screen did, in one line each.
+    ``dropped`` the targets left out, of which ``unpriced`` are those the budget left no
+    time to price. ``elapsed_s`` is the screen's time, ``timing_s`` the part spent timing
+    whole models, ``plans`` the single-target plans it timed, by name. ``notes`` say what
+    the screen did, in one line each.
     """
 
     targets: list[str]
@@ -80,6 +90,7 @@ class Screening:
     timing_s: float = 0.0
     notes: list[str] = field(default_factory=list)
     plans: dict[str, Plan] = field(default_factory=dict)
+    unpriced: list[str] = field(default_factory=list)
 
 
 def screens(options: TuneOptions, targets: Sequence[str]) -> bool:
@@ -100,20 +111,22 @@ def screen_targets(
     model: ModelLike,
     graph: Graph,
     targets: Sequence[str],
-    profile: Profile,
     options: TuneOptions,
+    clock: Clock,
     progress: StageProgress | None = None,
 ) -> Screening:
     """Time every single-target plan and every peer whole; keep the targets that could win.
 
-    ``profile`` must price every node of ``graph`` on every one of ``targets`` (a screening
-    pass at least). Runners that fail to compile or run are left out of ``whole``, with a
-    note. Raises :class:`~autopart.errors.InputError` when the reference computes NaN.
+    First the plans and peers are timed whole (their assignments need only which target
+    runs which node), then the op pass is taken (:func:`_price`) within what ``clock``
+    leaves after the race's reserve. Runners that fail to compile or run are left out of
+    ``whole``, with a note. Raises :class:`~autopart.errors.InputError` when the reference
+    computes NaN.
     """
     started = time.perf_counter()
-    costs = costs_from_profile(graph, profile, targets)
-    fallback = default_fallback(costs)
-    assignments = _single_assignments(costs, fallback)
+    support = support_costs(graph, targets)
+    fallback = default_fallback(support)
+    assignments = _single_assignments(support, fallback)
     source = str(graph.meta.get("source", graph.name))
     feeds = random_inputs(graph, options.search.seed)
     reference = Executor(graph).run(feeds).outputs
@@ -130,10 +143,80 @@ def screen_targets(
     correct = {name: result for name, result in whole.items() if result.correct}
     if correct:
         screening.incumbent = min(correct, key=lambda name: correct[name].median_s)
-        choose_targets(screening, costs, assignments, fallback)
+        incumbent_target = _stands_for(screening.incumbent, assignments)
+        needed = {fallback, *(assignments.get(incumbent_target, {}).values())}
+        costs, unpriced = _price(graph, targets, needed, options, clock, timing_s, progress)
+        priced = {  # plans that run only on priced targets
+            t: a for t, a in assignments.items() if not {str(w) for w in a.values()} & set(unpriced)
+        }
+        choose_targets(screening, costs, priced, fallback)
+        screening.kept = [t for t in screening.kept if t not in unpriced]
+        screening.dropped = [t for t in screening.targets if t not in screening.kept]
+        screening.unpriced = unpriced
     screening.elapsed_s = time.perf_counter() - started
     screening.notes.insert(0, _summary(screening))
     return screening
+
+
+def support_costs(graph: Graph, targets: Sequence[str]) -> Costs:
+    """Which of ``targets`` runs which node of ``graph``, as :class:`Costs` priced at 0.
+
+    Only what a baseline's assignment needs (:func:`single_target`): each node's entry
+    holds the targets that run it (:meth:`ResolvedTarget.supports`, asked once per
+    signature), none yet with a price.
+    """
+    machine = discover()
+    resolved = [resolve(target, machine) for target in targets]
+    runs: dict[tuple[str, VirtualDevice], bool] = {}
+    node_cost: dict[str, dict[VirtualDevice, float]] = {}
+    for node in graph.nodes:
+        signature = op_signature(node, graph)
+        entry: dict[VirtualDevice, float] = {}
+        for target in resolved:
+            key = (signature, target.target)
+            if key not in runs:
+                runs[key] = target.supports(node, graph)
+            if runs[key]:
+                entry[target.target] = 0.0
+        node_cost[node.name] = entry
+    return Costs(graph, [r.target for r in resolved], node_cost)
+
+
+def _price(
+    graph: Graph,
+    targets: Sequence[str],
+    needed: set[VirtualDevice],
+    options: TuneOptions,
+    clock: Clock,
+    timing_s: float,
+    progress: StageProgress | None,
+) -> tuple[Costs, list[str]]:
+    """One pass of op timings: the costs of the targets priced, and those left unpriced.
+
+    ``needed`` (the incumbent's targets and the fallback) are priced whatever the clock
+    says; then whole devices before units, within what ``clock`` leaves after the race's
+    reserve (:func:`~autopart.tuning.clock.race_reserve` of ``timing_s``).
+    """
+    first = [t for t in targets if VirtualDevice.parse(t) in needed]
+    rest = sorted((t for t in targets if t not in first), key=lambda t: "/" in t.split("@")[0])
+    stage = None if progress is None else lambda d, t, s: progress("screen", d, t, s)
+    _, profile, _ = profile_model(graph, first, options.profiles_dir, screen=True, progress=stage)
+    if rest:
+        budget = clock.until(race_reserve(timing_s))
+        _, profile, _ = profile_model(
+            graph, rest, options.profiles_dir, screen=True, budget_s=budget, progress=stage
+        )
+    priced, unpriced = list(first), []
+    for target in rest:
+        try:
+            costs_from_profile(graph, profile, [target])
+        except ProfileError:
+            unpriced.append(target)
+            continue
+        priced.append(target)
+    if unpriced:
+        clock.cut.append(f"the screen's op pass ({', '.join(unpriced)} not priced, not profiled)")
+    return costs_from_profile(graph, profile, [t for t in targets if t in priced]), unpriced
 
 
 def _single_assignments(costs: Costs, fallback: VirtualDevice) -> dict[VirtualDevice, Assignment]:
@@ -218,13 +301,16 @@ def could_save(
 
     ``incumbent`` is each node's cost in the incumbent (scaled, see :func:`scaled_costs`);
     ``assignment`` is ``target``'s single-target plan and ``factor`` its scale. The sum,
-    over the nodes that plan runs on ``target``, of what each costs less there.
+    over the nodes that plan runs on ``target``, of what each costs less there, less one
+    launch of a partition on ``target`` (``costs.launch``, 0 where absent): a plan that uses
+    ``target`` at all enters it at least once. Never below 0.
     """
-    return sum(
+    gained = sum(
         max(0.0, incumbent[name] - costs.node_cost[name][target] * factor)
         for name, where in assignment.items()
         if where == target
     )
+    return max(0.0, gained - costs.launch.get(target, 0.0))
 
 
 def scaled_costs(
@@ -327,6 +413,8 @@ def _summary(screening: Screening) -> str:
             candidate_name(CandidateKind.SINGLE, VirtualDevice.parse(target))
         )
         alone = "" if whole is None else f"whole {whole.median_s * 1e3:.3g} ms, "
+        if target in screening.unpriced:
+            return f"{target} ({alone}not priced in the budget)"
         return f"{target} ({alone}could save {screening.could_save.get(target, 0.0) * 1e3:.2g} ms)"
 
     return (

@@ -414,7 +414,7 @@ def prepare(
     )  # fmt: skip
     search_options = dataclasses.replace(
         asked,
-        budget_s=_search_budget(asked.budget_s, clock.until(stage.reserve_s)),
+        cap_s=_search_cap(clock.until(stage.reserve_s)),
         storage=located.storage,
         study_name=f"{asked.objective}-{graph_hash(graph)[:12]}-{profile.fingerprint}",
         source=str(graph.meta.get("source", graph.name)),
@@ -449,11 +449,9 @@ def prepare(
     )  # fmt: skip
 
 
-def _search_budget(asked_s: float | None, left_s: float | None) -> float | None:
-    """The search's budget: the one asked, within what the clock leaves (at least 1 s)."""
-    if left_s is None:
-        return asked_s
-    return max(min(asked_s if asked_s is not None else left_s, left_s), SEARCH_FLOOR_S)
+def _search_cap(left_s: float | None) -> float | None:
+    """The search's cap: what the clock leaves, but at least :data:`SEARCH_FLOOR_S`."""
+    return None if left_s is None else max(left_s, SEARCH_FLOOR_S)
 
 
 def _search_again(prepared: Prepared, accuracy: AccuracyBudget) -> Prepared:

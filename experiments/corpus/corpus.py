@@ -200,7 +200,8 @@ def run_cli(command: list[str], timeout: float) -> dict[str, Any]:
 
     ``ok`` (exit 0), ``refused`` (exit 2 with an ``error:`` line and no traceback: the
     detail is that line), ``crash`` (any other exit: the detail is its last line) or
-    ``timeout`` (no answer within ``timeout`` seconds; no ``seconds`` nor ``stderr``).
+    ``timeout`` (no answer within ``timeout`` seconds; no ``seconds``, ``stdout`` nor
+    ``stderr``).
     """
     started = time.perf_counter()
     try:
@@ -209,7 +210,7 @@ def run_cli(command: list[str], timeout: float) -> dict[str, Any]:
         return {"status": "timeout", "detail": f"no answer in {timeout:.0f} s"}
     seconds = time.perf_counter() - started
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    found = {"seconds": seconds, "stderr": done.stderr}
+    found = {"seconds": seconds, "stderr": done.stderr, "stdout": done.stdout}
     if done.returncode == 2 and errors and "Traceback" not in done.stderr:
         return {"status": "refused", "detail": errors[0][:300], **found}
     if done.returncode != 0:
