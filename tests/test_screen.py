@@ -189,3 +189,41 @@ def test_a_tight_budget_still_returns_a_verified_plan_and_says_what_it_cut(
     assert chosen.measured_s is not None and chosen.max_error is not None, report.notes
     (note,) = [note for note in report.notes if note.startswith("budget 0.5 s")]
     assert "cut short:" in note
+
+
+def test_with_no_incumbent_every_target_is_profiled_in_full_whatever_the_budget(
+    tiny: Path, tmp_path: Path
+) -> None:
+    """Nothing within an impossible tolerance: no op pass ran, so the profile is unbounded."""
+    built = TuneOptions.build(
+        targets=[ORT, UNIT], profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+        rounds=2, peers=False, tolerance=1e-30, time_budget_s=0.5,
+    )  # fmt: skip
+    report = tune_model(str(tiny), built)
+    assert report.screening is not None and report.screening.incumbent is None
+    assert not report.screening.priced and sorted(report.screening.kept) == sorted([ORT, UNIT])
+    assert report.profiled is not None and report.profiled.missing == 0
+    assert report.notes[0].endswith("nothing ran within the tolerance, so every target is profiled")
+
+
+def test_the_tolerance_is_chosen_once_every_error_on_the_timed_inputs_is_in() -> None:
+    """A tolerance that follows a runner's error must see its error on the timed feeds: it
+    was once chosen from the evaluation samples alone, and a peer ended beyond its own."""
+    from autopart import api
+    from autopart.ir.feeds import random_inputs
+    from autopart.tuning.verify import measure_plans
+
+    plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@openvino:bf16")
+    seen: list[dict[str, float]] = []
+
+    def follow(errors: dict[str, float]) -> float:
+        seen.append(dict(errors))
+        return errors["bf16"]
+
+    measured = measure_plans(
+        graph, {"bf16": plan}, random_inputs(graph, 0), rounds=2, min_timed_s=0.0,
+        tolerance=follow,
+    )  # fmt: skip
+    (errors,) = seen
+    assert errors["bf16"] > 0.0  # bf16 rounding, seen before the tolerance was chosen
+    assert measured["bf16"].correct and measured["bf16"].tolerance == errors["bf16"]

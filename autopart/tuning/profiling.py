@@ -4,8 +4,9 @@ Unless ``--thorough`` (or the objective, constraints or a given profile rule it 
 :func:`~autopart.tuning.screen.screens`), the targets are screened first; the full profile
 then measures only the targets the screen kept, within what the tune's
 :class:`~autopart.tuning.clock.Clock` leaves after a reserve for the race. After a screen
-every node has at least its first pass on every kept target, so a profile cut short by the
-budget still prices every node.
+that priced the targets (it found an incumbent), every node has at least its first pass on
+every kept target, so a profile cut short by the budget still prices every node; otherwise
+the full profile is not bounded.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ def profile_stage(
         graph,
         targets,
         options.profiles_dir,
-        budget_s=None if screening is None else clock.until(reserve),
+        budget_s=None if screening is None or not screening.priced else clock.until(reserve),
         progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
     )
     if screening is not None:  # the plans timed whole price as measured

@@ -74,9 +74,10 @@ class Screening:
     and every target is kept). ``kept`` are the targets profiled in full, in the order
     asked; ``could_save`` is each target's bound in seconds (:func:`could_save`);
     ``dropped`` the targets left out, of which ``unpriced`` are those the budget left no
-    time to price. ``elapsed_s`` is the screen's time, ``timing_s`` the part spent timing
-    whole models, ``plans`` the single-target plans it timed, by name. ``notes`` say what
-    the screen did, in one line each.
+    time to price; ``priced`` says the op pass ran (only once there is an incumbent).
+    ``elapsed_s`` is the screen's time, ``timing_s`` the part spent timing whole models,
+    ``plans`` the single-target plans it timed, by name. ``notes`` say what the screen
+    did, in one line each.
     """
 
     targets: list[str]
@@ -91,6 +92,7 @@ class Screening:
     notes: list[str] = field(default_factory=list)
     plans: dict[str, Plan] = field(default_factory=dict)
     unpriced: list[str] = field(default_factory=list)
+    priced: bool = False
 
 
 def screens(options: TuneOptions, targets: Sequence[str]) -> bool:
@@ -152,7 +154,7 @@ def screen_targets(
         choose_targets(screening, costs, priced, fallback)
         screening.kept = [t for t in screening.kept if t not in unpriced]
         screening.dropped = [t for t in screening.targets if t not in screening.kept]
-        screening.unpriced = unpriced
+        screening.unpriced, screening.priced = unpriced, True
     screening.elapsed_s = time.perf_counter() - started
     screening.notes.insert(0, _summary(screening))
     return screening
