@@ -26,6 +26,7 @@ from autopart.tuning.partitions import record_screened
 from autopart.tuning.screen import Screening, screen_targets, screens
 
 UNSCREENED_RESERVE = 0.25  # of the budget kept for the race when no screen timed anything
+PROFILE_SHARE = 0.5  # of what a budget leaves before the race, for the full profile
 
 
 @dataclass
@@ -69,7 +70,7 @@ def profile_stage(
         graph,
         targets,
         options.profiles_dir,
-        budget_s=None if screening is None or not screening.priced else clock.until(reserve),
+        budget_s=None if screening is None or not screening.priced else _share(clock, reserve),
         progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
     )
     if screening is not None:  # the plans timed whole price as measured
@@ -80,6 +81,17 @@ def profile_stage(
             "measurements left; their ops are priced from the passes taken)"
         )
     return Profiled(profile, report, path, targets, screening, reserve)
+
+
+def _share(clock: Clock, reserve_s: float) -> float | None:
+    """The full profile's share of what ``clock`` leaves after ``reserve_s``.
+
+    :data:`PROFILE_SHARE` of it: the rest goes to timing the candidates' partitions whole
+    (the measure stage), which prices the plans the race will run better than more passes
+    of ops do.
+    """
+    left = clock.until(reserve_s)
+    return None if left is None else PROFILE_SHARE * left
 
 
 def _screen(
