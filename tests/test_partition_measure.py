@@ -78,6 +78,7 @@ def test_tune_measures_its_candidates_partitions_prices_with_them_and_reuses_the
     options = TuneOptions(
         targets=["cpu@onnxruntime", "cpu@numpy"], profiles_dir=str(profiles),
         search_dir=str(tmp_path / "search"), rounds=2, peers=False,
+        thorough=True,  # no screen: its whole timings would be these partitions' rows
     )  # fmt: skip
     report = tune_model(str(tiny_path), options)
     assert report.partitions_measured is not None and report.partitions_measured.new >= 1

@@ -127,6 +127,8 @@ def test_a_tune_screens_then_profiles_only_what_it_kept(tiny: Path, tmp_path: Pa
     assert used <= set(screening.kept)
     assert set(report.profiled.targets) == set(screening.kept)
     assert report.profiled.resumed > 0  # the screen's first passes were not taken again
+    measured = report.partitions_measured  # the plans the screen timed whole are their rows
+    assert measured is not None and measured.reused >= 1
     timed = {name for name, result in screening.whole.items() if result.latencies}
     assert timed == {f"single:{NUMPY}", f"single:{ORT}"}  # a unit is scaled as its device
 
