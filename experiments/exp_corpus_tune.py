@@ -4,7 +4,10 @@ Each model of ``experiments/corpus`` (fetched into its cache) is tuned through t
 line as a user tunes it, one process per model, smallest file first::
 
     python -m autopart tune MODEL --input-shape ... --freeze ... --inputs samples.npz \\
-        --targets T1,T2 --budget 5 --rounds 3 --profiles P --search-dir S -o plan.json
+        --targets T1,T2 --rounds 3 --profiles P --search-dir S -o plan.json
+
+at the tune's default wall budget (``--budget`` here passes one on; before 2026-11-28's
+third session ``--budget 5`` bounded the search alone, and the sweep passed it).
 
 ``samples.npz`` holds two samples drawn from the model's input specs (with a leading sample
 axis), as a user with data passes them. Each model gets one status:
@@ -70,7 +73,8 @@ def tune_one(model: CorpusModel, targets: str, work: Path, args: argparse.Namesp
     samples(model, inputs)
     command = [
         sys.executable, "-m", "autopart", "tune", str(model.path()), *model.cli_arguments(),
-        "--inputs", str(inputs), "--targets", targets, "--budget", str(args.budget),
+        "--inputs", str(inputs), "--targets", targets,
+        *([] if args.budget is None else ["--budget", str(args.budget)]),
         "--rounds", str(args.rounds), "--profiles", str(args.profiles),
         "--search-dir", str(work / "search"), "-o", str(plan),
     ]  # fmt: skip
@@ -112,7 +116,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="names, or prefixes ending in * (default: all)")
     parser.add_argument("--targets", default=PEER_TARGETS)
-    parser.add_argument("--budget", type=float, default=5.0, help="tune's search budget (s)")
+    parser.add_argument("--budget", type=float, default=None, help="tune's wall budget (s)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model")
     parser.add_argument("--profiles", type=Path, default=Path("profiles"))
