@@ -229,3 +229,21 @@ def test_the_tolerance_is_chosen_once_every_error_on_the_timed_inputs_is_in() ->
     (errors,) = seen
     assert errors["bf16"] > 0.0  # bf16 rounding, seen before the tolerance was chosen
     assert measured["bf16"].correct and measured["bf16"].tolerance == errors["bf16"]
+
+
+def test_an_accuracy_budget_no_assignment_keeps_does_not_refuse_the_model() -> None:
+    """A node only a bf16 target runs, too sensitive for the budget: the ILP's accuracy row
+    cannot hold, so the search solves without it and says so (the race measures errors)."""
+    from autopart.costmodel.accuracy import AccuracyBudget
+    from autopart.search.options import SearchOptions
+    from autopart.search.planner import search
+
+    costs = chain_costs(6, 0, [ORT, "cpu@openvino:bf16"])
+    ort, bf16 = costs.targets
+    names = [node.name for node in costs.graph.nodes]
+    del costs.node_cost[names[2]][ort]  # only bf16 runs it
+    weights = {(name, "bf16"): 1e-8 for name in names} | {(names[2], "bf16"): 1.0}
+    outcome = search(costs, SearchOptions(accuracy=AccuracyBudget(weights, 1e-3)))
+    (note,) = outcome.notes
+    assert note.startswith("no assignment keeps the predicted error within the accuracy budget")
+    assert outcome.candidates["ilp"].assignment[names[2]] == bf16

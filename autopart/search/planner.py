@@ -36,7 +36,7 @@ class SearchOutcome:
 
     ``method`` says what ran: ``ilp``, or ``ilp+optuna``; ``optuna`` is the optuna search's
     result (its best is the ``tuned`` candidate), ``pareto`` its front as candidates;
-    ``options`` are those the search ran with.
+    ``options`` are those the search ran with; ``notes`` say what it had to give up.
     """
 
     objective: Objective
@@ -47,6 +47,7 @@ class SearchOutcome:
     optuna: OptunaResult | None = None
     pareto: list[Candidate] = field(default_factory=list)
     options: SearchOptions = field(default_factory=SearchOptions)
+    notes: list[str] = field(default_factory=list)
 
 
 def search(
@@ -97,12 +98,7 @@ def search(
     for baseline in baselines(restricted, fallback):
         made = candidate(baseline.kind, baseline.assignment, baseline.target)
         candidates[made.name] = made
-    time_limit = min(options.budget_s or ILP_TIME_LIMIT_S, options.cap_s or ILP_TIME_LIMIT_S,
-                     ILP_TIME_LIMIT_S)  # fmt: skip
-    ilp = solve_ilp(
-        restricted, constraints.memory, time_limit_s=time_limit, progress=steps,
-        accuracy=options.accuracy,
-    )  # fmt: skip
+    ilp, notes = _solve(restricted, constraints.memory, options, steps)
     made = candidate(CandidateKind.ILP, ilp.assignment)
     candidates[made.name] = made
     optuna: OptunaResult | None = None
@@ -125,10 +121,37 @@ def search(
         raise ConstraintError("no plan found fits the memory caps " + str(constraints.memory))
     used = "ilp" if optuna is None else "ilp+optuna"
     outcome = SearchOutcome(
-        options.objective, used, fitting[0], candidates, ilp, optuna, pareto, options
+        options.objective, used, fitting[0], candidates, ilp, optuna, pareto, options, notes
     )
     outcome.chosen = _best(outcome)
     return outcome
+
+
+def _solve(
+    costs: Costs, memory: dict[str, int], options: SearchOptions, steps: Progress | None
+) -> tuple[IlpResult, list[str]]:
+    """The ILP's answer within ``options``' time, and a note if it dropped the accuracy row.
+
+    An accuracy budget that no assignment keeps (as predicted) must not refuse a model the
+    race could still check: the ILP is then solved without it, and a note says so. Memory
+    caps that nothing fits still raise :class:`ConstraintError`.
+    """
+    time_limit = min(options.budget_s or ILP_TIME_LIMIT_S, options.cap_s or ILP_TIME_LIMIT_S,
+                     ILP_TIME_LIMIT_S)  # fmt: skip
+    accuracy = options.accuracy
+    try:
+        return solve_ilp(
+            costs, memory, time_limit_s=time_limit, progress=steps, accuracy=accuracy
+        ), []
+    except ConstraintError:
+        if accuracy is None:
+            raise
+    ilp = solve_ilp(costs, memory, time_limit_s=time_limit, progress=steps)
+    return ilp, [
+        "no assignment keeps the predicted error within the accuracy budget "
+        f"({accuracy.tolerance:.3g}), so the ILP was solved without it; every plan's "
+        "error is measured in the race"
+    ]
 
 
 def _whole_models(

@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from autopart.ir.graph import Graph
+from autopart.costmodel.measurements import RowKind
+from autopart.ir.graph import Graph, Node
+from autopart.ir.signature import op_signature
 from autopart.loader import ModelLike
 from autopart.profile import Profile, ProfileReport
 from autopart.progress import StageProgress
@@ -75,12 +77,46 @@ def profile_stage(
     )
     if screening is not None:  # the plans timed whole price as measured
         record_screened(graph, profile, path, screening.plans, screening.whole)
+        targets = _covering(graph, profile, targets, screening)
     if report.missing:
         clock.cut.append(
             f"the full profile ({report.missing} of {report.missing + report.new} "
             "measurements left; their ops are priced from the passes taken)"
         )
     return Profiled(profile, report, path, targets, screening, reserve)
+
+
+def _covering(graph: Graph, profile: Profile, kept: list[str], screening: Screening) -> list[str]:
+    """``kept``, and the dropped targets that run a node none of ``kept`` runs, in order.
+
+    A codegen's support probe may claim a node that compiling it then rejects (the profile
+    marks it unsupported): a node the screen saw covered may be left with no kept target.
+    Each such node brings back the first dropped target whose profile prices it, with a
+    note in ``screening.notes``. Raises nothing: a node no target runs is the search's error.
+    """
+    names = list(kept)
+    for node in graph.nodes:
+        if any(_prices(profile, graph, node, target) for target in names):
+            continue
+        found = next(
+            (t for t in screening.dropped if t not in names and _prices(profile, graph, node, t)),
+            None,
+        )
+        if found is not None:
+            names.append(found)
+            screening.notes.append(
+                f"screen: {found} kept after all: it runs {node.name} ({node.op_type}), which "
+                "the targets kept reject compiled"
+            )
+    return [t for t in screening.targets if t in names]
+
+
+def _prices(profile: Profile, graph: Graph, node: Node, target: str) -> bool:
+    """Whether ``profile`` has a price for ``node`` on ``target`` (an op row, not unsupported)."""
+    signature = op_signature(node, graph)
+    return profile.has(RowKind.OP, target, signature) and not profile.has(
+        RowKind.UNSUPPORTED, target, signature
+    )
 
 
 def _share(clock: Clock, reserve_s: float) -> float | None:

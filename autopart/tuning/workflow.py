@@ -261,6 +261,7 @@ def _tune(
             record_raced(graph, profile, prepared.profile_path, candidates, measured)
     if prepared.screening is not None:
         notes[:0] = prepared.screening.notes
+    notes.extend(outcome.notes)
     notes.extend([*calibration_notes(graph, prepared.targets), *stand_in_notes(graph)])
     notes.extend(prepared.rescaling.note())
     notes.extend(prepared.clock.note())
