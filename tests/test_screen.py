@@ -247,3 +247,28 @@ def test_an_accuracy_budget_no_assignment_keeps_does_not_refuse_the_model() -> N
     (note,) = outcome.notes
     assert note.startswith("no assignment keeps the predicted error within the accuracy budget")
     assert outcome.candidates["ilp"].assignment[names[2]] == bf16
+
+
+def test_a_node_the_kept_targets_reject_compiled_brings_back_a_dropped_target() -> None:
+    import dataclasses
+
+    from autopart.costmodel.measurements import RowKind
+    from autopart.ir.signature import op_signature
+    from autopart.profile.kinds import UNSUPPORTED
+    from autopart.profile.store import Profile
+    from autopart.tuning.profiling import _covering
+
+    graph = load_model(tiny_cnn())
+    timed = dataclasses.replace(UNSUPPORTED, median_s=1e-5, timer="wall", passes=3)
+    profile = Profile({"fingerprint": "test"})
+    for node in graph.nodes:
+        signature = op_signature(node, graph)
+        for target in (NUMPY, ORT):
+            profile.record(RowKind.OP, target, signature, timed, node.op_type)
+    relu = next(node for node in graph.nodes if node.op_type == "Relu")
+    profile.record(RowKind.UNSUPPORTED, ORT, op_signature(relu, graph), UNSUPPORTED, "rejected")
+    screening = Screening([NUMPY, ORT, UNIT], [ORT], dropped=[NUMPY, UNIT])
+    assert _covering(graph, profile, [ORT], screening) == [NUMPY, ORT]
+    assert "cpu@numpy kept after all: it runs relu1 (Relu)" in screening.notes[-1]
+    covered = Screening([NUMPY, ORT], [NUMPY, ORT])
+    assert _covering(graph, profile, [NUMPY, ORT], covered) == [NUMPY, ORT] and not covered.notes
