@@ -61,19 +61,27 @@ def retain_freed_memory() -> bool:
     return _applied
 
 
+def status_bytes(field: str) -> int | None:
+    """A size field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``...) in bytes; None if absent."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith(f"{field}:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def peak_memory_bytes() -> int:
     """The most resident memory this process has held so far, in bytes (0 where unknown).
 
     The kernel's high-water mark of the resident set (``VmHWM``, else ``ru_maxrss``), so it
     counts what the libraries allocate as well as Python's own.
     """
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    peak = status_bytes("VmHWM")
+    if peak is not None:
+        return peak
     try:
         import resource
     except ImportError:  # not a Unix

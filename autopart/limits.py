@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from autopart.errors import ResourceError
+from autopart.host_memory import status_bytes
 
 
 def _meminfo_available() -> int | None:
@@ -31,32 +32,16 @@ def _address_space_left() -> int | None:
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY:
         return None
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            used = next(
-                int(line.split()[1]) * 1024 for line in handle if line.startswith("VmSize:")
-            )
-    except (OSError, ValueError, IndexError):
-        used = 0
-    return max(soft - used, 0)
+    return max(soft - (status_bytes("VmSize") or 0), 0)
 
 
 _memory_limit: int | None = None
 
 
-def _resident_bytes() -> int:
-    """The resident memory of this process now (0 where unknown)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            return next(int(line.split()[1]) * 1024 for line in handle if line.startswith("VmRSS:"))
-    except (OSError, ValueError, IndexError, StopIteration):
-        return 0
-
-
 def _limit_left() -> int | None:
     if _memory_limit is None:
         return None
-    return max(_memory_limit - _resident_bytes(), 0)
+    return max(_memory_limit - (status_bytes("VmRSS") or 0), 0)
 
 
 @contextmanager

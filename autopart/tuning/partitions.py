@@ -121,25 +121,7 @@ def record_screened(
     bare, in settled rounds, so the search prices that plan (and any plan of that very
     partition) by what it measured instead of its op sum. Saved to ``path`` when given.
     """
-    passes = profile.passes_asked()
-    recorded = 0
-    for name, plan in plans.items():
-        result = measured.get(name)
-        if result is None or not result.latencies or len(plan.partitions) != 1:
-            continue
-        (spec,) = plan_partition_keys(plan)
-        nodes = [graph.node(node) for node in spec.names]
-        key = partition_key(graph, nodes, spec.alone, spec.precisions)
-        if profile.has(RowKind.UNSUPPORTED, str(spec.target), key):
-            continue
-        row = replace(result.summary(), passes=passes)
-        profile.record(RowKind.PARTITION, str(spec.target), key, row, f"{len(nodes)} ops screened")
-        recorded += 1
-    if recorded:
-        stamp(profile)
-    if recorded and path is not None:
-        profile.save(path)
-    return recorded
+    return _record_whole(graph, profile, path, plans, measured, "screened", only_saved=False)
 
 
 def measure_partitions(
@@ -194,21 +176,42 @@ def record_raced(
     sees, does not mislead the next tune of the same subgraph. Saved to ``path`` when
     given (merged under its lock, as every profile save is).
     """
+    plans = {name: candidate.plan for name, candidate in candidates.items()}
+    return _record_whole(graph, profile, path, plans, measured, "raced", only_saved=True)
+
+
+def _record_whole(
+    graph: Graph,
+    profile: Profile,
+    path: Path | None,
+    plans: Mapping[str, Plan],
+    measured: Mapping[str, Measured],
+    how: str,
+    only_saved: bool,
+) -> int:
+    """Record each one-partition plan's timing in ``measured`` as its partition's row.
+
+    Complete (as many passes as the profile's profiler asks for), labelled ``N ops <how>``;
+    with ``only_saved``, only where the profile has that row already; never where it marks
+    the partition unsupported. Stamps the speed and saves to ``path`` when anything was
+    recorded. Returns how many rows were.
+    """
     passes = profile.passes_asked()
     recorded = 0
     for name, result in measured.items():
-        candidate = candidates.get(name)
-        if candidate is None or len(candidate.plan.partitions) != 1 or not result.latencies:
+        plan = plans.get(name)
+        if plan is None or len(plan.partitions) != 1 or not result.latencies:
             continue
-        for spec in partition_specs([candidate]):
-            nodes = [graph.node(name) for name in spec.names]
-            key = partition_key(graph, nodes, spec.alone, spec.precisions)
-            if not profile.has(RowKind.PARTITION, str(spec.target), key):
-                continue  # the measure stage did not time it: the profile has no such row
-            row = replace(result.summary(), passes=passes)
-            raced = f"{len(nodes)} ops raced"
-            profile.record(RowKind.PARTITION, str(spec.target), key, row, raced)
-            recorded += 1
+        (spec,) = plan_partition_keys(plan)
+        nodes = [graph.node(node) for node in spec.names]
+        key, target = partition_key(graph, nodes, spec.alone, spec.precisions), str(spec.target)
+        if (only_saved and not profile.has(RowKind.PARTITION, target, key)) or profile.has(
+            RowKind.UNSUPPORTED, target, key
+        ):
+            continue
+        row = replace(result.summary(), passes=passes)
+        profile.record(RowKind.PARTITION, target, key, row, f"{len(nodes)} ops {how}")
+        recorded += 1
     if recorded:
         stamp(profile)  # the speed these timings were taken at
     if recorded and path is not None:
