@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass, field
 
 from autopart.settings import SCREEN, VERIFY
+from autopart.tuning.verify import WARMUP_ROUNDS
 
-RACE_WARMUP = 2  # measure_plans' warm-up rounds, as the race runs them
-SCREEN_WARMUP = 1  # the screen's
+SCREEN_WARMUP = 1  # the screen's warm-up rounds (the race takes verify.WARMUP_ROUNDS)
 
 
 def race_reserve(screen_timing_s: float) -> float:
@@ -26,9 +26,8 @@ def race_reserve(screen_timing_s: float) -> float:
     :attr:`~autopart.settings.VerifySettings.min_paired_rounds` timed rounds and its
     warm-up, against the screen's :attr:`~autopart.settings.ScreenSettings.rounds` and one.
     """
-    return (
-        screen_timing_s * (RACE_WARMUP + VERIFY.min_paired_rounds) / (SCREEN_WARMUP + SCREEN.rounds)
-    )
+    race_rounds = WARMUP_ROUNDS + VERIFY.min_paired_rounds
+    return screen_timing_s * race_rounds / (SCREEN_WARMUP + SCREEN.rounds)
 
 
 @dataclass

@@ -58,7 +58,7 @@ from autopart.settings import SCREEN
 from autopart.targets.codegen import declared_peers
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
-from autopart.tuning.clock import Clock, race_reserve
+from autopart.tuning.clock import SCREEN_WARMUP, Clock, race_reserve
 from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.peers import PeerInputs, Runner, peer_lingers, peers
@@ -134,14 +134,14 @@ def screen_targets(
     reference = Executor(graph).run(feeds).outputs
     timing = time.perf_counter()
     plans = _whole_plans(graph, assignments, fallback, source)
-    whole, failures = _time_whole(model, graph, plans, feeds, reference, options, progress)
+    whole, untimed = _time_whole(model, graph, plans, feeds, reference, options, progress)
     timing_s = time.perf_counter() - timing
     tolerance = _tolerance(options, graph, whole)
     for result in whole.values():
         result.tolerance = tolerance
     screening = Screening(list(targets), list(targets), whole, tolerance=tolerance)
     screening.timing_s, screening.plans = timing_s, plans
-    screening.notes.extend(f"screen: {name} was not timed: {why}" for name, why in failures.items())
+    screening.notes.extend(f"screen: {note}" for note in untimed)
     correct = {name: result for name, result in whole.items() if result.correct}
     if correct:
         screening.incumbent = min(correct, key=lambda name: correct[name].median_s)
@@ -200,7 +200,8 @@ def _price(
     reserve (:func:`~autopart.tuning.clock.race_reserve` of ``timing_s``).
     """
     first = [t for t in targets if VirtualDevice.parse(t) in needed]
-    rest = sorted((t for t in targets if t not in first), key=lambda t: "/" in t.split("@")[0])
+    rest = [t for t in targets if t not in first]
+    rest.sort(key=lambda t: VirtualDevice.parse(t).unit is not None)  # whole devices first
     stage = None if progress is None else lambda d, t, s: progress("screen", d, t, s)
     _, profile, _ = profile_model(graph, first, options.profiles_dir, screen=True, progress=stage)
     if rest:
@@ -261,10 +262,10 @@ def _time_whole(
     reference: Mapping[str, np.ndarray],
     options: TuneOptions,
     progress: StageProgress | None,
-) -> tuple[dict[str, Measured], dict[str, str]]:
-    """Every plan and peer timed whole, one compiled at a time; and failures by name."""
+) -> tuple[dict[str, Measured], list[str]]:
+    """Every plan and peer timed whole, one compiled at a time; and why any was not."""
     runners, peer_notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
-    failures = {line.split(" could not run")[0]: line for line in peer_notes}
+    failures: dict[str, str] = {}
     jobs: list[tuple[str, dict[str, Plan], dict[str, Runner]]] = [
         *((name, {name: plan}, {}) for name, plan in plans.items()),
         *((name, {}, {name: runner}) for name, runner in runners.items()),
@@ -274,14 +275,14 @@ def _time_whole(
         if progress is not None:
             progress("screen", done, len(jobs), f"{name} whole")
         timed = measure_plans(
-            graph, plan, feeds, SCREEN.rounds, warmup=1, peers=peer,
+            graph, plan, feeds, SCREEN.rounds, warmup=SCREEN_WARMUP, peers=peer,
             peer_linger_s=peer_lingers(), min_timed_s=SCREEN.min_timed_s,
             failures=failures, tolerance=math.inf, reference=reference,
         )  # fmt: skip
         whole.update(timed)
     if progress is not None:
         progress("screen", len(jobs), len(jobs), f"{len(whole)} timed whole")
-    return whole, failures
+    return whole, [*(f"{name} was not timed: {why}" for name, why in failures.items()), *peer_notes]
 
 
 def _tolerance(options: TuneOptions, graph: Graph, whole: Mapping[str, Measured]) -> float:

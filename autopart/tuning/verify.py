@@ -74,6 +74,7 @@ class Measured(Latencies):
 
 # machine-tuned values, with where each came from: autopart.settings.VerifySettings
 MAX_ROUND_STRETCH = VERIFY.max_round_stretch
+WARMUP_ROUNDS = 2  # untimed rounds before the timed ones, the race's default
 SETTLE_S = VERIFY.settle_s  # untimed runs that open a block last about this long ...
 SETTLE_RUNS = VERIFY.settle_runs  # ... and at least this many ...
 SETTLE_BELOW_S = VERIFY.settle_below_s  # ... for plans quicker than this
@@ -153,7 +154,7 @@ def measure_plans(
     plans: Mapping[str, Plan],
     feeds: Mapping[str, np.ndarray],
     rounds: int = 10,
-    warmup: int = 2,
+    warmup: int = WARMUP_ROUNDS,
     progress: Progress | None = None,
     peers: Mapping[str, Runner] | None = None,
     peer_linger_s: Mapping[str, float] | None = None,
