@@ -131,7 +131,9 @@ def test_a_peer_with_no_plan_of_its_own_is_never_kept() -> None:
                "single:cpu@onnxruntime": Runner(1, "single:cpu@onnxruntime")}  # fmt: skip
     decision = decide(measured, runners)
     assert decision is not None and decision.chosen == "single:cpu@onnxruntime"
-    assert "measurably slower" in explain(decision, measured)
+    sentence = explain(decision, measured)
+    assert "measurably slower" in sentence and "tied with it" not in sentence
+    assert "openvino alone leads, and no plan on these targets stands for it" in sentence
 
 
 def test_wrong_outputs_are_never_kept() -> None:

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from autopart.profile.core_sharing import CoreSharing, shared_note
+from autopart.settings import VERIFY
 from autopart.targets.cpu_units import allowed_cores, pinned_to
 from autopart.tuning.verify import Measured, measure_plans
 from tests.test_profile import tiny_cnn
@@ -36,7 +37,7 @@ class _ScriptedSpell:
         return was_on
 
 
-def _race(spell: _ScriptedSpell, rounds: int) -> dict[str, Measured]:
+def _race(spell: _ScriptedSpell, rounds: int, *, racing: bool = False) -> dict[str, Measured]:
     from autopart import api
     from autopart.ir.feeds import random_inputs
     from autopart.runtime.executor import Executor
@@ -56,6 +57,8 @@ def _race(spell: _ScriptedSpell, rounds: int) -> dict[str, Measured]:
     return measure_plans(
         graph, {}, feeds, rounds=rounds, min_timed_s=0.0,
         peers={"two": two_cores, "one": one_core}, probe=spell,  # type: ignore[arg-type]
+        race=(lambda so_far: []) if racing else None,
+        eliminate=(lambda so_far: []) if racing else None,
     )  # fmt: skip
 
 
@@ -80,6 +83,16 @@ def test_a_spell_that_outlasts_the_planned_rounds_is_kept_and_counted() -> None:
     note = shared_note(measured)
     assert len(note) == 1 and note[0].startswith("3 timed rounds were run again")
     assert shared_note({"a": Measured()}) == []
+
+
+def test_a_race_whose_first_rounds_all_shared_one_core_still_times_every_runner() -> None:
+    """A race stops on its rounds kept, never on rounds run: dropped rounds count for none."""
+    spell = _ScriptedSpell([True] * 8)
+    measured = _race(spell, rounds=6, racing=True)
+    assert set(measured) == {"two", "one"}
+    for result in measured.values():
+        assert len(result.round_medians) >= VERIFY.min_paired_rounds
+        assert result.shared_rounds >= 1
 
 
 @pytest.fixture

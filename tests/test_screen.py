@@ -272,3 +272,18 @@ def test_a_node_the_kept_targets_reject_compiled_brings_back_a_dropped_target() 
     assert "cpu@numpy kept after all: it runs relu1 (Relu)" in screening.notes[-1]
     covered = Screening([NUMPY, ORT], [NUMPY, ORT])
     assert _covering(graph, profile, [NUMPY, ORT], covered) == [NUMPY, ORT] and not covered.notes
+
+
+def test_a_plan_saved_unmeasured_says_so(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever stops the race from keeping a round, the saved plan never passes as measured."""
+    from autopart.tuning import workflow
+
+    monkeypatch.setattr(workflow, "measure_plans", lambda *args, **kwargs: {})
+    report = tune(tiny, tmp_path)
+    assert report.plan.measured is None
+    assert any(
+        note.startswith(f"the plan saved, {report.chosen}, was not measured")
+        for note in report.plan.notes
+    ), report.notes

@@ -238,7 +238,10 @@ def explain(decision: Decision, measured: Mapping[str, Measured]) -> str:
     else:
         verdict = "within the noise, the simpler kept"
     tied = [n for n in decision.tied if n != decision.chosen]
-    also = f"; tied with it: {', '.join(tied)}" if tied else ""
+    if decision.chosen not in decision.tied:
+        also = f"; {decision.leader} leads, and no plan on these targets stands for it"
+    else:
+        also = f"; tied with it: {', '.join(tied)}" if tied else ""
     return f"{text}{versus}, {verdict}{also}"
 
 

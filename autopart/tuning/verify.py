@@ -347,11 +347,14 @@ class _Rounds:
         """Retire the runners :attr:`eliminate` names; whether the rounds can stop.
 
         Only with :attr:`eliminate`, and once every runner has
-        :attr:`~autopart.settings.VerifySettings.min_paired_rounds` timed rounds. They can
-        stop when fewer than two runners are left, or ``race`` names fewer than two
-        contenders (the leader is clear).
+        :attr:`~autopart.settings.VerifySettings.min_paired_rounds` timed rounds kept (a
+        round dropped for shared cores counts for none). They can stop when fewer than two
+        runners are left, or ``race`` names fewer than two contenders (the leader is clear).
         """
         if self.eliminate is None or round_index - self.warmup < VERIFY.min_paired_rounds:
+            return False
+        kept = min((len(self.results[name].round_medians) for name in self.runners), default=0)
+        if kept < VERIFY.min_paired_rounds:
             return False
         so_far = {name: result for name, result in self.results.items() if result.latencies}
         for name in self.eliminate(so_far):

@@ -267,6 +267,8 @@ def _tune(
     notes.extend(prepared.clock.note())
     pick = outcome.chosen.name
     final, decision = choice.final_choice(pick, candidates, twins, measured, peer_results, notes)
+    if not prepared.planned_only and final not in measured:
+        notes.append(f"the plan saved, {final}, was not measured: no round of it was kept")
     chosen = candidates[final]
     plan = chosen.plan
     _record(plan, chosen, prepared, options, final, measured)
