@@ -107,6 +107,22 @@ def test_a_peer_stands_for_its_plan_and_its_tie_with_it_is_no_race() -> None:
     assert contested(measured, runners) == []
 
 
+def test_of_two_plans_as_simple_and_tied_the_one_whose_runner_is_quicker_is_kept() -> None:
+    """hf_gpt_neox: a peer 1.28x quicker by median, tied by its interval, lost to a plan
+    because a peer gave way to any plan as simple; it now keeps the plan it stands for."""
+    slow, quick = "single:cpu@openvino", "single:cpu@onnxruntime"
+    runners = {"onnxruntime alone": Runner(1, quick, peer=True),
+               "openvino alone f32": Runner(1, slow, peer=True),
+               slow: Runner(1, slow), quick: Runner(1, quick)}  # fmt: skip
+    measured = {"onnxruntime alone": _rounds(_noisy(0.150, 5, 0.3, 31)),
+                "openvino alone f32": _rounds(_noisy(0.19, 5, 0.3, 32)),
+                slow: _rounds(_noisy(0.193, 5, 0.3, 33)),
+                quick: _rounds(_noisy(0.21, 5, 0.3, 34))}  # fmt: skip
+    decision = decide(measured, runners)
+    assert decision is not None and slow in decision.tied and quick in decision.tied
+    assert runners[decision.chosen].stands_for == quick
+
+
 def test_within_the_noise_the_plan_a_peer_stands_for_is_kept_over_a_departure() -> None:
     """silero_vad (0.1 ms): the same library pinned to one core led by noise alone."""
     peer_plan, pinned = "single:cpu@onnxruntime", "single:cpu/1@onnxruntime"

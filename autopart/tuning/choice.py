@@ -9,9 +9,10 @@ runners share the machine's state, so the pairing takes the drift out). A runner
 
 :func:`decide` takes the quickest correct runner as the leader and every runner not
 clearly slower than it as tied with it; of the tied ones it keeps the simplest (fewest
-partitions; a peer counts as one, and gives way to a plan as simple), then the plan a peer
-stands for (a library as installed: a plan that departs from it, such as the same library
-pinned to one core, must be measurably quicker to be kept), then the quicker.
+partitions; a peer counts as one), then the plan a peer stands for (a library as
+installed: a plan that departs from it, such as the same library pinned to one core, must
+be measurably quicker to be kept), then the plan of the quicker runner; a peer gives way
+to the plan it stands for, measured as itself.
 :func:`contested` names the tied runners while they stand for different plans: the tune
 races them on alone until every interval excludes 1 or its rounds run out. A prediction
 only orders what is measured first; it never overrules a measurement.
@@ -182,13 +183,17 @@ def decide(measured: Mapping[str, Measured], runners: Mapping[str, Runner]) -> D
         keepable = [n for n in correct if runners[n].stands_for is not None] or [leader]
         keepable = [min(keepable, key=lambda n: correct[n].median_s)]
     as_installed = {r.stands_for for r in runners.values() if r.peer and r.stands_for}
+    plan_median: dict[str | None, float] = {}
+    for name in keepable:  # a plan's quickest runner: itself, or the peer that stands for it
+        plan = runners[name].stands_for
+        plan_median[plan] = min(plan_median.get(plan, math.inf), correct[name].median_s)
     chosen = min(
         keepable,
         key=lambda n: (
             runners[n].partitions,
             runners[n].stands_for not in as_installed,
+            plan_median[runners[n].stands_for],
             runners[n].peer,
-            correct[n].median_s,
         ),
     )
     others = [n for n in correct if runners[n].stands_for != runners[chosen].stands_for]
