@@ -29,9 +29,9 @@ from autopart.runtime.executor import Executor, RunResult
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
 from autopart.targets.devices import Machine, discover
 from autopart.targets.resolve import reference_target
-from autopart.tuning.models import profile_model
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.oracle import check_outputs
+from autopart.tuning.profile_model import profile_model
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -192,7 +192,7 @@ class TimingSettings:
     After ``warmup`` untimed runs (fewer for slow subgraphs, see
     :func:`autopart.profile.timing.collect`), runs come in batches of ``batch``. Timing
     stops once at least ``min_runs`` were taken, at least ``min_seconds`` of wall time were
-    spent, and one more batch moved the median by less than ``tolerance`` (relative); or
+    spent, and one more batch moved the median by less than ``settled_change`` (relative); or
     after ``max_runs`` runs; or once ``max_seconds`` of wall time were spent on this one
     measurement.
 
@@ -206,7 +206,7 @@ class TimingSettings:
     min_runs: int = _tuned(7, "fewest timed runs of one thing")
     max_runs: int = _tuned(60, "most timed runs of one thing")
     batch: int = _tuned(4, "runs between two looks at the median")
-    tolerance: float = _tuned(0.02, "stop once a batch moves the median by less than this")
+    settled_change: float = _tuned(0.02, "stop once a batch moves the median by less than this")
     max_seconds: float = _tuned(1.0, "most wall time spent timing one thing")
     passes: int = _tuned(
         3,
@@ -249,11 +249,11 @@ class TimingSettings:
 
 @dataclass(frozen=True)
 class AccuracySettings:
-    """How the default accuracy budget follows the ecosystem (tuning.accuracy)."""
+    """How the default tolerance follows the ecosystem (tuning.accuracy)."""
 
     peer_allowance: float = _tuned(
         0.1,
-        "the default budget is OpenVINO as installed's own error on the same samples times "
+        "the default tolerance is OpenVINO as installed's own error on the same samples times "
         "1 + this, for rounding: the issue's 10% allowance (its error varies ~5% by sample)",
     )
     tighten_rounds: int = _tuned(

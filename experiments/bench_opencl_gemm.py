@@ -35,7 +35,7 @@ from autopart.targets.codegen import Placement
 from autopart.targets.opencl import OpenCLCodegen, discover_opencl_devices
 from autopart.targets.opencl.lowering import Builder
 from autopart.targets.opencl.matmul import MVEC, PVEC, gemm_launches
-from autopart.targets.opencl.runtime import Step
+from autopart.targets.opencl.subgraph import Step
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -100,7 +100,7 @@ def worker(args: argparse.Namespace) -> dict:
     clock.nodes = len(graph.nodes)
     result: dict = {"nodes": len(graph.nodes)}
     if args.phase == "profile":
-        from autopart.tuning.models import profile_model
+        from autopart.tuning.profile_model import profile_model
 
         clock.open("profile")
         report, _, _ = profile_model(graph, args.targets, args.profiles, budget_s=args.budget)

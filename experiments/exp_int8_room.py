@@ -4,7 +4,7 @@ Issue 30's goal is a tuned plan at most 0.9x OpenVINO as installed at no more er
 route it suggests is int8 where the sensitivities allow. This experiment asks how much
 room there is, outside the search: for each model it builds plans on
 ``cpu@openvino`` whose nodes are each in f32, bf16 or int8, all in one partition,
-from the nodes' measured sensitivities (:func:`autopart.tuning.accuracy.search_budget`,
+from the nodes' measured sensitivities (:func:`autopart.tuning.accuracy.search_error_model`,
 the default budget's tolerance):
 
 - ``every node bf16``: what OpenVINO as installed computes;
@@ -37,7 +37,7 @@ import pandas as pd
 from _common import show, write_csv
 
 from autopart import api
-from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
@@ -47,7 +47,7 @@ from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.devices import discover
 from autopart.targets.peer import PeerInputs, Runner
 from autopart.targets.resolve import resolve
-from autopart.tuning.accuracy import Budget, evaluation_samples, search_budget
+from autopart.tuning.accuracy import AccuracyPolicy, evaluation_samples, search_error_model
 from autopart.tuning.oracle import check_outputs
 from autopart.tuning.peers import peer_lingers, peers
 from autopart.tuning.verify import measure_plans
@@ -62,7 +62,7 @@ KEPT_F32 = 10  # nodes most sensitive in bf16 kept in f32 by the "f32 frees room
 Assignment = dict[str, VirtualDevice]
 
 
-def _add_int8(start: Assignment, order: list[str], budget: AccuracyBudget) -> Assignment:
+def _add_int8(start: Assignment, order: list[str], budget: ErrorModel) -> Assignment:
     """``start`` with int8 on the nodes of ``order`` one by one while it fits ``budget``."""
     assignment = dict(start)
     for name in order:
@@ -74,7 +74,7 @@ def _add_int8(start: Assignment, order: list[str], budget: AccuracyBudget) -> As
     return assignment
 
 
-def int8_order(graph: Graph, budget: AccuracyBudget) -> list[str]:
+def int8_order(graph: Graph, budget: ErrorModel) -> list[str]:
     """The nodes int8 can run, least sensitive first (the weight int8 adds over bf16)."""
     int8 = resolve(INT8, discover())
     weighted = [node.name for node in graph if int8.supports(node, graph)]
@@ -128,7 +128,7 @@ def measured_ladder(
     return rung(within)
 
 
-def plans_of(graph: Graph, budget: AccuracyBudget) -> dict[str, Assignment]:
+def plans_of(graph: Graph, budget: ErrorModel) -> dict[str, Assignment]:
     """The first four assignments of the module docstring."""
     order = int8_order(graph, budget)
     weighted = list(order)
@@ -146,13 +146,13 @@ def plans_of(graph: Graph, budget: AccuracyBudget) -> dict[str, Assignment]:
 def model_rows(model: str, rounds: int) -> list[dict]:
     """One row per plan and one for the peer."""
     graph = api.load(model)
-    budget = search_budget(graph, [str(INT8), str(BF16)], Budget(), seed=0)
+    budget = search_error_model(graph, [str(INT8), str(BF16)], AccuracyPolicy(), seed=0)
     assert budget is not None, "this machine offers no reduced precision on OpenVINO"
     assignments = plans_of(graph, budget)
     runners, _ = peers(resolve_model(model), PeerInputs.of(graph))
     feeds = dict(random_inputs(graph, 0))
     errors = _Errors(graph, [feeds, *evaluation_samples(graph, 0)])
-    tolerance = errors.of_runner(runners[PEER]) * Budget().peer_factor
+    tolerance = errors.of_runner(runners[PEER]) * AccuracyPolicy().peer_factor
     bf16 = assignments["every node bf16"]
     ladder = measured_ladder(bf16, int8_order(graph, budget), tolerance, errors)
     assignments["measured ladder"] = ladder

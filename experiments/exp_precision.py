@@ -96,7 +96,7 @@ SHOWN = {  # summary column -> the printed table's heading
 
 
 @dataclass(frozen=True)
-class Budget:
+class RunPolicy:
     """One accuracy budget: its name and the ``precision``/``tolerance`` keywords."""
 
     name: str
@@ -141,9 +141,13 @@ def arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def budgets(loose: float) -> list[Budget]:
+def budgets(loose: float) -> list[RunPolicy]:
     """The three budgets of the run, exact first."""
-    return [Budget("f32", "f32", None), Budget("default", None, None), Budget("loose", None, loose)]
+    return [
+        RunPolicy("f32", "f32", None),
+        RunPolicy("default", None, None),
+        RunPolicy("loose", None, loose),
+    ]
 
 
 def resolve(names: Sequence[str]) -> list[Model]:
@@ -170,7 +174,7 @@ def one_line(error: BaseException) -> str:
     return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
-def tune_and_bench(model: Model, budget: Budget, args: argparse.Namespace) -> pd.DataFrame:
+def tune_and_bench(model: Model, budget: RunPolicy, args: argparse.Namespace) -> pd.DataFrame:
     """Tune ``model`` under ``budget``, then bench it; the bench rows with the tune's outcome.
 
     A failure of either is a row with its one-line error: it is a result here.

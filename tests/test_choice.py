@@ -16,7 +16,7 @@ from autopart.tuning.choice import (
     decide,
     explain,
     ratio_interval,
-    within_budget,
+    within_tolerance,
 )
 from autopart.tuning.verify import Measured
 
@@ -198,7 +198,7 @@ def test_a_peer_whose_plan_measured_over_the_tolerance_keeps_no_plan() -> None:
                plan: Runner(1, plan),
                "single:cpu@openvino": Runner(1, "single:cpu@openvino")}  # fmt: skip
     assert decide(measured, runners).chosen == "openvino alone"  # type: ignore[union-attr]
-    kept = within_budget(runners, measured)
+    kept = within_tolerance(runners, measured)
     assert kept["openvino alone"].stands_for is None and kept[plan] == runners[plan]
     decision = decide(measured, kept)
     assert decision is not None and decision.chosen == "single:cpu@openvino"

@@ -20,8 +20,8 @@ from autopart.ir.input_shapes import declared_dims
 from autopart.ir.observe import dynamic_values
 from autopart.runtime.executor import Executor
 from autopart.targets.onnxruntime.peer import onnxruntime_alone
+from autopart.targets.openvino.library import HAVE_OPENVINO
 from autopart.targets.openvino.peer import openvino_alone
-from autopart.targets.openvino.runtime import HAVE_OPENVINO
 from autopart.targets.peer import PeerInputs
 from tests.conftest import make_model, max_relative_error, run_onnxruntime
 from tests.test_errors import assert_one_line_error, invoke

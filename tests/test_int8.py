@@ -18,14 +18,14 @@ from autopart.ir.onnx_export import to_onnx
 from autopart.ir.target import VirtualDevice
 from autopart.plan.build import build_plan_for
 from autopart.profile import Profile
-from autopart.profile.sensitivity import measure_budget
+from autopart.profile.sensitivity import measure_error_model
 from autopart.runtime import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.candidates import CandidateKind
 from autopart.settings import VERIFY
 from autopart.targets import qdq, quant_ranges
 from autopart.targets.openvino import codegen as ovgen
-from autopart.targets.openvino import quantize, runtime
+from autopart.targets.openvino import library, quantize
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.workflow import tune_model
 from tests.test_errors import invoke
@@ -46,7 +46,7 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     folder = tmp_path / "cache"
     monkeypatch.setenv("AUTOPART_CACHE", str(folder))
     quant_ranges.forget_memo()
-    runtime.clear_compiled()
+    library.clear_compiled()
     return folder
 
 
@@ -181,7 +181,7 @@ def test_ranges_are_measured_once_and_a_damaged_cache_is_measured_again() -> Non
     stamp = path.stat().st_mtime_ns
     # a rerun (nothing memoised, nothing compiled) reads both caches
     quant_ranges.forget_memo()
-    runtime.clear_compiled()
+    library.clear_compiled()
     _, again, _ = run_mixed(graph, assignment, feeds)
     assert quant_ranges.calibrations == before + 1 and qdq.quantisations == quantised + 1
     assert path.stat().st_mtime_ns == stamp
@@ -240,7 +240,7 @@ def test_calibration_samples_from_a_sample_axis_and_from_a_folder(tmp_path: Path
 def test_emulated_int8_agrees_with_openvinos_int8_on_zoo_models(model: str) -> None:
     graph = autopart.load(model)
     feeds = random_inputs(graph, 0)
-    budget = measure_budget(graph, feeds, "int8", None)
+    budget = measure_error_model(graph, feeds, "int8", None)
     assignment = {n.name: AT_INT8 if quantize.runs_in_int8(n, graph) else F32 for n in graph.nodes}
     _, outputs, _ = run_mixed(graph, assignment, feeds)
     real = relative_error(outputs, onnxruntime_outputs(graph, feeds))

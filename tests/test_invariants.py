@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from autopart.ir.onnx_import import load_graph
 from autopart.targets.opencl.device import discover_opencl_devices, unusable_opencl_devices
 from autopart.tuning import choice
-from autopart.tuning.accuracy import Budget, follow_peer, own_runtimes, ships_quantised
+from autopart.tuning.accuracy import AccuracyPolicy, follow_peer, own_runtimes, ships_quantised
 from autopart.tuning.verify import Measured
 from autopart.zoo import zoo_names
 from tests.conftest import make_model
@@ -75,10 +75,10 @@ def test_a_quantised_model_is_recognised_and_its_own_runtimes_floor_its_toleranc
     assert not ships_quantised(load_graph(str(path.with_suffix(".f32.onnx"))))
     floor = own_runtimes()
     assert "onnxruntime alone" in floor and "openvino alone" not in floor
-    rule = Budget().tolerance_rule(load_graph(str(path)))
+    rule = AccuracyPolicy().tolerance_rule(load_graph(str(path)))
     assert callable(rule) and rule(ERRORS) == pytest.approx(1.1 * 3.8e-3)
     assert follow_peer(ERRORS) == pytest.approx(1.1 * 2.0e-3)  # a float model: the peer's
-    exact = Budget(precisions=("f32",)).tolerance_rule(load_graph(str(path)))
+    exact = AccuracyPolicy(precisions=("f32",)).tolerance_rule(load_graph(str(path)))
     assert callable(exact) and exact(ERRORS) == pytest.approx(1.1 * 3.8e-3)
 
 

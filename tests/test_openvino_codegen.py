@@ -25,8 +25,8 @@ from autopart.runtime import Executor, random_inputs
 from autopart.targets.codegen import HOST, Placement, get_codegen
 from autopart.targets.devices import HostDevice
 from autopart.targets.openvino import codegen as ovgen
+from autopart.targets.openvino import library as ov_library
 from autopart.targets.openvino import probe as ovprobe
-from autopart.targets.openvino import runtime as ovruntime
 from autopart.targets.resolve import available_targets, resolve
 from autopart.testing.cases import single_node_case
 from autopart.testing.conformance import reference, run_case
@@ -114,8 +114,8 @@ def test_int64_values_from_onnxruntime_feed_an_openvino_partition(transformer_pa
     assert max(errors.values()) <= TOLERANCE
     longlong = np.ones((1, 1, 16), np.dtype("q"))
     assert longlong.dtype.num != np.dtype(np.int64).num
-    assert ovruntime.feed(longlong).dtype.num == np.dtype(np.int64).num
-    assert np.array_equal(ovruntime.feed(longlong), longlong)
+    assert ov_library.feed(longlong).dtype.num == np.dtype(np.int64).num
+    assert np.array_equal(ov_library.feed(longlong), longlong)
 
 
 def test_partition_in_the_middle_of_resnet50_matches_numpy() -> None:
@@ -163,17 +163,17 @@ def test_precisions_follow_the_cpu_flags_and_openvinos_capabilities(monkeypatch:
     flags = ovgen.cpu_flags()
     if flags is None:
         pytest.skip("the OS does not list CPU flags")
-    without = flags - ovruntime.BF16_FLAGS - ovruntime.INT8_FLAGS
-    assert ovruntime.offered_precisions(without) == ("f32",)
-    capabilities = set(ovruntime.core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
-    expected_bf16 = "BF16" in capabilities and bool(flags & ovruntime.BF16_FLAGS)
-    assert ("bf16" in ovruntime.offered_precisions(flags)) == expected_bf16
-    expected_int8 = "INT8" in capabilities and bool(flags & ovruntime.INT8_FLAGS)
-    assert ("int8" in ovruntime.offered_precisions(flags)) == expected_int8
+    without = flags - ov_library.BF16_FLAGS - ov_library.INT8_FLAGS
+    assert ov_library.offered_precisions(without) == ("f32",)
+    capabilities = set(ov_library.core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
+    expected_bf16 = "BF16" in capabilities and bool(flags & ov_library.BF16_FLAGS)
+    assert ("bf16" in ov_library.offered_precisions(flags)) == expected_bf16
+    expected_int8 = "INT8" in capabilities and bool(flags & ov_library.INT8_FLAGS)
+    assert ("int8" in ov_library.offered_precisions(flags)) == expected_int8
     # each precision needs its own units: VNNI alone offers int8, not bf16
     vnni_only = without | {"avx512_vnni"}
-    assert "bf16" not in ovruntime.offered_precisions(vnni_only)
-    assert ("int8" in ovruntime.offered_precisions(vnni_only)) == ("INT8" in capabilities)
+    assert "bf16" not in ov_library.offered_precisions(vnni_only)
+    assert ("int8" in ov_library.offered_precisions(vnni_only)) == ("INT8" in capabilities)
 
 
 def test_a_precision_the_machine_lacks_is_one_clear_error(monkeypatch: Any) -> None:
@@ -236,18 +236,18 @@ def test_compiled_models_are_cached_per_subgraph_and_target() -> None:
 
 
 def test_the_cache_of_compiled_models_keeps_within_its_bytes(monkeypatch: Any) -> None:
-    from autopart.targets.openvino import runtime
+    from autopart.targets.openvino import library
 
-    runtime.clear_compiled()
+    library.clear_compiled()
     graph = tiny_graph("Relu")
     first = compile_whole(graph)
-    monkeypatch.setattr(runtime, "COMPILED_CACHE_BYTES", len(first.model_bytes) + 1)
+    monkeypatch.setattr(library, "COMPILED_CACHE_BYTES", len(first.model_bytes) + 1)
     assert compile_whole(graph).model is first.model  # one model fits: reused
     other = compile_whole(graph, Placement(HostDevice(), unit=0))  # another config: evicts
-    assert len(runtime._COMPILED) == 1 and other.model is not first.model
+    assert len(library._COMPILED) == 1 and other.model is not first.model
     assert compile_whole(graph).model is not first.model  # compiled again, not kept
-    assert sum(runtime._COMPILED_BYTES.values()) <= runtime.COMPILED_CACHE_BYTES
-    runtime.clear_compiled()
+    assert sum(library._COMPILED_BYTES.values()) <= library.COMPILED_CACHE_BYTES
+    library.clear_compiled()
 
 
 # -- units ------------------------------------------------------------------------------------
@@ -387,7 +387,7 @@ def test_scalar_boundary_input_keeps_its_rank() -> None:
 
 
 def test_missing_openvino_fails_late_and_clearly(monkeypatch: Any) -> None:
-    monkeypatch.setattr(ovruntime, "HAVE_OPENVINO", False)
+    monkeypatch.setattr(ov_library, "HAVE_OPENVINO", False)
     codegen = ovgen.OpenVinoCodegen()
     graph = tiny_graph("Relu")
     assert not ovgen.OpenVinoCodegen.available()
@@ -402,9 +402,9 @@ def test_module_imports_without_openvino() -> None:
     script = (
         "import sys; sys.modules['openvino'] = None\n"
         "from autopart.errors import TargetError\n"
-        "from autopart.targets.openvino import codegen as m, runtime\n"
+        "from autopart.targets.openvino import codegen as m, library\n"
         "from autopart.targets.codegen import codegen_names\n"
-        "assert not runtime.HAVE_OPENVINO and not m.OpenVinoCodegen.available()\n"
+        "assert not library.HAVE_OPENVINO and not m.OpenVinoCodegen.available()\n"
         "assert 'openvino' in codegen_names()\n"
         "try:\n"
         "    m.OpenVinoCodegen().compile(None, [], [], [])\n"
@@ -414,7 +414,7 @@ def test_module_imports_without_openvino() -> None:
     done = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True
     )
-    assert done.stdout.strip() == ovruntime.MISSING_MESSAGE
+    assert done.stdout.strip() == ov_library.MISSING_MESSAGE
 
 
 def test_compiling_and_running_leaves_no_files(tmp_path: Path) -> None:
@@ -469,10 +469,10 @@ def test_ops_openvino_computes_differently_are_refused_and_the_rest_match() -> N
 
 
 def test_the_compiled_model_cache_keeps_the_most_recently_used(monkeypatch: Any) -> None:
-    monkeypatch.setattr(ovruntime, "COMPILED_CACHE_SIZE", 1)
-    ovruntime.clear_compiled()
+    monkeypatch.setattr(ov_library, "COMPILED_CACHE_SIZE", 1)
+    ov_library.clear_compiled()
     relu, erf = compile_whole(tiny_graph("Relu")), compile_whole(tiny_graph("Erf"))
-    assert list(ovruntime._COMPILED.values()) == [erf.model]
+    assert list(ov_library._COMPILED.values()) == [erf.model]
     assert compile_whole(tiny_graph("Relu")).model is not relu.model  # compiled again
 
 

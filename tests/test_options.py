@@ -30,7 +30,7 @@ def test_the_search_options_are_stated_once() -> None:
     built = TuneOptions.build(objective="makespan", seed=3, rounds=2, precision="f32,bf16")
     assert built.rounds == 2 and built.search.seed == 3
     assert built.search.objective is Objective.MAKESPAN
-    assert built.search.precision == ("f32", "bf16") == built.budget.precisions
+    assert built.search.precision == ("f32", "bf16") == built.accuracy_policy.precisions
     again = built.updated(search=SearchOptions(method="ilp"), budget_s=4.0)
     assert again.search == SearchOptions(method=Method.ILP, budget_s=4.0)  # search replaced
     with pytest.raises(TypeError):

@@ -16,13 +16,13 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
 import autopart
-from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError, TargetError
 from autopart.ir.target import PRECISIONS, VirtualDevice
 from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
-from autopart.profile.sensitivity import measure_budget, round_to
+from autopart.profile.sensitivity import measure_error_model, round_to
 from autopart.report.html import render_html
 from autopart.runtime import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
@@ -33,7 +33,12 @@ from autopart.search.options import PeerMultiple, parse_precisions, parse_tolera
 from autopart.search.simulator import evaluate
 from autopart.settings import ACCURACY, VERIFY
 from autopart.targets.openvino import codegen as ovgen
-from autopart.tuning.accuracy import Budget, evaluation_samples, follow_peer, search_budget
+from autopart.tuning.accuracy import (
+    AccuracyPolicy,
+    evaluation_samples,
+    follow_peer,
+    search_error_model,
+)
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.oracle import check_outputs
 from autopart.tuning.plan_rows import plan_precisions
@@ -93,10 +98,10 @@ def test_precision_lists_and_the_budget() -> None:
     assert parse_precisions(["int8", "f32"]) == ("f32", "int8")
     with pytest.raises(AutopartError, match="unknown precision 'fp16'"):
         parse_precisions("f32,fp16")
-    assert Budget(("f32",)).tolerance_rule() == VERIFY.check_tolerance
-    assert Budget(None, 0.05).tolerance_rule() == 0.05
-    assert Budget().tolerance_rule() is follow_peer
-    assert Budget(("f32",)).allows("f32") and not Budget(("f32",)).allows("bf16")
+    assert AccuracyPolicy(("f32",)).tolerance_rule() == VERIFY.check_tolerance
+    assert AccuracyPolicy(None, 0.05).tolerance_rule() == 0.05
+    assert AccuracyPolicy().tolerance_rule() is follow_peer
+    assert AccuracyPolicy(("f32",)).allows("f32") and not AccuracyPolicy(("f32",)).allows("bf16")
     with pytest.raises(AutopartError, match="--tolerance"):
         TuneOptions.build(tolerance=-1.0)
     with pytest.raises(AutopartError, match="--tolerance"):
@@ -117,22 +122,22 @@ def test_a_tolerance_may_be_a_multiple_of_openvino_as_installeds_error() -> None
     for bad in ("0x", "-1x", "nanx", "infx", "x", "half", "1e-3y", "-0.1"):
         with pytest.raises(AutopartError, match="--tolerance"):
             parse_tolerance(bad)
-    half = Budget(None, "0.5x")
+    half = AccuracyPolicy(None, "0.5x")
     rule = half.tolerance_rule()
     assert callable(rule) and rule({"openvino alone": 0.02}) == pytest.approx(0.01)
     assert rule({"openvino alone": 1e-4}) == VERIFY.check_tolerance  # never below f32's
     assert "0.5x openvino alone's error" in half.describe()
-    assert Budget(("f32",), "0.5x").tolerance_rule() == VERIFY.check_tolerance
-    assert TuneOptions.build(tolerance="0.5x").budget.peer_factor == 0.5
-    assert Budget().peer_factor == pytest.approx(1 + ACCURACY.peer_allowance)
-    assert BenchOptions(tolerance="2e-2").budget.tolerance == 0.02
+    assert AccuracyPolicy(("f32",), "0.5x").tolerance_rule() == VERIFY.check_tolerance
+    assert TuneOptions.build(tolerance="0.5x").accuracy_policy.peer_factor == 0.5
+    assert AccuracyPolicy().peer_factor == pytest.approx(1 + ACCURACY.peer_allowance)
+    assert BenchOptions(tolerance="2e-2").accuracy_policy.tolerance == 0.02
 
 
 def test_a_multiple_of_the_peers_error_scales_the_searchs_bound() -> None:
     graph = autopart.load("squeezenet")
     bf16 = ["cpu@openvino", "cpu@openvino:bf16"]
-    half = search_budget(graph, bf16, Budget(None, "0.5x"), 0)
-    given = search_budget(graph, bf16, Budget(None, 0.004), 0)
+    half = search_error_model(graph, bf16, AccuracyPolicy(None, "0.5x"), 0)
+    given = search_error_model(graph, bf16, AccuracyPolicy(None, 0.004), 0)
     assert half is not None and given is not None
     assert half.all_reduced == pytest.approx(given.all_reduced)
     assert half.all_reduced > 2 * VERIFY.check_tolerance  # so half of it is above the floor
@@ -202,7 +207,7 @@ def test_tune_uses_bf16_within_the_budget_and_f32_when_asked(tmp_path: Path) -> 
     assert saved.measured is not None and saved.measured.tolerance == VERIFY.check_tolerance
 
 
-class _OnOpenCL(AccuracyBudget):
+class _OnOpenCL(ErrorModel):
     """A budget in which the OpenCL target of the random cases stands for a reduced one."""
 
     def weight(self, node: str, target: VirtualDevice) -> float:
@@ -211,9 +216,7 @@ class _OnOpenCL(AccuracyBudget):
 
 @settings(max_examples=15, deadline=None)
 @given(cases(), st.floats(0.0, 1.0), st.integers(0, 2**32 - 1))
-def test_the_ilp_is_exact_under_an_accuracy_budget(
-    costs: Costs, quantile: float, seed: int
-) -> None:
+def test_the_ilp_is_exact_under_a_tolerance(costs: Costs, quantile: float, seed: int) -> None:
     _check_exact_under_a_budget(costs, quantile, seed)
 
 
@@ -252,7 +255,7 @@ def _check_exact_under_a_budget(costs: Costs, quantile: float, seed: int) -> Non
 def test_sensitivities_add_up_to_the_error_of_every_node_reduced() -> None:
     graph = autopart.load("squeezenet")
     feeds = random_inputs(graph, 0)
-    budget = measure_budget(graph, feeds, "bf16", None)
+    budget = measure_error_model(graph, feeds, "bf16", None)
     every = {node.name: VirtualDevice.parse("cpu@openvino:bf16") for node in graph.nodes}
     assert budget.all_reduced > VERIFY.check_tolerance  # bf16 is measurably off
     assert budget.predicted_error(every) == pytest.approx(budget.all_reduced, rel=1e-6)
@@ -308,8 +311,8 @@ def test_a_node_of_huge_local_error_does_not_price_the_others_at_nothing() -> No
     feeds = {"x": x}
     bf16 = VirtualDevice.parse("cpu@openvino:bf16")
     f32 = VirtualDevice.parse("cpu@openvino")
-    whole = measure_budget(graph, feeds, "bf16", None)
-    grouped = measure_budget(graph, feeds, "bf16", None, groups=2)
+    whole = measure_error_model(graph, feeds, "bf16", None)
+    grouped = measure_error_model(graph, feeds, "bf16", None, groups=2)
     assert (whole.method, grouped.method) == ("whole", "grouped")
     norm = next(n.name for n in graph.nodes if n.op_type == "LayerNormalization")
     rest = {n.name: f32 if n.name == norm else bf16 for n in graph.nodes}
@@ -318,7 +321,7 @@ def test_a_node_of_huge_local_error_does_not_price_the_others_at_nothing() -> No
     # the group of the normalisation was measured whole, so the MatMuls keep their share
     assert grouped.predicted_error(rest) > emulated / 2
     # a local error alone would give the normalisation every share: its own output is noise
-    local = measure_budget(graph, feeds, "bf16", None, groups=1)
+    local = measure_error_model(graph, feeds, "bf16", None, groups=1)
     assert local.predicted_error(rest) < emulated / 10
 
 

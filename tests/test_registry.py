@@ -67,7 +67,7 @@ def test_bench_columns_keep_their_names_from_the_peer_names() -> None:
         "openvino alone": "vs_openvino",
         "openvino alone f32": "vs_openvino_f32",
     }
-    assert sum(peer.sets_budget for peer in declared_peers()) == 1
+    assert sum(peer.sets_tolerance for peer in declared_peers()) == 1
 
 
 def _reference_runner(model: PeerModel, inputs: PeerInputs | None) -> Runner:

@@ -19,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from autopart.costmodel import costs_from_profile
-from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.costmodel.costs import Costs, TransferModel
 from autopart.costmodel.measurements import Measurement, RowKind
 from autopart.ir.graph import Graph, Node, Value
@@ -438,7 +438,7 @@ def test_opencl_fuses_a_long_chain_into_kernels_of_bounded_length() -> None:
     assert np.allclose(found, expected, rtol=1e-4, atol=1e-5)
 
 
-class _OpenClReduced(AccuracyBudget):
+class _OpenClReduced(ErrorModel):
     """A budget in which the OpenCL target of the random cases stands for a reduced one."""
 
     def weight(self, node: str, target: VirtualDevice) -> float:
@@ -452,7 +452,7 @@ class _OpenClReduced(AccuracyBudget):
     quantile=st.floats(0.0, 1.0),
 )
 @example(seed=11810, blocks=3, quantile=0.0)  # segments and the whole ILP tie: still optimal
-def test_search_by_segments_is_exact_under_an_accuracy_budget(
+def test_search_by_segments_is_exact_under_a_tolerance(
     seed: int, blocks: int, quantile: float
 ) -> None:
     """The budget spans every segment: the answer fits it and is the best plan that does."""

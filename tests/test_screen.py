@@ -231,10 +231,10 @@ def test_the_tolerance_is_chosen_once_every_error_on_the_timed_inputs_is_in() ->
     assert measured["bf16"].correct and measured["bf16"].tolerance == errors["bf16"]
 
 
-def test_an_accuracy_budget_no_assignment_keeps_does_not_refuse_the_model() -> None:
-    """A node only a bf16 target runs, too sensitive for the budget: the ILP's accuracy row
+def test_a_tolerance_no_assignment_keeps_does_not_refuse_the_model() -> None:
+    """A node only a bf16 target runs, too sensitive for the tolerance: the ILP's accuracy row
     cannot hold, so the search solves without it and says so (the race measures errors)."""
-    from autopart.costmodel.accuracy import AccuracyBudget
+    from autopart.costmodel.accuracy import ErrorModel
     from autopart.search.options import SearchOptions
     from autopart.search.planner import search
 
@@ -243,9 +243,9 @@ def test_an_accuracy_budget_no_assignment_keeps_does_not_refuse_the_model() -> N
     names = [node.name for node in costs.graph.nodes]
     del costs.node_cost[names[2]][ort]  # only bf16 runs it
     weights = {(name, "bf16"): 1e-8 for name in names} | {(names[2], "bf16"): 1.0}
-    outcome = search(costs, SearchOptions(accuracy=AccuracyBudget(weights, 1e-3)))
+    outcome = search(costs, SearchOptions(accuracy=ErrorModel(weights, 1e-3)))
     (note,) = outcome.notes
-    assert note.startswith("no assignment keeps the predicted error within the accuracy budget")
+    assert note.startswith("no assignment keeps the predicted error within the tolerance")
     assert outcome.candidates["ilp"].assignment[names[2]] == bf16
 
 

@@ -549,7 +549,7 @@ def test_a_peer_that_rejects_the_model_is_left_out_with_a_note(
         raise RuntimeError("Exception from src/x.cpp:1:\nunsupported op Foo")
 
     monkeypatch.setattr(openvino_peer, "openvino_alone", rejects)
-    monkeypatch.setattr(openvino_peer.runtime, "HAVE_OPENVINO", True)
+    monkeypatch.setattr(openvino_peer.library, "HAVE_OPENVINO", True)
     runners, notes = peers(str(tiny_path))
     assert list(runners) == ["onnxruntime alone"]
     assert notes == [
@@ -602,10 +602,10 @@ def test_a_single_target_plan_on_openvino_is_compiled_as_openvino_alone_is(
     from autopart.ir.target import VirtualDevice
     from autopart.plan.build import build_plan_for
     from autopart.runtime.plan_executor import PlanExecutor
-    from autopart.targets.openvino import runtime
+    from autopart.targets.openvino import library
     from autopart.tuning.peers import peer_precision, peers
 
-    if not runtime.HAVE_OPENVINO:
+    if not library.HAVE_OPENVINO:
         pytest.skip("OpenVINO is not installed")
     graph = autopart.load(str(tiny_path))
     ov = VirtualDevice.parse("cpu@openvino").at_precision(peer_precision(peer_name))
@@ -614,7 +614,7 @@ def test_a_single_target_plan_on_openvino_is_compiled_as_openvino_alone_is(
     peer_runner, _ = peers(str(tiny_path))
     assert peer_name in peer_runner
     settings = {"INFERENCE_PRECISION_HINT": "f32"} if peer_name.endswith("f32") else {}
-    peer = runtime.core().compile_model(runtime.read_onnx(tiny_path.read_bytes()), "CPU", settings)
+    peer = library.core().compile_model(library.read_onnx(tiny_path.read_bytes()), "CPU", settings)
     with PlanExecutor(plan, graph) as executor:
         (step,) = executor.steps.values()
         ours = step.compiled.model  # type: ignore[union-attr]

@@ -21,13 +21,13 @@ from autopart.plan.schema import PlanError
 from autopart.plan.validate import validate_plan
 from autopart.search.candidates import CandidateKind
 from autopart.targets.devices import discover
-from autopart.targets.openvino import runtime as ov_runtime
+from autopart.targets.openvino import library as ov_library
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.peers import peer_equivalents
 from autopart.tuning.workflow import tune_model
 from tests.test_profile import FAST
 
-pytestmark = pytest.mark.skipif(not ov_runtime.HAVE_OPENVINO, reason="needs openvino")
+pytestmark = pytest.mark.skipif(not ov_library.HAVE_OPENVINO, reason="needs openvino")
 
 TARGETS = ["cpu@openvino", "cpu@onnxruntime"]
 WHOLE = "whole:cpu@openvino"

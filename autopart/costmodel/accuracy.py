@@ -18,7 +18,7 @@ from autopart.ir.target import VirtualDevice
 
 
 @dataclass(frozen=True)
-class AccuracyBudget:
+class ErrorModel:
     """Per-node error weights by precision, and the largest error a plan may have.
 
     ``weights[(node, precision)]`` is the node's share of the squared output error when it
@@ -46,12 +46,12 @@ class AccuracyBudget:
         """Whether ``assignment``'s predicted error is within the tolerance."""
         return self.predicted_error(assignment) <= self.tolerance * (1 + 1e-9)
 
-    def tightened(self, measured: float, allowed: float) -> AccuracyBudget:
-        """The budget to solve again with after a plan measured ``measured`` > ``allowed``.
+    def tightened(self, measured: float, allowed: float) -> ErrorModel:
+        """The error model to solve again with after a plan measured ``measured`` > ``allowed``.
 
         The bound shrinks by how far the measurement overshot, and 10% more, so that the
         next plan, if its prediction is off by the same factor, lands within ``allowed``.
         """
         factor = min(1.0, allowed / measured) if measured > 0 else 1.0
-        return AccuracyBudget(self.weights, self.tolerance * factor * 0.9, self.all_reduced,
+        return ErrorModel(self.weights, self.tolerance * factor * 0.9, self.all_reduced,
                               self.method)  # fmt: skip

@@ -189,7 +189,7 @@ class MeasuredRun:
     ``median_s`` is the median of ``runs`` timed runs; ``round_medians_s`` one median per
     round of interleaved runs (the independent samples); ``max_error`` the largest relative
     output error against the numpy reference (f32) over the evaluation samples, and
-    ``tolerance`` the accuracy budget it was held to; ``schedule`` the last run's step
+    ``tolerance`` the largest error it was held to; ``schedule`` the last run's step
     timings. A field a writer did not record is ``None`` (or empty).
     """
 

@@ -217,7 +217,7 @@ class Profiler:
         timed by wall clock (``partition`` rows keyed by
         :func:`~autopart.costmodel.partitions.partition_key`). Inputs are the seeded random
         inputs the ops were measured with, and the numpy reference's values inside the
-        model where a partition starts there. Budget, checkpoints, passes and interrupts
+        model where a partition starts there. AccuracyPolicy, checkpoints, passes and interrupts
         behave as in :meth:`profile_graph`.
         """
         started = time.perf_counter()

@@ -18,7 +18,7 @@ swamps the variance), and scaled against the rest it took all of a small Swin's 
 leaving 344 other nodes priced at nothing. A group's measured error bounds what its
 nodes are charged. Both are scaled so that every node reduced predicts the error
 measured with every node reduced
-(:class:`~autopart.costmodel.accuracy.AccuracyBudget`).
+(:class:`~autopart.costmodel.accuracy.ErrorModel`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.errors import TargetError
 from autopart.ir.graph import Graph
 from autopart.targets import qdq
@@ -114,7 +114,7 @@ class _Runs:
             at = start
 
 
-def measure_budget(
+def measure_error_model(
     graph: Graph,
     feeds: Mapping[str, np.ndarray],
     precision: str,
@@ -122,10 +122,10 @@ def measure_budget(
     budget_s: float = 10.0,
     progress: Callable[[int, int], None] | None = None,
     groups: int | None = None,
-) -> AccuracyBudget:
-    """The :class:`AccuracyBudget` of ``graph`` in ``precision`` on ``feeds``.
+) -> ErrorModel:
+    """The :class:`ErrorModel` of ``graph`` in ``precision`` on ``feeds``.
 
-    ``tolerance`` None takes the error of every node reduced (the budget then binds
+    ``tolerance`` None takes the error of every node reduced (the bound then binds
     nothing: reduced precision everywhere is within it). The nodes are cut, in run order,
     into as many groups as whole-model runs fit ``budget_s``, or ``groups`` when given (one
     node each when there are enough: method ``whole``; else ``grouped``); each group's
@@ -163,14 +163,14 @@ def measure_budget(
     scale = _scale(all_reduced, total)
     weights = {(name, precision): value * scale for name, value in squared.items()}
     limit = all_reduced if tolerance is None else tolerance
-    return AccuracyBudget(weights, limit, all_reduced, "whole" if singletons else "grouped")
+    return ErrorModel(weights, limit, all_reduced, "whole" if singletons else "grouped")
 
 
 def _scale(all_reduced: float, total: float) -> float:
     """What the groups' squared errors are scaled by so that they add up to ``all_reduced``'s.
 
     1 when a group's outputs overflowed (its nodes' weights stay infinite: never within a
-    budget), 0 when no group erred.
+    tolerance), 0 when no group erred.
     """
     if total == math.inf:
         return 1.0

@@ -59,7 +59,7 @@ def collect(sample: Callable[[], float], settings: TimingSettings) -> list[float
             previous is not None
             and len(samples) >= settings.min_runs
             and elapsed >= settings.min_seconds
-            and abs(median - previous) <= settings.tolerance * max(previous, 1e-9)
+            and abs(median - previous) <= settings.settled_change * max(previous, 1e-9)
         )
         if settled or elapsed > settings.max_seconds:
             break

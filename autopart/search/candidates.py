@@ -83,7 +83,7 @@ class Candidate:
     ``target`` is the target of a one-target candidate (:attr:`CandidateKind.one_target`,
     else None), ``index`` a :attr:`CandidateKind.PARETO` candidate's position on the front;
     ``name`` is built from them by :func:`candidate_name`. ``fits_accuracy`` says whether
-    its predicted output error is within the search's accuracy budget (true without one).
+    its predicted output error is within the search's tolerance (true without one).
     ``stand_in`` is the plan that prices it while its own cannot be priced op by op (a
     :attr:`CandidateKind.WHOLE` plan holds nodes its target has no op cost for) and it has
     not been timed whole.

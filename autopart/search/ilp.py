@@ -50,7 +50,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.costmodel.alone import FLOOR as ALONE_FLOOR
 from autopart.costmodel.costs import Costs, PartitionKey
 from autopart.ir.target import VirtualDevice
@@ -104,17 +104,17 @@ def solve_ilp(
     rel_gap: float = 1e-7,
     progress: Progress | None = None,
     by_segments: bool | None = None,
-    accuracy: AccuracyBudget | None = None,
+    accuracy: ErrorModel | None = None,
 ) -> IlpResult:
     """The assignment of least sequential latency, proven within ``rel_gap`` if time allows.
 
     ``memory`` caps devices' bytes (the estimate is in the module docstring); ``accuracy``
     keeps the predicted output error within its tolerance (one row: the reduced nodes'
-    error weights, :class:`~autopart.costmodel.accuracy.AccuracyBudget`); ``progress``
+    error weights, :class:`~autopart.costmodel.accuracy.ErrorModel`); ``progress``
     hears of every solve (a sub-problem's, by segments). ``by_segments`` solves by
     segments where the graph has series points (``None``: from :data:`SERIES_MIN_NODES`
     nodes on; never with memory caps or partitions measured whole). The accuracy row spans
-    the whole graph, so segments are solved without it and only plans within the budget
+    the whole graph, so segments are solved without it and only plans within the tolerance
     are kept; when that leaves a gap, the whole ILP with the row runs too. Always returns
     the best assignment found, its simulated cost and a valid lower bound. Raises
     :class:`IlpError` when a node has no target or nothing was found in time, and
@@ -171,7 +171,7 @@ def _solve_whole(
     started: float,
     progress: Progress | None = None,
     banned: Sequence[Assignment] = (),
-    accuracy: AccuracyBudget | None = None,
+    accuracy: ErrorModel | None = None,
 ) -> IlpResult:
     """The whole-graph ILP (see the module docstring), ``banned`` assignments excluded."""
     form = Formulation(costs, memory or {}, accuracy)
@@ -206,7 +206,7 @@ def _joined(
     series: SeriesAnswer,
     started: float,
     rel_gap: float,
-    accuracy: AccuracyBudget | None = None,
+    accuracy: ErrorModel | None = None,
 ) -> IlpResult | None:
     """The answer by segments, beside every plan on one target, priced by the simulator.
 
@@ -274,9 +274,7 @@ def _one_target_floor(costs: Costs, names: list[str], target: VirtualDevice) -> 
 class _Incumbent:
     """The best assignment found so far, with every assignment's true cost computed once."""
 
-    def __init__(
-        self, costs: Costs, names: list[str], accuracy: AccuracyBudget | None = None
-    ) -> None:
+    def __init__(self, costs: Costs, names: list[str], accuracy: ErrorModel | None = None) -> None:
         self.costs, self.names, self.accuracy = costs, names, accuracy
         self.truth: dict[tuple[VirtualDevice, ...], float] = {}
         self.best: list[VirtualDevice] | None = None
@@ -293,7 +291,7 @@ class _Incumbent:
     def offer(self, assignment: list[VirtualDevice]) -> float:
         """Keep ``assignment`` if it beats the best so far; return its true cost.
 
-        An assignment outside the accuracy budget is never kept and costs infinity.
+        An assignment outside the tolerance is never kept and costs infinity.
         """
         if self.accuracy is not None and not self.accuracy.fits(
             dict(zip(self.names, assignment, strict=True))
@@ -354,7 +352,7 @@ def _solve_with_cuts(
         if result.x is None:
             loop.status = "time_limit"
             return loop
-        if not form.feasible(assignment):  # in HiGHS's tolerances, outside budget or caps
+        if not form.feasible(assignment):  # in HiGHS's tolerances, outside the tolerance or caps
             form.nogoods.append(list(assignment))
             loop.cuts += 1
             continue

@@ -27,7 +27,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
@@ -60,7 +60,7 @@ class Formulation:
     """The ILP of a :class:`Costs` and the cuts learnt so far."""
 
     def __init__(
-        self, costs: Costs, memory: Mapping[str, int], accuracy: AccuracyBudget | None = None
+        self, costs: Costs, memory: Mapping[str, int], accuracy: ErrorModel | None = None
     ) -> None:
         self.costs, self.memory, self.accuracy = costs, dict(memory), accuracy
         graph = costs.graph
@@ -389,7 +389,7 @@ class Formulation:
         return candidates
 
     def feasible(self, assignment: list[VirtualDevice]) -> bool:
-        """Whether ``assignment`` keeps within the memory caps and the accuracy budget."""
+        """Whether ``assignment`` keeps within the memory caps and the tolerance."""
         names = {node.name: t for node, t in zip(self.nodes, assignment, strict=True)}
         if self.accuracy is not None and not self.accuracy.fits(names):
             return False

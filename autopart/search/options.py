@@ -2,8 +2,8 @@
 
 :class:`SearchOptions` is the one statement of them: ``autopart tune`` holds one
 (:attr:`autopart.tuning.options.TuneOptions.search`) from the command line to the search,
-and adds only what it learns on the way (the source, the study name, the measured accuracy
-budget). The checks of the values a user gives live here too, so that every caller raises
+and adds only what it learns on the way (the source, the study name, the measured error
+model). The checks of the values a user gives live here too, so that every caller raises
 the same one-line :class:`AutopartError`.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.errors import AutopartError
 from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION
 from autopart.search.constraints import Constraints
@@ -75,7 +75,7 @@ class SearchOptions:
     always holds f32), and the search keeps to targets computing in them; ``tolerance`` the
     largest relative output error against the f32 reference asked for: a number, or a
     :class:`PeerMultiple` of OpenVINO as installed's error (``"0.5x"`` as a string; None: a
-    tune's default budget, see :mod:`autopart.tuning.accuracy`); ``source`` is the model source
+    tune's default tolerance, see :mod:`autopart.tuning.accuracy`); ``source`` is the model source
     recorded in the plans (empty: the graph's); ``accuracy`` is the measured form of the
     tolerance, per-node error weights that bound the ILP's plan (None: no bound); ``cap_s``
     caps the search's time where a tune's wall budget leaves less (None: no cap): unlike
@@ -97,7 +97,7 @@ class SearchOptions:
     tolerance: ToleranceSpec = None
     study_name: str | None = None
     source: str = ""
-    accuracy: AccuracyBudget | None = None
+    accuracy: ErrorModel | None = None
     cap_s: float | None = None
 
     def __post_init__(self) -> None:
@@ -157,7 +157,7 @@ ToleranceSpec = float | PeerMultiple | None
 def parse_tolerance(value: float | str | PeerMultiple | None) -> ToleranceSpec:
     """A tolerance as given: a relative error (``1e-3``), or a multiple of the peer's (``0.5x``).
 
-    None stays None (the default budget). A string is read as a number, or as a number
+    None stays None (the default tolerance). A string is read as a number, or as a number
     followed by ``x``. Raises :class:`AutopartError` unless the number is finite and
     above 0.
     """

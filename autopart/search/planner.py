@@ -132,7 +132,7 @@ def _solve(
 ) -> tuple[IlpResult, list[str]]:
     """The ILP's answer within ``options``' time, and a note if it dropped the accuracy row.
 
-    An accuracy budget that no assignment keeps (as predicted) must not refuse a model the
+    A tolerance that no assignment keeps (as predicted) must not refuse a model the
     race could still check: the ILP is then solved without it, and a note says so. Memory
     caps that nothing fits still raise :class:`ConstraintError`.
     """
@@ -148,7 +148,7 @@ def _solve(
             raise
     ilp = solve_ilp(costs, memory, time_limit_s=time_limit, progress=steps)
     return ilp, [
-        "no assignment keeps the predicted error within the accuracy budget "
+        "no assignment keeps the predicted error within the tolerance "
         f"({accuracy.tolerance:.3g}), so the ILP was solved without it; every plan's "
         "error is measured in the race"
     ]
@@ -173,7 +173,7 @@ def _whole_models(
 def _best(outcome: SearchOutcome) -> Candidate:
     """The fitting candidate predicted best, ties going to the method's own answer.
 
-    Candidates within the accuracy budget come first; the others only when none is.
+    Candidates within the tolerance come first; the others only when none is.
     """
     preferred = CandidateKind.TUNED if outcome.optuna is not None else CandidateKind.ILP
     fitting = [c for c in outcome.candidates.values() if c.fits_memory]

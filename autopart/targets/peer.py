@@ -79,8 +79,8 @@ class Peer:
     frozen values (None: none); it raises when the library rejects the model. The peer
     stands for ``codegen``'s single-target plan on the whole host at ``precision()`` (None:
     f32), asked only when needed (it may probe the library). ``linger_s`` is how long its
-    threads keep cores busy after a run returns. A ``sets_budget`` peer's error on the
-    evaluation samples sets the default accuracy budget (:mod:`autopart.tuning.accuracy`).
+    threads keep cores busy after a run returns. A ``sets_tolerance`` peer's error on the
+    evaluation samples sets the default tolerance (:mod:`autopart.tuning.accuracy`).
     """
 
     codegen: str
@@ -88,7 +88,7 @@ class Peer:
     variant: str = ""
     precision: Callable[[], str | None] = in_f32
     linger_s: float = 0.0
-    sets_budget: bool = False
+    sets_tolerance: bool = False
 
     @property
     def name(self) -> str:

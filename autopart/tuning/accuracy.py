@@ -1,11 +1,11 @@
-"""The accuracy budget of a tune: which precisions it may use and how far outputs may drift.
+"""The accuracy policy of a tune: which precisions it may use and how far outputs may drift.
 
 A plan's error is the largest relative error of any output against the f32 reference (the
-reference codegen), over the evaluation samples (:func:`evaluation_samples`). The budget
+reference codegen), over the evaluation samples (:func:`evaluation_samples`). The tolerance
 (``--tolerance REL``) caps it. By default it follows the ecosystem: OpenVINO as installed
-computes in bf16 where the CPU has it, so the default budget is that peer's own error on
-the same samples (the peer whose codegen declares it ``sets_budget``,
-:func:`budget_peer`), plus :attr:`~autopart.settings.AccuracySettings.peer_allowance` for
+computes in bf16 where the CPU has it, so the default tolerance is that peer's own error on
+the same samples (the peer whose codegen declares it ``sets_tolerance``,
+:func:`tolerance_peer`), plus :attr:`~autopart.settings.AccuracySettings.peer_allowance` for
 rounding, and never below the f32 check tolerance. The default plan is then never less
 accurate than OpenVINO at its defaults. ``--tolerance 0.5x`` (a
 :class:`~autopart.search.options.PeerMultiple`) asks for that multiple of the same peer's
@@ -21,35 +21,35 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import REFERENCE_PRECISION, VirtualDevice
-from autopart.profile.sensitivity import EMULATED, ROUNDED, measure_budget
+from autopart.profile.sensitivity import EMULATED, ROUNDED, measure_error_model
 from autopart.search.options import PeerMultiple, ToleranceSpec, parse_tolerance
 from autopart.settings import ACCURACY, VERIFY
 from autopart.targets import qdq, quant_ranges
 from autopart.targets.codegen import declared_peers
 from autopart.tuning.verify import Measured, Tolerance
 
-DEFAULT_PEER_FACTOR = 1 + ACCURACY.peer_allowance  # the default budget: the peer's error, +10%
+DEFAULT_PEER_FACTOR = 1 + ACCURACY.peer_allowance  # the default tolerance: the peer's error, +10%
 
 
-def budget_peer() -> str | None:
-    """The name of the peer whose error sets the default budget (None: no codegen has one).
+def tolerance_peer() -> str | None:
+    """The name of the peer whose error sets the default tolerance (None: no codegen has one).
 
-    That is the first declared peer marked ``sets_budget``
+    That is the first declared peer marked ``sets_tolerance``
     (:class:`~autopart.targets.peer.Peer`): OpenVINO as installed.
     """
-    return next((peer.name for peer in declared_peers() if peer.sets_budget), None)
+    return next((peer.name for peer in declared_peers() if peer.sets_tolerance), None)
 
 
 @dataclass(frozen=True)
-class Budget:
+class AccuracyPolicy:
     """What a tune may trade for speed: ``precisions`` allowed and the ``tolerance``.
 
     ``precisions`` None allows every precision the machine offers. ``tolerance`` None is the
-    default budget (:func:`follow_peer`), a :class:`PeerMultiple` that multiple of the same
+    default tolerance (:func:`follow_peer`), a :class:`PeerMultiple` that multiple of the same
     peer's error; with f32 alone either is the f32 check tolerance.
     """
 
@@ -61,7 +61,7 @@ class Budget:
 
     @property
     def peer_factor(self) -> float:
-        """The multiple of the budget peer's error allowed when no number is given."""
+        """The multiple of the tolerance peer's error allowed when no number is given."""
         if isinstance(self.tolerance, PeerMultiple):
             return self.tolerance.factor
         return DEFAULT_PEER_FACTOR
@@ -95,20 +95,20 @@ class Budget:
         return functools.partial(follow_peer, factor=factor, floor_peers=floor)
 
     def describe(self) -> str:
-        """One line: the precisions allowed and the budget."""
+        """One line: the precisions allowed and the tolerance."""
         allowed = (
             "every precision offered" if self.precisions is None else "+".join(self.precisions)
         )
-        peer = None if self.exact else budget_peer()
+        peer = None if self.exact else tolerance_peer()
         if isinstance(self.tolerance, float):
-            budget = f"tolerance {self.tolerance:.3g}"
+            bound = f"tolerance {self.tolerance:.3g}"
         elif peer is None:
-            budget = f"tolerance {VERIFY.check_tolerance:.3g} (f32)"
+            bound = f"tolerance {VERIFY.check_tolerance:.3g} (f32)"
         elif self.tolerance is None:
-            budget = f"tolerance: {peer}'s error on the same inputs"
+            bound = f"tolerance: {peer}'s error on the same inputs"
         else:
-            budget = f"tolerance: {self.tolerance} {peer}'s error on the same inputs"
-        return f"{allowed}, {budget}"
+            bound = f"tolerance: {self.tolerance} {peer}'s error on the same inputs"
+        return f"{allowed}, {bound}"
 
 
 def follow_peer(
@@ -116,9 +116,9 @@ def follow_peer(
     factor: float | None = None,
     floor_peers: Sequence[str] = (),
 ) -> float:
-    """The budget from every runner's error: :func:`budget_peer`'s times ``factor``.
+    """The budget from every runner's error: :func:`tolerance_peer`'s times ``factor``.
 
-    ``factor`` None is the default budget's, the peer's error plus
+    ``factor`` None is the default tolerance's, the peer's error plus
     :attr:`~autopart.settings.AccuracySettings.peer_allowance` for rounding. Never below
     the f32 check tolerance (an f32 plan differs from the reference by the order of its
     sums); that tolerance where that peer did not run. Never below the error of any of
@@ -126,7 +126,7 @@ def follow_peer(
     further off computes another model, not a rounding of this one (OpenVINO was 72% off
     onnxruntime on a quantised text decoder). A non-finite error sets nothing.
     """
-    name = budget_peer()
+    name = tolerance_peer()
     peer = None if name is None else errors.get(name)
     chosen = VERIFY.check_tolerance
     if peer is not None and np.isfinite(peer):
@@ -166,12 +166,12 @@ def own_runtimes() -> tuple[str, ...]:
     return tuple(peer.name for peer in declared_peers() if peer.precision() is None)
 
 
-def accuracy_notes(results: Mapping[str, Measured], budget: Budget) -> list[str]:
-    """Notes on the budget the runners were held to and those over it, by name."""
+def accuracy_notes(results: Mapping[str, Measured], policy: AccuracyPolicy) -> list[str]:
+    """Notes on the tolerance the runners were held to and those over it, by name."""
     if not results:
         return []
     tolerance = next(iter(results.values())).tolerance
-    notes = [f"accuracy: {budget.describe()}; held to {tolerance:.3g}"]
+    notes = [f"accuracy: {policy.describe()}; held to {tolerance:.3g}"]
     over = sorted(name for name, m in results.items() if not m.correct)
     if over:
         shown = ", ".join(f"{name} ({results[name].max_error:.2g})" for name in over[:8])
@@ -180,19 +180,19 @@ def accuracy_notes(results: Mapping[str, Measured], budget: Budget) -> list[str]
     return notes
 
 
-def search_budget(
+def search_error_model(
     graph: Graph,
     targets: Sequence[str],
-    budget: Budget,
+    policy: AccuracyPolicy,
     seed: int,
     progress: Callable[[int, int], None] | None = None,
-) -> AccuracyBudget | None:
-    """The accuracy budget the search keeps to, from the nodes' measured sensitivities.
+) -> ErrorModel | None:
+    """The error model the search keeps to, from the nodes' measured sensitivities.
 
     None when no target of ``targets`` computes in a reduced precision the reference can
-    emulate. The tolerance is ``budget``'s number when given; else the error of every node
-    in bf16 (the default budget follows OpenVINO as installed, which computes every node it
-    can in bf16, never in int8) times the budget's :attr:`Budget.peer_factor`: int8 nodes
+    emulate. The tolerance is ``policy``'s number when given; else the error of every node
+    in bf16 (the default tolerance follows OpenVINO as installed, which computes every node it
+    can in bf16, never in int8) times the budget's :attr:`AccuracyPolicy.peer_factor`: int8 nodes
     then fit only where their error stays within what bf16 everywhere would cost, and
     ``0.5x`` keeps the most sensitive nodes in f32.
     """
@@ -202,23 +202,23 @@ def search_budget(
     if not reduced:
         return None
     feeds = random_inputs(graph, seed)
-    found = {p: measure_budget(graph, feeds, p, None, progress=progress) for p in reduced}
+    found = {p: measure_error_model(graph, feeds, p, None, progress=progress) for p in reduced}
     weights = {key: value for part in found.values() for key, value in part.weights.items()}
     worst = max(part.all_reduced for part in found.values())
-    tolerance = budget.tolerance
+    tolerance = policy.tolerance
     if not isinstance(tolerance, float):  # what OpenVINO as installed reduces: bf16, never int8
         rounded = [part.all_reduced for p, part in found.items() if p in ROUNDED]
-        tolerance = max(max(rounded, default=0.0) * budget.peer_factor,
+        tolerance = max(max(rounded, default=0.0) * policy.peer_factor,
                         VERIFY.check_tolerance)  # fmt: skip
-    return AccuracyBudget(weights, tolerance, worst, next(iter(found.values())).method)
+    return ErrorModel(weights, tolerance, worst, next(iter(found.values())).method)
 
 
-def over_budget(
-    accuracy: AccuracyBudget | None, assignment: Mapping[str, VirtualDevice], measured: Measured
-) -> AccuracyBudget | None:
-    """The tightened budget to search again with, if the ILP's plan measured over its own.
+def tighter_error_model(
+    accuracy: ErrorModel | None, assignment: Mapping[str, VirtualDevice], measured: Measured
+) -> ErrorModel | None:
+    """The tightened error model to search again with, if the ILP's plan measured over its own.
 
-    None when there was no budget, the plan was within the tolerance, or its error does
+    None when there was no error model, the plan was within the tolerance, or its error does
     not come from reduced precision (it predicts none).
     """
     if accuracy is None or measured.correct or accuracy.predicted_error(assignment) == 0:

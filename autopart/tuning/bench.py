@@ -63,7 +63,7 @@ def bench_models(
     ``vs_best_single``, ``partitions``, ``codegens`` (the distinct codegens of the plan's
     partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
     peers), ``copies``, ``max_rel_error`` (against the f32 reference, over the timing
-    feeds and the evaluation samples), ``tolerance`` (the budget every row was held to,
+    feeds and the evaluation samples), ``tolerance`` (the bound every row was held to,
     :mod:`autopart.tuning.accuracy`), ``within_tolerance``, ``runs``, ``shared_rounds`` (timed
     rounds dropped and run again because the cores shared one core's speed,
     :mod:`autopart.profile.core_sharing`), ``same_plan_as`` (the
@@ -100,7 +100,7 @@ def _bench_model(
         peer_linger_s=peer_lingers(),
         failures=failures,
         samples=evaluation_samples(graph, 0),
-        tolerance=options.budget.tolerance_rule(graph),
+        tolerance=options.accuracy_policy.tolerance_rule(graph),
         probe=process_probe(),
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})

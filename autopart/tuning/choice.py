@@ -131,7 +131,7 @@ class Runner:
     peer: bool = False
 
 
-def within_budget(
+def within_tolerance(
     runners: Mapping[str, Runner], measured: Mapping[str, Measured]
 ) -> dict[str, Runner]:
     """``runners`` with each peer standing only for a plan measured within its tolerance.
@@ -302,7 +302,7 @@ def final_choice(
     A peer kept means the plan it stands for. Notes say what was kept, against what, and
     the interval on the ratio; and when the search's pick failed its check.
     """
-    runners = within_budget(runners_of(candidates, twins, peer_results), measured)
+    runners = within_tolerance(runners_of(candidates, twins, peer_results), measured)
     timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
     decision = decide(timed, runners)
     if pick in measured and not measured[pick].correct:

@@ -92,22 +92,22 @@ def locate(
         quant_ranges.attach(graph, quant_ranges.Calibration(samples, stand_in=False))
     machine = discover()
     targets = with_fallback(options.targets, options.search.constraints)
-    budget = options.budget
+    policy = options.accuracy_policy
     for text in targets or []:
         precision = VirtualDevice.parse(text).computes_in
-        if not budget.allows(precision):
+        if not policy.allows(precision):
             raise AutopartError(
                 f"target {text} computes in {precision}, which --precision "
-                f"{'+'.join(budget.precisions or ())} does not allow"
+                f"{'+'.join(policy.precisions or ())} does not allow"
             )
     given = None if options.profile_file is None else Profile.load(options.profile_file)
     if given is not None:
         chosen = list(targets or []) or [
-            str(t) for t in profile_targets(given) if budget.allows(t.computes_in)
+            str(t) for t in profile_targets(given) if policy.allows(t.computes_in)
         ]
     else:
         chosen = list(targets or []) or [
-            str(t) for t in available_targets(machine, budget.precisions)
+            str(t) for t in available_targets(machine, policy.precisions)
         ]
     name = Path(str(graph.meta.get("source", graph.name))).name.removesuffix(".onnx")
     directory = Path(options.search_dir) / f"{name}-{targets_key(chosen)}"

@@ -26,7 +26,7 @@ from autopart.search.options import (
     parse_tolerance,
 )
 from autopart.settings import SCREEN
-from autopart.tuning.accuracy import Budget
+from autopart.tuning.accuracy import AccuracyPolicy
 
 # The fields of SearchOptions a tune fills in itself, from the graph and the measurements.
 SET_BY_TUNE = frozenset({"study_name", "source", "accuracy", "cap_s"})
@@ -111,9 +111,9 @@ class TuneOptions:
         return dataclasses.replace(self, search=search, **fields)
 
     @property
-    def budget(self) -> Budget:
-        """The precisions allowed and the accuracy budget."""
-        return Budget(self.search.precision, self.search.tolerance)
+    def accuracy_policy(self) -> AccuracyPolicy:
+        """The precisions allowed and the tolerance."""
+        return AccuracyPolicy(self.search.precision, self.search.tolerance)
 
     @property
     def wall_budget_s(self) -> float | None:
@@ -164,6 +164,6 @@ class BenchOptions:
         object.__setattr__(self, "tolerance", parse_tolerance(self.tolerance))
 
     @property
-    def budget(self) -> Budget:
-        """The precisions allowed and the accuracy budget."""
-        return Budget(parse_precisions(self.precision), self.tolerance)
+    def accuracy_policy(self) -> AccuracyPolicy:
+        """The precisions allowed and the tolerance."""
+        return AccuracyPolicy(parse_precisions(self.precision), self.tolerance)

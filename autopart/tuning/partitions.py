@@ -29,8 +29,8 @@ from autopart.search.candidates import Candidate
 from autopart.search.planner import SearchOutcome, reprice
 from autopart.settings import VERIFY
 from autopart.targets.devices import discover
-from autopart.tuning.models import note_profile_kept
 from autopart.tuning.peers import peer_equivalents
+from autopart.tuning.profile_model import note_profile_kept
 from autopart.tuning.verify import Measured
 
 MEASURE_WITHIN = VERIFY.measure_within

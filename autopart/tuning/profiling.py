@@ -22,9 +22,9 @@ from autopart.profile import Profile, ProfileReport
 from autopart.progress import StageProgress
 from autopart.tuning.clock import Clock, race_reserve
 from autopart.tuning.locate import Located
-from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import record_screened
+from autopart.tuning.profile_model import profile_model
 from autopart.tuning.screen import Screening, screen_targets, screens
 
 UNSCREENED_RESERVE = 0.25  # of the budget kept for the race when no screen timed anything

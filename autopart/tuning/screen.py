@@ -59,9 +59,9 @@ from autopart.targets.codegen import declared_peers
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
 from autopart.tuning.clock import SCREEN_WARMUP, Clock, race_reserve
-from autopart.tuning.models import profile_model
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.peers import PeerInputs, Runner, peer_lingers, peers
+from autopart.tuning.profile_model import profile_model
 from autopart.tuning.verify import Measured, measure_plans
 
 
@@ -287,7 +287,7 @@ def _time_whole(
 
 def _tolerance(options: TuneOptions, graph: Graph, whole: Mapping[str, Measured]) -> float:
     """The tolerance the verify stage would hold these runners to."""
-    rule = options.budget.tolerance_rule(graph)
+    rule = options.accuracy_policy.tolerance_rule(graph)
     if not callable(rule):
         return float(rule)
     return float(rule({name: result.max_error for name, result in whole.items()}))

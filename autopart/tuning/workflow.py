@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autopart.costmodel import costs_from_profile
-from autopart.costmodel.accuracy import AccuracyBudget
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.costmodel.costs import Costs
 from autopart.io import check_writable
 from autopart.ir.feeds import random_inputs
@@ -39,8 +39,8 @@ from autopart.tuning.accuracy import (
     accuracy_notes,
     calibration_notes,
     evaluation_samples,
-    over_budget,
-    search_budget,
+    search_error_model,
+    tighter_error_model,
 )
 from autopart.tuning.clock import Clock
 from autopart.tuning.finite import check_seeded_reference, stand_in_notes
@@ -75,8 +75,8 @@ class Prepared:
     """A model with its costs and search outcome, before anything is run.
 
     ``measured`` reports the measure stage (candidate partitions timed whole), when it ran;
-    ``accuracy`` is the budget the search kept to (None: no reduced target) and
-    ``search_options`` the options it ran with (to search again under a tighter budget).
+    ``accuracy`` is the error model the search kept to (None: no reduced target) and
+    ``search_options`` the options it ran with (to search again under a tighter bound).
     ``profile_path`` is where the profile is saved, when this machine was profiled here.
     ``op_sums`` is each candidate's prediction from its op rows alone, before partitions
     measured whole priced it (what :func:`drift_note` holds against the measurements).
@@ -95,7 +95,7 @@ class Prepared:
     planned_only: bool
     outcome: SearchOutcome
     measured: ProfileReport | None = None
-    accuracy: AccuracyBudget | None = None
+    accuracy: ErrorModel | None = None
     search_options: SearchOptions = field(default_factory=SearchOptions)
     profile_path: Path | None = None
     op_sums: dict[str, float] = field(default_factory=dict)
@@ -200,7 +200,7 @@ def _tighten(
     """Search and verify again while the ILP's plan measures over the tolerance.
 
     At most :attr:`~autopart.settings.AccuracySettings.tighten_rounds` times, each with the
-    bound of :func:`~autopart.tuning.accuracy.over_budget`; each round is a note.
+    bound of :func:`~autopart.tuning.accuracy.tighter_error_model`; each round is a note.
     """
     ilp = candidate_name(CandidateKind.ILP)
     rounds: list[str] = []
@@ -209,7 +209,7 @@ def _tighten(
         candidate = prepared.outcome.candidates.get(ilp)
         if prepared.accuracy is None or candidate is None or ilp not in measured:
             break
-        tighter = over_budget(prepared.accuracy, candidate.assignment, measured[ilp])
+        tighter = tighter_error_model(prepared.accuracy, candidate.assignment, measured[ilp])
         if tighter is None:
             break
         if prepared.clock.passed:
@@ -339,7 +339,7 @@ def _verify(
         peer_linger_s=peer_lingers(),
         failures=failures,
         samples=evaluation_samples(graph, options.search.seed),
-        tolerance=options.budget.tolerance_rule(graph),
+        tolerance=options.accuracy_policy.tolerance_rule(graph),
         probe=process_probe(),
     )
     notes.extend(shared_note(measured))
@@ -349,7 +349,7 @@ def _verify(
     notes.extend(
         f"{name} could not run, so it was not timed: {why}" for name, why in failures.items()
     )
-    notes.extend(accuracy_notes({**measured, **peer_results}, options.budget))
+    notes.extend(accuracy_notes({**measured, **peer_results}, options.accuracy_policy))
     return measured, peer_results, notes
 
 
@@ -411,8 +411,8 @@ def prepare(
             progress("search", update.new_trials, 0, f"trial {update.trial}: {update.best_s:.6f}s")
 
     asked = options.search
-    accuracy = search_budget(
-        graph, chosen_targets, options.budget, asked.seed,
+    accuracy = search_error_model(
+        graph, chosen_targets, options.accuracy_policy, asked.seed,
         None if progress is None else lambda d, t: progress("accuracy", d, t, "sensitivities"),
     )  # fmt: skip
     search_options = dataclasses.replace(
@@ -457,7 +457,7 @@ def _search_cap(left_s: float | None) -> float | None:
     return None if left_s is None else max(left_s, SEARCH_FLOOR_S)
 
 
-def _search_again(prepared: Prepared, accuracy: AccuracyBudget) -> Prepared:
+def _search_again(prepared: Prepared, accuracy: ErrorModel) -> Prepared:
     """``prepared`` searched again under ``accuracy``, priced with what was measured."""
     options = dataclasses.replace(prepared.search_options, accuracy=accuracy)
     outcome = search(prepared.costs, options)

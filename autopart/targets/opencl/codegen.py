@@ -40,7 +40,7 @@ from autopart.targets.opencl.device import (
     unusable_opencl_devices,
 )
 from autopart.targets.opencl.lowering import OPS, Builder, Group, const, is_f32, shape
-from autopart.targets.opencl.runtime import OpenCLSubgraph, Step
+from autopart.targets.opencl.subgraph import OpenCLSubgraph, Step
 from autopart.targets.training import training_refusal
 
 __all__ = [

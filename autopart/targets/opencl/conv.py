@@ -38,7 +38,7 @@ from autopart.targets.opencl.matmul import (
     pack,
     power_of_two_below,
 )
-from autopart.targets.opencl.runtime import IN, OUT, TMP, Launch, Step
+from autopart.targets.opencl.subgraph import IN, OUT, TMP, Launch, Step
 
 i32 = np.int32
 AUTO_PADS = ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER")

@@ -23,7 +23,7 @@ from autopart.targets.opencl.lowering import (
     shape,
     single_f32_output,
 )
-from autopart.targets.opencl.runtime import IN, OUT, Launch, Step
+from autopart.targets.opencl.subgraph import IN, OUT, Launch, Step
 
 i32 = np.int32
 

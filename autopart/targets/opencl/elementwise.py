@@ -31,7 +31,7 @@ from autopart.targets.opencl.lowering import (
     shape,
     single_f32_output,
 )
-from autopart.targets.opencl.runtime import IN, OUT, Launch, Step
+from autopart.targets.opencl.subgraph import IN, OUT, Launch, Step
 
 MAX_OPERANDS = 12
 # ops fused into one kernel at most: a longer chain makes several kernels, so that grouping

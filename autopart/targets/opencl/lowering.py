@@ -16,7 +16,7 @@ import numpy as np
 from autopart.ir.graph import Graph, Node
 from autopart.targets.opencl import programs
 from autopart.targets.opencl.device import OpenCLDevice, cla
-from autopart.targets.opencl.runtime import Step
+from autopart.targets.opencl.subgraph import Step
 
 F32 = np.dtype(np.float32)
 

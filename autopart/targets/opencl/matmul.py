@@ -30,7 +30,7 @@ from autopart.targets.opencl.lowering import (
     shape,
     single_f32_output,
 )
-from autopart.targets.opencl.runtime import IN, OUT, Launch, Step
+from autopart.targets.opencl.subgraph import IN, OUT, Launch, Step
 
 PVEC = ("gemm_pvec", 4, 16)  # kernel, rows per work-item (packing tile), columns per work-item
 MVEC = ("gemm_mvec", 16, 4)

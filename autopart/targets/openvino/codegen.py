@@ -11,7 +11,7 @@ Precision: every model is compiled with the target's precision as
 outputs match the numpy reference within the project's tolerance, and bf16 for
 ``cpu@openvino:bf16``, offered where OpenVINO lists BF16 among the CPU's optimisation
 capabilities and the CPU flags show avx512_bf16 or AMX
-(:func:`~autopart.targets.openvino.runtime.offered_precisions`).
+(:func:`~autopart.targets.openvino.library.offered_precisions`).
 
 Layouts: the CPU plugin runs convolutions and pooling in blocked or channels-last layouts
 and inserts ``Reorder`` nodes where the plain layout at a subgraph's edges meets them;
@@ -58,7 +58,7 @@ from autopart.targets.codegen import (
     ProbedCodegen,
 )
 from autopart.targets.cpu_units import cpu_flags, pinned_to
-from autopart.targets.openvino import peer, quantize, runtime
+from autopart.targets.openvino import library, peer, quantize
 from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph, compile_in_pieces
 from autopart.targets.openvino.probe import probe
 from autopart.targets.peer import Peer
@@ -140,7 +140,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
 
         An error OpenVINO raises becomes a one-line :class:`ExecutionError`.
         """
-        feeds = {i: runtime.feed(self._value(env, name)) for i, name in enumerate(self.feeds)}
+        feeds = {i: library.feed(self._value(env, name)) for i, name in enumerate(self.feeds)}
         with pinned_to(self.cores):
             start = time.perf_counter()
             try:
@@ -148,7 +148,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
             except Exception as error:  # OpenVINO's exception types are not specific
                 shown = ", ".join(self.produced[:3]) + (" ..." if len(self.produced) > 3 else "")
                 raise ExecutionError(
-                    f"openvino failed computing {shown}: {runtime.first_line(error)}"
+                    f"openvino failed computing {shown}: {library.first_line(error)}"
                 ) from None
             elapsed = time.perf_counter() - start
         for index, name in enumerate(self.produced):
@@ -167,13 +167,13 @@ class OpenVinoSubgraph(CompiledSubgraph):
         ``runs`` times after one warm-up run; each run's per-node real times are summed.
         Outputs are not stored in ``env``.
         """
-        model = runtime.core().compile_model(
-            runtime.read_onnx(self.model_bytes),
-            runtime.DEVICE,
+        model = library.core().compile_model(
+            library.read_onnx(self.model_bytes),
+            library.DEVICE,
             {**self.config, "PERF_COUNT": "YES"},
         )
         request = model.create_infer_request()
-        feeds = {i: runtime.feed(self._value(env, name)) for i, name in enumerate(self.feeds)}
+        feeds = {i: library.feed(self._value(env, name)) for i, name in enumerate(self.feeds)}
         samples = []
         with pinned_to(self.cores):
             for _ in range(runs + 1):
@@ -214,7 +214,7 @@ class OpenVinoCodegen(ProbedCodegen):
     @classmethod
     def available(cls) -> bool:
         """Whether the openvino package could be imported."""
-        return runtime.HAVE_OPENVINO
+        return library.HAVE_OPENVINO
 
     @classmethod
     def peers(cls) -> tuple[Peer, ...]:
@@ -224,7 +224,7 @@ class OpenVinoCodegen(ProbedCodegen):
     @classmethod
     def precisions(cls) -> tuple[str, ...]:
         """f32, and bf16 or int8 where OpenVINO and the CPU flags both show their units."""
-        return runtime.offered_precisions(cpu_flags()) if cls.available() else ("f32",)
+        return library.offered_precisions(cpu_flags()) if cls.available() else ("f32",)
 
     def supports_at(self, node: Node, graph: Graph, precision: str | None) -> bool:
         """As :meth:`supports`; at int8, only quantisable ops OpenVINO runs in int8 here.
@@ -260,7 +260,7 @@ class OpenVinoCodegen(ProbedCodegen):
         rejects the exported model.
         """
         if not self.available():
-            raise TargetError(runtime.MISSING_MESSAGE)
+            raise TargetError(library.MISSING_MESSAGE)
         self.check_device(placement)
         own = [placement.precision or n.virtual_device.precision for n in nodes]
         shipped = shipped_whole(graph, nodes, placement, own)
@@ -291,7 +291,7 @@ class OpenVinoCodegen(ProbedCodegen):
             if int8
             else exported.SerializeToString()
         )
-        model = runtime.compiled_model(
+        model = library.compiled_model(
             model_bytes,
             config,
             [n.name for n in islands],
@@ -318,10 +318,10 @@ class OpenVinoCodegen(ProbedCodegen):
         precision = placement.precision or nodes[0].virtual_device.precision
         cores, config = _placement_config(graph, nodes, placement, precision)
         fixed = shipped.inputs
-        model = runtime.compiled_model(shipped.model_bytes, config, shapes=fixed.static_shapes())
+        model = library.compiled_model(shipped.model_bytes, config, shapes=fixed.static_shapes())
         declared = [*inputs, *fixed.frozen]
-        feeds = [names[0] for names in runtime.port_names(model.inputs, declared)]
-        named = runtime.port_names(model.outputs, outputs)
+        feeds = [names[0] for names in library.port_names(model.inputs, declared)]
+        named = library.port_names(model.outputs, outputs)
         produced = [names[0] for names in named]
         return OpenVinoSubgraph(
             model, shipped.model_bytes, config, inputs, outputs, feeds, produced, cores, {},
@@ -339,7 +339,7 @@ def _placement_config(
     """
     unit = placement.device.unit(placement.unit)
     cores = tuple(unit.cores) if unit is not None else ()
-    config = runtime.target_config(cores if unit is not None else None, precision)
+    config = library.target_config(cores if unit is not None else None, precision)
     if longest_chain(graph, nodes) > LONG_CHAIN:
         config["SNIPPETS_MODE"] = "DISABLE"
     return cores, config

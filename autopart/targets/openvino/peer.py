@@ -2,7 +2,7 @@
 
 ``openvino alone`` is ``compile_model(model, "CPU")`` with no properties at all, OpenVINO
 as installed: bf16 on CPUs with avx512_bf16 or AMX, about 1e-2 off the reference. Its
-error sets the default accuracy budget. ``openvino alone f32`` is the same with only the
+error sets the default tolerance. ``openvino alone f32`` is the same with only the
 f32 precision hint, the exact configuration. Each stands for the whole-host
 ``cpu@openvino`` plan at its precision, which the codegen compiles with the LATENCY hint
 and that precision: OpenVINO's own defaults.
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from autopart.targets.openvino import runtime
+from autopart.targets.openvino import library
 from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
 
 
@@ -28,15 +28,15 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     """
     fixed = inputs or PeerInputs()
     proto = peer_model(model)
-    read = runtime.read_onnx(proto.SerializeToString())
-    runtime.reshape_dynamic(read, fixed.static_shapes())
+    read = library.read_onnx(proto.SerializeToString())
+    library.reshape_dynamic(read, fixed.static_shapes())
     settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
-    compiled = runtime.core().compile_model(read, runtime.DEVICE, settings)
+    compiled = library.core().compile_model(read, library.DEVICE, settings)
     request = compiled.create_infer_request()
     declared = [value.name for value in proto.graph.input]
-    names = [named[0] for named in runtime.port_names(compiled.inputs, declared)]
+    names = [named[0] for named in library.port_names(compiled.inputs, declared)]
     wanted = [value.name for value in proto.graph.output]
-    outputs = runtime.port_names(compiled.outputs, wanted)
+    outputs = library.port_names(compiled.outputs, wanted)
 
     def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         result = request.infer(fixed.feeds(names, feeds))
@@ -51,10 +51,10 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
 
 def as_installed_precision() -> str | None:
     """What OpenVINO as installed computes in, as a target names it (None: f32)."""
-    if not runtime.HAVE_OPENVINO:
+    if not library.HAVE_OPENVINO:
         return None
-    default = runtime.default_precision()
-    return None if default == runtime.PRECISION else default
+    default = library.default_precision()
+    return None if default == library.PRECISION else default
 
 
 def _as_installed(model: PeerModel, inputs: PeerInputs | None) -> Runner:
@@ -67,5 +67,7 @@ def _f32(model: PeerModel, inputs: PeerInputs | None) -> Runner:
     return openvino_alone(model, inputs, f32=True)
 
 
-AS_INSTALLED = Peer("openvino", _as_installed, precision=as_installed_precision, sets_budget=True)
+AS_INSTALLED = Peer(
+    "openvino", _as_installed, precision=as_installed_precision, sets_tolerance=True
+)
 F32 = Peer("openvino", _f32, variant="f32")

@@ -16,7 +16,7 @@ import numpy as np
 
 from autopart.ir.graph import Graph, Node
 from autopart.settings import VERIFY
-from autopart.targets.openvino import runtime
+from autopart.targets.openvino import library
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import has_graph_attribute, node_signature, probe_model
 
@@ -156,10 +156,10 @@ def absorbing_constant(node: Node, graph: Graph) -> str | None:
 def _run_probe(node: Node, graph: Graph) -> tuple[bool, str]:
     """Compile ``node`` alone for OpenVINO's CPU plugin; any failure means no."""
     try:
-        model = runtime.read_onnx(probe_model(node, graph, static=True).SerializeToString())
-        runtime.core().compile_model(model, runtime.DEVICE, runtime.target_config((0,)))
+        model = library.read_onnx(probe_model(node, graph, static=True).SerializeToString())
+        library.core().compile_model(model, library.DEVICE, library.target_config((0,)))
     except Exception as error:  # OpenVINO raises RuntimeError and others; all mean "no"
-        return False, runtime.first_line(error)
+        return False, library.first_line(error)
     return True, ""
 
 
@@ -172,8 +172,8 @@ def probe(node: Node, graph: Graph) -> tuple[bool, str]:
     answer for the node's :func:`probe_key` is computed once (reading and compiling a
     one-node model: 15-60 ms on this machine) and memoised in a module-level table.
     """
-    if not runtime.HAVE_OPENVINO:
-        return False, runtime.MISSING_MESSAGE
+    if not library.HAVE_OPENVINO:
+        return False, library.MISSING_MESSAGE
     if has_graph_attribute(node):
         return False, f"{node.op_type} has a graph attribute (control flow is not run on openvino)"
     key = probe_key(node, graph)

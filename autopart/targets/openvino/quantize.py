@@ -24,7 +24,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from autopart.ir.graph import Graph, Node
 from autopart.targets import qdq
-from autopart.targets.openvino import runtime
+from autopart.targets.openvino import library
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import node_signature, probe_model, with_absolute_weights
 from autopart.targets.quant_ranges import tensor_ranges
@@ -119,15 +119,15 @@ def int8_op_types() -> frozenset[str]:
     and compiled; it counts when its runtime op computes in u8 or i8. Empty without
     openvino, or where the plugin refuses the probes.
     """
-    if not runtime.HAVE_OPENVINO:
+    if not library.HAVE_OPENVINO:
         return frozenset()
     found = set()
     for op_type in qdq.QUANTISED_OPS:
         model, ranges = _probe_model(op_type)
         try:
             rewritten = qdq.quantise(model, ranges, ["probe"])
-            compiled = runtime.core().compile_model(
-                runtime.read_onnx(rewritten), runtime.DEVICE, runtime.target_config(None)
+            compiled = library.core().compile_model(
+                library.read_onnx(rewritten), library.DEVICE, library.target_config(None)
             )
         except Exception:  # a library that cannot quantise or compile it: not int8 here
             continue
@@ -244,8 +244,8 @@ def _agrees(model: onnx.ModelProto) -> bool:
 
 def _compiled(model: bytes) -> Any:
     """``model`` compiled by OpenVINO's CPU plugin in f32 (its QDQ nodes: in int8)."""
-    return runtime.core().compile_model(
-        runtime.read_onnx(model), runtime.DEVICE, runtime.target_config(None, "f32")
+    return library.core().compile_model(
+        library.read_onnx(model), library.DEVICE, library.target_config(None, "f32")
     )
 
 

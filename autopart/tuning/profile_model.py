@@ -1,4 +1,4 @@
-"""Profiling a model on this machine: the first stage of a tune after loading it.
+"""Profiling a model on this machine: ``autopart profile``, and the tune's screen and profile.
 
 :mod:`autopart.api` exposes it (``profile``); it lives here so that the tuning workflow
 below the API can use it. Loading is :func:`autopart.loader.load_model`.
