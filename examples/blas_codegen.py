@@ -13,14 +13,8 @@ import numpy as np
 from scipy.linalg import blas
 
 from autopart.ir.graph import Graph, Node
-from autopart.targets.codegen import (
-    HOST,
-    Codegen,
-    CompiledSubgraph,
-    Environment,
-    Placement,
-    register_codegen,
-)
+from autopart.targets.codegen import HOST, Codegen, CompiledSubgraph, Environment, Placement
+from autopart.targets.registry import register_codegen
 
 
 class BlasSubgraph(CompiledSubgraph):

@@ -39,9 +39,10 @@ import autopart
 from autopart.ir.graph import Graph, Node
 from autopart.plan.partition import boundary
 from autopart.runtime import random_inputs
-from autopart.targets.codegen import Placement, get_codegen
+from autopart.targets.codegen import Placement
 from autopart.targets.devices import HostDevice
 from autopart.targets.onnxruntime.codegen import OnnxRuntimeCodegen, OnnxRuntimeSubgraph
+from autopart.targets.registry import get_codegen
 
 RESULTS = Path(__file__).parent / "results"
 

@@ -29,8 +29,8 @@ from autopart.ir.graph import Graph
 from autopart.plan.assign import plan_from_rules
 from autopart.runtime import Executor
 from autopart.runtime.plan_executor import PlanExecutor
-from autopart.targets.codegen import get_codegen
 from autopart.targets.devices import discover
+from autopart.targets.registry import get_codegen
 
 DATA = Path(__file__).parent / "data"
 LISTED_KINDS = ("refused", "wrong-in-onnxruntime")

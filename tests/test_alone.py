@@ -23,8 +23,9 @@ from autopart.profile.profiler import plan_jobs
 from autopart.runtime import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.simulator import simulate
-from autopart.targets.codegen import HOST, get_codegen
+from autopart.targets.codegen import HOST
 from autopart.targets.devices import discover
+from autopart.targets.registry import get_codegen
 from autopart.targets.resolve import resolve
 from tests.test_errors import invoke
 from tests.test_profile import FAST

@@ -13,7 +13,7 @@ import autopart
 import autopart.api
 from autopart.errors import TargetError
 from autopart.runtime import random_inputs
-from autopart.targets import codegen as registry
+from autopart.targets import registry
 from autopart.testing.conformance import CodegenConformance
 
 sys.path.insert(0, str(Path(__file__).parents[1]))

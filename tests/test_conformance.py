@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import pytest
 
 from autopart.ir.target import VirtualDevice
-from autopart.targets.codegen import builtin_codegen_modules, codegen_names, get_codegen
+from autopart.targets.registry import builtin_codegen_modules, codegen_names, get_codegen
 from autopart.targets.resolve import available_targets
 from autopart.testing.conformance import CodegenConformance
 

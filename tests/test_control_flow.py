@@ -200,7 +200,7 @@ def test_plan_puts_control_flow_on_onnxruntime_whole(feeds: dict[str, np.ndarray
 
 
 def test_opencl_refuses_control_flow_cleanly() -> None:
-    from autopart.targets.codegen import get_codegen
+    from autopart.targets.registry import get_codegen
 
     graph = load_graph(control_flow_model())
     opencl = get_codegen("opencl")

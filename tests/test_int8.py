@@ -225,7 +225,7 @@ def test_calibration_samples_from_a_sample_axis_and_from_a_folder(tmp_path: Path
     with pytest.raises(InputError, match=r"no \.npz"):
         quant_ranges.load_samples(empty, graph)
     # other samples, other ranges, another cache file
-    given = quant_ranges.Calibration(tuple(loaded), stand_in=False)
+    given = quant_ranges.CalibrationSamples(tuple(loaded), stand_in=False)
     assert given.digest != quant_ranges.random_calibration(graph).digest
     ranges = quant_ranges.tensor_ranges(graph, given)
     assert quant_ranges.ranges_path(graph, given).exists()

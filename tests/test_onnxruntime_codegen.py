@@ -19,9 +19,10 @@ from autopart.errors import TargetError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
 from autopart.plan.partition import boundary
 from autopart.runtime import Executor, random_inputs
-from autopart.targets.codegen import HOST, Placement, get_codegen
+from autopart.targets.codegen import HOST, Placement
 from autopart.targets.devices import HostDevice, Unit
 from autopart.targets.onnxruntime import codegen as ortgen
+from autopart.targets.registry import get_codegen
 from tests.conftest import max_relative_error
 
 pytest.importorskip("onnxruntime")

@@ -22,11 +22,12 @@ from autopart.errors import TargetError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node, Value
 from autopart.plan.partition import boundary
 from autopart.runtime import Executor, random_inputs
-from autopart.targets.codegen import HOST, Placement, get_codegen
+from autopart.targets.codegen import HOST, Placement
 from autopart.targets.devices import HostDevice
 from autopart.targets.openvino import codegen as ovgen
 from autopart.targets.openvino import library as ov_library
 from autopart.targets.openvino import probe as ovprobe
+from autopart.targets.registry import get_codegen
 from autopart.targets.resolve import available_targets, resolve
 from autopart.testing.cases import single_node_case
 from autopart.testing.conformance import reference, run_case
@@ -403,7 +404,7 @@ def test_module_imports_without_openvino() -> None:
         "import sys; sys.modules['openvino'] = None\n"
         "from autopart.errors import TargetError\n"
         "from autopart.targets.openvino import codegen as m, library\n"
-        "from autopart.targets.codegen import codegen_names\n"
+        "from autopart.targets.registry import codegen_names\n"
         "assert not library.HAVE_OPENVINO and not m.OpenVinoCodegen.available()\n"
         "assert 'openvino' in codegen_names()\n"
         "try:\n"
@@ -428,7 +429,7 @@ def test_compiling_and_running_leaves_no_files(tmp_path: Path) -> None:
         "import autopart\n"
         "from autopart import api\n"
         "from autopart.runtime import random_inputs\n"
-        "from autopart.targets.codegen import get_codegen\n"
+        "from autopart.targets.registry import get_codegen\n"
         "plan, graph = api.make_plan('squeezenet', fallback='cpu@openvino')\n"
         "api.run_plan(plan, graph, random_inputs(graph, 0))\n"
         "compiled = get_codegen('openvino').compile(\n"

@@ -22,11 +22,12 @@ from autopart.ir.graph import Graph, Node, Value
 from autopart.plan.assign import plan_from_rules
 from autopart.runtime import Executor, random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
-from autopart.targets.codegen import Placement, get_codegen
+from autopart.targets.codegen import Placement
 from autopart.targets.devices import discover
 from autopart.targets.onnxruntime.codegen import HAVE_ONNXRUNTIME
 from autopart.targets.opencl import discover_opencl_devices
 from autopart.targets.opencl.attributes import ATTRIBUTES
+from autopart.targets.registry import get_codegen
 from tests.conftest import make_model
 
 needs_opencl = pytest.mark.skipif(not discover_opencl_devices(), reason="no OpenCL device")

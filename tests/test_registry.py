@@ -18,14 +18,15 @@ from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.target import VirtualDevice
 from autopart.profile.saved import library_versions
 from autopart.runtime.executor import Executor
-from autopart.targets import codegen as registry
+from autopart.targets import registry
 from autopart.targets.boundary import exported_boundary
-from autopart.targets.codegen import Role, codegen_for, declared_peers, reference_codegen
+from autopart.targets.codegen import Role
 from autopart.targets.device_contract import Device, Unit
 from autopart.targets.devices import discover
 from autopart.targets.numpy.codegen import NumpyCodegen
 from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
 from autopart.targets.probe_model import node_signature, probe_model
+from autopart.targets.registry import codegen_for, declared_peers, reference_codegen
 from autopart.tuning.bench import peer_columns
 from autopart.tuning.peers import peer_precision, peers
 

@@ -348,7 +348,7 @@ def test_merging_a_reader_into_its_only_producer_would_lose_the_optimum() -> Non
 
 def test_openvino_compiles_long_chains_without_snippets_and_quickly() -> None:
     """Its snippets take time beyond the square of a chain's length to compile."""
-    from autopart.targets.codegen import get_codegen
+    from autopart.targets.registry import get_codegen
     from autopart.targets.resolve import resolve as resolve_target
 
     resolved = resolve_target("cpu@openvino")

@@ -7,7 +7,7 @@ from rich.table import Table
 
 from autopart import api
 from autopart.cli.common import console, print_table, user_errors
-from autopart.targets.codegen import codegen_names, get_codegen
+from autopart.targets.registry import codegen_names, get_codegen
 from autopart.targets.resolve import available_targets
 
 

@@ -28,7 +28,7 @@ from autopart.cli.common import (
     telling_interrupts,
     user_errors,
 )
-from autopart.costmodel.calibration import DEFAULT_MODE, GROSS_ERROR, Calibration
+from autopart.costmodel.calibration import DEFAULT_MODE, GROSS_ERROR, WindowFactor
 from autopart.costmodel.from_profile import transfer_fits
 from autopart.costmodel.measurements import RowKind
 from autopart.profile.profiler import ProfileReport
@@ -116,7 +116,7 @@ def _print_report(model: str, report: ProfileReport, saved: Profile, path: Path)
     print_peak_memory()
 
 
-def _print_calibrations(calibrations: list[Calibration]) -> None:
+def _print_calibrations(calibrations: list[WindowFactor]) -> None:
     table = Table(
         "target", "windows", "op sum vs measured", "factor", "search uses",
         title="subgraph calibration",

@@ -130,7 +130,7 @@ def run(
             samples = quant_ranges.load_samples(inputs_path, graph)
             feeds = samples[0]
             if len(samples) > 1:
-                calibration = quant_ranges.Calibration(tuple(samples), stand_in=False)
+                calibration = quant_ranges.CalibrationSamples(tuple(samples), stand_in=False)
                 quant_ranges.attach(graph, calibration)
         else:
             feeds = random_inputs(graph, seed)

@@ -51,7 +51,7 @@ DEFAULT_MODE = "gross"
 
 
 @dataclass(frozen=True)
-class Calibration:
+class WindowFactor:
     """A target's fitted factor, the windows behind it and how wrong the op sum was on them.
 
     ``source`` is ``"model"`` (windows of the planned model), ``"other models"`` or
@@ -171,7 +171,7 @@ def op_sum(
 
 def calibrate(
     profile: MeasurementTable, graph: Graph, target: str, costs: OpCosts | None = None
-) -> Calibration:
+) -> WindowFactor:
     """The factor by which op costs of ``graph`` on ``target`` are scaled, and its basis.
 
     ``costs`` are the graph's op costs on ``target`` when the caller already has them.
@@ -201,13 +201,13 @@ def calibrate(
             ratios.append(measured / predicted)
             errors.append(predicted / measured - 1)
     if not ratios:
-        return Calibration(target, 1.0, 0, "none", 0.0)
+        return WindowFactor(target, 1.0, 0, "none", 0.0)
     low, high = FACTOR_RANGE
     one_side = len(ratios) >= 2 and (min(ratios) >= 1.0 or max(ratios) <= 1.0)
     close = max(ratios) <= AGREEMENT * min(ratios)
     agree = one_side and (close or min(abs(error) for error in errors) > GROSS_ERROR)
     factor = min(max(statistics.median(ratios), low), high) if agree else 1.0
-    return Calibration(target, factor, len(ratios), source, statistics.median(errors), agree)
+    return WindowFactor(target, factor, len(ratios), source, statistics.median(errors), agree)
 
 
 def window_bounds(key: str) -> tuple[int, int]:

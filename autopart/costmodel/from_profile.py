@@ -59,7 +59,7 @@ def costs_from_profile(
 
     A node is runnable on a target when the profile holds its signature's timing there.
     ``calibration`` says when op costs are scaled by each target's subgraph calibration
-    factor (:meth:`~autopart.costmodel.calibration.Calibration.factor_for`): ``"gross"`` (the
+    factor (:meth:`~autopart.costmodel.calibration.WindowFactor.factor_for`): ``"gross"`` (the
     default) only where the windows agree that the op sum is off by more than half, since
     elsewhere the plain op sums predicted this project's machine better
     (``experiments/exp_calibration_variants.py``); ``"on"`` wherever they agree; ``"off"``

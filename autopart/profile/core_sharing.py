@@ -30,8 +30,9 @@ from onnx import TensorProto, helper, numpy_helper
 from autopart.errors import AutopartError
 from autopart.ir.onnx_import import load_graph
 from autopart.settings import VERIFY
-from autopart.targets.codegen import CompiledSubgraph, Placement, Role, codegen_for
+from autopart.targets.codegen import CompiledSubgraph, Placement, Role
 from autopart.targets.host import HostDevice
+from autopart.targets.registry import codegen_for
 
 SHARING_LIMIT = VERIFY.core_sharing_limit  # a ratio above this: the cores share one's speed
 PROBE_RUNS = 8  # runs of the probe model per timing: about 5 ms on one Zen 4 core

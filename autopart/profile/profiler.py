@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from autopart.costmodel.alone import alone_saving
-from autopart.costmodel.calibration import Calibration, calibrate
+from autopart.costmodel.calibration import WindowFactor, calibrate
 from autopart.costmodel.costs import PartitionKey
 from autopart.costmodel.cuts import cold_cost, cut_cost
 from autopart.costmodel.measurements import RowKind
@@ -73,7 +73,7 @@ class ProfileReport:
     elapsed_s: float = 0.0
     interrupted: bool = False
     targets: list[str] = field(default_factory=list)
-    calibrations: list[Calibration] = field(default_factory=list)
+    calibrations: list[WindowFactor] = field(default_factory=list)
     entries: dict[str, tuple[float, float, float]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 

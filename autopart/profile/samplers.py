@@ -27,7 +27,8 @@ from autopart.plan.partition import boundary
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.timing import TimingSettings, collect
 from autopart.settings import VERIFY
-from autopart.targets.codegen import CompiledSubgraph, reference_codegen
+from autopart.targets.codegen import CompiledSubgraph
+from autopart.targets.registry import reference_codegen
 from autopart.targets.resolve import ResolvedTarget
 
 PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler

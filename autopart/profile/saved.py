@@ -15,8 +15,8 @@ from pathlib import Path
 from autopart.errors import ProfileError
 from autopart.io import leftovers, locked, remove_leftovers
 from autopart.profile.store import Profile, now
-from autopart.targets.codegen import codegen_libraries
 from autopart.targets.devices import Machine
+from autopart.targets.registry import codegen_libraries
 
 DEFAULT_DIR = "profiles"
 _VERSIONED = ("autopart", "onnx", "scipy")  # besides each codegen's library

@@ -36,8 +36,9 @@ from autopart.costmodel.accuracy import ErrorModel
 from autopart.errors import TargetError
 from autopart.ir.graph import Graph
 from autopart.targets import qdq
-from autopart.targets.codegen import Emulating, Reduction, Rounding, reference_codegen
+from autopart.targets.codegen import Emulating, Reduction, Rounding
 from autopart.targets.quant_ranges import tensor_ranges
+from autopart.targets.registry import reference_codegen
 
 # How each rounded precision is emulated on f32 values: the rounding of its storage type.
 ROUNDED = {"bf16": ml_dtypes.bfloat16}

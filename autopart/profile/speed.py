@@ -36,7 +36,8 @@ from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.profile.core_sharing import SHARING_LIMIT, process_probe
 from autopart.profile.store import TIMINGS, Profile, now
 from autopart.settings import SPEED
-from autopart.targets.codegen import Role, codegen_for
+from autopart.targets.codegen import Role
+from autopart.targets.registry import codegen_for
 
 SAMPLES = 7  # probes per speed: about 80 ms on a Zen 4 core
 _BOUND = 3.0  # a factor beyond 3x (or under 1/3) says the stamp is wrong, not the machine

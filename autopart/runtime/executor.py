@@ -12,7 +12,8 @@ from autopart.costmodel.measurements import Latencies
 from autopart.host_memory import retain_freed_memory
 from autopart.ir.feeds import check_run_fits, validate_feeds
 from autopart.ir.graph import Graph
-from autopart.targets.codegen import HOST, get_codegen, reference_codegen
+from autopart.targets.codegen import HOST
+from autopart.targets.registry import get_codegen, reference_codegen
 
 
 @dataclass

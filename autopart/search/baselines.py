@@ -24,7 +24,8 @@ from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import HOST_DEVICE, PRECISIONS, REFERENCE_PRECISION, VirtualDevice
 from autopart.search.candidates import CandidateKind, candidate_name
-from autopart.targets.codegen import Role, codegen_for, declared_peers, get_codegen
+from autopart.targets.codegen import Role
+from autopart.targets.registry import codegen_for, declared_peers, get_codegen
 from autopart.targets.shipped import runs_as_shipped
 
 Assignment = dict[str, VirtualDevice]

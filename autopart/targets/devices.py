@@ -19,9 +19,9 @@ from functools import cache
 
 from autopart.errors import TargetError
 from autopart.ir.target import HOST_DEVICE
-from autopart.targets.codegen import codegen_names, get_codegen
 from autopart.targets.device_contract import Device, Unit
 from autopart.targets.host import HostDevice
+from autopart.targets.registry import codegen_names, get_codegen
 
 __all__ = ["VOLATILE_FACTS", "Device", "HostDevice", "Machine", "Unit", "discover"]
 

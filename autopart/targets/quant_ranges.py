@@ -3,7 +3,7 @@
 A model quantised to int8 maps every activation a quantised op reads onto 256 levels
 between its smallest and largest value over the *calibration samples*. Those come from
 the user (``--inputs`` holding several samples, see :func:`load_samples`), else from
-seeded random inputs, which only stand in for real data (:attr:`Calibration.stand_in`).
+seeded random inputs, which only stand in for real data (:attr:`CalibrationSamples.stand_in`).
 The ranges are measured by onnxruntime's own MinMax calibrator on the whole model
 (:func:`tensor_ranges`), never by hand, and cached in autopart's cache folder
 (:func:`cache_dir`, never the model's) as JSON keyed by the model's graph hash and the
@@ -51,7 +51,7 @@ _LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
-class Calibration:
+class CalibrationSamples:
     """The samples a model is calibrated on, their digest, and whether they are real.
 
     ``stand_in`` says the samples are seeded random inputs, not the user's data: the
@@ -73,13 +73,13 @@ class Calibration:
         return digest.hexdigest()[:32]
 
 
-def random_calibration(graph: Graph, count: int = RANDOM_SAMPLES) -> Calibration:
+def random_calibration(graph: Graph, count: int = RANDOM_SAMPLES) -> CalibrationSamples:
     """``count`` seeded random samples of ``graph``'s inputs: a stand-in for real ones."""
     samples = tuple(random_inputs(graph, RANDOM_SEED + index) for index in range(count))
-    return Calibration(samples, stand_in=True)
+    return CalibrationSamples(samples, stand_in=True)
 
 
-def attach(graph: Graph, calibration: Calibration | None) -> None:
+def attach(graph: Graph, calibration: CalibrationSamples | None) -> None:
     """Make ``calibration`` the one ``graph``'s int8 compiles use (None: random samples)."""
     if calibration is None:
         graph.meta.pop(META_KEY, None)
@@ -87,10 +87,10 @@ def attach(graph: Graph, calibration: Calibration | None) -> None:
         graph.meta[META_KEY] = calibration
 
 
-def calibration_of(graph: Graph) -> Calibration:
+def calibration_of(graph: Graph) -> CalibrationSamples:
     """The calibration attached to ``graph``, else (and then attached) random samples."""
     found = graph.meta.get(META_KEY)
-    if not isinstance(found, Calibration):
+    if not isinstance(found, CalibrationSamples):
         found = random_calibration(graph)
         graph.meta[META_KEY] = found
     return found
@@ -148,12 +148,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "autopart" / "int8"
 
 
-def ranges_path(graph: Graph, calibration: Calibration) -> Path:
+def ranges_path(graph: Graph, calibration: CalibrationSamples) -> Path:
     """The cache file of ``graph``'s ranges under ``calibration``."""
     return cache_dir() / f"ranges-{graph_hash(graph)[:32]}-{calibration.digest}.json"
 
 
-def tensor_ranges(graph: Graph, calibration: Calibration | None = None) -> Ranges:
+def tensor_ranges(graph: Graph, calibration: CalibrationSamples | None = None) -> Ranges:
     """Each float tensor's (smallest, largest) value over the calibration samples.
 
     ``calibration`` None is :func:`calibration_of` the graph. Memoised per process, read

@@ -9,14 +9,9 @@ from dataclasses import dataclass
 from autopart.errors import TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import HOST_DEVICE, PRECISIONS, VirtualDevice
-from autopart.targets.codegen import (
-    Codegen,
-    Placement,
-    codegen_names,
-    get_codegen,
-    reference_codegen,
-)
+from autopart.targets.codegen import Codegen, Placement
 from autopart.targets.devices import Machine, discover
+from autopart.targets.registry import codegen_names, get_codegen, reference_codegen
 
 
 @dataclass(frozen=True)

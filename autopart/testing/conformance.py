@@ -33,8 +33,8 @@ from autopart.ir.onnx_import import load_graph
 from autopart.ir.target import VirtualDevice
 from autopart.runtime.executor import Executor
 from autopart.targets import qdq, quant_ranges
-from autopart.targets.codegen import get_codegen
 from autopart.targets.probe_model import with_absolute_weights
+from autopart.targets.registry import get_codegen
 from autopart.targets.resolve import ResolvedTarget, resolve
 from autopart.testing.cases import OpCase, any_case
 
@@ -57,7 +57,9 @@ def run_case(resolved: ResolvedTarget, case: OpCase) -> dict[str, np.ndarray] | 
     if not resolved.supports(node, graph):
         return None
     if resolved.target.computes_in == qdq.PRECISION:  # calibrated on the inputs it runs
-        quant_ranges.attach(graph, quant_ranges.Calibration((dict(case.feeds),), stand_in=False))
+        quant_ranges.attach(
+            graph, quant_ranges.CalibrationSamples((dict(case.feeds),), stand_in=False)
+        )
     device = resolved.placement.device
     compiled = resolved.codegen.compile(
         graph, graph.nodes, graph.inputs, graph.outputs, resolved.placement

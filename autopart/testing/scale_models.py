@@ -29,7 +29,7 @@ from autopart.costmodel.fusion import fusion_pairs
 from autopart.ir.graph import Graph
 from autopart.ir.signature import op_signature
 from autopart.ir.target import VirtualDevice
-from autopart.targets.codegen import get_codegen
+from autopart.targets.registry import get_codegen
 
 ROWS, WIDTH, HEADS, HIDDEN = 16, 64, 4, 128
 BLOCK_NODES = 31

@@ -29,7 +29,7 @@ from autopart.profile.sensitivity import EMULATED, ROUNDED, measure_error_model
 from autopart.search.options import PeerMultiple, ToleranceSpec, parse_tolerance
 from autopart.settings import ACCURACY, VERIFY
 from autopart.targets import qdq, quant_ranges
-from autopart.targets.codegen import declared_peers
+from autopart.targets.registry import declared_peers
 from autopart.tuning.verify import Measured, Tolerance
 
 DEFAULT_PEER_FACTOR = 1 + ACCURACY.peer_allowance  # the default tolerance: the peer's error, +10%

@@ -27,7 +27,7 @@ from autopart.profile.core_sharing import process_probe
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import SearchOptions
-from autopart.targets.codegen import declared_peers
+from autopart.targets.registry import declared_peers
 from autopart.tuning.accuracy import evaluation_samples
 from autopart.tuning.choice import best_peer, ratio_interval
 from autopart.tuning.options import BenchOptions, TuneOptions

@@ -89,7 +89,7 @@ def locate(
         )
     if options.calibration is not None:
         samples = tuple(quant_ranges.load_samples(options.calibration, graph))
-        quant_ranges.attach(graph, quant_ranges.Calibration(samples, stand_in=False))
+        quant_ranges.attach(graph, quant_ranges.CalibrationSamples(samples, stand_in=False))
     machine = discover()
     targets = with_fallback(options.targets, options.search.constraints)
     policy = options.accuracy_policy

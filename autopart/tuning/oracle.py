@@ -19,7 +19,8 @@ from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.runtime.executor import Executor
-from autopart.targets.codegen import HOST, Codegen, Role, codegen_for, reference_codegen
+from autopart.targets.codegen import HOST, Codegen, Role
+from autopart.targets.registry import codegen_for, reference_codegen
 
 
 def check_outputs(

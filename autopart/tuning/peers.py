@@ -16,8 +16,8 @@ from collections.abc import Mapping
 
 from autopart.ir.target import HOST_DEVICE
 from autopart.search.candidates import Candidate
-from autopart.targets.codegen import declared_peers
 from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
+from autopart.targets.registry import declared_peers
 
 __all__ = [
     "Peer",

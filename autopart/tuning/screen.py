@@ -55,8 +55,8 @@ from autopart.search.baselines import Assignment, BaselineError, default_fallbac
 from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.search.options import Objective
 from autopart.settings import SCREEN
-from autopart.targets.codegen import declared_peers
 from autopart.targets.devices import discover
+from autopart.targets.registry import declared_peers
 from autopart.targets.resolve import resolve
 from autopart.tuning.clock import SCREEN_WARMUP, Clock, race_reserve
 from autopart.tuning.options import TuneOptions

@@ -50,13 +50,7 @@ from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
 from autopart.targets import qdq
 from autopart.targets.boundary import exported_boundary
-from autopart.targets.codegen import (
-    HOST,
-    CompiledSubgraph,
-    Environment,
-    Placement,
-    ProbedCodegen,
-)
+from autopart.targets.codegen import HOST, CompiledSubgraph, Environment, Placement, ProbedCodegen
 from autopart.targets.cpu_units import cpu_flags, pinned_to
 from autopart.targets.openvino import library, peer, quantize
 from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph, compile_in_pieces
