@@ -2,8 +2,9 @@
 
 Costs come from this machine's profile store (measuring only what it lacks), plans are
 measured with :func:`autopart.tuning.verify.measure_plans` (interleaved rounds, outputs
-checked against the numpy reference), and every experiment writes a CSV (pandas) and a PNG
-(matplotlib's Agg canvas, no display needed) under ``experiments/results/``.
+checked against the numpy reference), and every experiment writes its figures as a CSV
+(pandas) under ``experiments/results/``; those that plot them also write a PNG
+(matplotlib's Agg canvas, no display needed).
 """
 
 from __future__ import annotations
@@ -225,3 +226,9 @@ def save_figure(figure: Figure, name: str) -> Path:
     path = RESULTS / name
     figure.savefig(path, dpi=150)
     return path
+
+
+def one_line(error: BaseException) -> str:
+    """The error as one line: its type and its message's last line."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]

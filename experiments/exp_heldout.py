@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _common import console, new_figure, plain_log, save_figure, show, write_csv
+from _common import console, new_figure, one_line, plain_log, save_figure, show, write_csv
 from heldout.suite import HeldoutModel, Suite, load_suite, problem
 from matplotlib.patches import Patch
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -106,12 +106,6 @@ def ensure_suite(models: Sequence[HeldoutModel]) -> None:
         if wanted:
             console.print(f"[dim]{script} {' '.join(wanted)}[/dim]")
             subprocess.run([sys.executable, str(HELDOUT / script), *wanted], check=False)
-
-
-def one_line(error: BaseException) -> str:
-    """The error as one line: its type and its message's last line."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
 def _fields(shapes: Mapping[str, list[int]], freeze: Mapping[str, int | float]) -> dict:

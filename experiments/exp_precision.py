@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from _common import RESULTS, console, new_figure, plain_log, save_figure, show, write_csv
+from _common import RESULTS, console, new_figure, one_line, plain_log, save_figure, show, write_csv
 from heldout.suite import load_suite
 
 from autopart import api
@@ -166,12 +166,6 @@ def resolve(names: Sequence[str]) -> list[Model]:
         else:
             models.append(Model(name, name))
     return models
-
-
-def one_line(error: BaseException) -> str:
-    """The error as one line: its type and its message's last line."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
 def tune_and_bench(model: Model, budget: RunPolicy, args: argparse.Namespace) -> pd.DataFrame:

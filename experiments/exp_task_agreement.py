@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 import pandas as pd
-from _common import console, show, write_csv
+from _common import console, one_line, show, write_csv
 from _task_inputs import (
     ctc_decode,
     file_ends,
@@ -330,12 +330,6 @@ def summary(
     row["notes"] = "; ".join(notes)
     row["error"] = ""
     return row
-
-
-def one_line(error: BaseException) -> str:
-    """The error as one line: its type and its message's last line."""
-    lines = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {lines[-1] if lines else ''}"[:300]
 
 
 SHOWN = ("model", "samples", "precisions", "plan", "plan_agreement", "plan_error_max",
