@@ -1,7 +1,7 @@
 """Experiment: does the core-sharing probe flag the spells that slow two-core runners?
 
 ``autopart.profile.core_sharing.CoreSharing`` times a small model on one core alone, then
-on every core at once; a ratio over ``VERIFY.core_sharing_limit`` marks a spell in which
+on every core at once; a ratio over ``CORE_SHARING.core_sharing_limit`` marks a spell in which
 the cores share one core's speed, and the race drops the rounds timed in one. This script
 alternates, for ``--seconds`` seconds: a probe, a block of onnxruntime at its defaults
 (both cores) on ``--model``, a block of onnxruntime on one intra-op thread, another probe.
@@ -23,7 +23,7 @@ import time
 import pandas as pd
 from _common import median_ms, model_and_feeds, ort_session, show, write_csv
 
-from autopart.profile.core_sharing import SHARING_LIMIT, CoreSharing
+from autopart.profile.core_sharing import CORE_SHARING, CoreSharing
 
 
 def main() -> None:
@@ -47,11 +47,12 @@ def main() -> None:
         row = {"t_s": time.perf_counter() - started, "ratio_before": before, "ratio_after": after}
         rows.append({**row, "both_cores_ms": two_ms, "one_core_ms": one_ms})
     frame = pd.DataFrame(rows).round(3)
-    frame["flagged"] = frame[["ratio_before", "ratio_after"]].max(axis=1) > SHARING_LIMIT
+    limit = CORE_SHARING.core_sharing_limit
+    frame["flagged"] = frame[["ratio_before", "ratio_after"]].max(axis=1) > limit
     write_csv(frame, "core_sharing.csv")
     ratios = pd.concat([frame["ratio_before"], frame["ratio_after"]])
     quantiles = ratios.quantile([0.5, 0.9, 0.95, 0.99, 1.0]).rename("ratio").reset_index()
-    show(f"probe ratios ({len(ratios)} probes; limit {SHARING_LIMIT})", quantiles)
+    show(f"probe ratios ({len(ratios)} probes; limit {limit})", quantiles)
     by_flag = frame.groupby("flagged")[["both_cores_ms", "one_core_ms"]].median()
     by_flag["blocks"] = frame.groupby("flagged").size()
     show("block medians by flag (flagged: a probe beside it over the limit)", by_flag.reset_index())

@@ -48,10 +48,10 @@ from corpus import (
     select,
 )
 
+from autopart.settings import COMMON
 from autopart.targets.resolve import available_targets
 from autopart.tuning.accuracy import QUANTISED_MODEL_OPS
 from autopart.tuning.oracle import relative_error
-from autopart.tuning.verify import CHECK_TOLERANCE
 
 RESULTS = Path(__file__).parent / "results"
 QUANTISED_STEPS = 5  # of 255: what a model shipped quantised may differ by
@@ -115,12 +115,14 @@ def run_one(
 
 
 def compare(
-    got: dict[str, np.ndarray], want: dict[str, np.ndarray], tolerance: float = CHECK_TOLERANCE
+    got: dict[str, np.ndarray],
+    want: dict[str, np.ndarray],
+    tolerance: float = COMMON.check_tolerance,
 ) -> tuple[str, float, str]:
     """(status, largest relative error, detail) of ``got`` against the oracle's ``want``.
 
     An output matches when its largest error relative to its largest magnitude is within
-    ``tolerance``, or, elementwise, within ``ABSOLUTE + CHECK_TOLERANCE * |want|``
+    ``tolerance``, or, elementwise, within ``ABSOLUTE + COMMON.check_tolerance * |want|``
     (numpy's allclose): a map of probabilities near zero everywhere (a
     detector's on noise) differs in its last bits, which no relative measure can judge.
     The detail says which criterion passed.
@@ -151,12 +153,15 @@ def compare(
 
 
 def _close(have: np.ndarray, want: np.ndarray) -> bool:
-    """Whether every element is within ``ABSOLUTE + CHECK_TOLERANCE * |want|`` (NaN = NaN)."""
+    """Whether every element is within ``ABSOLUTE + COMMON.check_tolerance * |want|``.
+
+    NaN equals NaN.
+    """
     return bool(
         np.allclose(
             have.astype(np.float64),
             want.astype(np.float64),
-            rtol=CHECK_TOLERANCE,
+            rtol=COMMON.check_tolerance,
             atol=ABSOLUTE,
             equal_nan=True,
         )
@@ -173,7 +178,7 @@ def tolerance_for(model: CorpusModel) -> float:
     proto = onnx.load(str(model.path()), load_external_data=False)
     if any(node.op_type in QUANTISED_MODEL_OPS for node in proto.graph.node):
         return QUANTISED_STEPS / 255
-    return CHECK_TOLERANCE
+    return COMMON.check_tolerance
 
 
 def test_model(model: CorpusModel, targets: list[str], timeout: float) -> list[dict[str, Any]]:

@@ -11,7 +11,8 @@ decision. For each model, OpenVINO as installed is compiled twice (``copy A`` an
 - ``crowd``: amid every peer and every single-target plan of the model, as ``bench`` runs
   them, each runner followed by the pause its library needs (``linger_s``);
 - ``crowd, no pause``: the same, but no pause after onnxruntime's runs, whose pool threads
-  spin on for a while after each run (:data:`~autopart.settings.VerifySettings.spin_linger_s`).
+  spin on for a while after each run
+  (:attr:`~autopart.targets.onnxruntime.settings.OnnxruntimeSettings.spin_linger_s`).
 
 Per setting it reports copy B over copy A (ratio of medians, its 95% interval) and the
 spread of the per-round ratios (p10, p90). Run it on a quiet machine: other work on the two

@@ -7,7 +7,7 @@ onnxruntime alone and OpenVINO as installed, every round runs the other library 
 waits the pause the bench waits after it (``linger_s``), then times 16 runs one by one.
 Per run index k it reports the median over rounds of run k divided by the steady time (the
 median of runs 13-16). The block's settle rule (``settle_runs``, ``settle_s`` in
-:class:`autopart.settings.VerifySettings`) comes from this table.
+:class:`autopart.tuning.settings.VerifySettings`) comes from this table.
 
 Writes ``experiments/results/settle.csv``. Run it on a quiet machine.
 

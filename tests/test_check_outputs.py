@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
+from autopart.settings import COMMON
 from autopart.tuning.oracle import relative_error
-from autopart.tuning.verify import CHECK_TOLERANCE
 from tests.test_errors import invoke, tiny_model
 
 run_command = importlib.import_module("autopart.cli.run")  # the package's `run` is the command
@@ -64,7 +64,9 @@ def test_run_check_agrees_on_nans_and_exits_1_on_a_mismatch(
 
     def off(*args: object) -> tuple[str, dict[str, np.ndarray]]:  # an oracle that disagrees
         name, outputs = oracle(*args)  # type: ignore[arg-type]
-        return name, {key: value + 10 * CHECK_TOLERANCE + 1 for key, value in outputs.items()}
+        return name, {
+            key: value + 10 * COMMON.check_tolerance + 1 for key, value in outputs.items()
+        }
 
     monkeypatch.setattr(run_command, "oracle_outputs", off)
     code, output = invoke("run", str(path), "--check", "--repeat", "1")

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from autopart.profile.core_sharing import CoreSharing, shared_note
-from autopart.settings import VERIFY
 from autopart.targets.cpu_units import allowed_cores, pinned_to
+from autopart.tuning.settings import VERIFY
 from autopart.tuning.verify import Measured, measure_plans
 from tests.test_profile import tiny_cnn
 

@@ -18,7 +18,7 @@ import autopart
 from autopart import api
 from autopart.plan.schema import Plan
 from autopart.runtime import random_inputs
-from autopart.settings import VERIFY
+from autopart.settings import COMMON
 from autopart.targets.resolve import available_targets
 from tests.conftest import FIXTURES, max_relative_error, run_onnxruntime
 from tests.test_errors import invoke
@@ -66,7 +66,7 @@ def _assert_matches_onnxruntime(name: str, outputs: dict[str, np.ndarray], seed:
     assert list(outputs) == graph.outputs
     for output, reference in zip(graph.outputs, expected, strict=True):
         assert outputs[output].shape == reference.shape, output
-        assert max_relative_error(reference, outputs[output]) <= VERIFY.check_tolerance, output
+        assert max_relative_error(reference, outputs[output]) <= COMMON.check_tolerance, output
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -127,7 +127,7 @@ def _tune(tmp_path: Path, name: str, target: str) -> None:
     plan = Plan.load(out)
     assert {str(t) for t in plan.assignment.values()} <= set(targets)
     assert plan.measured is not None and plan.measured.max_error is not None
-    assert plan.measured.max_error <= VERIFY.check_tolerance
+    assert plan.measured.max_error <= COMMON.check_tolerance
     loaded, graph = api.load_plan(out)
     result = api.run_plan(loaded, graph, random_inputs(graph, seed=2), warmup=0)
     _assert_matches_onnxruntime(name, result.outputs, seed=2)

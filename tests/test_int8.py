@@ -22,7 +22,7 @@ from autopart.profile.sensitivity import measure_error_model
 from autopart.runtime import random_inputs
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.candidates import CandidateKind
-from autopart.settings import VERIFY
+from autopart.settings import COMMON
 from autopart.targets import qdq, quant_ranges
 from autopart.targets.openvino import codegen as ovgen
 from autopart.targets.openvino import library, quantize
@@ -85,7 +85,7 @@ def test_an_int8_model_is_close_to_onnxruntime_and_its_convolutions_run_in_u8() 
     plan, outputs, ops = run_mixed(graph, assignment, feeds)
     assert [p.target for p in plan.partitions] == ["cpu@openvino"]  # one partition, mixed
     error = relative_error(outputs, onnxruntime_outputs(graph, feeds))
-    assert VERIFY.check_tolerance < error < 0.1  # int8: measurably off, and not wildly
+    assert COMMON.check_tolerance < error < 0.1  # int8: measurably off, and not wildly
     for name in quantised:
         assert quantize.in_int8(ops, graph.node(name)), name
 

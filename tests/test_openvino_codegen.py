@@ -36,7 +36,7 @@ from tests.conftest import max_relative_error
 pytest.importorskip("openvino")
 
 CORES = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
-TOLERANCE = 1e-3  # the project's check tolerance (autopart.tuning.verify.CHECK_TOLERANCE)
+TOLERANCE = 1e-3  # the project's check tolerance (autopart.settings.COMMON.check_tolerance)
 
 
 BF16 = "bf16" in ovgen.OpenVinoCodegen.precisions()

@@ -144,7 +144,8 @@ def test_one_partition_plans_and_those_predicted_near_the_quickest_are_measured(
     from types import SimpleNamespace
 
     from autopart.search.candidates import CandidateKind
-    from autopart.tuning.partitions import MEASURE_MAX_PARTITIONS, MEASURE_WITHIN, worth_measuring
+    from autopart.tuning.partitions import worth_measuring
+    from autopart.tuning.settings import VERIFY
 
     def candidate(name: str, seconds: float, partitions: int, fits: bool = True) -> object:
         plan = SimpleNamespace(partitions=[None] * partitions)
@@ -161,10 +162,10 @@ def test_one_partition_plans_and_those_predicted_near_the_quickest_are_measured(
         c.name: c  # type: ignore[attr-defined]
         for c in (
             candidate("quick", 1.0, 1),
-            candidate("near", MEASURE_WITHIN * 0.99, 2),
-            candidate("far", MEASURE_WITHIN * 1.01, 2),
-            candidate("far alone", MEASURE_WITHIN * 5, 1),  # one partition: always measured
-            candidate("split", 0.1, MEASURE_MAX_PARTITIONS + 1),  # too split: sets no bar
+            candidate("near", VERIFY.measure_within * 0.99, 2),
+            candidate("far", VERIFY.measure_within * 1.01, 2),
+            candidate("far alone", VERIFY.measure_within * 5, 1),  # one partition: always measured
+            candidate("split", 0.1, VERIFY.measure_max_partitions + 1),  # too split: sets no bar
             candidate("too big", 0.5, 1, fits=False),
         )
     }
@@ -176,13 +177,14 @@ def test_the_plans_the_peers_stand_for_are_always_measured(tiny_path: Path) -> N
     from autopart.costmodel import costs_from_profile
     from autopart.profile import new_profile
     from autopart.search.planner import search
-    from autopart.tuning.partitions import MEASURE_WITHIN, worth_measuring
+    from autopart.tuning.partitions import worth_measuring
+    from autopart.tuning.settings import VERIFY
 
     graph = api.load(str(tiny_path))
     targets = ["cpu@onnxruntime", "cpu@numpy"]
     profile = new_profile(discover())
     for target in targets:  # onnxruntime's op sum priced far beyond numpy's
-        scale = 1.0 if target == "cpu@numpy" else 10 * MEASURE_WITHIN
+        scale = 1.0 if target == "cpu@numpy" else 10 * VERIFY.measure_within
         for node in graph.nodes:
             from autopart.costmodel.measurements import Measurement
             from autopart.ir.signature import op_signature

@@ -31,7 +31,7 @@ from autopart.search.constraints import matches
 from autopart.search.ilp import solve_ilp
 from autopart.search.options import PeerMultiple, parse_precisions, parse_tolerance
 from autopart.search.simulator import evaluate
-from autopart.settings import ACCURACY, VERIFY
+from autopart.settings import COMMON
 from autopart.targets.openvino import codegen as ovgen
 from autopart.tuning.accuracy import (
     AccuracyPolicy,
@@ -42,6 +42,7 @@ from autopart.tuning.accuracy import (
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.oracle import check_outputs
 from autopart.tuning.plan_rows import plan_precisions
+from autopart.tuning.settings import ACCURACY
 from autopart.tuning.verify import measure_plans
 from autopart.tuning.workflow import tune_model
 from tests.test_errors import assert_one_line_error, invoke
@@ -98,7 +99,7 @@ def test_precision_lists_and_the_budget() -> None:
     assert parse_precisions(["int8", "f32"]) == ("f32", "int8")
     with pytest.raises(AutopartError, match="unknown precision 'fp16'"):
         parse_precisions("f32,fp16")
-    assert AccuracyPolicy(("f32",)).tolerance_rule() == VERIFY.check_tolerance
+    assert AccuracyPolicy(("f32",)).tolerance_rule() == COMMON.check_tolerance
     assert AccuracyPolicy(None, 0.05).tolerance_rule() == 0.05
     assert AccuracyPolicy().tolerance_rule() is follow_peer
     assert AccuracyPolicy(("f32",)).allows("f32") and not AccuracyPolicy(("f32",)).allows("bf16")
@@ -111,8 +112,8 @@ def test_precision_lists_and_the_budget() -> None:
 def test_the_default_budget_is_openvino_as_installed_plus_the_allowance() -> None:
     allowance = 1 + ACCURACY.peer_allowance
     assert follow_peer({"openvino alone": 0.02, "x": 0.5}) == pytest.approx(0.02 * allowance)
-    assert follow_peer({"openvino alone": 1e-7}) == VERIFY.check_tolerance  # f32 CPUs
-    assert follow_peer({"onnxruntime alone": 0.0}) == VERIFY.check_tolerance  # no OpenVINO
+    assert follow_peer({"openvino alone": 1e-7}) == COMMON.check_tolerance  # f32 CPUs
+    assert follow_peer({"onnxruntime alone": 0.0}) == COMMON.check_tolerance  # no OpenVINO
 
 
 def test_a_tolerance_may_be_a_multiple_of_openvino_as_installeds_error() -> None:
@@ -125,9 +126,9 @@ def test_a_tolerance_may_be_a_multiple_of_openvino_as_installeds_error() -> None
     half = AccuracyPolicy(None, "0.5x")
     rule = half.tolerance_rule()
     assert callable(rule) and rule({"openvino alone": 0.02}) == pytest.approx(0.01)
-    assert rule({"openvino alone": 1e-4}) == VERIFY.check_tolerance  # never below f32's
+    assert rule({"openvino alone": 1e-4}) == COMMON.check_tolerance  # never below f32's
     assert "0.5x openvino alone's error" in half.describe()
-    assert AccuracyPolicy(("f32",), "0.5x").tolerance_rule() == VERIFY.check_tolerance
+    assert AccuracyPolicy(("f32",), "0.5x").tolerance_rule() == COMMON.check_tolerance
     assert TuneOptions.build(tolerance="0.5x").accuracy_policy.peer_factor == 0.5
     assert AccuracyPolicy().peer_factor == pytest.approx(1 + ACCURACY.peer_allowance)
     assert BenchOptions(tolerance="2e-2").accuracy_policy.tolerance == 0.02
@@ -140,7 +141,7 @@ def test_a_multiple_of_the_peers_error_scales_the_searchs_bound() -> None:
     given = search_error_model(graph, bf16, AccuracyPolicy(None, 0.004), 0)
     assert half is not None and given is not None
     assert half.all_reduced == pytest.approx(given.all_reduced)
-    assert half.all_reduced > 2 * VERIFY.check_tolerance  # so half of it is above the floor
+    assert half.all_reduced > 2 * COMMON.check_tolerance  # so half of it is above the floor
     assert half.tolerance == pytest.approx(0.5 * half.all_reduced) and given.tolerance == 0.004
 
 
@@ -200,11 +201,11 @@ def test_tune_uses_bf16_within_the_budget_and_f32_when_asked(tmp_path: Path) -> 
     )
     assert all(":" not in p.target.split("@")[-1] for p in exact.plan.partitions)
     assert exact.plan.measured is not None
-    assert exact.plan.measured.tolerance == VERIFY.check_tolerance
+    assert exact.plan.measured.tolerance == COMMON.check_tolerance
     assert exact.plan.measured.max_error is not None and exact.plan.measured.max_error < 1e-3
     assert all(":bf16" not in row.name for row in exact.rows)
     saved = Plan.load(exact.plan_path)
-    assert saved.measured is not None and saved.measured.tolerance == VERIFY.check_tolerance
+    assert saved.measured is not None and saved.measured.tolerance == COMMON.check_tolerance
 
 
 class _OnOpenCL(ErrorModel):
@@ -257,7 +258,7 @@ def test_sensitivities_add_up_to_the_error_of_every_node_reduced() -> None:
     feeds = random_inputs(graph, 0)
     budget = measure_error_model(graph, feeds, "bf16", None)
     every = {node.name: VirtualDevice.parse("cpu@openvino:bf16") for node in graph.nodes}
-    assert budget.all_reduced > VERIFY.check_tolerance  # bf16 is measurably off
+    assert budget.all_reduced > COMMON.check_tolerance  # bf16 is measurably off
     assert budget.predicted_error(every) == pytest.approx(budget.all_reduced, rel=1e-6)
     none = {node.name: VirtualDevice.parse("cpu@openvino") for node in graph.nodes}
     assert budget.predicted_error(none) == 0.0
@@ -394,7 +395,7 @@ def test_one_partition_mixes_precisions_with_convert_islands() -> None:
             }
             assert "bf16" in kinds and "f32" in kinds  # OpenVINO keeps some ops f32 itself
     # half the convolutions in bf16: measurably off f32, within bf16's scale
-    assert VERIFY.check_tolerance < errors["mixed"] < 0.1
+    assert COMMON.check_tolerance < errors["mixed"] < 0.1
 
 
 def test_a_plans_precisions_come_from_its_nodes_not_its_partitions() -> None:

@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autopart.costmodel.calibration import _nearest_first, calibration_windows
-from autopart.costmodel.fusion import LIGHT_FLOPS, FusionPair, fusion_pairs
+from autopart.costmodel.fusion import FUSION, FusionPair, fusion_pairs
 from autopart.costmodel.measurements import Measurement, RowKind
 from autopart.costmodel.op_costs import OpCosts, node_time, op_costs
 from autopart.ir.analysis import node_flops
@@ -68,7 +68,7 @@ def old_fusion_pairs(graph: Graph) -> dict[str, FusionPair]:
         if len(outputs) != 1 or outputs[0].shape is None:
             continue
         size = int(np.prod(outputs[0].shape, dtype=np.int64))
-        if node_flops(graph, node) > LIGHT_FLOPS * size:
+        if node_flops(graph, node) > FUSION.light_flops * size:
             continue
         for index, name in enumerate(node.inputs):
             value = graph.values.get(name) if name else None

@@ -146,7 +146,7 @@ def test_concurrent_objectives_and_pins_are_not_screened(tiny: Path, tmp_path: P
 def test_a_runner_eliminated_in_the_race_stops_and_the_rounds_end_early() -> None:
     from autopart import api
     from autopart.ir.feeds import random_inputs
-    from autopart.settings import VERIFY
+    from autopart.tuning.settings import VERIFY
     from autopart.tuning.verify import measure_plans
 
     plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import autopart.api
-from autopart.costmodel.cold import COLD_GAP_S
+from autopart.costmodel.cold import COLD_ENTRY
 from autopart.costmodel.costs import Costs, TransferModel
 from autopart.errors import AutopartError
 from autopart.ir.analysis import node_flops
@@ -34,7 +34,6 @@ from autopart.search.ilp_formulation import Formulation
 from autopart.search.ilp_levels import find_couplings
 from autopart.search.milp_model import solve_milp
 from autopart.search.simulator import (
-    COLD_RAMP_S,
     cold_share,
     evaluate,
     peak_memory_bytes,
@@ -373,11 +372,11 @@ def test_the_cold_share_grows_with_idle_time_from_nothing_to_the_measured_entry(
     a: float, b: float
 ) -> None:
     assert cold_share(None) == 1.0 and cold_share(0.0) == 0.0
-    assert cold_share(COLD_GAP_S) == pytest.approx(1.0) and cold_share(1.0) == 1.0
-    shorter, longer = sorted((a * 4 * COLD_GAP_S, b * 4 * COLD_GAP_S))
+    assert cold_share(COLD_ENTRY.gap_s) == pytest.approx(1.0) and cold_share(1.0) == 1.0
+    shorter, longer = sorted((a * 4 * COLD_ENTRY.gap_s, b * 4 * COLD_ENTRY.gap_s))
     assert 0.0 <= cold_share(shorter) <= cold_share(longer) <= 1.0
     # a target back after 1 ms pays (1 - e^-0.2) / (1 - e^-1) of it with tau = 5 ms
-    assert COLD_RAMP_S == 5e-3
+    assert COLD_ENTRY.ramp_s == 5e-3
     assert cold_share(1e-3) == pytest.approx(0.2867, abs=1e-4)
 
 

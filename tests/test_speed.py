@@ -12,9 +12,8 @@ from autopart import api
 from autopart.costmodel.measurements import Measurement, RowKind
 from autopart.profile import Profile, machine_profile_path
 from autopart.profile import speed as speed_module
-from autopart.profile.speed import Speed, at_speed, measure_speed, speed_targets, stamp
+from autopart.profile.speed import SPEED, Speed, at_speed, measure_speed, speed_targets, stamp
 from autopart.profile.store import TIMINGS
-from autopart.settings import SPEED
 from autopart.targets.devices import discover
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.workflow import prepare

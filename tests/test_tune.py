@@ -275,7 +275,7 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     spread = table["noise_spread"].unique()
     # the reach of their ratio's interval: one value, no upper bound (two rounds on a
     # loaded CI machine reached 1.10), NaN when the two rounds asked were not stretched to
-    # MIN_PAIRED_ROUNDS; its meaning is tested on set timings in test_choice
+    # VERIFY.min_paired_rounds; its meaning is tested on set timings in test_choice
     assert len(spread) == 1 and (np.isnan(spread[0]) or spread[0] >= 0.0)
     both = table.dropna(subset=["vs_best_peer_low"])
     assert (both["vs_best_peer_low"] <= both["vs_best_peer_high"]).all()
@@ -325,16 +325,17 @@ def test_a_plans_codegens_are_its_partitions_distinct_codegens(tiny_path: Path) 
 def test_quick_plans_get_more_rounds_until_the_timed_rounds_fill_the_minimum() -> None:
     from autopart import api
     from autopart.ir.feeds import random_inputs
-    from autopart.tuning.verify import MAX_ROUND_STRETCH, _stretched, measure_plans
+    from autopart.tuning.settings import VERIFY
+    from autopart.tuning.verify import _stretched, measure_plans
 
     plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
     feeds = random_inputs(graph, 0)
     exact = measure_plans(graph, {"numpy": plan}, feeds, rounds=3, min_timed_s=0.0)
     assert len(exact["numpy"].round_medians) == 3
     stretched = measure_plans(graph, {"numpy": plan}, feeds, rounds=3, min_timed_s=0.5)
-    assert 3 < len(stretched["numpy"].round_medians) <= 3 * MAX_ROUND_STRETCH
+    assert 3 < len(stretched["numpy"].round_medians) <= 3 * VERIFY.max_round_stretch
     assert _stretched(10, round_s=0.5, min_timed_s=2.0) == 10  # slow models keep their rounds
-    assert _stretched(10, round_s=0.01, min_timed_s=2.0) == 10 * MAX_ROUND_STRETCH
+    assert _stretched(10, round_s=0.01, min_timed_s=2.0) == 10 * VERIFY.max_round_stretch
     assert _stretched(10, round_s=0.05, min_timed_s=2.0) == 40
 
 
@@ -344,7 +345,7 @@ def test_quick_plans_run_in_blocks_that_settle_before_they_are_timed() -> None:
     from autopart import api
     from autopart.ir.feeds import random_inputs
     from autopart.runtime.executor import Executor
-    from autopart.settings import VERIFY
+    from autopart.tuning.settings import VERIFY
     from autopart.tuning.verify import Block, block_for, measure_plans
 
     assert block_for(0.05) == Block(settle=1, timed=1)  # a slow plan: once untimed, once timed
@@ -382,7 +383,7 @@ def test_a_plan_is_compiled_for_the_race_only_while_memory_is_free(
 
     from autopart import api, limits
     from autopart.ir.feeds import random_inputs
-    from autopart.settings import VERIFY
+    from autopart.settings import COMMON
     from autopart.tuning import verify
 
     plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
@@ -396,8 +397,8 @@ def test_a_plan_is_compiled_for_the_race_only_while_memory_is_free(
         return real(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(verify, "PlanExecutor", counting)
-    roomy = replace(VERIFY, compile_headroom=1000.0)  # more than running the model needs
-    monkeypatch.setattr(verify, "VERIFY", roomy)
+    roomy = replace(COMMON, compile_headroom=1000.0)  # more than running the model needs
+    monkeypatch.setattr(verify, "COMMON", roomy)
     left = int(roomy.compile_headroom * weights) - 1  # one byte short of the headroom
     monkeypatch.setattr(limits, "available_memory_bytes", lambda: left)
     failures: dict[str, str] = {}
@@ -680,7 +681,7 @@ def test_only_a_lone_onnxruntime_partition_lingers(tiny_path: Path) -> None:  # 
     from autopart.ir.target import VirtualDevice
     from autopart.plan.build import build_plan_for
     from autopart.runtime.plan_executor import PlanExecutor
-    from autopart.settings import VERIFY
+    from autopart.targets.onnxruntime.settings import ONNXRUNTIME
 
     graph = autopart.load(str(tiny_path))
     ort, numpy_ = VirtualDevice.parse("cpu@onnxruntime"), VirtualDevice.parse("cpu@numpy")
@@ -688,7 +689,7 @@ def test_only_a_lone_onnxruntime_partition_lingers(tiny_path: Path) -> None:  # 
     lone = build_plan_for(graph, dict.fromkeys(names, ort), numpy_, "lone")
     split = build_plan_for(graph, {n: numpy_ if n == names[0] else ort for n in names}, numpy_, "s")
     with PlanExecutor(lone, graph) as executor:
-        assert executor.linger_s == VERIFY.spin_linger_s > 0
+        assert executor.linger_s == ONNXRUNTIME.spin_linger_s > 0
     with PlanExecutor(split, graph) as executor:
         assert executor.linger_s == 0.0
 

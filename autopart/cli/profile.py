@@ -28,7 +28,7 @@ from autopart.cli.common import (
     telling_interrupts,
     user_errors,
 )
-from autopart.costmodel.calibration import DEFAULT_MODE, GROSS_ERROR, WindowFactor
+from autopart.costmodel.calibration import CALIBRATION, DEFAULT_MODE, WindowFactor
 from autopart.costmodel.from_profile import transfer_fits
 from autopart.costmodel.measurements import RowKind
 from autopart.profile.profiler import ProfileReport
@@ -121,7 +121,7 @@ def _print_calibrations(calibrations: list[WindowFactor]) -> None:
         "target", "windows", "op sum vs measured", "factor", "search uses",
         title="subgraph calibration",
         caption=f"the search scales op costs only where windows agree on an op sum off by over "
-        f"{GROSS_ERROR:.0%}",
+        f"{CALIBRATION.gross_error:.0%}",
     )  # fmt: skip
     for calibration in calibrations:
         windows = f"{calibration.windows} ({calibration.source})" if calibration.windows else "-"

@@ -26,9 +26,9 @@ from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.plan.schema import PartitionSpec, Plan
 from autopart.runtime.plan_executor import PlanRunResult
+from autopart.settings import COMMON
 from autopart.targets import quant_ranges
 from autopart.tuning.oracle import oracle_outputs
-from autopart.tuning.verify import CHECK_TOLERANCE
 
 
 @click.command("run")
@@ -169,7 +169,7 @@ def _check(
     oracle, expected = oracle_outputs(graph, feeds, plan)
     errors = api.check_outputs(graph, feeds, result.outputs, expected)
     worst = max(errors.values(), default=0.0)
-    matches = worst <= CHECK_TOLERANCE  # an error of NaN (there should be none) mismatches
+    matches = worst <= COMMON.check_tolerance  # an error of NaN (there should be none) mismatches
     verdict = "ok" if matches else "MISMATCH"
     console.print(f"check against {oracle}: max relative error {worst:.2e} ({verdict})")
     return matches

@@ -37,15 +37,33 @@ from autopart.costmodel.measurements import MeasurementTable, RowKind
 from autopart.costmodel.op_costs import OpCosts, op_costs
 from autopart.ir.graph import Graph, Node
 from autopart.ir.hashing import graph_hash
-from autopart.settings import CALIBRATION
+from autopart.settings import tuned
 
-# machine-tuned values, with where each came from: autopart.settings.CalibrationSettings
-MIN_NODES = CALIBRATION.min_nodes
-MAX_WINDOW = CALIBRATION.max_window
-CENTRES = CALIBRATION.centres
-FACTOR_RANGE = CALIBRATION.factor_range
-AGREEMENT = CALIBRATION.agreement
-GROSS_ERROR = CALIBRATION.gross_error
+
+@dataclass(frozen=True)
+class CalibrationSettings:
+    """When measured subgraph windows rescale op sums (costmodel.calibration)."""
+
+    min_nodes: int = tuned(12, "models with fewer nodes get no calibration windows")
+    max_window: int = tuned(40, "at most this many nodes per calibration window")
+    centres: tuple[float, ...] = tuned(
+        (1 / 6, 1 / 2, 5 / 6), "where the windows sit: the start, middle and end of the node order"
+    )
+    factor_range: tuple[float, float] = tuned(
+        (0.2, 5.0), "calibration factors are clipped to this range"
+    )
+    agreement: float = tuned(
+        1.5, "windows whose factors differ by more than this ratio disagree, and give no factor"
+    )
+    gross_error: float = tuned(
+        0.5,
+        "scale only where the op sum is off by more than half: a second measurement of a "
+        "whole model differs by 4-8% at the median, 30% at worst "
+        "(experiments/exp_calibration_variants.py)",
+    )
+
+
+CALIBRATION = CalibrationSettings()
 MODES = ("off", "gross", "on")
 DEFAULT_MODE = "gross"
 
@@ -69,8 +87,8 @@ class WindowFactor:
 
     @property
     def gross(self) -> bool:
-        """Whether the windows agree and put the op sum off by more than :data:`GROSS_ERROR`."""
-        return self.applied and abs(self.op_sum_error) > GROSS_ERROR
+        """Whether the windows agree and put the op sum off by over ``CALIBRATION.gross_error``."""
+        return self.applied and abs(self.op_sum_error) > CALIBRATION.gross_error
 
     def factor_for(self, mode: str) -> float:
         """The factor a search uses under ``mode``, one of :data:`MODES`.
@@ -113,9 +131,9 @@ def calibration_windows(graph: Graph, supported: Callable[[Node], bool]) -> list
     """
     nodes = graph.nodes
     count = len(nodes)
-    if count < MIN_NODES:
+    if count < CALIBRATION.min_nodes:
         return []
-    width = min(max(count // 8, 2), MAX_WINDOW)
+    width = min(max(count // 8, 2), CALIBRATION.max_window)
     known: dict[int, bool] = {}  # asked lazily: a window near its centre is usually found
 
     def ok(index: int) -> bool:
@@ -124,7 +142,7 @@ def calibration_windows(graph: Graph, supported: Callable[[Node], bool]) -> list
         return known[index]
 
     windows: list[tuple[int, int]] = []
-    for centre in CENTRES:
+    for centre in CALIBRATION.centres:
         wanted = round(centre * count - width / 2)
         for start in _nearest_first(wanted, count - width + 1):
             end = start + width
@@ -202,10 +220,10 @@ def calibrate(
             errors.append(predicted / measured - 1)
     if not ratios:
         return WindowFactor(target, 1.0, 0, "none", 0.0)
-    low, high = FACTOR_RANGE
+    low, high = CALIBRATION.factor_range
     one_side = len(ratios) >= 2 and (min(ratios) >= 1.0 or max(ratios) <= 1.0)
-    close = max(ratios) <= AGREEMENT * min(ratios)
-    agree = one_side and (close or min(abs(error) for error in errors) > GROSS_ERROR)
+    close = max(ratios) <= CALIBRATION.agreement * min(ratios)
+    agree = one_side and (close or min(abs(error) for error in errors) > CALIBRATION.gross_error)
     factor = min(max(statistics.median(ratios), low), high) if agree else 1.0
     return WindowFactor(target, factor, len(ratios), source, statistics.median(errors), agree)
 

@@ -24,10 +24,24 @@ from autopart.ir.analysis import node_flops
 from autopart.ir.graph import Graph, Node
 from autopart.ir.memo import memoised
 from autopart.ir.signature import op_signature
-from autopart.settings import FUSION
+from autopart.settings import tuned
 
-LIGHT_FLOPS = FUSION.light_flops  # machine-tuned: autopart.settings.FusionSettings
-PER_CLASS = FUSION.per_class
+
+@dataclass(frozen=True)
+class FusionSettings:
+    """Which producer/consumer pairs the profiler times together (costmodel.fusion)."""
+
+    light_flops: int = tuned(
+        8, "consumers of at most this many FLOPs per output element are fusion candidates"
+    )
+    per_class: int = tuned(
+        4,
+        "pairs timed per (producer op, consumer op) class; the rest use the class ratio "
+        "(experiments/exp_fusion_pairs.py)",
+    )
+
+
+FUSION = FusionSettings()
 
 
 @dataclass(frozen=True)
@@ -52,8 +66,8 @@ class FusionPair:
 def fusion_pairs(graph: Graph) -> dict[str, FusionPair]:
     """The pair each node forms with its producer, by consumer node name (see module doc).
 
-    The consumer must be light (at most ``LIGHT_FLOPS`` operations per output element, so a
-    Relu or an Add but not a 1x1 Conv) and produce as many elements as it reads from the
+    The consumer must be light (at most ``FUSION.light_flops`` operations per output element,
+    so a Relu or an Add but not a 1x1 Conv) and produce as many elements as it reads from the
     producer, whose only output it is the only reader of. Computed once per graph
     (:mod:`autopart.ir.memo`); the caller gets its own dict.
     """
@@ -67,7 +81,7 @@ def _find_pairs(graph: Graph) -> dict[str, FusionPair]:
         if len(outputs) != 1 or outputs[0].shape is None:
             continue
         size = math.prod(int(dim) for dim in outputs[0].shape)
-        if node_flops(graph, node) > LIGHT_FLOPS * size:
+        if node_flops(graph, node) > FUSION.light_flops * size:
             continue
         for index, name in enumerate(node.inputs):
             value = graph.values.get(name) if name else None
@@ -83,7 +97,7 @@ def _find_pairs(graph: Graph) -> dict[str, FusionPair]:
     return pairs
 
 
-def pairs_to_measure(graph: Graph, per_class: int = PER_CLASS) -> list[FusionPair]:
+def pairs_to_measure(graph: Graph, per_class: int = FUSION.per_class) -> list[FusionPair]:
     """Distinct pairs worth timing: up to ``per_class`` per (producer op, consumer op).
 
     The largest consumers of each class come first; pairs left out are costed from the

@@ -15,7 +15,7 @@ from autopart.profile.saved import (
     open_for_measuring,
 )
 from autopart.profile.store import Profile
-from autopart.settings import TimingSettings
+from autopart.profile.timing import TimingSettings
 
 __all__ = [
     "Profile",

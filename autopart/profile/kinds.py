@@ -351,7 +351,7 @@ class CutJobs(JobKind):
             self.kind, job, job.key, halves, "wall", f"cut of {ops} ops", whole_s=whole
         )
         # apart, after the rest (a run after the gap slows the next few runs too), and
-        # only min_runs of them: each waits COLD_GAP_S first
+        # only min_runs of them: each waits COLD_ENTRY.gap_s first
         colds = collect(cold, replace(share, warmup=0, batch=1, max_runs=share.min_runs))
         measuring.record(
             RowKind.COLD, job, job.key, colds, "wall", f"{ops} ops entered cold", warm_s=whole

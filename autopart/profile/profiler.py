@@ -45,8 +45,8 @@ from autopart.profile.kinds import BY_KIND, JOB_KINDS, SCREENING_KINDS, UNSUPPOR
 from autopart.profile.samplers import reference_values
 from autopart.profile.speed import stamp
 from autopart.profile.store import Profile
+from autopart.profile.timing import TimingSettings
 from autopart.progress import Progress
-from autopart.settings import TimingSettings
 from autopart.targets.devices import Machine
 from autopart.targets.resolve import ResolvedTarget, resolve
 

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from autopart.costmodel.cold import COLD_GAP_S
+from autopart.costmodel.cold import COLD_ENTRY
 from autopart.costmodel.cuts import cut_index
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph, Node
@@ -26,7 +26,7 @@ from autopart.limits import available_memory_bytes
 from autopart.plan.partition import boundary
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.timing import TimingSettings, collect
-from autopart.settings import VERIFY
+from autopart.settings import COMMON
 from autopart.targets.codegen import CompiledSubgraph
 from autopart.targets.registry import reference_codegen
 from autopart.targets.resolve import ResolvedTarget
@@ -85,12 +85,12 @@ def make_room(compiled: dict[Any, Any], graph: Graph, nodes: Sequence[Node]) -> 
 
     The profiler keeps each subgraph compiled from its first pass to its last, so a model
     of large weights held one whole copy per target measured (vgg19's measure stage passed
-    20 GB). When less than :attr:`~autopart.settings.VerifySettings.compile_headroom`
+    20 GB). When less than :attr:`~autopart.settings.CommonSettings.compile_headroom`
     times the weights ``nodes`` read is free, everything in ``compiled`` is dropped, to
     be compiled again at its next pass.
     """
     weights = graph.parameter_bytes(nodes)
-    if compiled and available_memory_bytes() < VERIFY.compile_headroom * weights:
+    if compiled and available_memory_bytes() < COMMON.compile_headroom * weights:
         compiled.clear()
         gc.collect()
 
@@ -180,7 +180,7 @@ def cut_samplers(
     ``resolved``. The whole, run just before (the two alternate, so drift hits both),
     appends its wall time to ``whole_walls`` and what ``run_timed`` said of it (the
     calibration sample) to ``whole_timed``. The second keeps the host busy elsewhere for
-    :data:`COLD_GAP_S`, as while another partition of a plan runs, and returns the wall
+    ``COLD_ENTRY.gap_s``, as while another partition of a plan runs, and returns the wall
     time of the whole run then. Raises ``ValueError`` where ``nodes`` cannot be cut.
     """
     index = cut_index(graph, nodes)
@@ -204,7 +204,7 @@ def cut_samplers(
     run_whole = wall_sampler(resolved, whole, env)
 
     def cold() -> float:
-        busy(COLD_GAP_S)
+        busy(COLD_ENTRY.gap_s)
         return run_whole()
 
     return sample, cold

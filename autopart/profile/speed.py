@@ -33,14 +33,35 @@ import pandas as pd
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, Measurement, RowKind
 from autopart.errors import AutopartError
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
-from autopart.profile.core_sharing import SHARING_LIMIT, process_probe
+from autopart.profile.core_sharing import CORE_SHARING, process_probe
 from autopart.profile.store import TIMINGS, Profile, now
-from autopart.settings import SPEED
+from autopart.settings import tuned
 from autopart.targets.codegen import Role
 from autopart.targets.registry import codegen_for
 
 SAMPLES = 7  # probes per speed: about 80 ms on a Zen 4 core
 _BOUND = 3.0  # a factor beyond 3x (or under 1/3) says the stamp is wrong, not the machine
+
+
+@dataclass(frozen=True)
+class SpeedSettings:
+    """When a profile's rows are scaled to the machine's speed now (profile.speed)."""
+
+    window_s: float = tuned(
+        3600.0,
+        "a row is scaled by the speed stamp nearest its measurement only within this: "
+        "every measuring run stamps at its end, and a profile of a large model "
+        "takes up to 15 min",
+    )
+    deadband: float = tuned(
+        0.1,
+        "factors within this of 1 are left at 1: 60 speeds taken back to back differed "
+        "from the one before by 0.4%/0.6% (one core/every core) at the median, 1.8%/5.2% at "
+        "p90 and 7.8%/21% at p99 (experiments/exp_speed_drift.py)",
+    )
+
+
+SPEED = SpeedSettings()
 
 
 @dataclass(frozen=True)
@@ -80,7 +101,8 @@ def measure_speed(samples: int = SAMPLES) -> Speed | None:
     if probe is None:
         return None
     pairs = [probe.timings() for _ in range(max(samples, 1))]
-    quiet = [(alone, together) for alone, together in pairs if together <= SHARING_LIMIT * alone]
+    limit = CORE_SHARING.core_sharing_limit
+    quiet = [(alone, together) for alone, together in pairs if together <= limit * alone]
     if 2 * len(quiet) <= len(pairs):
         return None
     return Speed(

@@ -78,7 +78,7 @@ from autopart.profile.integrity import (
     read_text,
     write_text,
 )
-from autopart.settings import TIMING
+from autopart.profile.timing import TIMING
 
 __all__ = ["COLUMNS", "SCHEMA", "SCHEMA_VERSION", "DroppedRows", "Profile", "migrate_v1", "now"]
 TIMINGS = ["median_s", "q1_s", "q3_s", "min_s", "max_s"]

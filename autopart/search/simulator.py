@@ -26,7 +26,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from autopart.costmodel.cold import COLD_RAMP_S, cold_share
+from autopart.costmodel.cold import COLD_ENTRY, cold_share
 from autopart.costmodel.costs import Costs
 from autopart.errors import AutopartError
 from autopart.ir.target import VirtualDevice
@@ -93,7 +93,7 @@ def plan_for(
     return build_plan_for(graph, assignment, chosen_fallback, where)
 
 
-def simulate(plan: Plan, costs: Costs, cold_ramp_s: float = COLD_RAMP_S) -> Simulation:
+def simulate(plan: Plan, costs: Costs, cold_ramp_s: float = COLD_ENTRY.ramp_s) -> Simulation:
     """Cost every step of ``plan`` and list-schedule them; see the module docstring.
 
     ``cold_ramp_s`` is the time constant of :func:`cold_share` (0: cold entries whole).

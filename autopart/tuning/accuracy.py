@@ -5,8 +5,8 @@ reference codegen), over the evaluation samples (:func:`evaluation_samples`). Th
 (``--tolerance REL``) caps it. By default it follows the ecosystem: OpenVINO as installed
 computes in bf16 where the CPU has it, so the default tolerance is that peer's own error on
 the same samples (the peer whose codegen declares it ``sets_tolerance``,
-:func:`tolerance_peer`), plus :attr:`~autopart.settings.AccuracySettings.peer_allowance` for
-rounding, and never below the f32 check tolerance. The default plan is then never less
+:func:`tolerance_peer`), plus :attr:`~autopart.tuning.settings.AccuracySettings.peer_allowance`
+for rounding, and never below the f32 check tolerance. The default plan is then never less
 accurate than OpenVINO at its defaults. ``--tolerance 0.5x`` (a
 :class:`~autopart.search.options.PeerMultiple`) asks for that multiple of the same peer's
 error instead, e.g. half of it. ``--precision f32`` allows f32 targets only and holds
@@ -27,9 +27,10 @@ from autopart.ir.graph import Graph
 from autopart.ir.target import REFERENCE_PRECISION, VirtualDevice
 from autopart.profile.sensitivity import EMULATED, ROUNDED, measure_error_model
 from autopart.search.options import PeerMultiple, ToleranceSpec, parse_tolerance
-from autopart.settings import ACCURACY, VERIFY
+from autopart.settings import COMMON
 from autopart.targets import qdq, quant_ranges
 from autopart.targets.registry import declared_peers
+from autopart.tuning.settings import ACCURACY
 from autopart.tuning.verify import Measured, Tolerance
 
 DEFAULT_PEER_FACTOR = 1 + ACCURACY.peer_allowance  # the default tolerance: the peer's error, +10%
@@ -87,7 +88,7 @@ class AccuracyPolicy:
         floor = own_runtimes() if graph is not None and ships_quantised(graph) else ()
         if self.exact:
             if not floor:
-                return VERIFY.check_tolerance
+                return COMMON.check_tolerance
             return functools.partial(follow_peer, factor=0.0, floor_peers=floor)
         factor = None if self.tolerance is None else self.tolerance.factor
         if factor is None and not floor:
@@ -103,7 +104,7 @@ class AccuracyPolicy:
         if isinstance(self.tolerance, float):
             bound = f"tolerance {self.tolerance:.3g}"
         elif peer is None:
-            bound = f"tolerance {VERIFY.check_tolerance:.3g} (f32)"
+            bound = f"tolerance {COMMON.check_tolerance:.3g} (f32)"
         elif self.tolerance is None:
             bound = f"tolerance: {peer}'s error on the same inputs"
         else:
@@ -119,8 +120,8 @@ def follow_peer(
     """The budget from every runner's error: :func:`tolerance_peer`'s times ``factor``.
 
     ``factor`` None is the default tolerance's, the peer's error plus
-    :attr:`~autopart.settings.AccuracySettings.peer_allowance` for rounding. Never below
-    the f32 check tolerance (an f32 plan differs from the reference by the order of its
+    :attr:`~autopart.tuning.settings.AccuracySettings.peer_allowance` for rounding. Never
+    below the f32 check tolerance (an f32 plan differs from the reference by the order of its
     sums); that tolerance where that peer did not run. Never below the error of any of
     ``floor_peers`` plus the allowance either, up to :data:`QUANTISATION_NOISE`: a runtime
     further off computes another model, not a rounding of this one (OpenVINO was 72% off
@@ -128,7 +129,7 @@ def follow_peer(
     """
     name = tolerance_peer()
     peer = None if name is None else errors.get(name)
-    chosen = VERIFY.check_tolerance
+    chosen = COMMON.check_tolerance
     if peer is not None and np.isfinite(peer):
         chosen = max(chosen, peer * (DEFAULT_PEER_FACTOR if factor is None else factor))
     floors = [
@@ -209,7 +210,7 @@ def search_error_model(
     if not isinstance(tolerance, float):  # what OpenVINO as installed reduces: bf16, never int8
         rounded = [part.all_reduced for p, part in found.items() if p in ROUNDED]
         tolerance = max(max(rounded, default=0.0) * policy.peer_factor,
-                        VERIFY.check_tolerance)  # fmt: skip
+                        COMMON.check_tolerance)  # fmt: skip
     return ErrorModel(weights, tolerance, worst, next(iter(found.values())).method)
 
 

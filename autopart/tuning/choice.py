@@ -29,12 +29,10 @@ import numpy as np
 from scipy.stats import bootstrap
 
 from autopart.search.candidates import Candidate
-from autopart.settings import VERIFY
 from autopart.tuning.peers import peer_equivalents
+from autopart.tuning.settings import VERIFY
 from autopart.tuning.verify import Measured
 
-CONFIDENCE = VERIFY.confidence  # of the interval on a ratio of medians
-MIN_PAIRED_ROUNDS = VERIFY.min_paired_rounds  # fewer paired rounds give no interval
 RESAMPLES = 2000  # bootstrap resamples: the interval's ends move by under 1% beyond this
 
 
@@ -42,8 +40,8 @@ RESAMPLES = 2000  # bootstrap resamples: the interval's ends move by under 1% be
 class Interval:
     """The ratio of two runners' medians over their paired rounds, and its interval.
 
-    ``low`` and ``high`` bound the ratio at :data:`CONFIDENCE`; with fewer than
-    :data:`MIN_PAIRED_ROUNDS` paired rounds they are 0 and infinity (nothing is known).
+    ``low`` and ``high`` bound the ratio at ``VERIFY.confidence``; with fewer than
+    ``VERIFY.min_paired_rounds`` paired rounds they are 0 and infinity (nothing is known).
     """
 
     ratio: float
@@ -61,7 +59,7 @@ class Interval:
             return f"{self.ratio:.3f}x (only {self.rounds} paired rounds: no interval)"
         return (
             f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] "
-            f"({CONFIDENCE:.0%} interval over {self.rounds} paired rounds)"
+            f"({VERIFY.confidence:.0%} interval over {self.rounds} paired rounds)"
         )
 
 
@@ -85,7 +83,7 @@ def ratio_interval(first: Measured, second: Measured) -> Interval:
     if not a:
         return Interval(math.nan, 0.0, math.inf, 0)
     ratio = statistics.median(a) / statistics.median(b)
-    if len(a) < MIN_PAIRED_ROUNDS:
+    if len(a) < VERIFY.min_paired_rounds:
         return Interval(ratio, 0.0, math.inf, len(a))
     if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:
         return Interval(ratio, ratio, ratio, len(a))
@@ -99,7 +97,7 @@ def ratio_interval(first: Measured, second: Measured) -> Interval:
         paired=True,
         vectorized=True,
         n_resamples=RESAMPLES,
-        confidence_level=CONFIDENCE,
+        confidence_level=VERIFY.confidence,
         method="percentile",
         rng=np.random.default_rng(0),
     )

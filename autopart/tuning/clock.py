@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from autopart.settings import SCREEN, VERIFY
+from autopart.tuning.settings import SCREEN, VERIFY
 from autopart.tuning.verify import WARMUP_ROUNDS
 
 SCREEN_WARMUP = 1  # the screen's warm-up rounds (the race takes verify.WARMUP_ROUNDS)
@@ -23,8 +23,8 @@ def race_reserve(screen_timing_s: float) -> float:
     """The seconds to keep for the race, from what the screen spent timing whole models.
 
     The race compiles about as many runners as the screen timed, and runs each for
-    :attr:`~autopart.settings.VerifySettings.min_paired_rounds` timed rounds and its
-    warm-up, against the screen's :attr:`~autopart.settings.ScreenSettings.rounds` and one.
+    :attr:`~autopart.tuning.settings.VerifySettings.min_paired_rounds` timed rounds and its
+    warm-up, against the screen's :attr:`~autopart.tuning.settings.ScreenSettings.rounds` and one.
     """
     race_rounds = WARMUP_ROUNDS + VERIFY.min_paired_rounds
     return screen_timing_s * race_rounds / (SCREEN_WARMUP + SCREEN.rounds)

@@ -25,8 +25,8 @@ from autopart.search.options import (
     parse_precisions,
     parse_tolerance,
 )
-from autopart.settings import SCREEN
 from autopart.tuning.accuracy import AccuracyPolicy
+from autopart.tuning.settings import SCREEN
 
 # The fields of SearchOptions a tune fills in itself, from the graph and the measurements.
 SET_BY_TUNE = frozenset({"study_name", "source", "accuracy", "cap_s"})
@@ -120,7 +120,7 @@ class TuneOptions:
         """The tune's wall-time budget in seconds (None: no bound).
 
         The one given, else none when ``thorough`` (the exhaustive tune), else
-        :attr:`~autopart.settings.ScreenSettings.budget_s`.
+        :attr:`~autopart.tuning.settings.ScreenSettings.budget_s`.
         """
         if self.time_budget_s is not None:
             return self.time_budget_s

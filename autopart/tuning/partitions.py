@@ -2,8 +2,8 @@
 
 Op sums miss what a library does to a whole subgraph (:mod:`autopart.costmodel.partitions`).
 So before the candidates race, the partitions of those predicted within
-:data:`MEASURE_WITHIN` of the quickest (a prediction may order what is measured, never
-overrule it), and of at most :data:`MEASURE_MAX_PARTITIONS` partitions, are timed whole
+``VERIFY.measure_within`` of the quickest (a prediction may order what is measured, never
+overrule it), and of at most ``VERIFY.measure_max_partitions`` partitions, are timed whole
 and saved in the profile; every candidate is then priced again with them. A rerun reuses
 them, and a profile taken on another machine brings its own. After the race, what it
 measured of each one-partition plan replaces that partition's row
@@ -27,33 +27,29 @@ from autopart.profile.speed import stamp
 from autopart.progress import Progress
 from autopart.search.candidates import Candidate
 from autopart.search.planner import SearchOutcome, reprice
-from autopart.settings import VERIFY
 from autopart.targets.devices import discover
 from autopart.tuning.peers import peer_equivalents
 from autopart.tuning.profile_model import note_profile_kept
+from autopart.tuning.settings import VERIFY
 from autopart.tuning.verify import Measured
-
-MEASURE_WITHIN = VERIFY.measure_within
-MEASURE_MAX_PARTITIONS = VERIFY.measure_max_partitions
-RACE_MAX_PARTITIONS = VERIFY.race_max_partitions
 
 
 def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
     """The fitting candidates whose partitions the measure stage times, quickest first.
 
-    Those of at most :data:`MEASURE_MAX_PARTITIONS` partitions predicted within
-    :data:`MEASURE_WITHIN` of the quickest of them, and always the plans the peers stand
+    Those of at most ``VERIFY.measure_max_partitions`` partitions predicted within
+    ``VERIFY.measure_within`` of the quickest of them, and always the plans the peers stand
     for (:func:`autopart.tuning.peers.peer_equivalents`) and every one-partition plan: a
     prediction may order what is measured, but a plan too split to measure must not keep
     the others from it by an op sum far too low. A one-partition plan is one compile (at
     most one per target, and each races anyway), and its whole-model fusions are what op
     sums miss most: a voice-activity model's ``single:cpu/1@openvino`` was predicted at 3x what it
-    measured, beyond :data:`MEASURE_WITHIN`, then won the race with that prediction.
+    measured, beyond ``VERIFY.measure_within``, then won the race with that prediction.
     """
     eligible = [
         c
         for c in outcome.candidates.values()
-        if c.fits_memory and len(c.plan.partitions) <= MEASURE_MAX_PARTITIONS
+        if c.fits_memory and len(c.plan.partitions) <= VERIFY.measure_max_partitions
     ]
     if not eligible:
         return []
@@ -62,7 +58,7 @@ def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
     chosen = [
         c
         for c in eligible
-        if c.value(outcome.objective) <= quickest * MEASURE_WITHIN
+        if c.value(outcome.objective) <= quickest * VERIFY.measure_within
         or c.name in peers
         or len(c.plan.partitions) == 1
     ]
@@ -72,8 +68,8 @@ def worth_measuring(outcome: SearchOutcome) -> list[Candidate]:
 def too_split_to_race(outcome: SearchOutcome) -> list[Candidate]:
     """Candidates left out of the race: too many partitions to compile, and predicted slow.
 
-    Those of more than :data:`RACE_MAX_PARTITIONS` partitions predicted beyond
-    :data:`MEASURE_WITHIN` of the quickest fitting candidate; never the search's pick.
+    Those of more than ``VERIFY.race_max_partitions`` partitions predicted beyond
+    ``VERIFY.measure_within`` of the quickest fitting candidate; never the search's pick.
     """
     fitting = [c for c in outcome.candidates.values() if c.fits_memory]
     if not fitting:
@@ -82,8 +78,8 @@ def too_split_to_race(outcome: SearchOutcome) -> list[Candidate]:
     return [
         c
         for c in fitting
-        if len(c.plan.partitions) > RACE_MAX_PARTITIONS
-        and c.value(outcome.objective) > quickest * MEASURE_WITHIN
+        if len(c.plan.partitions) > VERIFY.race_max_partitions
+        and c.value(outcome.objective) > quickest * VERIFY.measure_within
         and c.name != outcome.chosen.name
     ]
 

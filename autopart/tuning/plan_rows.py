@@ -13,11 +13,10 @@ from autopart.io import atomic_write_bytes
 from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION, VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.search.candidates import Candidate, CandidateKind
-from autopart.settings import VERIFY, settings_in_force
+from autopart.settings import settings_in_force
+from autopart.tuning.settings import VERIFY
+from autopart.tuning.settings_record import SETTINGS_GROUPS
 from autopart.tuning.verify import Measured
-
-DRIFT_LIMIT = VERIFY.drift_limit  # a single target predicted this far off gets a note
-DRIFT_FLOOR_S = VERIFY.drift_floor_s  # ... unless it is off by less than this
 
 REPORT_JSON, REPORT_CSV = "report.json", "report.csv"  # beside plan.json in the search folder
 
@@ -116,7 +115,7 @@ SUMMED = "summed over its ops (the table prices it as timed whole)"
 def drift_note(
     rows: Sequence[PlanRow], model: str | Path, op_sums: Mapping[str, float] | None = None
 ) -> list[str]:
-    """A note naming the single targets whose prediction is over :data:`DRIFT_LIMIT` off.
+    """A note naming the single targets whose prediction is over ``VERIFY.drift_limit`` off.
 
     The prediction is the row's op sum in ``op_sums`` where it has one (a partition timed
     whole prices the row from that timing, which says nothing of the op rows), else the
@@ -124,16 +123,17 @@ def drift_note(
     table's prediction. A profile taken in a slow or quick spell of a shared machine predicts every
     plan on that target off by as much; the note says how to measure it again. It cannot tell such
     drift from a bias of the cost model on that target, so it says both. Gaps under
-    :data:`DRIFT_FLOOR_S` are not noted: a model of a few microseconds swings by that much
+    ``VERIFY.drift_floor_s`` are not noted: a model of a few microseconds swings by that much
     from one launch to the next, whatever the profile.
     """
     off: list[tuple[str, str, float, float]] = []  # target, prediction, measured, error
+    limit, floor_s = VERIFY.drift_limit, VERIFY.drift_floor_s
     for row in rows:
         measured = row.measured_s
         if row.kind is CandidateKind.SINGLE and measured:
             predicted = (op_sums or {}).get(row.name, row.predicted_s)
             error = predicted / measured - 1
-            if abs(error) > DRIFT_LIMIT and abs(predicted - measured) >= DRIFT_FLOOR_S:
+            if abs(error) > limit and abs(predicted - measured) >= floor_s:
                 summed = row.predicted_s is not None and abs(predicted - row.predicted_s) > 1e-12
                 what = (
                     "summed over its ops (the table prices it as timed whole)"
@@ -146,7 +146,7 @@ def drift_note(
     listing = "; ".join(f"{t} {p}, {m * 1e3:.2f} measured ({e:+.0%})" for t, p, m, e in off)
     targets = ",".join(t for t, *_ in off)
     return [
-        f"the profile is more than {DRIFT_LIMIT:.0%} off the measurement on {listing}. "
+        f"the profile is more than {limit:.0%} off the measurement on {listing}. "
         "Either the machine was in a slow or quick spell when it was profiled "
         f"(`autopart profile {model} --targets {targets} --refresh` measures again) "
         "or the cost model misses something on that target"
@@ -189,8 +189,9 @@ def save_report(
 
     ``report.json`` holds the choice, the targets, the profile, the notes, every row, the
     peers' measured medians in seconds (``peers``: onnxruntime alone, openvino alone, timed
-    in the same rounds) and the machine-tuned settings in force
-    (:func:`autopart.settings.settings_in_force`).
+    in the same rounds) and the machine-tuned settings in force: every group of
+    :data:`~autopart.tuning.settings_record.SETTINGS_GROUPS`, by
+    :func:`autopart.settings.settings_in_force`.
     """
     document = {
         "chosen": chosen,
@@ -200,7 +201,7 @@ def save_report(
         "notes": notes,
         "plans": [row.to_dict() for row in rows],
         "peers": dict(peers_s or {}),
-        "settings": settings_in_force(),
+        "settings": settings_in_force(SETTINGS_GROUPS),
     }
     atomic_write_bytes(directory / REPORT_JSON, (json.dumps(document, indent=1) + "\n").encode())
     table = pd.DataFrame([row.to_dict() for row in rows])

@@ -20,7 +20,7 @@ target running the whole model wins. So, unless ``--thorough``, a tune first scr
    the incumbent's costs scaled alike, summed over the nodes where it is quicker, less the
    one launch any plan using it pays (:func:`could_save`). Further launches and copies
    only add to a mixed plan, so this overstates what a target could bring. A target that
-   could save less than :attr:`~autopart.settings.ScreenSettings.min_gain` of the
+   could save less than :attr:`~autopart.tuning.settings.ScreenSettings.min_gain` of the
    incumbent's time is dropped: the tune profiles, searches and races only the others,
    and says so in one note.
 
@@ -54,7 +54,6 @@ from autopart.runtime.executor import Executor
 from autopart.search.baselines import Assignment, BaselineError, default_fallback, single_target
 from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.search.options import Objective
-from autopart.settings import SCREEN
 from autopart.targets.devices import discover
 from autopart.targets.registry import declared_peers
 from autopart.targets.resolve import resolve
@@ -62,6 +61,7 @@ from autopart.tuning.clock import SCREEN_WARMUP, Clock, race_reserve
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.peers import PeerInputs, Runner, peer_lingers, peers
 from autopart.tuning.profile_model import profile_model
+from autopart.tuning.settings import SCREEN
 from autopart.tuning.verify import Measured, measure_plans
 
 
@@ -340,7 +340,7 @@ def choose_targets(
     ``assignments`` are the single-target plans by target, ``screening.whole`` their
     measurements (``single:<target>``) and the peers'. Kept are: the targets the incumbent's
     plan runs on, ``fallback``, every target that :func:`could_save` at least
-    :attr:`~autopart.settings.ScreenSettings.min_gain` of the incumbent's time (a unit
+    :attr:`~autopart.tuning.settings.ScreenSettings.min_gain` of the incumbent's time (a unit
     whose plan was not timed is scaled as its whole device at the same codegen and
     precision, the library's fusion being the same; any other untimed target as the most
     favourably scaled one), and the targets

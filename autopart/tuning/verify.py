@@ -27,11 +27,10 @@ from autopart.profile.core_sharing import CoreSharing
 from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
-from autopart.settings import VERIFY
+from autopart.settings import COMMON
 from autopart.tuning.finite import check_reference_finite
 from autopart.tuning.oracle import check_outputs
-
-CHECK_TOLERANCE = VERIFY.check_tolerance  # max relative error against the reference
+from autopart.tuning.settings import VERIFY
 
 
 @dataclass
@@ -47,7 +46,7 @@ class Measured(Latencies):
     max_error: float = 0.0
     round_medians: list[float] = field(default_factory=list)
     round_indices: list[int] = field(default_factory=list)
-    tolerance: float = CHECK_TOLERANCE
+    tolerance: float = COMMON.check_tolerance
     shared_rounds: int = 0  # its timed rounds dropped: the cores shared one core's speed
 
     @property
@@ -72,14 +71,7 @@ class Measured(Latencies):
         )
 
 
-# machine-tuned values, with where each came from: autopart.settings.VerifySettings
-MAX_ROUND_STRETCH = VERIFY.max_round_stretch
 WARMUP_ROUNDS = 2  # untimed rounds before the timed ones, the race's default
-SETTLE_S = VERIFY.settle_s  # untimed runs that open a block last about this long ...
-SETTLE_RUNS = VERIFY.settle_runs  # ... and at least this many ...
-SETTLE_BELOW_S = VERIFY.settle_below_s  # ... for plans quicker than this
-BLOCK_S = VERIFY.block_s  # the timed runs of a block last about this long
-MAX_BLOCK_RUNS = VERIFY.max_block_runs
 
 
 @dataclass(frozen=True)
@@ -98,23 +90,25 @@ def block_for(run_s: float) -> Block:
     ran before. The first run of a 0.2 ms transformer took 1.8 times its steady time and
     the second 1.15 times, a 6 ms CNN 1.04 to 1.07 times; resnet50 on OpenVINO took 31 ms
     after its own run and 37 ms after another runner and a pause. So plans quicker than
-    :data:`SETTLE_BELOW_S` open each block with untimed runs lasting :data:`SETTLE_S`, and
-    at least :data:`SETTLE_RUNS` of them (a few-ms model needs several runs, not several
-    ms, to reach its steady time), and time enough runs to fill :data:`BLOCK_S`; slower
-    plans run once untimed, then once timed.
+    ``VERIFY.settle_below_s`` open each block with untimed runs lasting ``VERIFY.settle_s``,
+    and at least ``VERIFY.settle_runs`` of them (a few-ms model needs several runs, not
+    several ms, to reach its steady time), and time enough runs to fill ``VERIFY.block_s``
+    (at most ``VERIFY.max_block_runs`` of either); slower plans run once untimed, then once
+    timed. The settings are those of :class:`~autopart.tuning.settings.VerifySettings`.
     """
     run_s = max(run_s, 1e-9)
-    if run_s >= SETTLE_BELOW_S:
+    if run_s >= VERIFY.settle_below_s:
         return Block(settle=1, timed=1)
-    settle = min(MAX_BLOCK_RUNS, max(SETTLE_RUNS, math.ceil(SETTLE_S / run_s)))
-    timed = min(MAX_BLOCK_RUNS, max(1, math.ceil(BLOCK_S / run_s)))
+    most = VERIFY.max_block_runs
+    settle = min(most, max(VERIFY.settle_runs, math.ceil(VERIFY.settle_s / run_s)))
+    timed = min(most, max(1, math.ceil(VERIFY.block_s / run_s)))
     return Block(settle, timed)
 
 
 def _stretched(rounds: int, round_s: float, min_timed_s: float) -> int:
     """How many timed rounds make ``min_timed_s`` seconds, never fewer than ``rounds``."""
     wanted = math.ceil(min_timed_s / max(round_s, 1e-9))
-    return max(rounds, min(wanted, rounds * MAX_ROUND_STRETCH))
+    return max(rounds, min(wanted, rounds * VERIFY.max_round_stretch))
 
 
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
@@ -163,7 +157,7 @@ def measure_plans(
     race_batches: int = 3,
     failures: dict[str, str] | None = None,
     samples: Sequence[Mapping[str, np.ndarray]] = (),
-    tolerance: Tolerance = CHECK_TOLERANCE,
+    tolerance: Tolerance = COMMON.check_tolerance,
     probe: CoreSharing | None = None,
     reference: Mapping[str, np.ndarray] | None = None,
     eliminate: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
@@ -172,7 +166,7 @@ def measure_plans(
 
     ``reference``: the numpy reference's outputs on ``feeds`` (None: computed here).
     ``eliminate`` names, from the results so far, runners that can no longer win: after each
-    round from :attr:`~autopart.settings.VerifySettings.min_paired_rounds` timed rounds on,
+    round from :attr:`~autopart.tuning.settings.VerifySettings.min_paired_rounds` timed rounds on,
     those leave the rounds (keeping what they measured) and their plans are closed; once
     fewer than two runners are left, or ``race`` names fewer than two, the rounds stop.
 
@@ -182,7 +176,7 @@ def measure_plans(
     loop would see it.
 
     Rounds that would take under ``min_timed_s`` seconds (as the first timed round shows)
-    are stretched to it, to at most :data:`MAX_ROUND_STRETCH` times ``rounds``.
+    are stretched to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``.
 
     ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in the same
     rounds: each takes the feeds and returns the outputs by name. After a block of a runner
@@ -273,12 +267,12 @@ class _Rounds:
         """Compile every plan once (its executor closes with ``stack``).
 
         Every plan stays compiled for the rounds, so a plan is compiled only while
-        :attr:`~autopart.settings.VerifySettings.compile_headroom` times the model's
+        :attr:`~autopart.settings.CommonSettings.compile_headroom` times the model's
         weights are free; the others fail with a one-line reason, as a plan a library
         rejects does, instead of the kernel's OOM killer ending the tune.
         """
         self.compiled = len(plans)
-        needed = int(VERIFY.compile_headroom * self.graph.parameter_bytes())
+        needed = int(COMMON.compile_headroom * self.graph.parameter_bytes())
         for name, plan in plans.items():
             self.report(f"compiling {name}")
             self.done += 1
@@ -347,7 +341,7 @@ class _Rounds:
         """Retire the runners :attr:`eliminate` names; whether the rounds can stop.
 
         Only with :attr:`eliminate`, and once every runner has
-        :attr:`~autopart.settings.VerifySettings.min_paired_rounds` timed rounds kept (a
+        :attr:`~autopart.tuning.settings.VerifySettings.min_paired_rounds` timed rounds kept (a
         round dropped for shared cores counts for none). They can stop when fewer than two
         runners are left, or ``race`` names fewer than two contenders (the leader is clear).
         """

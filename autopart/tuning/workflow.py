@@ -33,7 +33,6 @@ from autopart.search.options import SearchOptions
 from autopart.search.optuna_search import SearchProgress
 from autopart.search.optuna_study import check_storage
 from autopart.search.planner import SearchOutcome, annotate, search
-from autopart.settings import ACCURACY
 from autopart.tuning import choice
 from autopart.tuning.accuracy import (
     accuracy_notes,
@@ -65,6 +64,7 @@ from autopart.tuning.plan_rows import (
 )
 from autopart.tuning.profiling import profile_stage
 from autopart.tuning.screen import Screening
+from autopart.tuning.settings import ACCURACY
 from autopart.tuning.verify import Measured, measure_plans
 
 SEARCH_FLOOR_S = 1.0  # the search's least budget, the clock spent or not: an ILP's moment
@@ -199,7 +199,7 @@ def _tighten(
 ) -> tuple[Prepared, tuple[dict[str, Measured], dict[str, Measured], list[str]]]:
     """Search and verify again while the ILP's plan measures over the tolerance.
 
-    At most :attr:`~autopart.settings.AccuracySettings.tighten_rounds` times, each with the
+    At most :attr:`~autopart.tuning.settings.AccuracySettings.tighten_rounds` times, each with the
     bound of :func:`~autopart.tuning.accuracy.tighter_error_model`; each round is a note.
     """
     ilp = candidate_name(CandidateKind.ILP)

@@ -37,7 +37,6 @@ import numpy as np
 from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
-from autopart.settings import VERIFY
 from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import (
     HOST,
@@ -50,6 +49,7 @@ from autopart.targets.codegen import (
 from autopart.targets.cpu_units import allowed_cores, pinned_to
 from autopart.targets.onnxruntime import peer
 from autopart.targets.onnxruntime.layout import layout_seconds_per_run
+from autopart.targets.onnxruntime.settings import ONNXRUNTIME
 from autopart.targets.peer import Peer
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import node_signature, probe_model
@@ -331,7 +331,7 @@ class OnnxRuntimeCodegen(ProbedCodegen):
             session, model_bytes, inputs, outputs, feeds, results, cores, boundary.passthrough,
             on_unit=unit is not None, label=_label(nodes), fixed=fixed,
         )  # fmt: skip
-        compiled.linger_s = VERIFY.spin_linger_s if alone and session is not None else 0.0
+        compiled.linger_s = ONNXRUNTIME.spin_linger_s if alone and session is not None else 0.0
         return compiled
 
 
@@ -357,7 +357,7 @@ def _create_session(
     it alone has: no other lane runs, so the pool may spin between calls and choose its own
     thread count, and the plan is never slower than onnxruntime alone for want of
     settings. The spinning outlasts the call
-    (:data:`~autopart.settings.VerifySettings.spin_linger_s`).
+    (:attr:`~autopart.targets.onnxruntime.settings.OnnxruntimeSettings.spin_linger_s`).
     """
     assert _ort is not None
     options = _ort.SessionOptions()

@@ -3,7 +3,8 @@
 One InferenceSession with default session options on the CPU provider, as a user runs a
 model with onnxruntime. It stands for the whole-host ``cpu@onnxruntime`` plan, whose only
 partition gets the same default options (the codegen's ``alone`` placement). Its pool
-threads spin on after a run (:data:`~autopart.settings.VerifySettings.spin_linger_s`).
+threads spin on after a run
+(:attr:`~autopart.targets.onnxruntime.settings.OnnxruntimeSettings.spin_linger_s`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from autopart.errors import TargetError
-from autopart.settings import VERIFY
+from autopart.targets.onnxruntime.settings import ONNXRUNTIME
 from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
 
 try:
@@ -60,4 +61,4 @@ def _alone(model: PeerModel, inputs: PeerInputs | None) -> Runner:
     return onnxruntime_alone(model, inputs=inputs)
 
 
-ALONE = Peer("onnxruntime", _alone, linger_s=VERIFY.spin_linger_s)
+ALONE = Peer("onnxruntime", _alone, linger_s=ONNXRUNTIME.spin_linger_s)

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from autopart.ir.graph import Graph, Node
-from autopart.settings import VERIFY
+from autopart.settings import COMMON
 from autopart.targets.openvino import library
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import has_graph_attribute, node_signature, probe_model
@@ -63,7 +63,7 @@ def probe_key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
 
 
 # a constant whose float32 spacing (|c| * 2**-24) exceeds the check tolerance for a term of 1
-ABSORBING_MAGNITUDE = VERIFY.check_tolerance * 2.0**24
+ABSORBING_MAGNITUDE = COMMON.check_tolerance * 2.0**24
 
 
 def known_mismatch(node: Node, graph: Graph) -> str | None:

@@ -1,0 +1,116 @@
+"""The tune's tuned values: the groups read only inside :mod:`autopart.tuning`.
+
+:class:`VerifySettings` (the race: how plans are timed against each other and when a win
+counts), :class:`ScreenSettings` (the screen before profiling) and
+:class:`AccuracySettings` (the default tolerance). The other groups live beside the
+packages that read them; :data:`autopart.tuning.settings_record.SETTINGS_GROUPS` gathers
+them all for ``report.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from autopart.settings import tuned
+
+
+@dataclass(frozen=True)
+class VerifySettings:
+    """How plans are timed against each other and when a win counts (tuning)."""
+
+    confidence: float = tuned(
+        0.95,
+        "of the bootstrap interval on the ratio of two runners' medians over paired rounds; "
+        "a runner whose interval excludes 1 measured differently (the usual 95%)",
+    )
+    min_paired_rounds: int = tuned(
+        5, "fewer paired rounds give no interval: a bootstrap of 4 medians has 35 distinct draws"
+    )
+    drift_limit: float = tuned(
+        0.2,
+        "a single target predicted this far off its measurement gets a note: the two-core "
+        "targets swing p90/p10 1.3-2.0 (experiments/exp_target_noise.py)",
+    )
+    drift_floor_s: float = tuned(20e-6, "ignore drift under this: one launch's swing")
+    measure_within: float = tuned(
+        3.0,
+        "candidates predicted within this factor of the quickest have their partitions "
+        "measured whole before the race: op sums were off by up to 3.3x on unseen models",
+    )
+    measure_max_partitions: int = tuned(
+        16, "candidates of more partitions are priced from op sums (and timed whole in the race)"
+    )
+    race_max_partitions: int = tuned(
+        256,
+        "candidates of more partitions predicted over measure_within of the quickest do not "
+        "race: compiling each partition takes 30-60 ms, and per-op-best on a 12,400-node "
+        "transformer stack had 1,600 partitions (experiments/bench_scale.py)",
+    )
+    max_round_stretch: int = tuned(20, "quick plans run up to this many times the rounds")
+    settle_s: float = tuned(
+        5e-3,
+        "untimed runs opening a block, while caches refill: run once after another plan, "
+        "the 0.2 ms transformer took 1.8x its steady time and its second run 1.15x; "
+        "mobilenetv3_small on openvino alone (0.44 ms) took 3.8x, 1.8x, 1.6x, 1.4x and "
+        "came within 15% at its 7th run (experiments/exp_settle.py)",
+    )
+    settle_runs: int = tuned(
+        5,
+        "plans quicker than settle_below_s also settle for at least this many runs: after "
+        "another runner, openvino alone took 1.67x, 1.16x, 1.06x, 1.11x, 1.03x its steady "
+        "time on shufflenet (2 ms), 1.53x, 1.11x, 1.03x on squeezenet, and onnxruntime "
+        "alone 1.19x, 1.05x, 1.01x on shufflenet; resnet50 (21 ms) 1.04x at its first "
+        "(experiments/exp_settle.py)",
+    )
+    settle_below_s: float = tuned(
+        0.02, "plans quicker than this settle for settle_s; slower ones run once untimed"
+    )
+    block_s: float = tuned(5e-3, "timed runs of one block last about this long")
+    max_block_runs: int = tuned(50, "at most this many timed runs per block")
+
+
+@dataclass(frozen=True)
+class ScreenSettings:
+    """How a tune screens the targets before profiling them in full (tuning.screen)."""
+
+    min_gain: float = tuned(
+        0.02,
+        "a target is profiled in full only where its one-pass op costs, scaled to its whole "
+        "model's time, could save at least this share of the incumbent's time: the bar is "
+        "1.02x the best peer, so a smaller saving could not be told from it",
+    )
+    rounds: int = tuned(
+        3, "timed rounds of each whole model in the screen: enough to rank 2x apart targets"
+    )
+    min_timed_s: float = tuned(
+        0.2, "a quick whole model gets more rounds, up to this much timed wall time"
+    )
+    budget_s: float = tuned(
+        60.0, "the default --budget of a tune, in wall seconds: a plan in about a minute"
+    )
+
+
+@dataclass(frozen=True)
+class AccuracySettings:
+    """How the default tolerance follows the ecosystem (tuning.accuracy)."""
+
+    peer_allowance: float = tuned(
+        0.1,
+        "the default tolerance is OpenVINO as installed's own error on the same samples times "
+        "1 + this, for rounding: the issue's 10% allowance (its error varies ~5% by sample)",
+    )
+    tighten_rounds: int = tuned(
+        2,
+        "times the search solves again with a tighter bound when the ILP's plan measures "
+        "over the tolerance (each round verifies every candidate again)",
+    )
+    evaluation_samples: int = tuned(
+        4,
+        "seeded random inputs besides the timing feeds whose outputs are checked: four "
+        "more samples changed bf16 plans' max error by under 20% on the zoo",
+    )
+
+
+VERIFY = VerifySettings()
+SCREEN = ScreenSettings()
+ACCURACY = AccuracySettings()
