@@ -7,7 +7,6 @@ exported from the package.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -228,12 +227,13 @@ def bench(
     For each model: onnxruntime alone, every single target, the peer baselines and the
     tuned plan (the one ``tune`` saved, else the search's pick now) run in interleaved
     rounds on the same inputs. Options are the fields of :class:`BenchOptions` (targets,
-    rounds, search_dir, profiles_dir, input_shapes, freeze), as ``options`` or keywords,
-    e.g. ``bench(["vad.onnx"], input_shapes={"batch": 1})``. Returns one row per
+    rounds, search_dir, profiles_dir, input_shapes, freeze, memory_limit) and of its
+    ``search`` (precision, tolerance, ...), as ``options`` or flat keywords (keywords win),
+    e.g. ``bench(["vad.onnx"], input_shapes={"batch": 1}, precision="f32")``. Returns one row per
     (model, plan), with the columns :func:`autopart.tuning.bench.bench_models` lists.
     """
     from autopart.tuning.bench import bench_models  # onnxruntime loads on first use
 
-    chosen = dataclasses.replace(options or BenchOptions(), **fields)
+    chosen = (options or BenchOptions()).updated(**fields)
     names = [models] if isinstance(models, str) else list(models)
     return bench_models(names, chosen, progress=progress)

@@ -131,7 +131,7 @@ def test_a_tolerance_may_be_a_multiple_of_openvino_as_installeds_error() -> None
     assert AccuracyPolicy(("f32",), "0.5x").tolerance_rule() == COMMON.check_tolerance
     assert TuneOptions.build(tolerance="0.5x").accuracy_policy.peer_factor == 0.5
     assert AccuracyPolicy().peer_factor == pytest.approx(1 + ACCURACY.peer_allowance)
-    assert BenchOptions(tolerance="2e-2").accuracy_policy.tolerance == 0.02
+    assert BenchOptions.build(tolerance="2e-2").accuracy_policy.tolerance == 0.02
 
 
 def test_a_multiple_of_the_peers_error_scales_the_searchs_bound() -> None:

@@ -74,16 +74,16 @@ def bench_command(
     from autopart.tuning.bench import bench_models, write_csv
     from autopart.tuning.options import BenchOptions
 
-    options = BenchOptions(
-        split_list(targets) or None,
-        rounds,
-        search_dir,
-        profiles,
-        parse_input_shapes(input_shapes),
-        parse_freeze(freeze),
-        precision,
-        tolerance,
-        parse_memory_limit(memory_limit),
+    options = BenchOptions.build(
+        targets=split_list(targets) or None,
+        rounds=rounds,
+        search_dir=search_dir,
+        profiles_dir=profiles,
+        input_shapes=parse_input_shapes(input_shapes),
+        freeze=parse_freeze(freeze),
+        precision=precision,
+        tolerance=tolerance,
+        memory_limit=parse_memory_limit(memory_limit),
     )
     check_writable(csv_path, "CSV file")
     columns = (TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn())

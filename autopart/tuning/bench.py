@@ -26,7 +26,6 @@ from autopart.plan.validate import validate_plan
 from autopart.profile.core_sharing import process_probe
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
-from autopart.search.options import SearchOptions
 from autopart.targets.registry import declared_peers
 from autopart.tuning.accuracy import evaluation_samples
 from autopart.tuning.choice import best_peer, ratio_interval
@@ -255,15 +254,7 @@ def _tune_options(options: BenchOptions) -> TuneOptions:
     Thorough and unbounded: a benchmark times every single target, so every target is
     profiled, and the search runs to its own bounds.
     """
-    return TuneOptions(
-        thorough=True,
-        targets=options.targets,
-        profiles_dir=options.profiles_dir,
-        search_dir=options.search_dir,
-        input_shapes=options.input_shapes,
-        freeze=options.freeze,
-        search=SearchOptions(precision=options.precision, tolerance=options.tolerance),
-    )
+    return TuneOptions(thorough=True, **options.shared())
 
 
 def plan_codegens(plan: Plan) -> str:

@@ -1,10 +1,14 @@
-"""What a tune or a benchmark is asked for, and how they report their stages.
+"""What a tune or a benchmark is asked for: one option model for both, and the search's.
 
-A tune's search options are stated once, in :attr:`TuneOptions.search` (a
-:class:`~autopart.search.options.SearchOptions`): the command line and the API build it,
-and the tune hands it to the search with only what it learns on the way filled in
-(:data:`SET_BY_TUNE`). ``TuneOptions.build(objective="makespan", rounds=3)`` and
-``autopart.tune(model, objective=...)`` take the fields of both as flat keywords.
+Each option is stated once. :class:`ModelOptions` holds what a tune and a benchmark share
+(targets, rounds, folders, input shapes, frozen inputs, the memory limit) and the search
+options (:attr:`ModelOptions.search`, a :class:`~autopart.search.options.SearchOptions`,
+which also holds the precisions allowed and the tolerance); :class:`TuneOptions` and
+:class:`BenchOptions` add only what is theirs. The command line and the API build them, and
+the tune hands ``search`` to the search with only what it learns on the way filled in
+(:data:`SET_BY_TUNE`). ``TuneOptions.build(objective="makespan", rounds=3)``,
+``BenchOptions.build(precision="f32")``, ``autopart.tune(model, objective=...)`` and
+``autopart.bench(models, tolerance=...)`` take the fields of both as flat keywords.
 """
 
 from __future__ import annotations
@@ -13,17 +17,14 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from autopart.io import check_writable
 from autopart.loader import FreezeValues, InputShapes
 from autopart.search.options import (
     SearchOptions,
-    ToleranceSpec,
     check_budget,
     check_count,
-    parse_precisions,
-    parse_tolerance,
 )
 from autopart.tuning.accuracy import AccuracyPolicy
 from autopart.tuning.settings import SCREEN
@@ -37,68 +38,49 @@ SEARCH_FIELDS = tuple(
 
 
 @dataclass(frozen=True)
-class TuneOptions:
-    """The options of a tune (``autopart tune``); every field has a default.
+class ModelOptions:
+    """What a tune and a benchmark share: one statement of each option, every one defaulted.
 
-    ``targets`` are target specs (None: every target found here, or in ``profile_file``).
+    ``targets`` are target specs (None: every target found here, or in a given profile).
     ``search`` holds what the search is asked for (:class:`SearchOptions`): the objective
-    and method, the search budget, the constraints (pins, forbids, a fallback, which joins
-    explicit ``targets``, and memory caps), the seed (also of the inputs the plans run
-    on), the optuna storage (None: the study in the search folder), the precisions allowed
-    and the tolerance (see :mod:`autopart.tuning.accuracy`); the tune fills in the fields
-    of :data:`SET_BY_TUNE` and passes it on. ``profile_file`` plans from that profile
-    instead of profiling here (another machine's: nothing runs); ``profiles_dir`` is where
-    this machine's profile is kept (None: the default). The plan is saved under
-    ``search_dir/<model>-<targets hash>/`` and also to ``output`` if given. ``rounds`` are
-    the timed rounds per plan when verifying; ``input_shapes`` fixes input shapes (an
-    input's name to its shape, or a symbolic dim's name to its size) and ``freeze`` fixes
-    inputs to values (see :func:`autopart.loader.load_model`). With ``peers`` (the
-    default) onnxruntime alone and openvino alone, each at its library's defaults, run in
-    the same rounds as the candidate plans on the original model (fed the frozen values),
-    and the report gives the chosen plan's ratio to them.
-    ``calibration`` is an ``.npz`` of several samples (a leading sample axis) or a folder
-    of ``.npz`` files that int8 is calibrated on (None: seeded random samples, a stand-in;
-    see :mod:`autopart.targets.quant_ranges`). Unless ``thorough``, the targets are screened
-    first (:mod:`autopart.tuning.screen`): only those that could beat the quickest whole
-    model are profiled in full and searched. ``memory_limit`` holds the tune to that many
+    and method, the search's own time bound, the constraints (pins, forbids, a fallback,
+    which joins explicit ``targets``, and memory caps), the seed (also of the inputs the
+    plans run on), the optuna storage (None: the study in the search folder), the
+    precisions allowed and the tolerance (see :mod:`autopart.tuning.accuracy`).
+    ``profiles_dir`` is where this machine's profile is kept (None: the default); plans are
+    saved under ``search_dir/<model>-<targets hash>/``. ``rounds`` are the timed rounds per
+    plan; ``input_shapes`` fixes input shapes (an input's name to its shape, or a symbolic
+    dim's name to its size) and ``freeze`` fixes inputs to values (see
+    :func:`autopart.loader.load_model`). ``memory_limit`` holds the command to that many
     bytes of resident memory (:func:`autopart.limits.memory_limit`; None: what the machine
-    has free). ``time_budget_s`` is the wall time of the whole tune (``--budget``; None: the
-    default, :attr:`wall_budget_s`), shared out by :mod:`autopart.tuning.clock`;
-    ``search.budget_s`` further bounds the search alone.
+    has free).
     """
 
     targets: Sequence[str] | None = None
     search: SearchOptions = field(default_factory=SearchOptions)
-    profile_file: str | Path | None = None
     profiles_dir: str | Path | None = None
-    output: str | Path | None = None
     search_dir: str | Path = "search"
     rounds: int = 10
     input_shapes: InputShapes | None = None
-    peers: bool = True
     freeze: FreezeValues | None = None
-    calibration: str | Path | None = None
-    thorough: bool = False
     memory_limit: int | None = None
-    time_budget_s: float | None = None
 
     def __post_init__(self) -> None:
         check_count(self.rounds, "rounds", 1)
         if self.memory_limit is not None:
             check_count(self.memory_limit, "memory-limit", 1)
-        if self.time_budget_s is not None:
-            check_budget(self.time_budget_s, "budget")
 
     @classmethod
-    def build(cls, **fields: Any) -> TuneOptions:
+    def build(cls, **fields: Any) -> Self:
         """Options from flat keywords: those of :data:`SEARCH_FIELDS` go into ``search``.
 
-        E.g. ``TuneOptions.build(objective="makespan", seed=3, rounds=2)``. An unknown
-        keyword raises TypeError; a bad value :class:`~autopart.errors.AutopartError`.
+        E.g. ``TuneOptions.build(objective="makespan", seed=3, rounds=2)`` or
+        ``BenchOptions.build(precision="f32")``. An unknown keyword raises TypeError; a bad
+        value :class:`~autopart.errors.AutopartError`.
         """
         return cls().updated(**fields)
 
-    def updated(self, **fields: Any) -> TuneOptions:
+    def updated(self, **fields: Any) -> Self:
         """A copy with ``fields`` replaced, the search's (:data:`SEARCH_FIELDS`) in ``search``.
 
         A ``search`` keyword replaces the whole search options first. An unknown keyword
@@ -114,6 +96,41 @@ class TuneOptions:
     def accuracy_policy(self) -> AccuracyPolicy:
         """The precisions allowed and the tolerance."""
         return AccuracyPolicy(self.search.precision, self.search.tolerance)
+
+    def shared(self) -> dict[str, Any]:
+        """The fields of :class:`ModelOptions` by name, to build the other command's options."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(ModelOptions)}
+
+
+@dataclass(frozen=True)
+class TuneOptions(ModelOptions):
+    """The options of a tune (``autopart tune``): :class:`ModelOptions`, and these.
+
+    ``profile_file`` plans from that profile instead of profiling here (another machine's:
+    nothing runs). The plan is also saved to ``output`` if given. With ``peers`` (the
+    default) onnxruntime alone and openvino alone, each at its library's defaults, run in
+    the same rounds as the candidate plans on the original model (fed the frozen values),
+    and the report gives the chosen plan's ratio to them. ``calibration`` is an ``.npz`` of
+    several samples (a leading sample axis) or a folder of ``.npz`` files that int8 is
+    calibrated on (None: seeded random samples, a stand-in; see
+    :mod:`autopart.targets.quant_ranges`). Unless ``thorough``, the targets are screened
+    first (:mod:`autopart.tuning.screen`): only those that could beat the quickest whole
+    model are profiled in full and searched. ``time_budget_s`` is the wall time of the
+    whole tune (``--budget``; None: the default, :attr:`wall_budget_s`), shared out by
+    :mod:`autopart.tuning.clock`; ``search.budget_s`` further bounds the search alone.
+    """
+
+    profile_file: str | Path | None = None
+    output: str | Path | None = None
+    peers: bool = True
+    calibration: str | Path | None = None
+    thorough: bool = False
+    time_budget_s: float | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.time_budget_s is not None:
+            check_budget(self.time_budget_s, "budget")
 
     @property
     def wall_budget_s(self) -> float | None:
@@ -136,34 +153,11 @@ class TuneOptions:
 
 
 @dataclass(frozen=True)
-class BenchOptions:
-    """The options of a benchmark (``autopart bench``).
+class BenchOptions(ModelOptions):
+    """The options of a benchmark (``autopart bench``): :class:`ModelOptions`, 15 rounds.
 
-    ``targets`` are target specs (None: every target found); ``rounds`` the timed rounds
-    per plan; the tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves
-    it); ``profiles_dir`` is where this machine's profile is kept (None: the default).
-    ``input_shapes``, ``freeze``, ``precision`` and ``tolerance`` are those of
-    :class:`TuneOptions`, applied to every model benched, and so is ``memory_limit``.
+    The tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves it); the
+    options apply to every model benched.
     """
 
-    targets: Sequence[str] | None = None
     rounds: int = 15
-    search_dir: str | Path = "search"
-    profiles_dir: str | Path | None = None
-    input_shapes: InputShapes | None = None
-    freeze: FreezeValues | None = None
-    precision: str | Sequence[str] | None = None
-    tolerance: ToleranceSpec = None
-    memory_limit: int | None = None
-
-    def __post_init__(self) -> None:
-        check_count(self.rounds, "rounds", 1)
-        if self.memory_limit is not None:
-            check_count(self.memory_limit, "memory-limit", 1)
-        parse_precisions(self.precision)
-        object.__setattr__(self, "tolerance", parse_tolerance(self.tolerance))
-
-    @property
-    def accuracy_policy(self) -> AccuracyPolicy:
-        """The precisions allowed and the tolerance."""
-        return AccuracyPolicy(parse_precisions(self.precision), self.tolerance)
