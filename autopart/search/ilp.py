@@ -74,8 +74,8 @@ class IlpResult:
 
     ``objective_s`` is the simulated sequential latency of the plan of ``assignment`` (the
     best found); ``bound_s`` a proven lower bound on every assignment's; ``gap`` is
-    ``(objective - bound) / objective``; ``optimal`` says the gap closed (within the relative
-    tolerance ``rel_gap``). ``status`` is ``optimal``, ``time_limit`` or ``stopped``;
+    ``(objective - bound) / objective``; ``optimal`` says the gap closed (down to the relative
+    gap ``rel_gap``). ``status`` is ``optimal``, ``time_limit`` or ``stopped``;
     ``variables`` and ``constraints`` give the size of the last model solved, ``iterations``
     the number of solves and ``cuts`` the cuts learnt between them. Solved by segments,
     ``segments`` and ``kinds`` count them and their distinct kinds (0 otherwise), and the
