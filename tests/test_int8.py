@@ -24,8 +24,8 @@ from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.candidates import CandidateKind
 from autopart.settings import COMMON
 from autopart.targets import qdq, quant_ranges
+from autopart.targets.openvino import agreement, library, quantize
 from autopart.targets.openvino import codegen as ovgen
-from autopart.targets.openvino import library, quantize
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.workflow import tune_model
 from tests.test_errors import invoke
@@ -109,16 +109,16 @@ def test_a_configuration_whose_int8_kernel_errs_is_not_offered_at_int8(
             tensor.CopyFrom(numpy_helper.from_array(doubled, tensor.name))
         return real(wrong, ranges, nodes)
 
-    quantize._AGREEMENT.clear()
+    agreement._AGREEMENT.clear()
     try:
         assert quantize.agrees_in_int8(conv, graph) and quantize.runs_in_int8(conv, graph)
-        quantize._AGREEMENT.clear()
+        agreement._AGREEMENT.clear()
         monkeypatch.setattr(qdq, "quantised_once", twice_the_weights)  # an int8 kernel that errs
         assert not quantize.agrees_in_int8(conv, graph)
         assert not quantize.runs_in_int8(conv, graph)
         assert not ovgen.OpenVinoCodegen().supports_at(conv, graph, qdq.PRECISION)
     finally:
-        quantize._AGREEMENT.clear()
+        agreement._AGREEMENT.clear()
 
 
 def test_a_weight_is_hashed_once_while_it_lives(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -133,10 +133,10 @@ def test_a_weight_is_hashed_once_while_it_lives(monkeypatch: pytest.MonkeyPatch)
         hashed.append(len(data))
         return real(data)
 
-    monkeypatch.setattr(quantize.hashlib, "sha256", counting)
-    first = quantize._digest(weight)
-    assert quantize._digest(weight) == first and len(hashed) == 1  # memoised
-    assert quantize._digest(same) == first and quantize._digest(other) != first
+    monkeypatch.setattr(agreement.hashlib, "sha256", counting)
+    first = agreement._digest(weight)
+    assert agreement._digest(weight) == first and len(hashed) == 1  # memoised
+    assert agreement._digest(same) == first and agreement._digest(other) != first
     assert len(hashed) == 3
 
 
@@ -326,3 +326,71 @@ def test_a_partition_mixing_int8_and_f32_is_measured_whole_at_its_own_precisions
     assert set(found) == {spec}
     assert profile.has(RowKind.PARTITION, str(F32), mixed)
     assert profile.has(RowKind.PARTITION, str(F32), uniform)
+
+
+def _conv_zoo(path: Path) -> Graph:
+    """Weighted nodes of several configurations, each on its own input (seeded weights)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    specs = [  # (op, input shape, weight shape, attributes)
+        ("Conv", [1, 8, 8, 8], [8, 8, 3, 3], {"pads": [1, 1, 1, 1]}),
+        ("Conv", [1, 4, 7, 7], [4, 4, 1, 1], {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ("Conv", [1, 4, 4, 4], [4, 1, 1, 2], {"strides": [2, 1], "group": 4}),
+        ("Conv", [1, 8, 8, 8], [8, 8, 3, 3], {"pads": [1, 1, 1, 1]}),  # other weights
+        ("MatMul", [1, 16], [16, 8], {}),
+    ]
+    nodes, inputs, outputs, weights = [], [], [], []
+    for index, (op, shape, weight, attributes) in enumerate(specs):
+        inputs.append(helper.make_tensor_value_info(f"x{index}", TensorProto.FLOAT, shape))
+        outputs.append(helper.make_tensor_value_info(f"y{index}", TensorProto.FLOAT, None))
+        values = rng.standard_normal(weight).astype(np.float32)
+        weights.append(numpy_helper.from_array(values, f"w{index}"))
+        nodes.append(
+            helper.make_node(
+                op, [f"x{index}", f"w{index}"], [f"y{index}"], f"n{index}", **attributes
+            )
+        )
+    graph = helper.make_graph(nodes, "zoo", inputs, outputs, weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return autopart.load(str(path))
+
+
+@needs_int8
+def test_configurations_probed_side_by_side_agree_as_they_do_alone(tmp_path: Path) -> None:
+    """The batched int8 probe is exact: each node judged as if compiled alone."""
+    from autopart.targets.probe_model import probe_model
+
+    graph = _conv_zoo(tmp_path / "zoo.onnx")
+    models = [probe_model(node, graph, static=True) for node in graph.nodes]
+    alone = [agreement._agree([model])[0] for model in models]
+    assert agreement._agree(models) == alone
+    assert any(alone)
+
+
+@needs_int8
+def test_a_graphs_configurations_are_probed_in_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = _conv_zoo(tmp_path / "zoo.onnx")
+    compiled: list[int] = []
+    real = agreement._compiled
+
+    def counting(model: bytes) -> Any:
+        compiled.append(len(model))
+        return real(model)
+
+    monkeypatch.setattr(agreement, "_compiled", counting)
+    agreement._AGREEMENT.clear()
+    try:
+        convs = [node for node in graph.nodes if node.op_type == "Conv"]
+        first = agreement.agrees_in_int8(convs[0], graph)
+        assert len(compiled) == 3  # f32, absolute and int8: every conv at once
+        answers = [agreement.agrees_in_int8(node, graph) for node in convs]
+        assert answers[0] == first and len(compiled) == 3  # the others were known already
+        agreement.agrees_in_int8(graph.node("n4"), graph)  # the MatMul: its own batch
+        assert len(compiled) == 6
+    finally:
+        agreement._AGREEMENT.clear()

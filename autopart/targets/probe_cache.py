@@ -29,6 +29,15 @@ class ProbeCache:
                 cached = self._answers[key] = probe()
         return cached
 
+    def known(self, key: Hashable) -> bool:
+        """Whether an answer under ``key`` is kept."""
+        return key in self._answers
+
+    def put(self, key: Hashable, answer: tuple[bool, str]) -> None:
+        """Keep ``answer`` under ``key`` unless one is kept already (the first one stands)."""
+        with self._lock:
+            self._answers.setdefault(key, answer)
+
     def clear(self) -> None:
         """Forget every answer."""
         self._answers.clear()

@@ -12,8 +12,6 @@ QDQ model of each is compiled once per process and its runtime model read back
 from __future__ import annotations
 
 import functools
-import hashlib
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,14 +23,10 @@ from onnx import TensorProto, helper, numpy_helper
 from autopart.ir.graph import Graph, Node
 from autopart.targets import qdq
 from autopart.targets.openvino import library
-from autopart.targets.probe_cache import ProbeCache
-from autopart.targets.probe_model import node_signature, probe_model, with_absolute_weights
+from autopart.targets.openvino.agreement import agrees_in_int8
 from autopart.targets.quant_ranges import tensor_ranges
 
 INT8_RUNTIME = frozenset({"u8", "i8"})  # runtimePrecision of ops computing in int8
-# An int8 kernel agrees with f32 when its largest error is within this fraction of
-# sum |x| |w|: right kernels erred by 0.2-1.4% of it, wrong ones by 26% to 5.9e4 times it.
-INT8_AGREEMENT = 5e-2
 
 
 def quantised_bytes(graph: Graph, model: onnx.ModelProto, int8_nodes: Sequence[str]) -> bytes:
@@ -148,108 +142,3 @@ def runs_in_int8(node: Node, graph: Graph) -> bool:
         and node.op_type in int8_op_types()
         and agrees_in_int8(node, graph)
     )
-
-
-_AGREEMENT = ProbeCache()
-
-
-def agrees_in_int8(node: Node, graph: Graph) -> bool:
-    """Whether OpenVINO's int8 kernel computes ``node``'s configuration as ONNX specifies.
-
-    Some configurations come out wrong in OpenVINO 2026.4's int8 convolution while its f32
-    one is right: a 1x1 convolution with stride 2 and padding had one row too many; a
-    grouped 1x2 kernel with stride 2 along its 1-wide axis on a 4x4 input erred by 76% of
-    what its terms add up to (found by the conformance suite). No rule by hand covers them,
-    so each configuration (signature, input shapes and weights) is run once per process:
-    ``node`` alone on seeded random inputs, quantised over their range, against the same
-    model in f32 (:func:`_agrees`). It agrees when its largest error is within
-    :data:`INT8_AGREEMENT` of the magnitude its roundings scale with: ``sum |x| |w|``, the
-    node fed absolute inputs and weights
-    (:func:`~autopart.targets.probe_model.with_absolute_weights`).
-    """
-    signature = node_signature(node, graph)
-    if signature is None:
-        return False
-    key = (signature, *(_input_key(graph, name) for name in node.inputs if name))
-    return _AGREEMENT.get(key, lambda: (_agrees(probe_model(node, graph, static=True)), ""))[0]
-
-
-def _input_key(graph: Graph, name: str) -> tuple[Any, ...]:
-    """An input's part of an agreement key: its shape, and a digest of it where constant.
-
-    Whether a kernel errs can depend on the weights: a grouped 1x2 convolution of stride 2
-    erred by 26-81% of its magnitude with some random weights and inputs, by 0.2-0.3% with
-    others of the same shapes.
-    """
-    value = graph.value(name)
-    const = None if value.const is None else _digest(value.const)
-    return (tuple(value.shape or ()), const)
-
-
-_DIGESTS: dict[int, tuple[weakref.ref[np.ndarray], str]] = {}
-
-
-def _digest(array: np.ndarray) -> str:
-    """The sha256 of ``array``'s bytes, computed once per array while it lives.
-
-    Support is asked of every node at every stage (squeezenet's tune asked 870 times):
-    hashing vgg19's 550 MB of weights at each would repeat the same work. A graph's
-    constant arrays are never mutated (:meth:`~autopart.ir.graph.Graph.copy` shares them),
-    so an array's identity stands for its bytes while it lives.
-    """
-    known = _DIGESTS.get(id(array))
-    if known is not None and known[0]() is array:
-        return known[1]
-    digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
-    _DIGESTS[id(array)] = (weakref.ref(array), digest)
-    return digest
-
-
-def _agrees(model: onnx.ModelProto) -> bool:
-    """Whether ``model`` (one node, constants embedded) agrees in int8 with itself in f32.
-
-    On two seeded draws: uniform in [-2, 2], and +-2 at random (the extremes, where u8 x
-    i8 products are largest: some wrong results depended on the data).
-    """
-    model.graph.node[0].name = "probe"
-    rng = np.random.default_rng(0)
-    inputs = model.graph.input
-    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in inputs}
-    uniform = {name: rng.uniform(-2.0, 2.0, shape) for name, shape in shapes.items()}
-    extremes = {name: 2.0 * rng.choice([-1.0, 1.0], shape) for name, shape in shapes.items()}
-    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
-    ranges = {name: (-2.0, 2.0) for name in shapes}  # both draws span it
-    ranges.update({n: (float(a.min()), float(a.max())) for n, a in weights.items()})
-    try:
-        exact, absolute = (
-            _compiled(model.SerializeToString()),
-            _compiled(with_absolute_weights(model).SerializeToString()),
-        )
-        quantised = _compiled(qdq.quantised_once(model, ranges, ["probe"]))
-        for draw in (uniform, extremes):
-            feeds = {name: array.astype(np.float32) for name, array in draw.items()}
-            expected = _infer(exact, feeds)
-            magnitude = _infer(absolute, {n: np.abs(a) for n, a in feeds.items()})
-            got = _infer(quantised, feeds)
-            scale = max(float(np.abs(a).max(initial=0.0)) for a in magnitude.values()) or 1.0
-            for name, want in expected.items():
-                if got[name].shape != want.shape:
-                    return False
-                if float(np.abs(got[name] - want).max(initial=0.0)) > INT8_AGREEMENT * scale:
-                    return False
-    except Exception:  # a library that cannot quantise, compile or run it: not int8 here
-        return False
-    return True
-
-
-def _compiled(model: bytes) -> Any:
-    """``model`` compiled by OpenVINO's CPU plugin in f32 (its QDQ nodes: in int8)."""
-    return library.core().compile_model(
-        library.read_onnx(model), library.DEVICE, library.target_config(None, "f32")
-    )
-
-
-def _infer(compiled: Any, feeds: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
-    """``compiled``'s outputs on ``feeds``, by output index (names may merge differently)."""
-    results = compiled.create_infer_request().infer(feeds)
-    return {index: np.asarray(results[index]) for index in range(len(compiled.outputs))}

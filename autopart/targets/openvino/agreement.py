@@ -1,0 +1,258 @@
+"""Whether OpenVINO's int8 kernel computes a node's configuration as ONNX specifies.
+
+Some configurations come out wrong in OpenVINO 2026.4's int8 convolution while its f32
+one is right: a 1x1 convolution with stride 2 and padding had one row too many; a grouped
+1x2 kernel with stride 2 along its 1-wide axis on a 4x4 input erred by 76% of what its
+terms add up to (found by the conformance suite). No rule by hand covers them, so each
+configuration (signature, input shapes and weights) is run once per process: the node
+alone on seeded random inputs, quantised over their range, against the same node in f32.
+It agrees when its largest error is within :data:`INT8_AGREEMENT` of the magnitude its
+roundings scale with: ``sum |x| |w|``, the node fed absolute inputs and weights
+(:func:`~autopart.targets.probe_model.with_absolute_weights`).
+
+A model's weighted nodes rarely share their weights, so a transformer stack of 12k nodes
+asks about thousands of configurations. They are probed many at once: on the first
+question about a graph, every configuration of its nodes of that op type not yet known is
+laid side by side in one model per batch (:data:`BATCH_PROBES` nodes, at most
+:data:`BATCH_BYTES` of weights), compiled three times (f32, absolute, int8) and run; each
+node is judged on its own outputs, fed what it would be fed alone. A batch the library
+cannot take is probed one node at a time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from autopart.ir.graph import Graph, Node
+from autopart.targets import qdq
+from autopart.targets.openvino import library
+from autopart.targets.probe_cache import ProbeCache
+from autopart.targets.probe_model import node_signature, probe_model, with_absolute_weights
+
+# An int8 kernel agrees with f32 when its largest error is within this fraction of
+# sum |x| |w|: right kernels erred by 0.2-1.4% of it, wrong ones by 26% to 5.9e4 times it.
+INT8_AGREEMENT = 5e-2
+BATCH_PROBES = 64  # nodes probed in one compiled model
+BATCH_BYTES = 32 << 20  # of weights in one compiled model
+
+_AGREEMENT = ProbeCache()
+_DIGESTS: dict[int, tuple[weakref.ref[np.ndarray], str]] = {}
+Feeds = dict[str, np.ndarray]
+
+
+def agrees_in_int8(node: Node, graph: Graph) -> bool:
+    """Whether OpenVINO's int8 kernel computes ``node``'s configuration as ONNX specifies.
+
+    Asked of a node whose configuration is not known yet, it first probes every unknown
+    configuration of ``graph``'s quantisable nodes of the same op type, in batches.
+    """
+    key = _key(node, graph)
+    if key is None:
+        return False
+    if not _AGREEMENT.known(key):
+        _probe_graph(node.op_type, graph)
+    if not _AGREEMENT.known(key):  # not among the graph's nodes: probed alone
+        _AGREEMENT.put(key, (_agree([probe_model(node, graph, static=True)])[0], ""))
+    return _AGREEMENT.get(key, lambda: (False, ""))[0]
+
+
+def _key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
+    """The configuration of ``node``: its signature and each input's shape and weights."""
+    signature = node_signature(node, graph)
+    if signature is None:
+        return None
+    return (signature, *(_input_key(graph, name) for name in node.inputs if name))
+
+
+def _input_key(graph: Graph, name: str) -> tuple[Any, ...]:
+    """An input's part of an agreement key: its shape, and a digest of it where constant.
+
+    Whether a kernel errs can depend on the weights: a grouped 1x2 convolution of stride 2
+    erred by 26-81% of its magnitude with some random weights and inputs, by 0.2-0.3% with
+    others of the same shapes.
+    """
+    value = graph.value(name)
+    const = None if value.const is None else _digest(value.const)
+    return (tuple(value.shape or ()), const)
+
+
+def _digest(array: np.ndarray) -> str:
+    """The sha256 of ``array``'s bytes, computed once per array while it lives.
+
+    Support is asked of every node at every stage (squeezenet's tune asked 870 times):
+    hashing vgg19's 550 MB of weights at each would repeat the same work. A graph's
+    constant arrays are never mutated (:meth:`~autopart.ir.graph.Graph.copy` shares them),
+    so an array's identity stands for its bytes while it lives.
+    """
+    known = _DIGESTS.get(id(array))
+    if known is not None and known[0]() is array:
+        return known[1]
+    digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+    _DIGESTS[id(array)] = (weakref.ref(array), digest)
+    return digest
+
+
+def _probe_graph(op_type: str, graph: Graph) -> None:
+    """Probe every unknown configuration of ``graph``'s quantisable ``op_type`` nodes."""
+    pending: dict[tuple[Any, ...], Node] = {}
+    for node in graph.nodes:
+        if node.op_type != op_type or not qdq.quantisable(node, graph):
+            continue
+        key = _key(node, graph)
+        if key is not None and key not in pending and not _AGREEMENT.known(key):
+            pending[key] = node
+    batch: list[tuple[tuple[Any, ...], onnx.ModelProto]] = []
+    size = 0
+    for key, node in pending.items():
+        model = probe_model(node, graph, static=True)
+        weight = sum(len(t.raw_data) or 4 * _count(t.dims) for t in model.graph.initializer)
+        if batch and (len(batch) >= BATCH_PROBES or size + weight > BATCH_BYTES):
+            _record(batch)
+            batch, size = [], 0
+        batch.append((key, model))
+        size += weight
+    if batch:
+        _record(batch)
+
+
+def _count(dims: Sequence[int]) -> int:
+    """The number of elements of a tensor of ``dims``."""
+    return int(np.prod(dims, dtype=np.int64)) if dims else 1
+
+
+def _record(batch: list[tuple[tuple[Any, ...], onnx.ModelProto]]) -> None:
+    """Probe ``batch`` together and keep each configuration's answer."""
+    answers = _agree([model for _, model in batch])
+    for (key, _), agrees in zip(batch, answers, strict=True):
+        _AGREEMENT.put(key, (agrees, ""))
+
+
+def _agree(models: Sequence[onnx.ModelProto]) -> list[bool]:
+    """Whether each of ``models`` (one node each, constants embedded) agrees in int8.
+
+    Laid side by side in one model; on two seeded draws per node, as if alone: uniform in
+    [-2, 2], and +-2 at random (the extremes, where u8 x i8 products are largest: some
+    wrong results depended on the data). A batch the library rejects whole is probed one
+    model at a time (a model it rejects alone does not agree).
+    """
+    merged, outputs = _side_by_side(models)
+    draws: list[Feeds] = [{}, {}]
+    ranges: dict[str, tuple[float, float]] = {}
+    for index, model in enumerate(models):
+        for draw, part in zip(draws, _draws(model), strict=True):
+            draw.update({_prefixed(index, name): value for name, value in part.items()})
+        ranges.update({_prefixed(index, name): span for name, span in _ranges(model).items()})
+    names = [node.name for node in merged.graph.node]
+    try:
+        exact, absolute = (
+            _compiled(merged.SerializeToString()),
+            _compiled(with_absolute_weights(merged).SerializeToString()),
+        )
+        quantised = _compiled(qdq.quantised_once(merged, ranges, names))
+        results = [
+            (_infer(exact, d), _infer(absolute, _absolute(d)), _infer(quantised, d)) for d in draws
+        ]
+    except Exception:  # a library that cannot quantise, compile or run it: not int8 here
+        if len(models) == 1:
+            return [False]
+        return [_agree([model])[0] for model in models]
+    return [all(_within(result, indices) for result in results) for indices in outputs]
+
+
+def _within(result: tuple[dict[int, np.ndarray], ...], indices: Sequence[int]) -> bool:
+    """Whether the int8 outputs ``indices`` of one draw are within :data:`INT8_AGREEMENT`."""
+    expected, magnitude, got = result
+    scale = max(float(np.abs(magnitude[i]).max(initial=0.0)) for i in indices) or 1.0
+    for index in indices:
+        if got[index].shape != expected[index].shape:
+            return False
+        error = float(np.abs(got[index] - expected[index]).max(initial=0.0))
+        if error > INT8_AGREEMENT * scale:
+            return False
+    return True
+
+
+def _draws(model: onnx.ModelProto) -> tuple[Feeds, Feeds]:
+    """The two draws one node is probed on, as when probed alone (seeded per node)."""
+    rng = np.random.default_rng(0)
+    inputs = model.graph.input
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in inputs}
+    uniform = {name: rng.uniform(-2.0, 2.0, shape) for name, shape in shapes.items()}
+    extremes = {name: 2.0 * rng.choice([-1.0, 1.0], shape) for name, shape in shapes.items()}
+    return (
+        {name: array.astype(np.float32) for name, array in uniform.items()},
+        {name: array.astype(np.float32) for name, array in extremes.items()},
+    )
+
+
+def _ranges(model: onnx.ModelProto) -> dict[str, tuple[float, float]]:
+    """The calibrated range of each tensor the node reads: the draws' span, the weights'."""
+    ranges = {v.name: (-2.0, 2.0) for v in model.graph.input}  # both draws span it
+    for tensor in model.graph.initializer:
+        weight = numpy_helper.to_array(tensor)
+        ranges[tensor.name] = (float(weight.min()), float(weight.max()))
+    return ranges
+
+
+def _absolute(feeds: Feeds) -> Feeds:
+    """``feeds`` with every value made absolute."""
+    return {name: np.abs(value) for name, value in feeds.items()}
+
+
+def _prefixed(index: int, name: str) -> str:
+    """The name of the ``index``-th model's tensor ``name`` in the side-by-side model."""
+    return f"p{index}_{name}" if name else ""
+
+
+def _side_by_side(models: Sequence[onnx.ModelProto]) -> tuple[onnx.ModelProto, list[list[int]]]:
+    """One model running ``models``' nodes side by side, and each one's output indices."""
+    nodes, inputs, outputs, initializers, spans = [], [], [], [], []
+    for index, model in enumerate(models):
+        for node in model.graph.node:
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copy.name = f"probe{index}"
+            copy.input[:] = [_prefixed(index, name) for name in node.input]
+            copy.output[:] = [_prefixed(index, name) for name in node.output]
+            nodes.append(copy)
+        for value in model.graph.input:
+            renamed = onnx.ValueInfoProto()
+            renamed.CopyFrom(value)
+            renamed.name = _prefixed(index, value.name)
+            inputs.append(renamed)
+        spans.append(list(range(len(outputs), len(outputs) + len(model.graph.output))))
+        for value in model.graph.output:
+            renamed = onnx.ValueInfoProto()
+            renamed.CopyFrom(value)
+            renamed.name = _prefixed(index, value.name)
+            outputs.append(renamed)
+        for tensor in model.graph.initializer:
+            renamed_tensor = onnx.TensorProto()
+            renamed_tensor.CopyFrom(tensor)
+            renamed_tensor.name = _prefixed(index, tensor.name)
+            initializers.append(renamed_tensor)
+    graph = helper.make_graph(nodes, "int8-probes", inputs, outputs, initializers)
+    first = models[0]
+    merged = helper.make_model(graph, opset_imports=list(first.opset_import))
+    merged.ir_version = first.ir_version
+    return merged, spans
+
+
+def _compiled(model: bytes) -> Any:
+    """``model`` compiled by OpenVINO's CPU plugin in f32 (its QDQ nodes: in int8)."""
+    return library.core().compile_model(
+        library.read_onnx(model), library.DEVICE, library.target_config(None, "f32")
+    )
+
+
+def _infer(compiled: Any, feeds: Feeds) -> dict[int, np.ndarray]:
+    """``compiled``'s outputs on ``feeds``, by output index (names may merge differently)."""
+    results = compiled.create_infer_request().infer(feeds)
+    return {index: np.asarray(results[index]) for index in range(len(compiled.outputs))}
