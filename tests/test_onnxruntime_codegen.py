@@ -291,6 +291,35 @@ def test_plan_executor_compiles_a_lone_partition_at_defaults_and_split_ones_not(
     assert entries(split) == ["0"]
 
 
+def test_a_lone_partition_runs_bare_and_gives_what_its_environment_run_gives() -> None:
+    """A one-partition plan runs the session's own call (whole_runner): same outputs as
+    run(env) and onnxruntime's; a unit's partition (pinned cores) keeps the environment."""
+    from autopart.ir.target import VirtualDevice
+    from autopart.plan.build import build_plan_for
+    from autopart.runtime.plan_executor import PlanExecutor
+
+    graph = autopart.load("squeezenet")
+    feeds = random_inputs(graph, seed=3)
+    compiled = compile_whole(graph, Placement(HostDevice(), alone=True))
+    bare = compiled.whole_runner()
+    assert bare is not None
+    env: dict[str, Any] = dict(feeds)
+    compiled.run(env)
+    got = bare({name: np.ascontiguousarray(array) for name, array in feeds.items()})
+    assert set(got) == set(compiled.outputs)
+    for name in compiled.outputs:
+        assert np.array_equal(got[name], env[name])
+    numpy_, ort = VirtualDevice.parse("cpu@numpy"), VirtualDevice.parse("cpu@onnxruntime")
+    plan = build_plan_for(graph, dict.fromkeys([n.name for n in graph.nodes], ort), numpy_, "w")
+    with PlanExecutor(plan, graph) as executor:
+        result = executor.run(feeds, repeat=3, warmup=1)
+    assert len(result.latencies) == 3
+    for name in graph.outputs:
+        assert np.array_equal(result.outputs[name], env[name])
+    pinned = compile_whole(graph, Placement(HostDevice(), unit=0))
+    assert pinned.whole_runner() is None
+
+
 def test_unknown_unit_is_a_target_error() -> None:
     graph = tiny_graph("Relu")
     with pytest.raises(TargetError, match="no unit 999"):

@@ -18,10 +18,12 @@ import importlib
 import importlib.metadata
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
 
 from autopart.errors import TargetError, UnsupportedOpError
 from autopart.ir.graph import Graph, Node
@@ -90,6 +92,17 @@ class CompiledSubgraph(ABC):
     @abstractmethod
     def run(self, env: Environment) -> None:
         """Compute ``outputs`` from ``inputs`` held in ``env`` and store them there."""
+
+    def whole_runner(self) -> Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]] | None:
+        """A bare call for a plan whose only partition this is, or None (the default).
+
+        The call takes C-contiguous arrays of the subgraph's boundary inputs by name and
+        returns every one of its ``outputs`` by name, computed as :meth:`run` computes them,
+        with no environment around it: what a library runs when it runs the whole model,
+        so that a one-partition plan costs what the library alone costs. A codegen offers
+        it only where its outputs are complete when the call returns (a host library).
+        """
+        return None
 
     def run_timed(self, env: Environment) -> float:
         """Like :meth:`run`, returning the seconds it took (devices with events override)."""

@@ -28,7 +28,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         self.cores = tuple(cores)
         self._passthrough = passthrough
         self._fixed = dict(fixed or {})
+        self._not_produced = [name for name in self.outputs if name not in set(self.produced)]
 
     @property
     def intra_op_num_threads(self) -> int:
@@ -193,6 +194,27 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
             self.run_timed(env)
             return
         self._store(env, self._session_run(self._feeds(env)))
+
+    def whole_runner(self) -> Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]] | None:
+        """``session.run`` on the feeds by name, outputs zipped to their names.
+
+        None where a run needs more than the session: cores to pin to, frozen inputs to
+        add, outputs no node produces, or no session at all.
+        """
+        if self.cores or not self.produced or self._fixed or self._not_produced:
+            return None
+        session, produced, feeds = self.session, self.produced, tuple(self.feeds)
+
+        def run(values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+            try:
+                results = session.run(produced, {n: values[n] for n in feeds})
+            except Exception as error:  # onnxruntime's types are not importable stably
+                raise ExecutionError(
+                    f"onnxruntime failed running {self.label}: {_first_line(error)}"
+                ) from None
+            return dict(zip(produced, results, strict=True))
+
+        return run
 
     def run_timed(self, env: Environment) -> float:
         """Like :meth:`run`; returns wall-clock seconds spent in ``session.run`` alone.
@@ -217,7 +239,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
 
     def _session_run(self, feeds: dict[str, np.ndarray]) -> list[Any]:
         try:
-            return list(self.session.run(self.produced, feeds))
+            return self.session.run(self.produced, feeds)  # type: ignore[no-any-return]
         except Exception as error:  # onnxruntime's types are not importable stably
             raise ExecutionError(
                 f"onnxruntime failed running {self.label}: {_first_line(error)}"
@@ -225,7 +247,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
 
     def _store(self, env: Environment, results: Sequence[Any]) -> None:
         env.update(zip(self.produced, results, strict=True))
-        for name in self.outputs:
+        for name in self._not_produced:
             if name not in env:
                 env[name] = self._passthrough[name]
 
