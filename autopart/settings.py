@@ -11,9 +11,9 @@ dataclasses whose fields carry their provenance (``source`` in the field's metad
 :class:`~autopart.profile.timing.TimingSettings`,
 :class:`~autopart.profile.speed.SpeedSettings` and
 :class:`~autopart.profile.core_sharing.CoreSharingSettings` in the profiler;
-:class:`~autopart.search.planner.SearchSettings` in the search;
-:class:`~autopart.targets.onnxruntime.settings.OnnxruntimeSettings` in the onnxruntime
-codegen; and :class:`~autopart.tuning.settings.VerifySettings`,
+:class:`~autopart.search.planner.SearchSettings` in the search; each codegen's own in
+its folder (:meth:`~autopart.targets.codegen.Codegen.settings`); and
+:class:`~autopart.tuning.settings.VerifySettings`,
 :class:`~autopart.tuning.settings.ScreenSettings` and
 :class:`~autopart.tuning.settings.AccuracySettings` in the tune.
 
@@ -21,9 +21,9 @@ This module, near the bottom of the layers, keeps what several layers share: the
 provenance helper :func:`tuned`; the group read by more than one layer
 (:class:`CommonSettings`, :data:`COMMON`); and :func:`settings_in_force` and
 :func:`provenance`, which list the values and sources of the groups they are given. The
-tuning layer gathers every group (:data:`autopart.tuning.settings_record.SETTINGS_GROUPS`), and
-``autopart tune`` records them in ``report.json`` so a result can be traced to the values
-it was made with.
+tuning layer gathers every group
+(:func:`autopart.tuning.settings_record.settings_groups`), and ``autopart tune`` records
+them in ``report.json`` so a result can be traced to the values it was made with.
 """
 
 from __future__ import annotations

@@ -235,6 +235,15 @@ class Codegen(ABC):
             return None
 
     @classmethod
+    def settings(cls) -> Mapping[str, Any]:
+        """The groups of tuned values this codegen reads, by the name a report records.
+
+        Each is a frozen dataclass whose fields carry their provenance
+        (:func:`autopart.settings.tuned`); the default reads none.
+        """
+        return {}
+
+    @classmethod
     def peers(cls) -> tuple[Peer, ...]:
         """The configurations of its library a user would run instead of autopart.
 

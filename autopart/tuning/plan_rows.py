@@ -15,7 +15,7 @@ from autopart.plan.schema import Plan
 from autopart.search.candidates import Candidate, CandidateKind
 from autopart.settings import settings_in_force
 from autopart.tuning.settings import VERIFY
-from autopart.tuning.settings_record import SETTINGS_GROUPS
+from autopart.tuning.settings_record import settings_groups
 from autopart.tuning.verify import Measured
 
 REPORT_JSON, REPORT_CSV = "report.json", "report.csv"  # beside plan.json in the search folder
@@ -190,7 +190,7 @@ def save_report(
     ``report.json`` holds the choice, the targets, the profile, the notes, every row, the
     peers' measured medians in seconds (``peers``: onnxruntime alone, openvino alone, timed
     in the same rounds) and the machine-tuned settings in force: every group of
-    :data:`~autopart.tuning.settings_record.SETTINGS_GROUPS`, by
+    :func:`~autopart.tuning.settings_record.settings_groups`, by
     :func:`autopart.settings.settings_in_force`.
     """
     document = {
@@ -201,7 +201,7 @@ def save_report(
         "notes": notes,
         "plans": [row.to_dict() for row in rows],
         "peers": dict(peers_s or {}),
-        "settings": settings_in_force(SETTINGS_GROUPS),
+        "settings": settings_in_force(settings_groups()),
     }
     atomic_write_bytes(directory / REPORT_JSON, (json.dumps(document, indent=1) + "\n").encode())
     table = pd.DataFrame([row.to_dict() for row in rows])

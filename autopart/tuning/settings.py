@@ -3,7 +3,7 @@
 :class:`VerifySettings` (the race: how plans are timed against each other and when a win
 counts), :class:`ScreenSettings` (the screen before profiling) and
 :class:`AccuracySettings` (the default tolerance). The other groups live beside the
-packages that read them; :data:`autopart.tuning.settings_record.SETTINGS_GROUPS` gathers
+packages that read them; :func:`autopart.tuning.settings_record.settings_groups` gathers
 them all for ``report.json``.
 """
 

@@ -1,8 +1,9 @@
 """Every group of tuned values in autopart, gathered for the record ``report.json`` keeps.
 
 Each group lives beside the package that reads it; this module only lists them, by the
-name :func:`autopart.settings.settings_in_force` records each under. It imports every
-owner, so only the report writer imports it.
+name :func:`autopart.settings.settings_in_force` records each under, and asks every
+registered codegen for its own (:meth:`~autopart.targets.codegen.Codegen.settings`). It
+imports every owner, so only the report writer imports it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from autopart.profile.speed import SPEED
 from autopart.profile.timing import TIMING
 from autopart.search.planner import SEARCH
 from autopart.settings import COMMON
-from autopart.targets.onnxruntime.settings import ONNXRUNTIME
+from autopart.targets.registry import registered_codegens
 from autopart.tuning.settings import ACCURACY, SCREEN, VERIFY
 
 SETTINGS_GROUPS: dict[str, Any] = {
@@ -32,6 +33,13 @@ SETTINGS_GROUPS: dict[str, Any] = {
     "speed": SPEED,
     "common": COMMON,
     "core_sharing": CORE_SHARING,
-    "onnxruntime": ONNXRUNTIME,
 }
-"""Every group of tuned values, by the name ``report.json`` records it under."""
+"""The groups of tuned values outside the codegens, by the name ``report.json`` records."""
+
+
+def settings_groups() -> dict[str, Any]:
+    """Every group of tuned values: :data:`SETTINGS_GROUPS`, then each codegen's."""
+    groups = dict(SETTINGS_GROUPS)
+    for codegen in registered_codegens():
+        groups.update(codegen.settings())
+    return groups

@@ -298,6 +298,11 @@ class OnnxRuntimeCodegen(ProbedCodegen):
         return HAVE_ONNXRUNTIME
 
     @classmethod
+    def settings(cls) -> Mapping[str, Any]:
+        """``onnxruntime``: how long its pool threads spin after a run."""
+        return {"onnxruntime": ONNXRUNTIME}
+
+    @classmethod
     def peers(cls) -> tuple[Peer, ...]:
         """``onnxruntime alone``: one session at its default options."""
         return (peer.ALONE,)
