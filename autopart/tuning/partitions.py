@@ -12,7 +12,7 @@ measured of each one-partition plan replaces that partition's row
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -81,6 +81,27 @@ def too_split_to_race(outcome: SearchOutcome) -> list[Candidate]:
         if len(c.plan.partitions) > VERIFY.race_max_partitions
         and c.value(outcome.objective) > quickest * VERIFY.measure_within
         and c.name != outcome.chosen.name
+    ]
+
+
+def far_behind(
+    outcome: SearchOutcome, costs: Costs, quickest: float, keep: Collection[str] = ()
+) -> list[Candidate]:
+    """Candidates left out of the race: measured whole, beyond reach of ``quickest``.
+
+    Those priced wholly from partitions timed whole (every partition in ``costs.measured``)
+    at more than ``VERIFY.race_within`` times ``quickest`` seconds (the quickest candidate
+    that could be kept); never the search's pick, nor a candidate named in ``keep`` (one a
+    peer stands for).
+    """
+    return [
+        c
+        for c in outcome.candidates.values()
+        if c.fits_memory
+        and c.name != outcome.chosen.name
+        and c.name not in keep
+        and c.value(outcome.objective) > quickest * VERIFY.race_within
+        and all(key in costs.measured for key in plan_partition_keys(c.plan))
     ]
 
 

@@ -12,7 +12,7 @@ gave it: when import froze inputs (``--freeze``), the peer is fed their values i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from autopart.ir.target import HOST_DEVICE
 from autopart.search.candidates import Candidate
@@ -34,18 +34,21 @@ __all__ = [
 
 
 def peers(
-    model: PeerModel, inputs: PeerInputs | None = None
+    model: PeerModel, inputs: PeerInputs | None = None, skip: Collection[str] = ()
 ) -> tuple[dict[str, Runner], list[str]]:
     """Every peer this machine can run for ``model``, by name, and why any other could not.
 
     ``inputs`` say how import fixed the inputs (:meth:`PeerInputs.of` the imported graph);
     each peer runs ``model`` as it is, fed the frozen values. The peers are those of the
-    installed codegens. A library that rejects the model is left out with a one-line
-    reason: a user could not have run it that way either.
+    installed codegens, but for those named in ``skip`` (not built). A library that
+    rejects the model is left out with a one-line reason: a user could not have run it
+    that way either.
     """
     found: dict[str, Runner] = {}
     notes: list[str] = []
     for peer in declared_peers(available=True):
+        if peer.name in skip:
+            continue
         try:
             found[peer.name] = peer.build(model, inputs)
         except Exception as error:  # no library's exception types are specific

@@ -153,16 +153,6 @@ def drift_note(
     ]
 
 
-def left_out_note(candidates: Mapping[str, Candidate], left_out: set[str]) -> list[str]:
-    """A note naming the candidates too split and too slow to race, if any."""
-    if not left_out:
-        return []
-    named = ", ".join(
-        f"{name} ({len(candidates[name].plan.partitions)} partitions)" for name in sorted(left_out)
-    )
-    return [f"not run, too split to compile and predicted slow: {named}"]
-
-
 def race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> list[str]:
     """A note naming the plans that raced on, if any did (they have the most rounds)."""
     rounds = {name: len(m.round_medians) for name, m in measured.items() if twins[name] == name}

@@ -37,6 +37,13 @@ class VerifySettings:
         "candidates predicted within this factor of the quickest have their partitions "
         "measured whole before the race: op sums were off by up to 3.3x on unseen models",
     )
+    race_within: float = tuned(
+        1.5,
+        "candidates priced wholly from partitions timed whole, and peers the screen timed, "
+        "beyond this factor of the quickest do not race: a second timing of a whole model "
+        "differs by 4-8% at the median, 30% at worst; each runner raced holds a compiled "
+        "model (resnet50's race of 21 runners peaked at 4.8 GiB)",
+    )
     measure_max_partitions: int = tuned(
         16, "candidates of more partitions are priced from op sums (and timed whole in the race)"
     )

@@ -42,6 +42,7 @@ from autopart.tuning.accuracy import (
     tighter_error_model,
 )
 from autopart.tuning.clock import Clock
+from autopart.tuning.entrants import entrants
 from autopart.tuning.finite import check_seeded_reference, stand_in_notes
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.options import TuneOptions
@@ -49,7 +50,6 @@ from autopart.tuning.partitions import (
     measure_partitions,
     price_measured,
     record_raced,
-    too_split_to_race,
 )
 from autopart.tuning.peers import PeerInputs, peer_lingers, peers
 from autopart.tuning.plan_rows import (
@@ -57,7 +57,6 @@ from autopart.tuning.plan_rows import (
     REPORT_JSON,
     PlanRow,
     drift_note,
-    left_out_note,
     plan_rows,
     race_note,
     save_report,
@@ -308,7 +307,11 @@ def _verify(
     feeds = random_inputs(graph, options.search.seed)
     if progress is not None and options.peers:
         progress("peers", 0, 0, "compiling the libraries alone")
-    peer_runs, notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
+    screened = prepared.screening if options.peers else None  # peers it timed are skippable
+    entry = entrants(prepared.outcome, prepared.costs, candidates, screened)
+    peer_runs, notes = (
+        peers(model, PeerInputs.of(graph), skip=entry.skipped_peers) if options.peers else ({}, [])
+    )
     failures: dict[str, str] = {}
     runners = choice.runners_of(candidates, twins, peer_runs)
 
@@ -325,8 +328,8 @@ def _verify(
             clock.cut.append("the race")
         return [name for name in so_far if decision is None or name != decision.chosen]
 
-    left_out = {c.name for c in too_split_to_race(prepared.outcome)}
-    notes.extend(left_out_note(candidates, left_out))
+    left_out = entry.left_out
+    notes.extend(entry.notes)
     measured = measure_plans(
         graph,
         {n: c.plan for n, c in candidates.items() if twins[n] == n and n not in left_out},

@@ -1,0 +1,145 @@
+"""Who races: the candidate plans and peers a tune compiles for its race, and who is left out.
+
+Every runner in the race holds a compiled model for all its rounds, so the race enters
+only those that could still be kept:
+
+- a candidate too split to compile and predicted slow (:func:`too_split_to_race`);
+- a candidate measured whole beyond reach: priced wholly from partitions timed whole, at
+  more than :attr:`~autopart.tuning.settings.VerifySettings.race_within` times the
+  quickest candidate that could be kept (fitting memory and, as predicted and as the
+  screen measured, the tolerance; :func:`~autopart.tuning.partitions.far_behind`); never
+  the search's pick, nor the plan a peer stands for;
+- a one-target candidate whose plan, or its whole device's, the screen measured beyond
+  the tolerance (a unit computes what its device computes);
+- a peer the screen timed whole beyond that reach of the quickest of the incumbent and the
+  peers; never the quickest peer, nor the peer whose error sets the tolerance.
+
+Each left out is named, with the figure that left it out, in one note per kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from autopart.costmodel.costs import Costs
+from autopart.search.candidates import Candidate
+from autopart.search.planner import SearchOutcome
+from autopart.tuning.accuracy import tolerance_peer
+from autopart.tuning.partitions import far_behind, too_split_to_race
+from autopart.tuning.peers import peer_equivalents
+from autopart.tuning.screen import Screening
+from autopart.tuning.settings import VERIFY
+
+
+@dataclass
+class Entrants:
+    """The candidates left out of the race, the peers not built, and the notes saying so."""
+
+    left_out: set[str] = field(default_factory=set)
+    skipped_peers: set[str] = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+
+def entrants(
+    outcome: SearchOutcome,
+    costs: Costs,
+    candidates: Mapping[str, Candidate],
+    screening: Screening | None,
+) -> Entrants:
+    """Which of ``candidates`` and of the peers race (see the module)."""
+    found = Entrants()
+    split = {c.name for c in too_split_to_race(outcome)}
+    if split:
+        named = ", ".join(
+            f"{name} ({len(candidates[name].plan.partitions)} partitions)"
+            for name in sorted(split)
+            if name in candidates
+        )
+        found.notes.append(f"not run, too split to compile and predicted slow: {named}")
+    keep = set(peer_equivalents(candidates).values())
+    quickest = _quickest_keepable(outcome, screening)
+    behind = [] if quickest is None else far_behind(outcome, costs, quickest, keep)
+    behind = [c for c in behind if c.name not in split]
+    if behind:
+        named = ", ".join(
+            f"{c.name} ({c.value(outcome.objective) * 1e3:.3g} ms)"
+            for c in sorted(behind, key=lambda c: c.value(outcome.objective))
+        )
+        found.notes.append(
+            f"not raced, timed whole at over {VERIFY.race_within:g}x the quickest that "
+            f"could be kept ({(quickest or 0.0) * 1e3:.3g} ms): {named}"
+        )
+    wrong = _measured_wrong(candidates, screening) - split - {c.name for c in behind}
+    wrong.discard(outcome.chosen.name)
+    if wrong:
+        found.notes.append(
+            "not raced, beyond the tolerance as the screen measured their device's whole "
+            f"plan: {', '.join(sorted(wrong))}"
+        )
+    found.left_out = split | {c.name for c in behind} | wrong
+    found.skipped_peers = _peers_behind(screening, found.notes)
+    return found
+
+
+def _measured_wrong(candidates: Mapping[str, Candidate], screening: Screening | None) -> set[str]:
+    """One-target candidates whose target, or its whole device, the screen measured wrong.
+
+    A unit computes what its device computes at the same codegen and precision, on fewer
+    cores: the screen's error of the device's whole plan is the unit plan's too.
+    """
+    if screening is None:
+        return set()
+    whole = screening.whole
+    found = set()
+    for name, candidate in candidates.items():
+        target = candidate.target
+        if not candidate.kind.one_target or target is None:
+            continue
+        device = dataclasses.replace(target, unit=None)
+        for timed in (name, f"single:{device}"):
+            if timed in whole and not whole[timed].correct:
+                found.add(name)
+    return found
+
+
+def _quickest_keepable(outcome: SearchOutcome, screening: Screening | None) -> float | None:
+    """The price of the quickest candidate that could be kept (None: none could).
+
+    It fits memory and its predicted error the tolerance, and the screen did not measure
+    it beyond the tolerance (a single-target plan it timed whole).
+    """
+    whole = {} if screening is None else screening.whole
+    prices = [
+        c.value(outcome.objective)
+        for c in outcome.candidates.values()
+        if c.fits_memory and c.fits_accuracy and (c.name not in whole or whole[c.name].correct)
+    ]
+    return min(prices, default=None)
+
+
+def _peers_behind(screening: Screening | None, notes: list[str]) -> set[str]:
+    """The peers the screen timed beyond reach (see the module); a note names them."""
+    if screening is None or screening.incumbent is None:
+        return set()
+    whole = screening.whole
+    peers = {name: whole[name].median_s for name in whole if not name.startswith("single:")}
+    peers = {name: seconds for name, seconds in peers.items() if whole[name].correct}
+    if not peers or screening.incumbent not in whole:
+        return set()
+    quickest_peer = min(peers, key=peers.__getitem__)
+    reach = VERIFY.race_within * min(whole[screening.incumbent].median_s, peers[quickest_peer])
+    sets_tolerance = tolerance_peer()
+    skipped = {
+        name
+        for name, seconds in peers.items()
+        if seconds > reach and name not in (quickest_peer, sets_tolerance)
+    }
+    if skipped:
+        named = ", ".join(f"{name} ({peers[name] * 1e3:.3g} ms)" for name in sorted(skipped))
+        notes.append(
+            f"peers not raced, timed whole in the screen at over {VERIFY.race_within:g}x the "
+            f"quickest: {named}"
+        )
+    return skipped

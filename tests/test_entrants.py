@@ -1,0 +1,76 @@
+"""Who races: candidates and peers measured beyond reach stay out, and the race holds less."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import onnx
+import pytest
+
+from autopart.ir.target import VirtualDevice
+from autopart.tuning.entrants import _measured_wrong, _peers_behind
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.screen import Screening
+from autopart.tuning.settings import VERIFY
+from autopart.tuning.verify import Measured
+from autopart.tuning.workflow import tune_model
+from tests.test_profile import tiny_cnn
+
+
+def timed(seconds: float, error: float = 0.0) -> Measured:
+    """A runner timed whole at ``seconds`` for three rounds, ``error`` against a 1e-2 bound."""
+    return Measured(
+        latencies=[seconds] * 3, round_medians=[seconds] * 3, round_indices=[0, 1, 2],
+        max_error=error, tolerance=1e-2,
+    )  # fmt: skip
+
+
+def test_peers_beyond_reach_are_not_built_but_never_the_quickest_or_the_tolerance_peer() -> None:
+    whole = {
+        "single:cpu@openvino:bf16": timed(0.010),
+        "onnxruntime alone": timed(0.019),  # the quickest peer: always races
+        "openvino alone f32": timed(0.020),  # beyond 1.5x the incumbent: not built
+        "openvino alone": timed(0.030),  # sets the tolerance: always races
+        "other alone": timed(0.001, error=1.0),  # beyond the tolerance: not the quickest
+    }
+    screening = Screening([], [], whole=whole, incumbent="single:cpu@openvino:bf16")
+    notes: list[str] = []
+    skipped = _peers_behind(screening, notes)
+    assert skipped == {"openvino alone f32"}
+    assert len(notes) == 1 and "openvino alone f32 (20 ms)" in notes[0]
+    assert _peers_behind(None, []) == set()
+    assert _peers_behind(Screening([], [], whole=whole), []) == set()  # no incumbent
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("entrants") / "tiny_cnn.onnx"
+    onnx.save(tiny_cnn(), path)
+    return path
+
+
+def test_a_tune_races_neither_plans_measured_far_behind_nor_those_measured_wrong(
+    tiny: Path, tmp_path: Path
+) -> None:
+    options = TuneOptions.build(
+        targets=["cpu@numpy", "cpu@onnxruntime", "cpu/0@onnxruntime"], peers=False, rounds=3,
+        profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+    )  # fmt: skip
+    report = tune_model(str(tiny), options)
+    rows = {row.name: row for row in report.rows}
+    assert rows[report.chosen].measured_s is not None
+    (note,) = [n for n in report.notes if n.startswith("not raced, timed whole")]
+    behind = [name for name in rows if name in note]
+    assert behind and all(rows[name].measured_s is None for name in behind)
+    quickest = min(row.predicted_s for row in rows.values())
+    for name in behind:
+        assert rows[name].predicted_s > VERIFY.race_within * quickest  # far, as priced
+    screening = report.screening
+    assert screening is not None
+    wrong = {"single:cpu@onnxruntime": timed(0.001, error=1.0)}
+    device = report.outcome.candidates["single:cpu@onnxruntime"]
+    unit = dataclasses.replace(device, target=VirtualDevice.parse("cpu/0@onnxruntime"))
+    candidates = {**report.outcome.candidates, "single:cpu/0@onnxruntime": unit}
+    marked = _measured_wrong(candidates, Screening([], [], whole=wrong))
+    assert marked == {"single:cpu@onnxruntime", "single:cpu/0@onnxruntime"}  # the unit too
