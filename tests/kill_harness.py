@@ -140,13 +140,14 @@ def file_problems(clean: Held, now: Held) -> list[str]:
 def kept_problems(before: Held, after: Held) -> list[str]:
     """Every complete row of ``before`` must be in ``after`` as it was (never measured
     again), every partial one with at least its passes. The one exception is a tune's
-    race, which replaces the row of each one-partition plan it timed with its own timing
-    (``autopart.tuning.partitions.record_raced``): such a row must still be there."""
+    screen and race, which replace the row of each one-partition plan they timed whole with
+    their own timing (``autopart.tuning.partitions.record_screened`` and ``record_raced``;
+    a plan the race leaves out keeps the screen's): such a row must still be there."""
     found = []
     for key in before.complete():
         row = after.rows.get(key)
-        raced = row is not None and str(row["op_type"]).endswith(" raced")
-        if row != before.rows[key] and not raced:
+        retimed = row is not None and str(row["op_type"]).endswith((" raced", " screened"))
+        if row != before.rows[key] and not retimed:
             found.append(f"complete row {key} was measured again or lost")
     for key in before.partial():
         row = after.rows.get(key)

@@ -74,3 +74,13 @@ def test_a_tune_races_neither_plans_measured_far_behind_nor_those_measured_wrong
     candidates = {**report.outcome.candidates, "single:cpu/0@onnxruntime": unit}
     marked = _measured_wrong(candidates, Screening([], [], whole=wrong))
     assert marked == {"single:cpu@onnxruntime", "single:cpu/0@onnxruntime"}  # the unit too
+
+
+def test_a_thorough_tune_races_every_candidate_it_can_compile(tiny: Path, tmp_path: Path) -> None:
+    options = TuneOptions.build(
+        targets=["cpu@numpy", "cpu@onnxruntime"], peers=False, rounds=3, thorough=True,
+        profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+    )  # fmt: skip
+    report = tune_model(str(tiny), options)
+    assert not [n for n in report.notes if n.startswith("not raced")]
+    assert all(row.measured_s is not None for row in report.rows)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 from autopart.costmodel.costs import Costs
 from autopart.search.candidates import Candidate
+from autopart.search.options import Objective
 from autopart.search.planner import SearchOutcome
 from autopart.tuning.accuracy import tolerance_peer
 from autopart.tuning.partitions import far_behind, too_split_to_race
@@ -47,8 +48,14 @@ def entrants(
     costs: Costs,
     candidates: Mapping[str, Candidate],
     screening: Screening | None,
+    thorough: bool = False,
 ) -> Entrants:
-    """Which of ``candidates`` and of the peers race (see the module)."""
+    """Which of ``candidates`` and of the peers race (see the module).
+
+    With ``thorough`` (``--thorough``: the exhaustive tune) every candidate races but those
+    too split to compile, as does every peer. The ``pareto`` objective keeps candidates
+    measured far behind: a front trades time for memory.
+    """
     found = Entrants()
     split = {c.name for c in too_split_to_race(outcome)}
     if split:
@@ -58,9 +65,14 @@ def entrants(
             if name in candidates
         )
         found.notes.append(f"not run, too split to compile and predicted slow: {named}")
+    if thorough:
+        found.left_out = split
+        return found
     keep = set(peer_equivalents(candidates).values())
     quickest = _quickest_keepable(outcome, screening)
-    behind = [] if quickest is None else far_behind(outcome, costs, quickest, keep)
+    behind = []
+    if quickest is not None and outcome.objective != Objective.PARETO:
+        behind = far_behind(outcome, costs, quickest, keep)
     behind = [c for c in behind if c.name not in split]
     if behind:
         named = ", ".join(
