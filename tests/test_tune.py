@@ -734,3 +734,22 @@ def test_a_runner_that_fails_is_dropped_with_its_reason_and_the_others_are_timed
         "flaky": "openvino failed computing y: Unsupported data type: int64",
     }
     assert len(measured["numpy"].round_medians) == len(measured["steady"].round_medians) == 3
+
+
+def test_the_stage_log_beats_while_a_stage_hears_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A stage spent in one long call (a whole model compiling) is never silent in a log."""
+    import time
+
+    from autopart.cli.common import StageLog
+
+    with StageLog() as log:
+        log.heartbeat_s = 0.5
+        task = log.add_task("x", stage="screen")
+        log.update(task, completed=0, total=0, description="compiling openvino alone")
+        time.sleep(2.8)  # no update
+    lines = capsys.readouterr().err.splitlines()
+    beats = [line for line in lines if "s so far: compiling openvino alone" in line]
+    assert len(beats) >= 2, lines
+    assert re.match(r"screen: 0 steps in [\d.]+ s", lines[-1])

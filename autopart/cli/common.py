@@ -11,6 +11,7 @@ terminal. Styling is applied with :func:`styled`, never by markup in a string.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 import unicodedata
 from collections.abc import Callable, Iterator, Sequence
@@ -243,7 +244,8 @@ class StageLog:
 
     One line when a stage that took :attr:`quiet_below_s` or more ends (its steps done, of
     how many, and the seconds it took), and one every :attr:`heartbeat_s` seconds within a
-    long stage, so that a log shows where the time goes; a stage cut short by an error
+    long stage, updates or none (a heartbeat thread), so that a log shows where the time
+    goes; a stage cut short by an error
     leaves the error's line alone. A task's stage is its ``stage`` field, else the first
     word of its description. It takes the calls a rich ``Progress`` takes.
     """
@@ -256,13 +258,35 @@ class StageLog:
         self._started = self._last_line = 0.0
         self._done, self._total, self._label = 0, 0, ""
         self._stages: dict[TaskID, str] = {}
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
 
     def __enter__(self) -> StageLog:
+        threading.Thread(target=self._beat, name="stage-log", daemon=True).start()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
-        if kind is None:
-            self._close()
+        self._stopped.set()
+        with self._lock:
+            if kind is None:
+                self._close()
+
+    def _beat(self) -> None:
+        """The heartbeat between updates: a stage that hears nothing still prints its line.
+
+        A stage spent in one long call (a library compiling a whole model) sends no update;
+        without this the log would fall silent for as long. A heartbeat of 0 beats on
+        updates only.
+        """
+        while not self._stopped.wait(1.0):
+            with self._lock:
+                now = time.perf_counter()
+                quiet = now - self._last_line >= self.heartbeat_s > 0
+                if self._stage is not None and quiet:
+                    self._last_line = now
+                    self._line(
+                        f"{self._counts()}, {now - self._started:.0f} s so far: {self._label}"
+                    )
 
     def add_task(self, description: str, **fields: Any) -> TaskID:
         """Start tracking a task; its stage is ``fields["stage"]`` or its first word."""
@@ -272,6 +296,10 @@ class StageLog:
 
     def update(self, task: TaskID, **fields: Any) -> None:
         """Take a task's new counts; print a line when its stage changes or time has passed."""
+        with self._lock:
+            self._update(task, fields)
+
+    def _update(self, task: TaskID, fields: dict[str, Any]) -> None:
         stage = str(fields.get("stage") or self._stages.get(task, ""))
         now = time.perf_counter()
         if stage != self._stage:
