@@ -126,13 +126,21 @@ def screen_targets(
     computes NaN.
     """
     started = time.perf_counter()
+
+    def step(label: str) -> None:
+        if progress is not None:
+            progress("screen", 0, 0, label)
+
+    step(f"which nodes each of {len(targets)} targets runs")
     support = support_costs(graph, targets)
     fallback = default_fallback(support)
     assignments = _single_assignments(support, fallback)
     source = str(graph.meta.get("source", graph.name))
     feeds = random_inputs(graph, options.search.seed)
+    step("the numpy reference's outputs")
     reference = Executor(graph).run(feeds).outputs
     timing = time.perf_counter()
+    step("the single-target plans")
     plans = _whole_plans(graph, assignments, fallback, source)
     whole, untimed = _time_whole(model, graph, plans, feeds, reference, options, progress)
     timing_s = time.perf_counter() - timing
@@ -264,6 +272,8 @@ def _time_whole(
     progress: StageProgress | None,
 ) -> tuple[dict[str, Measured], list[str]]:
     """Every plan and peer timed whole, one compiled at a time; and why any was not."""
+    if progress is not None and options.peers:
+        progress("screen", 0, 0, "compiling the libraries alone")
     runners, peer_notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
     failures: dict[str, str] = {}
     jobs: list[tuple[str, dict[str, Plan], dict[str, Runner]]] = [
