@@ -8,6 +8,7 @@ from pathlib import Path
 import onnx
 import pytest
 
+from autopart import api
 from autopart.ir.target import VirtualDevice
 from autopart.tuning.entrants import _measured_wrong, _peers_behind
 from autopart.tuning.options import TuneOptions
@@ -34,7 +35,11 @@ def test_peers_beyond_reach_are_not_built_but_never_the_quickest_or_the_toleranc
         "openvino alone": timed(0.030),  # sets the tolerance: always races
         "other alone": timed(0.001, error=1.0),  # beyond the tolerance: not the quickest
     }
-    screening = Screening([], [], whole=whole, incumbent="single:cpu@openvino:bf16")
+    plan, _ = api.make_plan(tiny_cnn(), fallback="cpu@numpy")  # the screen's plans are named
+    screening = Screening(
+        [], [], whole=whole, incumbent="single:cpu@openvino:bf16",
+        plans={"single:cpu@openvino:bf16": plan},
+    )  # fmt: skip
     notes: list[str] = []
     skipped = _peers_behind(screening, notes)
     assert skipped == {"openvino alone f32"}

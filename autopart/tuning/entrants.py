@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autopart.costmodel.costs import Costs
-from autopart.search.candidates import Candidate
+from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import Objective
 from autopart.search.planner import SearchOutcome
 from autopart.tuning.accuracy import tolerance_peer
@@ -109,8 +109,8 @@ def _measured_wrong(candidates: Mapping[str, Candidate], screening: Screening | 
         target = candidate.target
         if not candidate.kind.one_target or target is None:
             continue
-        device = dataclasses.replace(target, unit=None)
-        for timed in (name, f"single:{device}"):
+        device = candidate_name(CandidateKind.SINGLE, dataclasses.replace(target, unit=None))
+        for timed in (name, device):
             if timed in whole and not whole[timed].correct:
                 found.add(name)
     return found
@@ -136,8 +136,11 @@ def _peers_behind(screening: Screening | None, notes: list[str]) -> set[str]:
     if screening is None or screening.incumbent is None:
         return set()
     whole = screening.whole
-    peers = {name: whole[name].median_s for name in whole if not name.startswith("single:")}
-    peers = {name: seconds for name, seconds in peers.items() if whole[name].correct}
+    peers = {
+        name: result.median_s
+        for name, result in whole.items()
+        if name not in screening.plans and result.correct
+    }
     if not peers or screening.incumbent not in whole:
         return set()
     quickest_peer = min(peers, key=peers.__getitem__)

@@ -174,7 +174,8 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         self.cores = tuple(cores)
         self._passthrough = passthrough
         self._fixed = dict(fixed or {})
-        self._not_produced = [name for name in self.outputs if name not in set(self.produced)]
+        produced_set = set(self.produced)
+        self._not_produced = [name for name in self.outputs if name not in produced_set]
 
     @property
     def intra_op_num_threads(self) -> int:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import hashlib
 import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import onnx
@@ -45,6 +45,7 @@ BATCH_BYTES = 32 << 20  # of weights in one compiled model
 _AGREEMENT = ProbeCache()
 _DIGESTS: dict[int, tuple[weakref.ref[np.ndarray], str]] = {}
 Feeds = dict[str, np.ndarray]
+Named = TypeVar("Named", onnx.ValueInfoProto, onnx.TensorProto)
 
 
 def agrees_in_int8(node: Node, graph: Graph) -> bool:
@@ -213,7 +214,11 @@ def _prefixed(index: int, name: str) -> str:
 
 def _side_by_side(models: Sequence[onnx.ModelProto]) -> tuple[onnx.ModelProto, list[list[int]]]:
     """One model running ``models``' nodes side by side, and each one's output indices."""
-    nodes, inputs, outputs, initializers, spans = [], [], [], [], []
+    nodes: list[onnx.NodeProto] = []
+    inputs: list[onnx.ValueInfoProto] = []
+    outputs: list[onnx.ValueInfoProto] = []
+    initializers: list[onnx.TensorProto] = []
+    spans: list[list[int]] = []
     for index, model in enumerate(models):
         for node in model.graph.node:
             copy = onnx.NodeProto()
@@ -222,27 +227,23 @@ def _side_by_side(models: Sequence[onnx.ModelProto]) -> tuple[onnx.ModelProto, l
             copy.input[:] = [_prefixed(index, name) for name in node.input]
             copy.output[:] = [_prefixed(index, name) for name in node.output]
             nodes.append(copy)
-        for value in model.graph.input:
-            renamed = onnx.ValueInfoProto()
-            renamed.CopyFrom(value)
-            renamed.name = _prefixed(index, value.name)
-            inputs.append(renamed)
+        inputs += [_renamed(index, value) for value in model.graph.input]
         spans.append(list(range(len(outputs), len(outputs) + len(model.graph.output))))
-        for value in model.graph.output:
-            renamed = onnx.ValueInfoProto()
-            renamed.CopyFrom(value)
-            renamed.name = _prefixed(index, value.name)
-            outputs.append(renamed)
-        for tensor in model.graph.initializer:
-            renamed_tensor = onnx.TensorProto()
-            renamed_tensor.CopyFrom(tensor)
-            renamed_tensor.name = _prefixed(index, tensor.name)
-            initializers.append(renamed_tensor)
+        outputs += [_renamed(index, value) for value in model.graph.output]
+        initializers += [_renamed(index, tensor) for tensor in model.graph.initializer]
     graph = helper.make_graph(nodes, "int8-probes", inputs, outputs, initializers)
     first = models[0]
     merged = helper.make_model(graph, opset_imports=list(first.opset_import))
     merged.ir_version = first.ir_version
     return merged, spans
+
+
+def _renamed(index: int, proto: Named) -> Named:
+    """A copy of ``proto`` (a value's type or a tensor) under its side-by-side name."""
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    copy.name = _prefixed(index, proto.name)
+    return copy
 
 
 def _compiled(model: bytes) -> Any:
