@@ -287,3 +287,32 @@ def test_a_plan_saved_unmeasured_says_so(
         note.startswith(f"the plan saved, {report.chosen}, was not measured")
         for note in report.plan.notes
     ), report.notes
+
+
+def test_a_spent_budget_times_the_tolerance_peer_and_its_own_plan_and_names_the_rest(
+    tiny: Path, tmp_path: Path
+) -> None:
+    """The screen's whole timings keep the budget: past its share, only the two most
+    needed runners are timed (the peer that sets the tolerance, then the plan it stands
+    for), and the note names every runner it skipped."""
+    pytest.importorskip("openvino")
+    from autopart.tuning.accuracy import tolerance_peer
+    from autopart.tuning.peers import peer_precision
+
+    peer = tolerance_peer()
+    precision = peer_precision(peer) if peer else None
+    own = "cpu@openvino" + (f":{precision}" if precision else "")
+    targets = sorted({NUMPY, ORT, "cpu@openvino", own})
+    built = TuneOptions.build(
+        targets=targets, profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+        rounds=2, time_budget_s=0.01,
+    )  # fmt: skip
+    report = tune_model(str(tiny), built)
+    assert report.screening is not None
+    assert set(report.screening.whole) == {peer, f"single:{own}"}
+    (note,) = [note for note in report.notes if note.startswith("budget 0.01 s")]
+    skipped = note.split("the screen's whole timings (")[1].split(" not timed whole)")[0]
+    assert set(skipped.split(", ")) == {
+        "onnxruntime alone", "openvino alone f32", f"single:{ORT}", f"single:{NUMPY}",
+        *([] if own == "cpu@openvino" else ["single:cpu@openvino"]),
+    }  # fmt: skip

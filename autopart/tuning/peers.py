@@ -34,20 +34,24 @@ __all__ = [
 
 
 def peers(
-    model: PeerModel, inputs: PeerInputs | None = None, skip: Collection[str] = ()
+    model: PeerModel,
+    inputs: PeerInputs | None = None,
+    skip: Collection[str] = (),
+    only: str | None = None,
 ) -> tuple[dict[str, Runner], list[str]]:
     """Every peer this machine can run for ``model``, by name, and why any other could not.
 
     ``inputs`` say how import fixed the inputs (:meth:`PeerInputs.of` the imported graph);
     each peer runs ``model`` as it is, fed the frozen values. The peers are those of the
-    installed codegens, but for those named in ``skip`` (not built). A library that
+    installed codegens, but for those named in ``skip`` (not built), or only the one named
+    ``only`` (None: all). A library that
     rejects the model is left out with a one-line reason: a user could not have run it
     that way either.
     """
     found: dict[str, Runner] = {}
     notes: list[str] = []
     for peer in declared_peers(available=True):
-        if peer.name in skip:
+        if peer.name in skip or only not in (None, peer.name):
             continue
         try:
             found[peer.name] = peer.build(model, inputs)

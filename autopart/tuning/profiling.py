@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autopart.costmodel.measurements import RowKind
+from autopart.host_memory import release_freed_memory
 from autopart.ir.graph import Graph, Node
 from autopart.ir.signature import op_signature
 from autopart.loader import ModelLike
@@ -67,6 +68,7 @@ def profile_stage(
     if screens(options, targets):
         screening = _screen(model, graph, targets, options, clock, progress)
         targets = screening.kept
+        release_freed_memory()  # the whole models' runners
     reserve = unscreened if screening is None else race_reserve(screening.timing_s)
     report, profile, path = profile_model(
         graph,
@@ -75,6 +77,7 @@ def profile_stage(
         budget_s=None if screening is None or not screening.priced else _share(clock, reserve),
         progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
     )
+    release_freed_memory()  # the op models' runners
     if screening is not None:  # the plans timed whole price as measured
         record_screened(graph, profile, path, screening.plans, screening.whole)
         targets = _covering(graph, profile, targets, screening)

@@ -31,13 +31,10 @@ shorten the schedule, and under pins, forbids or a chosen fallback.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
 
 from autopart.costmodel import costs_from_profile
 from autopart.costmodel.costs import Costs
@@ -45,24 +42,28 @@ from autopart.errors import ProfileError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.signature import op_signature
-from autopart.ir.target import HOST_DEVICE, VirtualDevice
+from autopart.ir.target import VirtualDevice
 from autopart.loader import ModelLike
-from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
 from autopart.progress import StageProgress
 from autopart.runtime.executor import Executor
 from autopart.search.baselines import Assignment, BaselineError, default_fallback, single_target
-from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.search.options import Objective
 from autopart.targets.devices import discover
-from autopart.targets.registry import declared_peers
 from autopart.targets.resolve import resolve
-from autopart.tuning.clock import SCREEN_WARMUP, Clock, race_reserve
+from autopart.tuning.clock import Clock, race_reserve
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.peers import PeerInputs, Runner, peer_lingers, peers
 from autopart.tuning.profile_model import profile_model
 from autopart.tuning.settings import SCREEN
-from autopart.tuning.verify import Measured, measure_plans
+from autopart.tuning.verify import Measured
+from autopart.tuning.whole_timing import (
+    single_name,
+    stands_for,
+    time_whole,
+    whole_device,
+    whole_jobs,
+    whole_plans,
+)
 
 
 @dataclass
@@ -141,8 +142,9 @@ def screen_targets(
     reference = Executor(graph).run(feeds).outputs
     timing = time.perf_counter()
     step("the single-target plans")
-    plans = _whole_plans(graph, assignments, fallback, source)
-    whole, untimed = _time_whole(model, graph, plans, feeds, reference, options, progress)
+    plans = whole_plans(graph, assignments, fallback, source)
+    jobs = whole_jobs(plans, assignments, options.peers)
+    whole, untimed = time_whole(model, graph, jobs, feeds, reference, clock, progress)
     timing_s = time.perf_counter() - timing
     tolerance = _tolerance(options, graph, whole)
     for result in whole.values():
@@ -153,7 +155,7 @@ def screen_targets(
     correct = {name: result for name, result in whole.items() if result.correct}
     if correct:
         screening.incumbent = min(correct, key=lambda name: correct[name].median_s)
-        incumbent_target = _stands_for(screening.incumbent, assignments)
+        incumbent_target = stands_for(screening.incumbent, assignments)
         needed = {fallback, *(assignments.get(incumbent_target, {}).values())}
         costs, unpriced = _price(graph, targets, needed, options, clock, timing_s, progress)
         priced = {  # plans that run only on priced targets
@@ -241,60 +243,6 @@ def _single_assignments(costs: Costs, fallback: VirtualDevice) -> dict[VirtualDe
     return found
 
 
-def _whole_plans(
-    graph: Graph,
-    assignments: Mapping[VirtualDevice, Assignment],
-    fallback: VirtualDevice,
-    source: str,
-) -> dict[str, Plan]:
-    """The single-target plans to time whole, by candidate name (see the module)."""
-    plans: dict[str, Plan] = {}
-    seen: set[tuple[str, ...]] = set()
-    for target, assignment in assignments.items():
-        key = tuple(str(assignment[node.name]) for node in graph.nodes)
-        if key not in seen and _whole_device(target) not in assignments:
-            # a target running nothing of its own repeats another's plan; a unit is scaled
-            # as its whole device is (choose_targets)
-            seen.add(key)
-            plans[candidate_name(CandidateKind.SINGLE, target)] = build_plan_for(
-                graph, assignment, fallback, source
-            )
-    return plans
-
-
-def _time_whole(
-    model: ModelLike,
-    graph: Graph,
-    plans: Mapping[str, Plan],
-    feeds: Mapping[str, np.ndarray],
-    reference: Mapping[str, np.ndarray],
-    options: TuneOptions,
-    progress: StageProgress | None,
-) -> tuple[dict[str, Measured], list[str]]:
-    """Every plan and peer timed whole, one compiled at a time; and why any was not."""
-    if progress is not None and options.peers:
-        progress("screen", 0, 0, "compiling the libraries alone")
-    runners, peer_notes = peers(model, PeerInputs.of(graph)) if options.peers else ({}, [])
-    failures: dict[str, str] = {}
-    jobs: list[tuple[str, dict[str, Plan], dict[str, Runner]]] = [
-        *((name, {name: plan}, {}) for name, plan in plans.items()),
-        *((name, {}, {name: runner}) for name, runner in runners.items()),
-    ]
-    whole: dict[str, Measured] = {}
-    for done, (name, plan, peer) in enumerate(jobs):
-        if progress is not None:
-            progress("screen", done, len(jobs), f"{name} whole")
-        timed = measure_plans(
-            graph, plan, feeds, SCREEN.rounds, warmup=SCREEN_WARMUP, peers=peer,
-            peer_linger_s=peer_lingers(), min_timed_s=SCREEN.min_timed_s,
-            failures=failures, tolerance=math.inf, reference=reference,
-        )  # fmt: skip
-        whole.update(timed)
-    if progress is not None:
-        progress("screen", len(jobs), len(jobs), f"{len(whole)} timed whole")
-    return whole, [*(f"{name} was not timed: {why}" for name, why in failures.items()), *peer_notes]
-
-
 def _tolerance(options: TuneOptions, graph: Graph, whole: Mapping[str, Measured]) -> float:
     """The tolerance the verify stage would hold these runners to."""
     rule = options.accuracy_policy.tolerance_rule(graph)
@@ -358,7 +306,7 @@ def choose_targets(
     here (a peer with no single-target equivalent) keeps every target.
     """
     assert screening.incumbent is not None
-    incumbent_target = _stands_for(screening.incumbent, assignments)
+    incumbent_target = stands_for(screening.incumbent, assignments)
     if incumbent_target is None:  # a peer with no single-target plan here: keep them all
         return
     whole = screening.whole
@@ -367,12 +315,12 @@ def choose_targets(
     factors = {
         target: scaled_costs(costs, assignment, whole[name].median_s)[1]
         for target, assignment in assignments.items()
-        if (name := candidate_name(CandidateKind.SINGLE, target)) in whole
+        if (name := single_name(target)) in whole
     }
     optimistic = min(factors.values(), default=1.0)
     protected = {fallback, *assignments[incumbent_target].values()}
     for target, assignment in assignments.items():
-        factor = factors.get(target, factors.get(_whole_device(target), optimistic))
+        factor = factors.get(target, factors.get(whole_device(target), optimistic))
         screening.could_save[str(target)] = could_save(costs, assignment, incumbent, factor, target)
     chosen = {
         t for t in costs.targets
@@ -382,33 +330,6 @@ def choose_targets(
         chosen.update(assignments.get(target, {}).values())
     screening.kept = [str(t) for t in costs.targets if t in chosen]
     screening.dropped = [t for t in screening.targets if t not in screening.kept]
-
-
-def _whole_device(target: VirtualDevice) -> VirtualDevice | None:
-    """The same codegen and precision on the whole of ``target``'s device (None: it is)."""
-    return None if target.unit is None else dataclasses.replace(target, unit=None)
-
-
-def _stands_for(name: str, assignments: Mapping[VirtualDevice, Assignment]) -> VirtualDevice | None:
-    """The target whose single-target plan the runner ``name`` is (a peer: its equivalent)."""
-    for target in assignments:
-        if candidate_name(CandidateKind.SINGLE, target) == name:
-            return target
-    for peer in declared_peers():
-        if peer.name == name:
-            precision = peer.precision()
-            return next(
-                (
-                    target
-                    for target in assignments
-                    if target.codegen == peer.codegen
-                    and target.precision == precision
-                    and target.unit is None
-                    and str(target.device) == HOST_DEVICE
-                ),
-                None,
-            )
-    return None
 
 
 def _summary(screening: Screening) -> str:
@@ -422,9 +343,7 @@ def _summary(screening: Screening) -> str:
         return f"{head}; every target could save {SCREEN.min_gain:.0%} of it, so all are profiled"
 
     def described(target: str) -> str:
-        whole = screening.whole.get(
-            candidate_name(CandidateKind.SINGLE, VirtualDevice.parse(target))
-        )
+        whole = screening.whole.get(single_name(VirtualDevice.parse(target)))
         alone = "" if whole is None else f"whole {whole.median_s * 1e3:.3g} ms, "
         if target in screening.unpriced:
             return f"{target} ({alone}not priced in the budget)"

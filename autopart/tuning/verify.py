@@ -20,6 +20,7 @@ import numpy as np
 
 from autopart.costmodel.measurements import Latencies
 from autopart.errors import AutopartError
+from autopart.host_memory import release_freed_memory
 from autopart.ir.graph import Graph
 from autopart.limits import check_fits
 from autopart.plan.schema import MeasuredRun, Plan, ScheduleStep
@@ -285,6 +286,7 @@ class _Rounds:
                 continue
             self.executors[name] = executor
             self.runners = {name: _plan_block(executor), **self.runners}
+            release_freed_memory()  # what compiling it left behind
         stack.callback(self.close_all)
 
     def hold_to(self, tolerance: Tolerance) -> None:
@@ -299,6 +301,7 @@ class _Rounds:
         executor = self.executors.pop(name, None)
         if executor is not None:
             executor.close()
+            release_freed_memory()
 
     def close_all(self) -> None:
         """Close every plan still compiled."""

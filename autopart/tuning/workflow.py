@@ -17,6 +17,7 @@ from pathlib import Path
 from autopart.costmodel import costs_from_profile
 from autopart.costmodel.accuracy import ErrorModel
 from autopart.costmodel.costs import Costs
+from autopart.host_memory import release_freed_memory
 from autopart.io import check_writable
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
@@ -305,6 +306,7 @@ def _verify(
     """
     graph = prepared.graph
     feeds = random_inputs(graph, options.search.seed)
+    release_freed_memory()  # the search's and the partition timings' buffers
     if progress is not None and options.peers:
         progress("peers", 0, 0, "compiling the libraries alone")
     screened = prepared.screening if options.peers else None  # peers it timed are skippable
@@ -312,6 +314,7 @@ def _verify(
     peer_runs, notes = (
         peers(model, PeerInputs.of(graph), skip=entry.skipped_peers) if options.peers else ({}, [])
     )
+    release_freed_memory()  # what compiling the peers left behind
     failures: dict[str, str] = {}
     runners = choice.runners_of(candidates, twins, peer_runs)
 
@@ -418,6 +421,7 @@ def prepare(
         graph, chosen_targets, options.accuracy_policy, asked.seed,
         None if progress is None else lambda d, t: progress("accuracy", d, t, "sensitivities"),
     )  # fmt: skip
+    release_freed_memory()  # the screen's, the profile's and the sensitivities' buffers
     search_options = dataclasses.replace(
         asked,
         cap_s=_search_cap(clock.until(stage.reserve_s)),

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from autopart.errors import TargetError
+from autopart.targets.openvino.blobs import BlobStore
 
 
 def _installed() -> bool:
@@ -55,10 +56,9 @@ INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 # measure stage peaked at 2.8 GiB and its race at 3.3; at 128 MiB, 1.9 and 2.7.
 COMPILED_CACHE_SIZE = 256
 COMPILED_CACHE_BYTES = 128 << 20
-_COMPILED: OrderedDict[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]], Any] = (
-    OrderedDict()
-)
-_COMPILED_BYTES: dict[tuple[str, tuple[tuple[str, str], ...], tuple[str, ...]], int] = {}
+_COMPILED: OrderedDict[Any, Any] = OrderedDict()
+_COMPILED_BYTES: dict[Any, int] = {}
+BLOBS = BlobStore()
 _COMPILE_LOCK = threading.Lock()
 _ov: Any = None
 _core: Any = None
@@ -224,24 +224,11 @@ def compiled_model(
     bytes pass :data:`COMPILED_CACHE_BYTES` (subgraphs keep theirs alive).
     Raises :class:`TargetError` with OpenVINO's first informative line when it fails.
     """
-    key = (
-        hashlib.sha256(model_bytes).hexdigest(),
-        tuple(sorted(config.items())),
-        tuple(sorted(islands)),
-        tuple(sorted((name, tuple(shape)) for name, shape in (shapes or {}).items())),
-    )
+    key = _key(model_bytes, config, islands, shapes)
     with _COMPILE_LOCK:
         cached = _COMPILED.get(key)
         if cached is None:
-            try:
-                model = read_onnx(model_bytes)
-                if shapes:
-                    reshape_dynamic(model, shapes)
-                if islands:
-                    add_islands(model, islands, island_outputs)
-                cached = core().compile_model(model, DEVICE, config)
-            except Exception as error:  # OpenVINO's exception types are not specific
-                raise TargetError(f"openvino rejected the subgraph: {first_line(error)}") from None
+            cached = _compile(key, model_bytes, config, islands, island_outputs, shapes)
             _COMPILED[key] = cached
             _COMPILED_BYTES[key] = len(model_bytes)
         _COMPILED.move_to_end(key)
@@ -252,6 +239,64 @@ def compiled_model(
             oldest, _ = _COMPILED.popitem(last=False)
             _COMPILED_BYTES.pop(oldest, None)
     return cached
+
+
+def compiled_once(
+    model_bytes: bytes, config: dict[str, str], shapes: Mapping[str, Sequence[int]] | None = None
+) -> Any:
+    """``model_bytes`` compiled under ``config``, not kept in memory after its last use.
+
+    As :func:`compiled_model`, but outside its cache (a peer's runner holds its own), so
+    a large model is not kept compiled after its runner is freed; a slow compile is still
+    paid once per process (:mod:`~autopart.targets.openvino.blobs`). Raises OpenVINO's
+    own exceptions.
+    """
+    return _compile(_key(model_bytes, config, (), shapes), model_bytes, config, (), (), shapes)
+
+
+_Shapes = tuple[tuple[str, tuple[int, ...]], ...]
+_Key = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], _Shapes]
+
+
+def _key(
+    model_bytes: bytes,
+    config: Mapping[str, str],
+    islands: Collection[str],
+    shapes: Mapping[str, Sequence[int]] | None,
+) -> _Key:
+    """The cache key: the model's SHA-256, the properties, the islands and the shapes."""
+    return (
+        hashlib.sha256(model_bytes).hexdigest(),
+        tuple(sorted(config.items())),
+        tuple(sorted(islands)),
+        tuple(sorted((name, tuple(shape)) for name, shape in (shapes or {}).items())),
+    )
+
+
+def _compile(
+    key: _Key,
+    model_bytes: bytes,
+    config: dict[str, str],
+    islands: Collection[str],
+    island_outputs: Collection[str],
+    shapes: Mapping[str, Sequence[int]] | None,
+) -> Any:
+    """Compile (or import the process's export of) one model; :class:`TargetError` if not."""
+
+    def compile_now() -> Any:
+        model = read_onnx(model_bytes)
+        if shapes:
+            reshape_dynamic(model, shapes)
+        if islands:
+            add_islands(model, islands, island_outputs)
+        return core().compile_model(model, DEVICE, config)
+
+    try:
+        return BLOBS.compile(
+            repr(key), compile_now, lambda stream: core().import_model(stream, DEVICE, config)
+        )
+    except Exception as error:  # OpenVINO's exception types are not specific
+        raise TargetError(f"openvino rejected the subgraph: {first_line(error)}") from None
 
 
 def port_names(ports: Sequence[Any], wanted: Sequence[str]) -> list[list[str]]:
@@ -284,6 +329,7 @@ def reshape_dynamic(model: Any, shapes: Mapping[str, Sequence[int]]) -> None:
 
 
 def clear_compiled() -> None:
-    """Forget every compiled model (for tests)."""
+    """Forget every compiled model, in memory and on disk (for tests)."""
     _COMPILED.clear()
     _COMPILED_BYTES.clear()
+    BLOBS.clear()

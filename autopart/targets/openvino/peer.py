@@ -24,14 +24,14 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     That is OpenVINO as installed (bf16 where the CPU has it); with ``f32``, the f32
     precision hint and nothing else. With ``inputs``, inputs of dynamic shape are reshaped
     to the static shapes given (and frozen inputs to their values' shapes), and frozen
-    values are fed with every run.
+    values are fed with every run. A slow compile is paid once per process: a second
+    runner of the same model imports the first one's export (:mod:`.blobs`).
     """
     fixed = inputs or PeerInputs()
     proto = peer_model(model)
-    read = library.read_onnx(proto.SerializeToString())
-    library.reshape_dynamic(read, fixed.static_shapes())
     settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
-    compiled = library.core().compile_model(read, library.DEVICE, settings)
+    shapes = fixed.static_shapes()
+    compiled = library.compiled_once(proto.SerializeToString(), settings, shapes)
     request = compiled.create_infer_request()
     declared = [value.name for value in proto.graph.input]
     names = [named[0] for named in library.port_names(compiled.inputs, declared)]

@@ -1,0 +1,169 @@
+"""The screen's whole-model timings: each single-target plan and peer, most needed first.
+
+A tune's screen (:mod:`autopart.tuning.screen`) times every whole device's single-target
+plan and every peer whole, one compiled at a time. The peer that sets the tolerance and
+its own plan come first, then the other peers' plans and the peers, then the other plans;
+under a budget, the least needed are skipped once the screen's share of it is spent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from autopart.host_memory import release_freed_memory
+from autopart.ir.graph import Graph
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
+from autopart.loader import ModelLike
+from autopart.plan.build import build_plan_for
+from autopart.plan.schema import Plan
+from autopart.progress import StageProgress
+from autopart.search.baselines import Assignment
+from autopart.search.candidates import CandidateKind, candidate_name
+from autopart.targets.registry import declared_peers
+from autopart.tuning.clock import SCREEN_WARMUP, Clock
+from autopart.tuning.peers import Peer, PeerInputs, Runner, peer_lingers, peers
+from autopart.tuning.settings import SCREEN
+from autopart.tuning.verify import Measured, measure_plans
+
+
+def whole_plans(
+    graph: Graph,
+    assignments: Mapping[VirtualDevice, Assignment],
+    fallback: VirtualDevice,
+    source: str,
+) -> dict[str, Plan]:
+    """The single-target plans to time whole, by candidate name (see the module)."""
+    plans: dict[str, Plan] = {}
+    seen: set[tuple[str, ...]] = set()
+    for target, assignment in assignments.items():
+        key = tuple(str(assignment[node.name]) for node in graph.nodes)
+        if key not in seen and whole_device(target) not in assignments:
+            # a target running nothing of its own repeats another's plan; a unit is scaled
+            # as its whole device is (choose_targets)
+            seen.add(key)
+            plans[single_name(target)] = build_plan_for(graph, assignment, fallback, source)
+    return plans
+
+
+@dataclass(frozen=True)
+class WholeJob:
+    """One runner the screen times whole: a single-target plan, or a peer built when due."""
+
+    name: str
+    plan: Plan | None = None
+    peer: Peer | None = None
+
+
+def whole_jobs(
+    plans: Mapping[str, Plan], assignments: Mapping[VirtualDevice, Assignment], with_peers: bool
+) -> list[WholeJob]:
+    """The screen's runners, most needed first.
+
+    The peer that sets the tolerance, then its own plan, the other peers' plans, the other
+    peers, and the other single-target plans: a budget that runs out skips from the end.
+    """
+    available = declared_peers(available=True) if with_peers else ()
+    equivalent = {  # a plan's name -> the peer it stands for
+        single_name(target): peer
+        for peer in available
+        if (target := stands_for(peer.name, assignments)) is not None
+    }
+
+    def rank(job: WholeJob) -> int:
+        if job.peer is not None:
+            return 0 if job.peer.sets_tolerance else 3
+        peer = equivalent.get(job.name)
+        return 4 if peer is None else 1 if peer.sets_tolerance else 2
+
+    jobs = [
+        *(WholeJob(name, plan=plan) for name, plan in plans.items()),
+        *(WholeJob(peer.name, peer=peer) for peer in available),
+    ]
+    return sorted(jobs, key=rank)
+
+
+def single_name(target: VirtualDevice) -> str:
+    """The name of ``target``'s single-target plan."""
+    return candidate_name(CandidateKind.SINGLE, target)
+
+
+def time_whole(
+    model: ModelLike,
+    graph: Graph,
+    jobs: Sequence[WholeJob],
+    feeds: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray],
+    clock: Clock,
+    progress: StageProgress | None,
+) -> tuple[dict[str, Measured], list[str]]:
+    """Each job timed whole, one compiled at a time, within the clock; and why any was not.
+
+    Once a runner is within reach of the reference and the first two jobs are done, a job
+    starts only while the clock has its share for the screen left
+    (:attr:`~autopart.tuning.settings.ScreenSettings.whole_share`); the rest are named in
+    ``clock.cut``.
+    """
+    failures: dict[str, str] = {}
+    notes: list[str] = []
+    whole: dict[str, Measured] = {}
+    reserve = (clock.budget_s or 0.0) * (1.0 - SCREEN.whole_share)
+    inputs = PeerInputs.of(graph)
+    for done, job in enumerate(jobs):
+        left = clock.until(reserve)
+        if done >= 2 and left is not None and left <= 0 and any(m.correct for m in whole.values()):
+            clock.cut.append(
+                "the screen's whole timings ("
+                + ", ".join(j.name for j in jobs[done:]) + " not timed whole)"
+            )  # fmt: skip
+            break
+        if progress is not None:
+            progress("screen", done, len(jobs), f"{job.name} whole")
+        runners: dict[str, Runner] = {}
+        if job.peer is not None:
+            runners, failed = peers(model, inputs, only=job.peer.name)
+            notes.extend(failed)
+            if not runners:
+                continue
+        timed = measure_plans(
+            graph, {} if job.plan is None else {job.name: job.plan}, feeds, SCREEN.rounds,
+            warmup=SCREEN_WARMUP, peers=runners, peer_linger_s=peer_lingers(),
+            min_timed_s=SCREEN.min_timed_s, failures=failures, tolerance=math.inf,
+            reference=reference,
+        )  # fmt: skip
+        whole.update(timed)
+        release_freed_memory()  # this job's runner, before the next is compiled
+    if progress is not None:
+        progress("screen", len(jobs), len(jobs), f"{len(whole)} timed whole")
+    return whole, [*(f"{name} was not timed: {why}" for name, why in failures.items()), *notes]
+
+
+def stands_for(name: str, assignments: Mapping[VirtualDevice, Assignment]) -> VirtualDevice | None:
+    """The target whose single-target plan the runner ``name`` is (a peer: its equivalent)."""
+    for target in assignments:
+        if single_name(target) == name:
+            return target
+    for peer in declared_peers():
+        if peer.name == name:
+            precision = peer.precision()
+            return next(
+                (
+                    target
+                    for target in assignments
+                    if target.codegen == peer.codegen
+                    and target.precision == precision
+                    and target.unit is None
+                    and str(target.device) == HOST_DEVICE
+                ),
+                None,
+            )
+    return None
+
+
+def whole_device(target: VirtualDevice) -> VirtualDevice | None:
+    """The same codegen and precision on the whole of ``target``'s device (None: it is)."""
+    return None if target.unit is None else dataclasses.replace(target, unit=None)

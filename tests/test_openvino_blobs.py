@@ -1,0 +1,109 @@
+"""Slow OpenVINO compiles kept on disk: a second compile of one model imports the first.
+
+The store's rules run on stand-in compile and import calls; the real round trip (export,
+import, the same outputs) runs on OpenVINO with every compile counted as slow.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from autopart.targets.openvino.blobs import BlobStore
+from autopart.testing.scale_models import op_chain
+
+
+class _Compiled:
+    """A stand-in compiled model whose export is its own payload."""
+
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+    def export_model(self) -> io.BytesIO:
+        return io.BytesIO(self.payload)
+
+
+def _calls(payload: bytes = b"model", compile_s: float = 0.0, import_s: float = 0.0) -> Any:
+    counts = {"compiled": 0, "imported": 0}
+
+    def compile_model() -> _Compiled:
+        counts["compiled"] += 1
+        time.sleep(compile_s)
+        return _Compiled(payload)
+
+    def import_model(stream: io.BytesIO) -> _Compiled:
+        counts["imported"] += 1
+        time.sleep(import_s)
+        return _Compiled(stream.read())
+
+    return counts, compile_model, import_model
+
+
+def test_a_slow_compile_is_imported_the_second_time() -> None:
+    store = BlobStore(min_compile_s=0.0)
+    counts, compile_model, import_model = _calls()
+    first = store.compile("k", compile_model, import_model)
+    second = store.compile("k", compile_model, import_model)
+    assert counts == {"compiled": 1, "imported": 1}
+    assert second.payload == first.payload == b"model"
+
+
+def test_a_quick_compile_is_not_exported() -> None:
+    store = BlobStore(min_compile_s=60.0)
+    counts, compile_model, import_model = _calls()
+    store.compile("k", compile_model, import_model)
+    store.compile("k", compile_model, import_model)
+    assert counts == {"compiled": 2, "imported": 0}
+
+
+def test_an_import_slower_than_its_compile_marks_the_key_to_be_compiled() -> None:
+    store = BlobStore(min_compile_s=0.0)
+    counts, compile_model, import_model = _calls(import_s=0.05)
+    for _ in range(4):
+        store.compile("k", compile_model, import_model)
+    assert counts == {"compiled": 3, "imported": 1}
+
+
+def test_a_changed_file_is_dropped_and_the_model_compiled(tmp_path: Path) -> None:
+    store = BlobStore(min_compile_s=0.0)
+    counts, compile_model, import_model = _calls()
+    store.compile("k", compile_model, import_model)
+    files = list(store._ensure_folder().glob("*.blob"))
+    assert len(files) == 1
+    files[0].write_bytes(b"other")
+    assert store.compile("k", compile_model, import_model).payload == b"model"
+    assert counts == {"compiled": 2, "imported": 0}
+
+
+def test_the_files_stay_within_the_byte_cap() -> None:
+    store = BlobStore(max_bytes=10, min_compile_s=0.0)
+    for key in "abc":
+        _, compile_model, import_model = _calls(payload=b"12345")
+        store.compile(key, compile_model, import_model)
+    folder = store._ensure_folder()
+    assert sum(f.stat().st_size for f in folder.glob("*.blob")) <= 10
+    assert not list(folder.glob("*.part"))
+    store.clear()
+    assert not list(folder.glob("*.blob"))
+
+
+def test_openvino_imports_its_own_export_with_the_same_outputs(monkeypatch: Any) -> None:
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library
+
+    store = BlobStore(min_compile_s=0.0)
+    monkeypatch.setattr(library, "BLOBS", store)
+    model = op_chain(40).SerializeToString()
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    compiled = library.compiled_once(model, config)
+    imported = library.compiled_once(model, config)
+    assert store.imports == 1
+    want = compiled.create_infer_request().infer([x])[0]
+    have = imported.create_infer_request().infer([x])[0]
+    np.testing.assert_array_equal(have, want)
