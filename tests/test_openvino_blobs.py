@@ -107,3 +107,27 @@ def test_openvino_imports_its_own_export_with_the_same_outputs(monkeypatch: Any)
     want = compiled.create_infer_request().infer([x])[0]
     have = imported.create_infer_request().infer([x])[0]
     np.testing.assert_array_equal(have, want)
+
+
+def test_a_compile_in_the_worker_imports_with_the_same_outputs() -> None:
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library, worker
+
+    model = op_chain(40).SerializeToString()
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    blob = worker.compile_to_blob(model, config, None, deadline_s=120.0)
+    imported = library.core().import_model(io.BytesIO(blob), library.DEVICE, config)
+    x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
+    want = library.compiled_once(model, config).create_infer_request().infer([x])[0]
+    np.testing.assert_array_equal(imported.create_infer_request().infer([x])[0], want)
+
+
+def test_a_compile_past_its_deadline_is_stopped_and_says_so() -> None:
+    pytest.importorskip("openvino")
+    from autopart.targets.deadline import CompileTimeoutError, compiling_within
+    from autopart.targets.openvino import library
+
+    started = time.perf_counter()
+    with compiling_within(0.05), pytest.raises(CompileTimeoutError, match="did not finish compiling within"):
+        library.compiled_once(op_chain(41).SerializeToString(), {})
+    assert time.perf_counter() - started < 10.0  # stopped, not waited for

@@ -289,12 +289,13 @@ def test_a_plan_saved_unmeasured_says_so(
     ), report.notes
 
 
-def test_a_spent_budget_times_the_tolerance_peer_and_its_own_plan_and_names_the_rest(
+def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_rest(
     tiny: Path, tmp_path: Path
 ) -> None:
-    """The screen's whole timings keep the budget: past its share, only the two most
-    needed runners are timed (the peer that sets the tolerance, then the plan it stands
-    for), and the note names every runner it skipped."""
+    """The screen's whole timings keep the budget: past its share, only the runners a
+    plan must be weighed against are timed (the peer that sets the tolerance, then the
+    plans the peers stand for: a peer gives way only to its own plan), and the note names
+    every runner it skipped."""
     pytest.importorskip("openvino")
     from autopart.tuning.accuracy import tolerance_peer
     from autopart.tuning.peers import peer_precision
@@ -309,10 +310,39 @@ def test_a_spent_budget_times_the_tolerance_peer_and_its_own_plan_and_names_the_
     )  # fmt: skip
     report = tune_model(str(tiny), built)
     assert report.screening is not None
-    assert set(report.screening.whole) == {peer, f"single:{own}"}
+    timed = {peer, f"single:{own}", f"single:{ORT}", "single:cpu@openvino"}
+    assert set(report.screening.whole) == timed
     (note,) = [note for note in report.notes if note.startswith("budget 0.01 s")]
     skipped = note.split("the screen's whole timings (")[1].split(" not timed whole)")[0]
     assert set(skipped.split(", ")) == {
-        "onnxruntime alone", "openvino alone f32", f"single:{ORT}", f"single:{NUMPY}",
-        *([] if own == "cpu@openvino" else ["single:cpu@openvino"]),
+        "onnxruntime alone", "openvino alone f32", f"single:{NUMPY}"
     }  # fmt: skip
+    assert ORT not in report.screening.unpriced and "cpu@openvino" not in report.screening.unpriced
+
+
+def test_a_codegen_that_misses_its_compile_deadline_is_left_out_with_its_peers(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a budget, a large model's first whole compile per codegen has the budget as
+    its deadline: OpenVINO stopped there gets no more screen jobs, its targets are dropped
+    and its peers not raced, and the tune still returns a measured plan."""
+    pytest.importorskip("openvino")
+    import dataclasses
+
+    from autopart.tuning import whole_timing
+    from autopart.tuning.settings import SCREEN
+
+    monkeypatch.setattr(whole_timing, "SCREEN", dataclasses.replace(SCREEN, deadline_nodes=1))
+    built = TuneOptions.build(
+        targets=[ORT, "cpu@openvino"], profiles_dir=tmp_path / "profiles",
+        search_dir=tmp_path / "search", rounds=2, time_budget_s=0.01,
+    )  # fmt: skip
+    report = tune_model(str(tiny), built)
+    screening = report.screening
+    assert screening is not None and screening.too_slow == {"openvino": 0.01}
+    assert screening.kept == [ORT] and "cpu@openvino" in screening.dropped
+    assert not any(name.startswith("openvino") for name in screening.whole)
+    assert not any(name.startswith("openvino") for name in report.peers)
+    assert any("did not compile the whole model within" in note for note in report.notes)
+    chosen = next(row for row in report.rows if row.name == report.chosen)
+    assert chosen.measured_s is not None

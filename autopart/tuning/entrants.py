@@ -12,7 +12,9 @@ only those that could still be kept:
 - a one-target candidate whose plan, or its whole device's, the screen measured beyond
   the tolerance (a unit computes what its device computes);
 - a peer the screen timed whole beyond that reach of the quickest of the incumbent and the
-  peers; never the quickest peer, nor the peer whose error sets the tolerance.
+  peers; never the quickest peer, nor the peer whose error sets the tolerance;
+- a peer whose codegen the screen saw miss its compile deadline on the whole model (the
+  screen's note says so): compiled again without one, it would take as long.
 
 Each left out is named, with the figure that left it out, in one note per kind.
 """
@@ -27,6 +29,7 @@ from autopart.costmodel.costs import Costs
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import Objective
 from autopart.search.planner import SearchOutcome
+from autopart.targets.registry import declared_peers
 from autopart.tuning.accuracy import tolerance_peer
 from autopart.tuning.partitions import far_behind, too_split_to_race
 from autopart.tuning.peers import peer_equivalents
@@ -91,7 +94,7 @@ def entrants(
             f"plan: {', '.join(sorted(wrong))}"
         )
     found.left_out = split | {c.name for c in behind} | wrong
-    found.skipped_peers = _peers_behind(screening, found.notes)
+    found.skipped_peers = _peers_behind(screening, found.notes) | _peers_too_slow(screening)
     return found
 
 
@@ -129,6 +132,13 @@ def _quickest_keepable(outcome: SearchOutcome, screening: Screening | None) -> f
         if c.fits_memory and c.fits_accuracy and (c.name not in whole or whole[c.name].correct)
     ]
     return min(prices, default=None)
+
+
+def _peers_too_slow(screening: Screening | None) -> set[str]:
+    """The peers of codegens the screen saw miss their compile deadline (its note says so)."""
+    if screening is None or not screening.too_slow:
+        return set()
+    return {peer.name for peer in declared_peers() if peer.codegen in screening.too_slow}
 
 
 def _peers_behind(screening: Screening | None, notes: list[str]) -> set[str]:

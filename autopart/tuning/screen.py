@@ -77,8 +77,9 @@ class Screening:
     ``dropped`` the targets left out, of which ``unpriced`` are those the budget left no
     time to price; ``priced`` says the op pass ran (only once there is an incumbent).
     ``elapsed_s`` is the screen's time, ``timing_s`` the part spent timing whole models,
-    ``plans`` the single-target plans it timed, by name. ``notes`` say what the screen
-    did, in one line each.
+    ``plans`` the single-target plans it timed, by name. ``too_slow``: each codegen that
+    did not compile the whole model within its deadline, with the deadline (s); its targets
+    are dropped and its peers not raced. ``notes`` say what the screen did, one line each.
     """
 
     targets: list[str]
@@ -94,6 +95,7 @@ class Screening:
     plans: dict[str, Plan] = field(default_factory=dict)
     unpriced: list[str] = field(default_factory=list)
     priced: bool = False
+    too_slow: dict[str, float] = field(default_factory=dict)
 
 
 def screens(options: TuneOptions, targets: Sequence[str]) -> bool:
@@ -144,8 +146,9 @@ def screen_targets(
     step("the single-target plans")
     plans = whole_plans(graph, assignments, fallback, source)
     jobs = whole_jobs(plans, assignments, options.peers)
-    whole, untimed = time_whole(model, graph, jobs, feeds, reference, clock, progress)
-    timing_s = time.perf_counter() - timing
+    found = time_whole(model, graph, jobs, feeds, reference, clock, progress)
+    whole, untimed = found.whole, found.notes
+    timing_s = time.perf_counter() - timing - found.abandoned_s  # not compiled in the race
     tolerance = _tolerance(options, graph, whole)
     for result in whole.values():
         result.tolerance = tolerance
@@ -157,6 +160,10 @@ def screen_targets(
         screening.incumbent = min(correct, key=lambda name: correct[name].median_s)
         incumbent_target = stands_for(screening.incumbent, assignments)
         needed = {fallback, *(assignments.get(incumbent_target, {}).values())}
+        for job in jobs:  # the plans the peers stand for stay candidates
+            stood = stands_for(job.name, assignments) if job.needed else None
+            if stood is not None and job.name in correct:
+                needed.update(assignments[stood].values())
         costs, unpriced = _price(graph, targets, needed, options, clock, timing_s, progress)
         priced = {  # plans that run only on priced targets
             t: a for t, a in assignments.items() if not {str(w) for w in a.values()} & set(unpriced)
@@ -165,9 +172,34 @@ def screen_targets(
         screening.kept = [t for t in screening.kept if t not in unpriced]
         screening.dropped = [t for t in screening.targets if t not in screening.kept]
         screening.unpriced, screening.priced = unpriced, True
+    _drop_too_slow(screening, found.too_slow, fallback)
     screening.elapsed_s = time.perf_counter() - started
     screening.notes.insert(0, _summary(screening))
     return screening
+
+
+def _drop_too_slow(
+    screening: Screening, too_slow: Mapping[str, float], fallback: VirtualDevice
+) -> None:
+    """Drop the targets whose codegen did not compile the whole model within its deadline.
+
+    Any plan running much of the model on them would compile as long in the race; the
+    fallback stays. A note names them.
+    """
+    if not too_slow:
+        return
+    slow = [
+        t for t in screening.kept
+        if VirtualDevice.parse(t).codegen in too_slow and VirtualDevice.parse(t) != fallback
+    ]  # fmt: skip
+    screening.too_slow = dict(too_slow)
+    screening.kept = [t for t in screening.kept if t not in slow]
+    screening.dropped = [t for t in screening.targets if t not in screening.kept]
+    for codegen, seconds in too_slow.items():
+        screening.notes.append(
+            f"screen: {codegen} did not compile the whole model within {seconds:.0f} s (the "
+            "budget), so its targets are left out" + (f": {', '.join(slow)}" if slow else "")
+        )
 
 
 def support_costs(graph: Graph, targets: Sequence[str]) -> Costs:
@@ -205,9 +237,10 @@ def _price(
 ) -> tuple[Costs, list[str]]:
     """One pass of op timings: the costs of the targets priced, and those left unpriced.
 
-    ``needed`` (the incumbent's targets and the fallback) are priced whatever the clock
-    says; then whole devices before units, within what ``clock`` leaves after the race's
-    reserve (:func:`~autopart.tuning.clock.race_reserve` of ``timing_s``).
+    ``needed`` (the targets of the incumbent's plan, of the plans the peers stand for,
+    and the fallback) are priced whatever the clock says; then whole devices before units,
+    within what ``clock`` leaves after the race's reserve
+    (:func:`~autopart.tuning.clock.race_reserve` of ``timing_s``).
     """
     first = [t for t in targets if VirtualDevice.parse(t) in needed]
     rest = [t for t in targets if t not in first]

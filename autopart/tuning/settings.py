@@ -101,6 +101,13 @@ class ScreenSettings:
         "timing another whole model; past it the least needed are skipped, so that profiling "
         "and the race get the rest (a 12,400-node model compiles in 16-18 s per target)",
     )
+    deadline_nodes: int = tuned(
+        2000,
+        "under a budget, a model of at least this many nodes is compiled whole by each "
+        "codegen's first screen job within the budget (OpenVINO: in a worker process it "
+        "can stop, which costs ~1 s to start): a 50,000-op chain took OpenVINO over 10 "
+        "minutes, a 12,400-node stack 16 s, resnet50's 122 nodes 0.4 s",
+    )
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from autopart.plan.schema import Plan
 from autopart.progress import StageProgress
 from autopart.search.baselines import Assignment
 from autopart.search.candidates import CandidateKind, candidate_name
+from autopart.targets.deadline import compile_deadline, compiling_within
 from autopart.targets.registry import declared_peers
 from autopart.tuning.clock import SCREEN_WARMUP, Clock
 from autopart.tuning.peers import Peer, PeerInputs, Runner, peer_lingers, peers
@@ -52,11 +54,17 @@ def whole_plans(
 
 @dataclass(frozen=True)
 class WholeJob:
-    """One runner the screen times whole: a single-target plan, or a peer built when due."""
+    """One runner the screen times whole: a single-target plan, or a peer built when due.
+
+    A ``needed`` job runs whatever the budget: the peer that sets the tolerance and the
+    plans the peers stand for (a peer gives way only to its own plan).
+    """
 
     name: str
+    codegen: str
     plan: Plan | None = None
     peer: Peer | None = None
+    needed: bool = False
 
 
 def whole_jobs(
@@ -64,8 +72,9 @@ def whole_jobs(
 ) -> list[WholeJob]:
     """The screen's runners, most needed first.
 
-    The peer that sets the tolerance, then its own plan, the other peers' plans, the other
-    peers, and the other single-target plans: a budget that runs out skips from the end.
+    The peer that sets the tolerance, then its own plan, the other peers' plans (these are
+    ``needed``), the other peers, and the other single-target plans: a budget that runs out
+    skips from the end.
     """
     available = declared_peers(available=True) if with_peers else ()
     equivalent = {  # a plan's name -> the peer it stands for
@@ -80,16 +89,33 @@ def whole_jobs(
         peer = equivalent.get(job.name)
         return 4 if peer is None else 1 if peer.sets_tolerance else 2
 
+    codegens = {single_name(target): target.codegen for target in assignments}
     jobs = [
-        *(WholeJob(name, plan=plan) for name, plan in plans.items()),
-        *(WholeJob(peer.name, peer=peer) for peer in available),
+        *(WholeJob(name, codegens[name], plan=plan) for name, plan in plans.items()),
+        *(WholeJob(peer.name, peer.codegen, peer=peer) for peer in available),
     ]
-    return sorted(jobs, key=rank)
+    return [dataclasses.replace(job, needed=rank(job) <= 2) for job in sorted(jobs, key=rank)]
 
 
 def single_name(target: VirtualDevice) -> str:
     """The name of ``target``'s single-target plan."""
     return candidate_name(CandidateKind.SINGLE, target)
+
+
+@dataclass
+class WholeTimings:
+    """What the screen's whole timings found.
+
+    ``whole``: each runner measured, by name; ``notes``: why any other was not, one line
+    each; ``too_slow``: each codegen that did not compile the whole model within its
+    deadline, with the deadline in seconds (its other runners were skipped);
+    ``abandoned_s``: the seconds spent on those compiles.
+    """
+
+    whole: dict[str, Measured] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    too_slow: dict[str, float] = field(default_factory=dict)
+    abandoned_s: float = 0.0
 
 
 def time_whole(
@@ -100,46 +126,82 @@ def time_whole(
     reference: Mapping[str, np.ndarray],
     clock: Clock,
     progress: StageProgress | None,
-) -> tuple[dict[str, Measured], list[str]]:
-    """Each job timed whole, one compiled at a time, within the clock; and why any was not.
+) -> WholeTimings:
+    """Each job timed whole, one compiled at a time, within the clock (see the module).
 
-    Once a runner is within reach of the reference and the first two jobs are done, a job
-    starts only while the clock has its share for the screen left
+    Once a runner is within reach of the reference, a job not ``needed`` starts only while
+    the clock has its share for the screen left
     (:attr:`~autopart.tuning.settings.ScreenSettings.whole_share`); the rest are named in
-    ``clock.cut``.
+    ``clock.cut``. Under a budget, a model of at least
+    :attr:`~autopart.tuning.settings.ScreenSettings.deadline_nodes` nodes is compiled by each
+    codegen's first job within the whole budget (:func:`compiling_within`): a codegen that
+    misses it gets no further job.
     """
     failures: dict[str, str] = {}
-    notes: list[str] = []
-    whole: dict[str, Measured] = {}
+    found = WholeTimings()
     reserve = (clock.budget_s or 0.0) * (1.0 - SCREEN.whole_share)
-    inputs = PeerInputs.of(graph)
+    large = clock.budget_s is not None and len(graph.nodes) >= SCREEN.deadline_nodes
+    compiled: set[str] = set()
     for done, job in enumerate(jobs):
         left = clock.until(reserve)
-        if done >= 2 and left is not None and left <= 0 and any(m.correct for m in whole.values()):
+        if (
+            not job.needed
+            and left is not None
+            and left <= 0
+            and any(m.correct for m in found.whole.values())
+        ):
             clock.cut.append(
                 "the screen's whole timings ("
                 + ", ".join(j.name for j in jobs[done:]) + " not timed whole)"
             )  # fmt: skip
             break
+        if job.codegen in found.too_slow:
+            found.notes.append(
+                f"{job.name} was not timed: {job.codegen} did not compile the whole model "
+                f"within {found.too_slow[job.codegen]:.0f} s"
+            )
+            continue
         if progress is not None:
             progress("screen", done, len(jobs), f"{job.name} whole")
-        runners: dict[str, Runner] = {}
-        if job.peer is not None:
-            runners, failed = peers(model, inputs, only=job.peer.name)
-            notes.extend(failed)
-            if not runners:
-                continue
-        timed = measure_plans(
-            graph, {} if job.plan is None else {job.name: job.plan}, feeds, SCREEN.rounds,
-            warmup=SCREEN_WARMUP, peers=runners, peer_linger_s=peer_lingers(),
-            min_timed_s=SCREEN.min_timed_s, failures=failures, tolerance=math.inf,
-            reference=reference,
-        )  # fmt: skip
-        whole.update(timed)
+        deadline = clock.budget_s if large and job.codegen not in compiled else None
+        job_started = time.perf_counter()
+        with compiling_within(deadline):
+            timed = _time_job(model, graph, job, feeds, reference, failures, found.notes)
+            if timed:
+                compiled.add(job.codegen)
+            elif deadline is not None and compile_deadline() == 0.0:
+                found.too_slow[job.codegen] = deadline
+                found.abandoned_s += time.perf_counter() - job_started
+        found.whole.update(timed)
         release_freed_memory()  # this job's runner, before the next is compiled
     if progress is not None:
-        progress("screen", len(jobs), len(jobs), f"{len(whole)} timed whole")
-    return whole, [*(f"{name} was not timed: {why}" for name, why in failures.items()), *notes]
+        progress("screen", len(jobs), len(jobs), f"{len(found.whole)} timed whole")
+    found.notes[:0] = [f"{name} was not timed: {why}" for name, why in failures.items()]
+    return found
+
+
+def _time_job(
+    model: ModelLike,
+    graph: Graph,
+    job: WholeJob,
+    feeds: Mapping[str, np.ndarray],
+    reference: Mapping[str, np.ndarray],
+    failures: dict[str, str],
+    notes: list[str],
+) -> dict[str, Measured]:
+    """One job's runner compiled (a peer: built) and timed; empty when it could not be."""
+    runners: dict[str, Runner] = {}
+    if job.peer is not None:
+        runners, failed = peers(model, PeerInputs.of(graph), only=job.peer.name)
+        notes.extend(failed)
+        if not runners:
+            return {}
+    return measure_plans(
+        graph, {} if job.plan is None else {job.name: job.plan}, feeds, SCREEN.rounds,
+        warmup=SCREEN_WARMUP, peers=runners, peer_linger_s=peer_lingers(),
+        min_timed_s=SCREEN.min_timed_s, failures=failures, tolerance=math.inf,
+        reference=reference,
+    )  # fmt: skip
 
 
 def stands_for(name: str, assignments: Mapping[VirtualDevice, Assignment]) -> VirtualDevice | None:

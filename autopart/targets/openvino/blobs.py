@@ -63,10 +63,13 @@ class BlobStore:
         key: str,
         compile_model: Callable[[], Any],
         import_model: Callable[[io.BytesIO], Any],
+        export_elsewhere: Callable[[], bytes] | None = None,
     ) -> Any:
         """The compiled model of ``key``: imported from its file if kept, else compiled.
 
         ``compile_model()`` compiles it; ``import_model(stream)`` imports an exported one.
+        With ``export_elsewhere``, a model not kept is compiled by that instead (a child
+        process that can be stopped), which returns the export; it is kept and imported.
         A file that fails its digest or its import is dropped and the model compiled.
         """
         with self._lock:
@@ -76,6 +79,10 @@ class BlobStore:
                 if imported is not None:
                     return imported
             started = time.perf_counter()
+            if export_elsewhere is not None:
+                data = export_elsewhere()
+                self._keep(key, data, time.perf_counter() - started)
+                return import_model(io.BytesIO(data))
             compiled = compile_model()
             took = time.perf_counter() - started
             known = key in self._blobs or key in self._compile_instead
@@ -108,6 +115,10 @@ class BlobStore:
             data = compiled.export_model().getvalue()
         except Exception:  # a plugin that cannot export: the model is compiled each time
             return
+        self._keep(key, data, compile_s)
+
+    def _keep(self, key: str, data: bytes, compile_s: float) -> None:
+        """Write the export ``data`` of ``key`` atomically, within the byte cap."""
         if len(data) > self.max_bytes:
             return
         folder = self._ensure_folder()

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 
 from autopart.errors import TargetError
+from autopart.targets.deadline import compile_deadline
+from autopart.targets.openvino import worker
 from autopart.targets.openvino.blobs import BlobStore
 
 
@@ -281,7 +283,12 @@ def _compile(
     island_outputs: Collection[str],
     shapes: Mapping[str, Sequence[int]] | None,
 ) -> Any:
-    """Compile (or import the process's export of) one model; :class:`TargetError` if not."""
+    """Compile (or import the process's export of) one model; :class:`TargetError` if not.
+
+    Under a compile deadline (:mod:`autopart.targets.deadline`) a model not compiled before
+    is compiled in a worker process that is stopped when it passes
+    (:class:`~autopart.targets.deadline.CompileTimeoutError`).
+    """
 
     def compile_now() -> Any:
         model = read_onnx(model_bytes)
@@ -291,10 +298,22 @@ def _compile(
             add_islands(model, islands, island_outputs)
         return core().compile_model(model, DEVICE, config)
 
+    deadline = compile_deadline()
+    elsewhere = None
+    if deadline is not None and not islands:
+
+        def elsewhere() -> bytes:
+            return worker.compile_to_blob(model_bytes, config, shapes, deadline)
+
     try:
         return BLOBS.compile(
-            repr(key), compile_now, lambda stream: core().import_model(stream, DEVICE, config)
+            repr(key),
+            compile_now,
+            lambda stream: core().import_model(stream, DEVICE, config),
+            elsewhere,
         )
+    except TargetError:
+        raise
     except Exception as error:  # OpenVINO's exception types are not specific
         raise TargetError(f"openvino rejected the subgraph: {first_line(error)}") from None
 
