@@ -6,7 +6,10 @@ drops what is behind) and once with ``--thorough`` (every target profiled in ful
 wall budget: the tune before issue #45). The two runs of one model follow each other, in
 alternating order from model to model. Each row gives the wall time, the peak resident
 memory the tune reports, the plan kept and its ratio to the best peer in the tune's own
-race, and what the screen dropped.
+race, and what the screen dropped. Then the two plans kept are timed side by side in one
+interleaved measurement, with the default plan compiled twice for the noise floor:
+``thorough_vs_default`` is the thorough plan's median over the default plan's, and
+``noise_floor`` how far the default plan's second copy is from its first.
 
     python experiments/bench_minute.py --tag minute_1128 resnet50 densenet121
     python experiments/bench_minute.py --tag minute_1128 --corpus tv_resnet18
@@ -25,6 +28,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from autopart.ir.feeds import random_inputs
+from autopart.ir.graph import Graph
+from autopart.loader import load_model
+from autopart.plan.schema import Plan
+from autopart.tuning.verify import measure_plans
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))
 from corpus import load_corpus, run_cli, save_rows, select
@@ -55,6 +64,7 @@ def tune_once(model: str, extra: list[str], mode: str, work: Path, timeout: floa
     command = [
         sys.executable, "-m", "autopart", "tune", model, *extra, *MODES[mode],
         "--profiles", str(folder / "profiles"), "--search-dir", str(folder / "search"),
+        "-o", str(folder / "plan.json"),
     ]  # fmt: skip
     done = run_cli(command, timeout)
     row: dict[str, Any] = {"mode": mode, "status": done["status"], "detail": done["detail"]}
@@ -62,6 +72,26 @@ def tune_once(model: str, extra: list[str], mode: str, work: Path, timeout: floa
     if done["status"] == "ok":
         row.update(parsed(done.get("stdout", "")))
     return row
+
+
+def compare(graph: Graph, work: Path, rounds: int = 15) -> dict[str, float]:
+    """The two modes' plans timed in one interleaved run, the default plan twice."""
+    paths = {mode: work / mode / "plan.json" for mode in MODES}
+    if not all(path.is_file() for path in paths.values()):
+        return {}
+    plans = {
+        "default": Plan.load(paths["default"]),
+        "default again": Plan.load(paths["default"]),
+        "thorough": Plan.load(paths["thorough"]),
+    }
+    measured = measure_plans(graph, plans, random_inputs(graph, 0), rounds=rounds)
+    if set(measured) != set(plans):
+        return {}
+    default = measured["default"].median_s
+    return {
+        "thorough_vs_default": measured["thorough"].median_s / default,
+        "noise_floor": abs(measured["default again"].median_s / default - 1.0),
+    }
 
 
 def main() -> None:
@@ -73,8 +103,10 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800.0)
     args = parser.parse_args()
     jobs = [(name, name, []) for name in args.models]
+    graphs = {name: lambda name=name: load_model(name) for name in args.models}
     for model in select(load_corpus(), args.corpus):
         jobs.append((model.name, str(model.path()), model.cli_arguments()))
+        graphs[model.name] = lambda m=model: load_model(str(m.path()), m.input_shapes(), m.frozen())
     rows: list[dict[str, Any]] = []
     csv = RESULTS / f"{args.tag}.csv"
     for index, (name, path, extra) in enumerate(jobs):
@@ -85,6 +117,11 @@ def main() -> None:
                 rows.append(row)
                 print(row, flush=True)
                 save_rows(rows, csv)
+            compared = compare(graphs[name](), Path(work))
+            for row in rows[-len(order) :]:
+                row.update(compared)
+            print(name, compared, flush=True)
+            save_rows(rows, csv)
     table = pd.DataFrame(rows)
     wide = table.pivot(index="model", columns="mode", values=["seconds", "peak_gib"])
     ratios = pd.DataFrame(

@@ -131,3 +131,25 @@ def test_a_compile_past_its_deadline_is_stopped_and_says_so() -> None:
     with compiling_within(0.05), pytest.raises(CompileTimeoutError, match="did not finish compiling within"):
         library.compiled_once(op_chain(41).SerializeToString(), {})
     assert time.perf_counter() - started < 10.0  # stopped, not waited for
+
+
+def test_under_a_deadline_the_worker_compiles_and_the_next_compile_imports_its_export(
+    monkeypatch: Any,
+) -> None:
+    pytest.importorskip("openvino")
+    from autopart.targets.deadline import compiling_within
+    from autopart.targets.openvino import library
+
+    store = BlobStore()
+    monkeypatch.setattr(library, "BLOBS", store)
+    model = op_chain(42).SerializeToString()
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    with compiling_within(120.0):
+        from_worker = library.compiled_once(model, config)
+    again = library.compiled_once(model, config)  # no deadline: the export is imported
+    assert store.imports == 1
+    x = np.random.default_rng(1).standard_normal((16, 64)).astype(np.float32)
+    direct = library.core().compile_model(library.read_onnx(model), library.DEVICE, config)
+    want = direct.create_infer_request().infer([x])[0]
+    np.testing.assert_array_equal(from_worker.create_infer_request().infer([x])[0], want)
+    np.testing.assert_array_equal(again.create_infer_request().infer([x])[0], want)

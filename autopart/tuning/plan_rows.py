@@ -109,9 +109,6 @@ def plan_rows(candidates: dict[str, Candidate], measured: dict[str, Measured]) -
     return sorted(rows, key=lambda r: (key(r) is None, key(r) or 0.0))
 
 
-SUMMED = "summed over its ops (the table prices it as timed whole)"
-
-
 def drift_note(
     rows: Sequence[PlanRow], model: str | Path, op_sums: Mapping[str, float] | None = None
 ) -> list[str]:
@@ -119,12 +116,12 @@ def drift_note(
 
     The prediction is the row's op sum in ``op_sums`` where it has one (a partition timed
     whole prices the row from that timing, which says nothing of the op rows), else the
-    row's own; where the two differ, the note says the figure is the ops' sum, not the
-    table's prediction. A profile taken in a slow or quick spell of a shared machine predicts every
-    plan on that target off by as much; the note says how to measure it again. It cannot tell such
-    drift from a bias of the cost model on that target, so it says both. Gaps under
-    ``VERIFY.drift_floor_s`` are not noted: a model of a few microseconds swings by that much
-    from one launch to the next, whatever the profile.
+    row's own; where the two differ, the note gives both, and says the search priced the
+    plan as timed whole (the table's prediction). A profile taken in a slow or quick spell
+    of a shared machine predicts every plan on that target off by as much; the note says how
+    to measure it again. It cannot tell such drift from a bias of the cost model on that
+    target, so it says both. Gaps under ``VERIFY.drift_floor_s`` are not noted: a model of a
+    few microseconds swings by that much from one launch to the next, whatever the profile.
     """
     off: list[tuple[str, str, float, float]] = []  # target, prediction, measured, error
     limit, floor_s = VERIFY.drift_limit, VERIFY.drift_floor_s
@@ -134,13 +131,15 @@ def drift_note(
             predicted = (op_sums or {}).get(row.name, row.predicted_s)
             error = predicted / measured - 1
             if abs(error) > limit and abs(predicted - measured) >= floor_s:
-                summed = row.predicted_s is not None and abs(predicted - row.predicted_s) > 1e-12
-                what = (
-                    "summed over its ops (the table prices it as timed whole)"
-                    if summed
-                    else "predicted"
-                )
-                off.append((str(row.target), f"{predicted * 1e3:.2f} ms {what}", measured, error))
+                whole = row.predicted_s
+                if whole is not None and abs(predicted - whole) > 1e-12:
+                    what = (
+                        f"{predicted * 1e3:.2f} ms summed over its ops, {whole * 1e3:.2f} ms "
+                        "timed whole (the price the search used)"
+                    )
+                else:
+                    what = f"{predicted * 1e3:.2f} ms predicted"
+                off.append((str(row.target), what, measured, error))
     if not off:
         return []
     listing = "; ".join(f"{t} {p}, {m * 1e3:.2f} measured ({e:+.0%})" for t, p, m, e in off)
