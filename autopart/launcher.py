@@ -6,7 +6,10 @@ process, so before numpy is loaded it asks OpenBLAS's idle threads to stop spinn
 by up to 1.7x on a machine whose cores onnxruntime and OpenCL also use) and keeps freed
 host memory in the heap (:func:`autopart.host_memory.retain_freed_memory`). SIGINT and
 SIGTERM are taken first of all (:func:`autopart.interrupts.run_interruptible`), so that
-one line and exit status 130 or 143 end the process whenever they come.
+one line and exit status 130 or 143 end the process whenever they come. Memory is watched
+(:func:`autopart.limits.memory_watch`): a command about to run the machine out of memory,
+or past its ``--memory-limit``, stops with one ``error:`` line naming what it was doing,
+before the kernel's OOM killer ends it with none.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ def _prepared_main() -> None:
 
     retain_freed_memory()
     from autopart.cli import main as cli_main
+    from autopart.cli.common import now_doing
+    from autopart.limits import memory_watch
 
-    cli_main()
+    with memory_watch(now_doing):
+        cli_main()
 
 
 if __name__ == "__main__":

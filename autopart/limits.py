@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import os
 import resource
-from collections.abc import Iterator
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from autopart.errors import ResourceError
@@ -95,3 +97,67 @@ def check_fits(nbytes: int, what: str) -> None:
             f"{what} needs {format_size(nbytes)}, more than the {format_size(available)} "
             "of memory available"
         )
+
+
+WATCH_INTERVAL_S = 0.1
+FREE_FLOOR_BYTES = 1 << 30  # the machine's last free memory a command never takes
+FREE_FLOOR_SHARE = 0.10  # or this share of a smaller machine's memory
+
+
+def _meminfo_total() -> int | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            return int(handle.readline().split()[1]) * 1024  # MemTotal comes first
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def over_memory(floor: int) -> str | None:
+    """Why this process must stop now (its limit passed, the machine nearly out), or None."""
+    held = status_bytes("VmRSS") or 0
+    if _memory_limit is not None and held > _memory_limit:
+        return (
+            f"it holds {format_size(held)}, over its --memory-limit of {format_size(_memory_limit)}"
+        )
+    free = _meminfo_available()
+    if free is not None and free < floor:
+        return (
+            f"the machine has {format_size(free)} of memory left and this process holds "
+            f"{format_size(held)}"
+        )
+    return None
+
+
+@contextmanager
+def memory_watch(activity: Callable[[], str]) -> Iterator[None]:
+    """Within, stop the process with one ``error:`` line before memory runs out.
+
+    A thread checks, every :data:`WATCH_INTERVAL_S`, the resident set against
+    :func:`memory_limit`'s limit and the machine's free memory against a floor
+    (:data:`FREE_FLOOR_BYTES`, or :data:`FREE_FLOOR_SHARE` of a smaller machine). Past
+    either, it writes ``error: out of memory while <activity()>: <why>`` and ends the
+    process with status 2: a library compiling a model can grow by gigabytes in one call
+    that no size guard foresees (:func:`check_fits`), and the kernel's OOM killer would end
+    it, or another process, with no word. Files are written atomically, so whatever was
+    saved stays whole. For commands only: it ends the process, not a call.
+    """
+    total = _meminfo_total()
+    floor = (
+        FREE_FLOOR_BYTES if total is None else min(FREE_FLOOR_BYTES, int(FREE_FLOOR_SHARE * total))
+    )
+    stopped = threading.Event()
+
+    def watch() -> None:
+        while not stopped.wait(WATCH_INTERVAL_S):
+            why = over_memory(floor)
+            if why is not None:
+                sys.stderr.write(f"error: out of memory while {activity()}: {why}; stopped\n")
+                sys.stderr.flush()
+                os._exit(2)
+
+    watcher = threading.Thread(target=watch, name="memory-watch", daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        stopped.set()

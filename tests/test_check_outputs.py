@@ -53,6 +53,24 @@ def test_a_finite_error_is_the_largest_difference_over_the_largest_value(
     assert relative_error(got, values) == pytest.approx(expected, rel=1e-9, abs=1e-300)
 
 
+@given(
+    arrays(
+        np.float32, st.tuples(st.integers(0, 4), st.integers(1, 3)), elements=st.floats(width=32)
+    ),
+    arrays(
+        np.float32, st.tuples(st.integers(0, 4), st.integers(1, 3)), elements=st.floats(width=32)
+    ),
+)
+def test_outputs_of_another_shape_differ_wholly_and_never_raise(
+    got: np.ndarray, expected: np.ndarray
+) -> None:
+    """A detector's outputs may keep another count of boxes on another target: an output
+    whose shape is not the reference's is an infinite error, not an exception."""
+    if got.shape == expected.shape:
+        return
+    assert relative_error(got, expected) == np.inf
+
+
 def test_run_check_agrees_on_nans_and_exits_1_on_a_mismatch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

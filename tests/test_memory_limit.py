@@ -55,3 +55,32 @@ def test_a_tune_under_a_tiny_limit_stops_with_one_line(tmp_path: Path) -> None:
         "--memory-limit", "1MB",
     )  # fmt: skip
     assert_one_line_error(code, output, "of memory available")
+
+
+_FILL = """
+import time
+import numpy as np
+from autopart.host_memory import status_bytes
+from autopart.limits import memory_limit, memory_watch
+
+held = []
+with memory_limit(status_bytes("VmRSS") + (200 << 20)), memory_watch(lambda: "filling a buffer"):
+    for _ in range(40):  # 2 GiB at most, in 50 MiB steps, each touched
+        held.append(np.ones(50 << 18, np.float32))
+        time.sleep(0.05)
+print("not stopped")
+"""
+
+
+def test_the_memory_watch_stops_a_growing_process_with_one_line_before_its_limit() -> None:
+    """What no size guard foresees (a library compiling a model grew one tune to 24 GB and
+    the kernel killed it): the watch stops the process at its limit, with one line."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _FILL], capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "not stopped" not in done.stdout
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: out of memory while filling a buffer")
+    assert "over its --memory-limit" in lines[0]

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from autopart.cli.common import (
     console,
+    doing,
     freeze_option,
     input_shape_option,
     memory_limit_option,
@@ -91,6 +92,7 @@ def bench_command(
         task = bar.add_task("preparing", total=None)
 
         def progress(stage: str, done: int, total: int, label: str) -> None:
+            doing(stage, label)
             bar.update(
                 task, completed=done, total=total or None, description=f"{stage} {label}"[:44],
                 stage=stage,

@@ -68,6 +68,19 @@ console = SafeConsole(highlight=False, markup=False)
 PIPED_MAX_WIDTH = 200  # a table printed to a pipe or log gets up to this many columns
 
 
+_DOING = ["starting"]  # what the command does now, for the memory watch's line
+
+
+def doing(stage: str, label: str) -> None:
+    """Record what the command does now (a progress update): an out-of-memory stop names it."""
+    _DOING[0] = f"{stage}: {label}" if label else stage
+
+
+def now_doing() -> str:
+    """What the command does now, as :func:`doing` last recorded it."""
+    return _DOING[0]
+
+
 def user_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     """Wrap a command: an :class:`AutopartError` is one ``error:`` line and exit status 2.
 

@@ -17,6 +17,7 @@ from rich.table import Table
 from autopart import api
 from autopart.cli.common import (
     console,
+    doing,
     freeze_option,
     input_shape_option,
     parse_freeze,
@@ -83,6 +84,7 @@ def profile_command(
             task = bar.add_task("preparing", total=None, stage="profile")
 
             def progress(done: int, total: int, label: str) -> None:
+                doing("profile", label)
                 bar.update(task, completed=done, total=total, description=label[:40])
 
             report, saved, path = api.profile(

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from autopart.cli.common import (
     console,
+    doing,
     freeze_option,
     input_shape_option,
     memory_limit_option,
@@ -146,6 +147,7 @@ def tune_command(
         tasks: dict[str, TaskID] = {}
 
         def progress(stage: str, done: int, total: int, label: str) -> None:
+            doing(stage, label)
             if stage not in tasks:
                 tasks[stage] = bar.add_task(label[:36], total=total or None, stage=stage)
             bar.update(tasks[stage], completed=done, total=total or None, description=label[:36])

@@ -3,7 +3,7 @@
 OpenVINO's ``compile_model`` cannot be cancelled, and a thread left compiling would keep a
 core busy under every timing that follows. So a compile with a deadline
 (:mod:`autopart.targets.deadline`) runs in a child process (``python -m
-autopart.targets.openvino.worker FOLDER``): it reads the model and the properties from
+autopart.targets.openvino.worker_main FOLDER``): it reads the model and the properties from
 ``FOLDER``, compiles, and writes the export (``CompiledModel.export_model``) back
 atomically. The parent imports the export, which runs the same compiled graph; when the
 deadline passes first, the child is killed and :class:`CompileTimeoutError` raised. Starting the
@@ -14,7 +14,6 @@ models whose compile may be long.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ from pathlib import Path
 from autopart.errors import TargetError
 from autopart.targets.deadline import CompileTimeoutError
 
-_MODEL, _REQUEST, _BLOB = "model.onnx", "request.json", "compiled.blob"
+MODEL, REQUEST, BLOB = "model.onnx", "request.json", "compiled.blob"  # in the folder
 
 
 def compile_to_blob(
@@ -40,11 +39,11 @@ def compile_to_blob(
     """
     with tempfile.TemporaryDirectory(prefix="autopart-ovw-") as name:
         folder = Path(name)
-        (folder / _MODEL).write_bytes(model_bytes)
+        (folder / MODEL).write_bytes(model_bytes)
         fixed = {name: list(shape) for name, shape in (shapes or {}).items()}
         request = {"config": dict(config), "shapes": fixed}
-        (folder / _REQUEST).write_text(json.dumps(request))
-        command = [sys.executable, "-m", "autopart.targets.openvino.worker", str(folder)]
+        (folder / REQUEST).write_text(json.dumps(request))
+        command = [sys.executable, "-m", "autopart.targets.openvino.worker_main", str(folder)]
         child = subprocess.Popen(
             command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
         )
@@ -56,26 +55,8 @@ def compile_to_blob(
             raise CompileTimeoutError(
                 f"openvino did not finish compiling within {deadline_s:.3g} s, so it was stopped"
             ) from None
-        blob = folder / _BLOB
+        blob = folder / BLOB
         if child.returncode != 0 or not blob.is_file():
             lines = errors.decode(errors="replace").strip().splitlines() or ["no message"]
             raise TargetError(f"openvino rejected the model: {lines[-1][:200]}")
         return blob.read_bytes()
-
-
-def _serve(folder: Path) -> None:
-    """The child's side: compile ``folder``'s model and write its export atomically."""
-    from autopart.targets.openvino import library
-
-    request = json.loads((folder / _REQUEST).read_text())
-    model = library.read_onnx((folder / _MODEL).read_bytes())
-    if request["shapes"]:
-        library.reshape_dynamic(model, request["shapes"])
-    compiled = library.core().compile_model(model, library.DEVICE, request["config"])
-    partial = folder / (_BLOB + ".part")
-    partial.write_bytes(compiled.export_model().getvalue())
-    os.replace(partial, folder / _BLOB)
-
-
-if __name__ == "__main__":
-    _serve(Path(sys.argv[1]))
