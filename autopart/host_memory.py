@@ -21,8 +21,8 @@ Set ``AUTOPART_MALLOC=default`` to leave the allocator as it is.
 from __future__ import annotations
 
 import ctypes
-import gc
 import ctypes.util
+import gc
 import os
 
 M_TRIM_THRESHOLD = -1

@@ -128,7 +128,10 @@ def test_a_compile_past_its_deadline_is_stopped_and_says_so() -> None:
     from autopart.targets.openvino import library
 
     started = time.perf_counter()
-    with compiling_within(0.05), pytest.raises(CompileTimeoutError, match="did not finish compiling within"):
+    with (
+        compiling_within(0.05),
+        pytest.raises(CompileTimeoutError, match="did not finish compiling within"),
+    ):
         library.compiled_once(op_chain(41).SerializeToString(), {})
     assert time.perf_counter() - started < 10.0  # stopped, not waited for
 

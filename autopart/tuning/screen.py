@@ -5,7 +5,9 @@ target running the whole model wins. So, unless ``--thorough``, a tune first scr
 
 1. every whole device's single-target plan and every peer, compiled and timed whole for a
    few settled rounds, one at a time (so one is compiled at once), each checked against
-   the numpy reference; the quickest within the tolerance is the **incumbent**. The plans
+   the numpy reference, most needed first and within the budget
+   (:mod:`~autopart.tuning.whole_timing`); the quickest within the tolerance is the
+   **incumbent**. The plans
    need only which target runs which node (:func:`support_costs`); a unit's plan (one
    core) is not timed: its costs are scaled as its device's at the same codegen and
    precision are;
@@ -197,7 +199,7 @@ def _drop_too_slow(
     screening.dropped = [t for t in screening.targets if t not in screening.kept]
     for codegen, seconds in too_slow.items():
         screening.notes.append(
-            f"screen: {codegen} did not compile the whole model within {seconds:.0f} s (the "
+            f"screen: {codegen} did not compile the whole model within {seconds:.3g} s (the "
             "budget), so its targets are left out" + (f": {', '.join(slow)}" if slow else "")
         )
 

@@ -129,7 +129,7 @@ def time_whole(
 ) -> WholeTimings:
     """Each job timed whole, one compiled at a time, within the clock (see the module).
 
-    Once a runner is within reach of the reference, a job not ``needed`` starts only while
+    Once a runner has run with a finite error, a job not ``needed`` starts only while
     the clock has its share for the screen left
     (:attr:`~autopart.tuning.settings.ScreenSettings.whole_share`); the rest are named in
     ``clock.cut``. Under a budget, a model of at least
@@ -158,7 +158,7 @@ def time_whole(
         if job.codegen in found.too_slow:
             found.notes.append(
                 f"{job.name} was not timed: {job.codegen} did not compile the whole model "
-                f"within {found.too_slow[job.codegen]:.0f} s"
+                f"within {found.too_slow[job.codegen]:.3g} s"
             )
             continue
         if progress is not None:
