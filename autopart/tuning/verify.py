@@ -295,18 +295,23 @@ class _Rounds:
         for result in self.results.values():
             result.tolerance = chosen
 
-    def retire(self, name: str) -> None:
-        """Take ``name`` out of the rounds, keeping what it measured; free what it compiled."""
+    def retire(self, name: str, release: bool = True) -> None:
+        """Take ``name`` out of the rounds, keeping what it measured; free what it compiled.
+
+        With ``release``, the freed memory is handed back at once (the race goes on).
+        """
         self.runners.pop(name, None)
         executor = self.executors.pop(name, None)
         if executor is not None:
             executor.close()
-            release_freed_memory()
+            if release:
+                release_freed_memory()
 
     def close_all(self) -> None:
-        """Close every plan still compiled."""
+        """Close every plan still compiled, then hand the memory back once."""
         for name in list(self.executors):
-            self.retire(name)
+            self.retire(name, release=False)
+        release_freed_memory()
 
     def run_rounds(
         self,
