@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import gc
 import os
 
@@ -32,6 +33,12 @@ MMAP_THRESHOLD_BYTES = 32 << 20  # glibc's largest allowed value on 64-bit
 TRIM_THRESHOLD_BYTES = 1 << 30
 
 _applied: bool | None = None
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """The C library, loaded once (finding it may run ``ldconfig``, a process of its own)."""
+    return ctypes.CDLL(ctypes.util.find_library("c"))
 
 
 def retain_freed_memory() -> bool:
@@ -48,10 +55,8 @@ def retain_freed_memory() -> bool:
     _applied = False
     if os.environ.get("AUTOPART_MALLOC", "") == "default":
         return False
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+        mallopt = _libc().mallopt
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
@@ -75,9 +80,8 @@ def release_freed_memory() -> bool:
     ``malloc_trim`` released anything (``False`` where the C library has none).
     """
     gc.collect()
-    name = ctypes.util.find_library("c")
     try:
-        trim = ctypes.CDLL(name).malloc_trim
+        trim = _libc().malloc_trim
     except (OSError, AttributeError, TypeError):
         return False
     trim.argtypes = [ctypes.c_size_t]

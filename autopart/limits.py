@@ -19,11 +19,12 @@ from autopart.errors import ResourceError
 from autopart.host_memory import status_bytes
 
 
-def _meminfo_available() -> int | None:
+def _meminfo(field: str) -> int | None:
+    """A field of ``/proc/meminfo`` (``MemAvailable``, ``MemTotal``) in bytes; None if absent."""
     try:
         with open("/proc/meminfo", encoding="ascii") as handle:
             for line in handle:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(f"{field}:"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         return None
@@ -69,7 +70,7 @@ def available_memory_bytes() -> int:
 
     And within the limit of :func:`memory_limit`, where one is in force.
     """
-    candidates = [_meminfo_available(), _address_space_left(), _limit_left()]
+    candidates = [_meminfo("MemAvailable"), _address_space_left(), _limit_left()]
     if candidates[0] is None:
         pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
         candidates[0] = int(pages) * int(os.sysconf("SC_PAGE_SIZE")) if pages else None
@@ -104,14 +105,6 @@ FREE_FLOOR_BYTES = 1 << 30  # the machine's last free memory a command never tak
 FREE_FLOOR_SHARE = 0.10  # or this share of a smaller machine's memory
 
 
-def _meminfo_total() -> int | None:
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            return int(handle.readline().split()[1]) * 1024  # MemTotal comes first
-    except (OSError, ValueError, IndexError):
-        return None
-
-
 def over_memory(floor: int) -> str | None:
     """Why this process must stop now (its limit passed, the machine nearly out), or None."""
     held = status_bytes("VmRSS") or 0
@@ -119,7 +112,7 @@ def over_memory(floor: int) -> str | None:
         return (
             f"it holds {format_size(held)}, over its --memory-limit of {format_size(_memory_limit)}"
         )
-    free = _meminfo_available()
+    free = _meminfo("MemAvailable")
     if free is not None and free < floor:
         return (
             f"the machine has {format_size(free)} of memory left and this process holds "
@@ -141,7 +134,7 @@ def memory_watch(activity: Callable[[], str]) -> Iterator[None]:
     it, or another process, with no word. Files are written atomically, so whatever was
     saved stays whole. For commands only: it ends the process, not a call.
     """
-    total = _meminfo_total()
+    total = _meminfo("MemTotal")
     floor = (
         FREE_FLOOR_BYTES if total is None else min(FREE_FLOOR_BYTES, int(FREE_FLOOR_SHARE * total))
     )

@@ -156,3 +156,20 @@ def test_under_a_deadline_the_worker_compiles_and_the_next_compile_imports_its_e
     want = direct.create_infer_request().infer([x])[0]
     np.testing.assert_array_equal(from_worker.create_infer_request().infer([x])[0], want)
     np.testing.assert_array_equal(again.create_infer_request().infer([x])[0], want)
+
+
+def test_an_export_that_cannot_be_written_keeps_nothing_and_the_model_still_compiles(
+    monkeypatch: Any,
+) -> None:
+    from autopart.errors import OutputError
+    from autopart.targets.openvino import blobs
+
+    def full_disk(path: Any, data: bytes) -> None:
+        raise OutputError(f"cannot write {path}: No space left on device")
+
+    monkeypatch.setattr(blobs, "atomic_write_bytes", full_disk)
+    store = BlobStore(min_compile_s=0.0)
+    counts, compile_model, import_model = _calls()
+    assert store.compile("k", compile_model, import_model).payload == b"model"
+    assert store.compile("k", compile_model, import_model).payload == b"model"
+    assert counts == {"compiled": 2, "imported": 0}

@@ -17,7 +17,6 @@ from __future__ import annotations
 import atexit
 import hashlib
 import io
-import os
 import shutil
 import tempfile
 import threading
@@ -27,6 +26,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from autopart.errors import OutputError
+from autopart.io import atomic_write_bytes
 
 MIN_COMPILE_S = 2.0
 MAX_BYTES = 4 << 30
@@ -118,14 +120,14 @@ class BlobStore:
         self._keep(key, data, compile_s)
 
     def _keep(self, key: str, data: bytes, compile_s: float) -> None:
-        """Write the export ``data`` of ``key`` atomically, within the byte cap."""
+        """Keep the export ``data`` of ``key`` (written atomically) within the byte cap."""
         if len(data) > self.max_bytes:
             return
-        folder = self._ensure_folder()
-        path = folder / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.blob"
-        partial = path.with_suffix(".part")
-        partial.write_bytes(data)
-        os.replace(partial, path)
+        path = self._ensure_folder() / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.blob"
+        try:
+            atomic_write_bytes(path, data)
+        except OutputError:  # a full disk: the model is compiled again next time
+            return
         self._blobs[key] = _Blob(path, len(data), hashlib.sha256(data).hexdigest(), compile_s)
         while sum(b.size for b in self._blobs.values()) > self.max_bytes:
             self._drop(next(iter(self._blobs)))

@@ -58,8 +58,10 @@ INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 # measure stage peaked at 2.8 GiB and its race at 3.3; at 128 MiB, 1.9 and 2.7.
 COMPILED_CACHE_SIZE = 256
 COMPILED_CACHE_BYTES = 128 << 20
-_COMPILED: OrderedDict[Any, Any] = OrderedDict()
-_COMPILED_BYTES: dict[Any, int] = {}
+_Shapes = tuple[tuple[str, tuple[int, ...]], ...]
+_Key = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], _Shapes]
+_COMPILED: OrderedDict[_Key, Any] = OrderedDict()
+_COMPILED_BYTES: dict[_Key, int] = {}
 BLOBS = BlobStore()
 _COMPILE_LOCK = threading.Lock()
 _ov: Any = None
@@ -256,10 +258,6 @@ def compiled_once(
     return _compile(_key(model_bytes, config, (), shapes), model_bytes, config, (), (), shapes)
 
 
-_Shapes = tuple[tuple[str, tuple[int, ...]], ...]
-_Key = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], _Shapes]
-
-
 def _key(
     model_bytes: bytes,
     config: Mapping[str, str],
@@ -273,6 +271,25 @@ def _key(
         tuple(sorted(islands)),
         tuple(sorted((name, tuple(shape)) for name, shape in (shapes or {}).items())),
     )
+
+
+def compile_onnx(
+    model_bytes: bytes,
+    config: Mapping[str, str],
+    shapes: Mapping[str, Sequence[int]] | None = None,
+    islands: Collection[str] = (),
+    island_outputs: Collection[str] = (),
+) -> Any:
+    """``model_bytes`` read, given static ``shapes`` and bf16 ``islands``, and compiled now.
+
+    No cache and no deadline (:func:`compiled_model` has both); OpenVINO's own exceptions.
+    """
+    model = read_onnx(model_bytes)
+    if shapes:
+        reshape_dynamic(model, shapes)
+    if islands:
+        add_islands(model, islands, island_outputs)
+    return core().compile_model(model, DEVICE, dict(config))
 
 
 def _compile(
@@ -291,12 +308,7 @@ def _compile(
     """
 
     def compile_now() -> Any:
-        model = read_onnx(model_bytes)
-        if shapes:
-            reshape_dynamic(model, shapes)
-        if islands:
-            add_islands(model, islands, island_outputs)
-        return core().compile_model(model, DEVICE, config)
+        return compile_onnx(model_bytes, config, shapes, islands, island_outputs)
 
     deadline = compile_deadline()
     elsewhere = None

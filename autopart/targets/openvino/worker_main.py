@@ -7,10 +7,10 @@ Run as ``python -m autopart.targets.openvino.worker_main FOLDER``: it compiles t
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
+from autopart.io import atomic_write_bytes
 from autopart.targets.openvino import library
 from autopart.targets.openvino.worker import BLOB, MODEL, REQUEST
 
@@ -18,13 +18,9 @@ from autopart.targets.openvino.worker import BLOB, MODEL, REQUEST
 def serve(folder: Path) -> None:
     """Compile ``folder``'s model under its request's properties; write the export atomically."""
     request = json.loads((folder / REQUEST).read_text())
-    model = library.read_onnx((folder / MODEL).read_bytes())
-    if request["shapes"]:
-        library.reshape_dynamic(model, request["shapes"])
-    compiled = library.core().compile_model(model, library.DEVICE, request["config"])
-    partial = folder / (BLOB + ".part")
-    partial.write_bytes(compiled.export_model().getvalue())
-    os.replace(partial, folder / BLOB)
+    model_bytes = (folder / MODEL).read_bytes()
+    compiled = library.compile_onnx(model_bytes, request["config"], request["shapes"])
+    atomic_write_bytes(folder / BLOB, compiled.export_model().getvalue())
 
 
 if __name__ == "__main__":
