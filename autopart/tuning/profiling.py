@@ -77,7 +77,8 @@ def profile_stage(
         budget_s=None if screening is None or not screening.priced else _share(clock, reserve),
         progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
     )
-    release_freed_memory()  # the op models' runners
+    if report.new:  # the op models' runners, where any were built
+        release_freed_memory()
     if screening is not None:  # the plans timed whole price as measured
         record_screened(graph, profile, path, screening.plans, screening.whole)
         targets = _covering(graph, profile, targets, screening)

@@ -421,7 +421,8 @@ def prepare(
         graph, chosen_targets, options.accuracy_policy, asked.seed,
         None if progress is None else lambda d, t: progress("accuracy", d, t, "sensitivities"),
     )  # fmt: skip
-    release_freed_memory()  # the screen's, the profile's and the sensitivities' buffers
+    if accuracy is not None:  # the sensitivities' buffers, where any were measured
+        release_freed_memory()
     search_options = dataclasses.replace(
         asked,
         cap_s=_search_cap(clock.until(stage.reserve_s)),
