@@ -82,6 +82,19 @@ def test_a_quantised_model_is_recognised_and_its_own_runtimes_floor_its_toleranc
     assert callable(exact) and exact(ERRORS) == pytest.approx(1.1 * 3.8e-3)
 
 
+def test_a_float_models_tolerance_is_never_below_its_own_f32_runtimes_error(
+    tmp_path: Path,
+) -> None:
+    plain = load_graph(str(_quantised_model(tmp_path / "q.onnx").with_suffix(".f32.onnx")))
+    detector = {"openvino alone": math.inf, "onnxruntime alone": 1.8e-3}  # boxes moved
+    for policy in (AccuracyPolicy(), AccuracyPolicy(precisions=("f32",))):
+        rule = policy.tolerance_rule(plain)
+        assert callable(rule) and rule(detector) == pytest.approx(1.1 * 1.8e-3)
+        assert rule({"onnxruntime alone": 1e-7}) == pytest.approx(1e-3)  # the f32 check's
+        assert "never below the f32 runtimes' own error" in policy.describe()
+    assert AccuracyPolicy(tolerance=1e-3).tolerance_rule(plain) == 1e-3  # a number is kept
+
+
 def test_a_runtime_further_off_than_quantisation_noise_sets_no_floor() -> None:
     errors = {**ERRORS, "openvino alone f32": 0.72}  # another model, not a rounding of it
     floor = ("onnxruntime alone", "openvino alone f32")
