@@ -256,7 +256,9 @@ def _compiled(model: bytes) -> Any:
 
 def _reference(model: bytes) -> ort.InferenceSession:
     """An onnxruntime session of ``model`` on the CPU, the f32 outputs the probe expects."""
-    return ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # errors only
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 def _run(session: ort.InferenceSession, feeds: Feeds) -> dict[int, np.ndarray]:
