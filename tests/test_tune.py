@@ -231,6 +231,29 @@ def test_bad_tune_input_is_one_line_and_keeps_saved_state(
     assert saved == {p: p.read_text() for p in profiles.iterdir()}
 
 
+def test_a_constraint_that_cannot_hold_fails_before_anything_is_measured(
+    tmp_path: Path,
+    tiny_path: Path,  # noqa: F811
+) -> None:
+    from autopart.errors import AutopartError
+    from autopart.search.constraints import Constraints
+    from autopart.tuning.options import TuneOptions
+    from autopart.tuning.workflow import tune_model
+
+    profiles = tmp_path / "profiles"
+    stages: list[str] = []
+    for pin in ("Relu#9=cpu@onnxruntime", "Conv=cpu/0@onnxruntime"):
+        options = TuneOptions.build(
+            targets=TARGETS.split(","),
+            profiles_dir=profiles,
+            search_dir=tmp_path / "search",
+            constraints=Constraints.from_cli(pins=[pin], forbids=["Conv=cpu"]),
+        )
+        with pytest.raises(AutopartError):
+            tune_model(str(tiny_path), options, progress=lambda stage, *_: stages.append(stage))
+    assert set(stages) <= {"import"} and not list(profiles.rglob("*.csv"))
+
+
 def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     tmp_path: Path, profiled: tuple[Path, Path]
 ) -> None:

@@ -21,12 +21,13 @@ from autopart.ir.signature import op_signature
 from autopart.loader import ModelLike
 from autopart.profile import Profile, ProfileReport
 from autopart.progress import StageProgress
+from autopart.search.constraints import apply
 from autopart.tuning.clock import Clock, race_reserve
 from autopart.tuning.locate import Located
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import record_screened
 from autopart.tuning.profile_model import profile_model
-from autopart.tuning.screen import Screening, screen_targets, screens
+from autopart.tuning.screen import Screening, screen_targets, screens, support_costs
 
 UNSCREENED_RESERVE = 0.25  # of the budget kept for the race when no screen timed anything
 PROFILE_SHARE = 0.5  # of what a budget leaves before the race, for the full profile
@@ -58,12 +59,19 @@ def profile_stage(
 ) -> Profiled:
     """Screen (where :func:`screens`), then profile the targets kept, within ``clock``.
 
+    The constraints are checked first, against which targets run which nodes
+    (:func:`~autopart.search.constraints.apply`): a pin, forbid, fallback or memory cap
+    that cannot hold raises its :class:`~autopart.search.constraints.ConstraintError`
+    before the first stage, not after the profile.
+
     A profile cut short by the budget is noted in ``clock.cut``.
     """
     graph, targets = located.graph, list(located.targets)
     unscreened = UNSCREENED_RESERVE * (clock.budget_s or 0.0)
     if located.given is not None:
         return Profiled(located.given, None, None, targets, None, unscreened)
+    if options.search.constraints is not None:  # a bad pin fails before anything is timed
+        apply(support_costs(graph, targets), options.search.constraints)
     screening = None
     if screens(options, targets):
         screening = _screen(model, graph, targets, options, clock, progress)
