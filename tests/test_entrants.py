@@ -10,7 +10,7 @@ import pytest
 
 from autopart import api
 from autopart.ir.target import VirtualDevice
-from autopart.tuning.entrants import _measured_wrong, _peers_behind
+from autopart.tuning.entrants import Entrants, _measured_wrong, _peers_behind
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.screen import Screening
 from autopart.tuning.settings import VERIFY
@@ -79,6 +79,12 @@ def test_a_tune_races_neither_plans_measured_far_behind_nor_those_measured_wrong
     candidates = {**report.outcome.candidates, "single:cpu/0@onnxruntime": unit}
     marked = _measured_wrong(candidates, Screening([], [], whole=wrong))
     assert marked == {"single:cpu@onnxruntime", "single:cpu/0@onnxruntime"}  # the unit too
+    names = list(report.outcome.candidates)
+    entry = Entrants(left_out={names[0]}, first=[names[-1], "not a candidate"])
+    order = list(entry.plans(report.outcome.candidates, {name: name for name in names}))
+    assert order[0] == names[-1] and names[0] not in order and len(order) == len(names) - 1
+    predicted = [report.outcome.candidates[name].simulation.sequential_s for name in order[1:]]
+    assert predicted == sorted(predicted)  # then by predicted latency
 
 
 def test_a_thorough_tune_races_every_candidate_it_can_compile(tiny: Path, tmp_path: Path) -> None:

@@ -349,17 +349,17 @@ def test_quick_plans_get_more_rounds_until_the_timed_rounds_fill_the_minimum() -
     from autopart import api
     from autopart.ir.feeds import random_inputs
     from autopart.tuning.settings import VERIFY
-    from autopart.tuning.verify import _stretched, measure_plans
+    from autopart.tuning.verify import measure_plans, stretched
 
     plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
     feeds = random_inputs(graph, 0)
     exact = measure_plans(graph, {"numpy": plan}, feeds, rounds=3, min_timed_s=0.0)
     assert len(exact["numpy"].round_medians) == 3
-    stretched = measure_plans(graph, {"numpy": plan}, feeds, rounds=3, min_timed_s=0.5)
-    assert 3 < len(stretched["numpy"].round_medians) <= 3 * VERIFY.max_round_stretch
-    assert _stretched(10, round_s=0.5, min_timed_s=2.0) == 10  # slow models keep their rounds
-    assert _stretched(10, round_s=0.01, min_timed_s=2.0) == 10 * VERIFY.max_round_stretch
-    assert _stretched(10, round_s=0.05, min_timed_s=2.0) == 40
+    longer = measure_plans(graph, {"numpy": plan}, feeds, rounds=3, min_timed_s=0.5)
+    assert 3 < len(longer["numpy"].round_medians) <= 3 * VERIFY.max_round_stretch
+    assert stretched(10, round_s=0.5, min_timed_s=2.0) == 10  # slow models keep their rounds
+    assert stretched(10, round_s=0.01, min_timed_s=2.0) == 10 * VERIFY.max_round_stretch
+    assert stretched(10, round_s=0.05, min_timed_s=2.0) == 40
 
 
 def test_quick_plans_run_in_blocks_that_settle_before_they_are_timed() -> None:

@@ -16,7 +16,10 @@ only those that could still be kept:
 - a peer whose codegen the screen saw miss its compile deadline on the whole model (the
   screen's note says so): compiled again without one, it would take as long.
 
-Each left out is named, with the figure that left it out, in one note per kind.
+Each left out is named, with the figure that left it out, in one note per kind. The
+others enter in heats (:class:`~autopart.tuning.verify.Heats`), in the order
+:meth:`Entrants.plans` gives: the plans the peers stand for, the search's pick, then the
+rest by predicted time.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autopart.costmodel.costs import Costs
+from autopart.plan.schema import Plan
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import Objective
 from autopart.search.planner import SearchOutcome
@@ -39,11 +43,28 @@ from autopart.tuning.settings import VERIFY
 
 @dataclass
 class Entrants:
-    """The candidates left out of the race, the peers not built, and the notes saying so."""
+    """The candidates left out of the race, the peers not built, and the notes saying so.
+
+    ``first`` are the candidates that enter the race before the others, in that order.
+    """
 
     left_out: set[str] = field(default_factory=set)
     skipped_peers: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    first: list[str] = field(default_factory=list)
+
+    def plans(
+        self, candidates: Mapping[str, Candidate], twins: Mapping[str, str]
+    ) -> dict[str, Plan]:
+        """The plans that race, by name, in the order they enter.
+
+        :attr:`first`, then the others by predicted latency: one plan per set of twins,
+        none left out.
+        """
+        racing = [n for n, c in candidates.items() if twins[n] == n and n not in self.left_out]
+        rank = {name: index for index, name in enumerate(self.first)}
+        racing.sort(key=lambda n: (rank.get(n, len(rank)), candidates[n].simulation.sequential_s))
+        return {name: candidates[name].plan for name in racing}
 
 
 def entrants(
@@ -59,7 +80,8 @@ def entrants(
     too split to compile, as does every peer. The ``pareto`` objective keeps candidates
     measured far behind: a front trades time for memory.
     """
-    found = Entrants()
+    keep = set(peer_equivalents(candidates).values())
+    found = Entrants(first=[*sorted(keep), outcome.chosen.name])
     split = {c.name for c in too_split_to_race(outcome)}
     if split:
         named = ", ".join(
@@ -71,7 +93,6 @@ def entrants(
     if thorough:
         found.left_out = split
         return found
-    keep = set(peer_equivalents(candidates).values())
     quickest = _quickest_keepable(outcome, screening)
     behind = []
     if quickest is not None and outcome.objective != Objective.PARETO:

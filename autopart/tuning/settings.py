@@ -53,6 +53,12 @@ class VerifySettings:
         "race: compiling each partition takes 30-60 ms, and per-op-best on a 12,400-node "
         "transformer stack had 1,600 partitions (experiments/bench_scale.py)",
     )
+    race_held: int = tuned(
+        2,
+        "candidate plans compiled at once in a tune's race, beside the peers (heats): each "
+        "of resnet50's plans held 0.2-0.4 GiB compiled, and nine runners at once took its "
+        "tune to 2.2-2.5 GiB; the quickest so far stays, the next enters as one leaves",
+    )
     max_round_stretch: int = tuned(20, "quick plans run up to this many times the rounds")
     settle_s: float = tuned(
         5e-3,

@@ -9,8 +9,6 @@ block settles the caches with untimed runs first (:func:`block_for`).
 from __future__ import annotations
 
 import contextlib
-import math
-import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +27,13 @@ from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import COMMON
+from autopart.tuning.blocks import (
+    WARMUP_ROUNDS,
+    Block,
+    block_for,
+    round_order,
+    stretched,
+)
 from autopart.tuning.finite import check_reference_finite
 from autopart.tuning.oracle import check_outputs
 from autopart.tuning.settings import VERIFY
@@ -72,46 +77,6 @@ class Measured(Latencies):
         )
 
 
-WARMUP_ROUNDS = 2  # untimed rounds before the timed ones, the race's default
-
-
-@dataclass(frozen=True)
-class Block:
-    """How one plan runs in each round: ``settle`` untimed runs, then ``timed`` timed runs."""
-
-    settle: int = 0
-    timed: int = 1
-
-
-def block_for(run_s: float) -> Block:
-    """The block for a plan whose one run takes ``run_s`` seconds.
-
-    Every timed run follows a run of its own plan, as in a user's loop: switching from one
-    plan to another leaves the caches, the cores' threads and their clocks to the plan that
-    ran before. The first run of a 0.2 ms transformer took 1.8 times its steady time and
-    the second 1.15 times, a 6 ms CNN 1.04 to 1.07 times; resnet50 on OpenVINO took 31 ms
-    after its own run and 37 ms after another runner and a pause. So plans quicker than
-    ``VERIFY.settle_below_s`` open each block with untimed runs lasting ``VERIFY.settle_s``,
-    and at least ``VERIFY.settle_runs`` of them (a few-ms model needs several runs, not
-    several ms, to reach its steady time), and time enough runs to fill ``VERIFY.block_s``
-    (at most ``VERIFY.max_block_runs`` of either); slower plans run once untimed, then once
-    timed. The settings are those of :class:`~autopart.tuning.settings.VerifySettings`.
-    """
-    run_s = max(run_s, 1e-9)
-    if run_s >= VERIFY.settle_below_s:
-        return Block(settle=1, timed=1)
-    most = VERIFY.max_block_runs
-    settle = min(most, max(VERIFY.settle_runs, math.ceil(VERIFY.settle_s / run_s)))
-    timed = min(most, max(1, math.ceil(VERIFY.block_s / run_s)))
-    return Block(settle, timed)
-
-
-def _stretched(rounds: int, round_s: float, min_timed_s: float) -> int:
-    """How many timed rounds make ``min_timed_s`` seconds, never fewer than ``rounds``."""
-    wanted = math.ceil(min_timed_s / max(round_s, 1e-9))
-    return max(rounds, min(wanted, rounds * VERIFY.max_round_stretch))
-
-
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 # A tolerance, or how to choose one from every runner's error on the evaluation samples.
 Tolerance = float | Callable[[Mapping[str, float]], float]
@@ -144,6 +109,26 @@ def _plan_block(executor: PlanExecutor) -> Callable[[Mapping[str, np.ndarray], B
     return run
 
 
+@dataclass(frozen=True)
+class Heats:
+    """Racing plans a few at a time, to hold only so many compiled plans in memory.
+
+    At most ``held`` plans (2 or more) are compiled at once, beside the peers, which run in
+    every round: the plans enter in the order given, each as another leaves the race
+    (eliminated, failed, or, while plans wait, done with its rounds and not the quickest
+    held). Pairing by round keeps every comparison fair: each plan is paired with the
+    runners that ran in its rounds. Once ``admitting()`` says no (the wall budget is spent),
+    the plans still waiting are left out, each with a reason in ``failures``.
+    """
+
+    held: int
+    admitting: Callable[[], bool] = lambda: True
+
+    def __post_init__(self) -> None:
+        if self.held < 2:
+            raise ValueError(f"heats must hold at least 2 plans, not {self.held}")
+
+
 def measure_plans(
     graph: Graph,
     plans: Mapping[str, Plan],
@@ -162,14 +147,14 @@ def measure_plans(
     probe: CoreSharing | None = None,
     reference: Mapping[str, np.ndarray] | None = None,
     eliminate: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
+    heats: Heats | None = None,
 ) -> dict[str, Measured]:
     """Run every plan in ``warmup`` + ``rounds`` rounds or more, interleaved; check outputs once.
 
     ``reference``: the numpy reference's outputs on ``feeds`` (None: computed here).
     ``eliminate`` names, from the results so far, runners that can no longer win: after each
-    round from :attr:`~autopart.tuning.settings.VerifySettings.min_paired_rounds` timed rounds on,
-    those leave the rounds (keeping what they measured) and their plans are closed; once
-    fewer than two runners are left, or ``race`` names fewer than two, the rounds stop.
+    round from ``VERIFY.min_paired_rounds`` timed rounds on, those leave the rounds (keeping
+    what they measured, their plans closed); with fewer than two left, the rounds stop.
 
     Warm-up rounds run each plan once (twice in the last, timing the second). From then on
     each round runs each plan in a :func:`block_for` that run's time: a quick plan settles
@@ -177,12 +162,12 @@ def measure_plans(
     loop would see it.
 
     Rounds that would take under ``min_timed_s`` seconds (as the first timed round shows)
-    are stretched to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``.
+    are stretched to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``. With
+    ``heats``, only so many plans are compiled at once (:class:`Heats`).
 
-    ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in the same
-    rounds: each takes the feeds and returns the outputs by name. After a block of a runner
-    whose library keeps cores busy once it returns (a plan's
-    :attr:`~autopart.runtime.plan_executor.PlanExecutor.linger_s`, a peer's
+    ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in every
+    round: each takes the feeds and returns the outputs by name. After a block of a runner
+    whose library keeps cores busy once it returns (a plan's ``linger_s``, a peer's
     ``peer_linger_s``), the next runner waits that long, not to be timed on busy cores.
 
     ``race`` names, given the results so far, the plans still in contention (none, or
@@ -218,9 +203,9 @@ def measure_plans(
     with contextlib.ExitStack() as stack:
         lingers = dict(peer_linger_s or {})
         state.runners = {name: _peer_block(p, lingers.get(name, 0.0)) for name, p in peers.items()}
-        state.eliminate = eliminate
+        state.eliminate, state.heats, state.samples = eliminate, heats, samples
         state.compile(plans, stack)
-        state.check_samples(samples)
+        state.check_samples(list(state.runners))
         state.hold_to(tolerance)
         state.run_rounds([*plans, *peers], rounds, min_timed_s, race, race_batches)
     return {name: result for name, result in results.items() if result.latencies}
@@ -251,6 +236,11 @@ class _Rounds:
         self.dropped = 0
         self.executors: dict[str, PlanExecutor] = {}
         self.eliminate: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None
+        self.heats: Heats | None = None
+        self.samples: Sequence[Mapping[str, np.ndarray]] = ()
+        self.pending: list[tuple[str, Plan]] = []  # plans waiting for their heat
+        self.entered: dict[str, int] = {}  # the round each late plan entered in
+        self.timed_rounds = planned - warmup
 
     def fail(self, name: str, error: AutopartError) -> None:
         """Drop ``name`` from the rounds, keeping why (its error's first line)."""
@@ -265,16 +255,24 @@ class _Rounds:
             self.progress(self.done, total, label)
 
     def compile(self, plans: Mapping[str, Plan], stack: contextlib.ExitStack) -> None:
-        """Compile every plan once (its executor closes with ``stack``).
+        """Compile the plans of the first heat (every plan without heats), closed by ``stack``."""
+        self.compiled = len(plans)
+        self.pending = list(plans.items())
+        stack.callback(self.close_all)
+        self.admit(0)
 
-        Every plan stays compiled for the rounds, so a plan is compiled only while
+    def admit(self, round_index: int) -> list[str]:
+        """Compile waiting plans, in order, while the heat has room; those that entered.
+
+        A plan stays compiled while it races, so one is compiled only while
         :attr:`~autopart.settings.CommonSettings.compile_headroom` times the model's
         weights are free; the others fail with a one-line reason, as a plan a library
         rejects does, instead of the kernel's OOM killer ending the tune.
         """
-        self.compiled = len(plans)
         needed = int(COMMON.compile_headroom * self.graph.parameter_bytes())
-        for name, plan in plans.items():
+        entered: list[str] = []
+        while self.pending and (self.heats is None or len(self.executors) < self.heats.held):
+            name, plan = self.pending.pop(0)
             self.report(f"compiling {name}")
             self.done += 1
             try:
@@ -286,8 +284,47 @@ class _Rounds:
                 continue
             self.executors[name] = executor
             self.runners = {name: _plan_block(executor), **self.runners}
+            self.entered[name] = round_index
+            entered.append(name)
             release_freed_memory()  # what compiling it left behind
-        stack.callback(self.close_all)
+        return entered
+
+    def next_heat(self, round_index: int) -> None:
+        """Make room (:meth:`make_room`) and let waiting plans in, or end the heats.
+
+        A plan entering late is checked on the samples, held to the tolerance chosen
+        before, and gets as many rounds as the first heat's plans got.
+        """
+        assert self.heats is not None
+        if not self.heats.admitting():
+            for name, _ in self.pending:
+                self.failures[name] = "the wall budget was spent before its heat"
+            self.pending.clear()
+            return
+        self.make_room()
+        entered = self.admit(round_index)
+        if entered:
+            tolerance = next(iter(self.results.values())).tolerance
+            self.check_samples(entered)
+            for name in entered:
+                self.results[name].tolerance = tolerance
+            self.planned = max(self.planned, round_index + self.warmup + self.timed_rounds)
+
+    def make_room(self) -> None:
+        """With the heat full, retire the plans done with their rounds but the quickest.
+
+        What they measured stays in the results, paired by round with every runner that
+        ran beside them.
+        """
+        assert self.heats is not None
+        held = {name: self.results[name] for name in self.executors}
+        timed = {name: result for name, result in held.items() if result.round_medians}
+        if len(held) < self.heats.held or not timed:
+            return
+        quickest = min(timed, key=lambda name: timed[name].median_s)
+        for name, result in timed.items():
+            if name != quickest and len(result.round_medians) >= self.timed_rounds:
+                self.retire(name)
 
     def hold_to(self, tolerance: Tolerance) -> None:
         """Set every result's tolerance: ``tolerance``, or what it chooses from the errors."""
@@ -324,6 +361,8 @@ class _Rounds:
         """The rounds of :func:`measure_plans`: stretched to ``min_timed_s``, then raced."""
         round_index, round_started, batches = 0, time.perf_counter(), 0
         while True:
+            if self.pending:
+                self.next_heat(round_index)
             if round_index >= self.planned:
                 if race is None or batches >= race_batches:
                     return
@@ -336,7 +375,8 @@ class _Rounds:
             timed = self.run_round([name for name in order if name in self.runners], round_index)
             if round_index == self.warmup:
                 spent = time.perf_counter() - round_started
-                self.planned = self.warmup + _stretched(rounds, spent, min_timed_s)
+                self.timed_rounds = stretched(rounds, spent, min_timed_s)
+                self.planned = max(self.planned, self.warmup + self.timed_rounds)
             self.keep_unless_shared(timed, round_index, rounds)
             round_index += 1
             round_started = time.perf_counter()
@@ -350,8 +390,9 @@ class _Rounds:
 
         Only with :attr:`eliminate`, and once every runner has
         :attr:`~autopart.tuning.settings.VerifySettings.min_paired_rounds` timed rounds kept (a
-        round dropped for shared cores counts for none). They can stop when fewer than two
-        runners are left, or ``race`` names fewer than two contenders (the leader is clear).
+        round dropped for shared cores counts for none). They can stop, with no plan waiting
+        for its heat, when fewer than two runners are left, or ``race`` names fewer than two
+        contenders (the leader is clear).
         """
         if self.eliminate is None or round_index - self.warmup < VERIFY.min_paired_rounds:
             return False
@@ -361,21 +402,23 @@ class _Rounds:
         so_far = {name: result for name, result in self.results.items() if result.latencies}
         for name in self.eliminate(so_far):
             self.retire(name)
+        if self.pending:
+            return False
         return len(self.runners) < 2 or (race is not None and len(race(so_far)) < 2)
 
-    def check_samples(self, samples: Sequence[Mapping[str, np.ndarray]]) -> None:
-        """Run every runner once on the feeds and on each evaluation sample.
+    def check_samples(self, names: Sequence[str]) -> None:
+        """Run the runners ``names`` once on the feeds and on each evaluation sample.
 
         Keeps each runner's largest output error, so that every error is in before a
         tolerance is chosen from them (:meth:`hold_to`).
         """
-        for sample in [self.feeds, *samples]:
+        for sample in [self.feeds, *self.samples]:
             if sample is self.feeds:
                 reference = self.reference
             else:
                 reference = Executor(self.graph).run(sample).outputs
                 check_reference_finite(self.graph, reference, "an evaluation sample")
-            for name in list(self.runners):
+            for name in [name for name in names if name in self.runners]:
                 try:
                     outputs, _, _ = self.runners[name](sample, Block(settle=0, timed=1))
                 except AutopartError as error:
@@ -411,15 +454,17 @@ class _Rounds:
     def run_round(self, order: Sequence[str], round_index: int) -> dict[str, _Timed]:
         """One block of each runner in ``order``, shuffled by the round: what it timed.
 
-        The first round checks the outputs, the last warm-up round times a run that follows
-        its own to choose each block; later rounds are timed, and their runs returned by
-        runner for :meth:`keep_unless_shared` (none from warm-up rounds).
+        A runner's first round checks the outputs, its last warm-up round times a run that
+        follows its own to choose its block; later rounds are timed, and their runs returned
+        by runner for :meth:`keep_unless_shared` (none from warm-up rounds). A plan that
+        entered in a later heat counts its rounds from there.
         """
         timed: dict[str, _Timed] = {}
         for name in round_order(order, round_index):
             self.report(f"running {name}")
             block = self.blocks[name]
-            if round_index == self.warmup - 1:
+            own = round_index - self.entered.get(name, 0)
+            if own == self.warmup - 1:
                 block = Block(settle=1, timed=1)  # time a run that follows its own
             try:
                 outputs, latencies, steps = self.runners[name](self.feeds, block)
@@ -428,12 +473,12 @@ class _Rounds:
                 continue
             self.done += 1
             result = self.results[name]
-            if round_index == 0:
+            if own == 0:
                 errors = check_outputs(self.graph, self.feeds, outputs, self.reference)
                 result.max_error = max(result.max_error, *errors.values(), 0.0)
-            if round_index >= self.warmup:
+            if own >= self.warmup:
                 timed[name] = (latencies, steps)
-            elif round_index == self.warmup - 1:
+            elif own == self.warmup - 1:
                 self.blocks[name] = block_for(statistics.median(latencies))
         return timed
 
@@ -441,17 +486,3 @@ class _Rounds:
 def _errors(results: Mapping[str, Measured]) -> dict[str, float]:
     """Each runner's largest output error so far, by name."""
     return {name: result.max_error for name, result in results.items()}
-
-
-def round_order(order: Sequence[str], round_index: int) -> list[str]:
-    """The order in which ``order``'s runners run in round ``round_index``: a permutation.
-
-    Each round shuffles afresh (seeded by the round, so runs repeat), so that every runner
-    follows a different one from round to round. A runner's after-effects slow whatever
-    runs next: onnxruntime at its defaults leaves its pool threads spinning, and the next
-    runner measured 1.3-1.5x slower. Rotating one fixed order would keep every runner
-    behind the same neighbour in all rounds but one, and bias its median by that much.
-    """
-    shuffled = list(order)
-    random.Random(round_index).shuffle(shuffled)
-    return shuffled

@@ -64,8 +64,8 @@ from autopart.tuning.plan_rows import (
 )
 from autopart.tuning.profiling import profile_stage
 from autopart.tuning.screen import Screening
-from autopart.tuning.settings import ACCURACY
-from autopart.tuning.verify import Measured, measure_plans
+from autopart.tuning.settings import ACCURACY, VERIFY
+from autopart.tuning.verify import Heats, Measured, measure_plans
 
 SEARCH_FLOOR_S = 1.0  # the search's least budget, the clock spent or not: an ILP's moment
 
@@ -331,11 +331,10 @@ def _verify(
             clock.cut.append("the race")
         return [name for name in so_far if decision is None or name != decision.chosen]
 
-    left_out = entry.left_out
     notes.extend(entry.notes)
     measured = measure_plans(
         graph,
-        {n: c.plan for n, c in candidates.items() if twins[n] == n and n not in left_out},
+        entry.plans(candidates, twins),
         feeds,
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
@@ -347,6 +346,7 @@ def _verify(
         samples=evaluation_samples(graph, options.search.seed),
         tolerance=options.accuracy_policy.tolerance_rule(graph),
         probe=process_probe(),
+        heats=None if options.thorough else Heats(VERIFY.race_held, lambda: not clock.passed),
     )
     notes.extend(shared_note(measured))
     peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}

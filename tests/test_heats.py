@@ -1,0 +1,118 @@
+"""Racing in heats: only so many plans compiled at once, every plan still measured fairly."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import pytest
+
+from autopart import api
+from autopart.ir.feeds import random_inputs
+from autopart.ir.graph import Graph
+from autopart.plan.schema import Plan
+from autopart.runtime import plan_executor
+from autopart.runtime.executor import Executor
+from autopart.tuning import verify
+from autopart.tuning.verify import Heats, Measured, measure_plans
+from tests.test_profile import tiny_cnn
+
+RULES = {
+    "numpy": [],
+    "ort": ["re:.*=cpu@onnxruntime"],
+    "ort first conv": ["name:conv1=cpu@onnxruntime"],
+    "ort relu": ["Relu=cpu@onnxruntime"],
+}
+
+
+def _plans() -> tuple[dict[str, Plan], Graph]:
+    plans = {}
+    graph = None
+    for name, rules in RULES.items():
+        plans[name], graph = api.make_plan(tiny_cnn(), rules, fallback="cpu@numpy")
+    assert graph is not None
+    return plans, graph
+
+
+class _Counting:
+    """Wraps PlanExecutor to count the plans compiled at once."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.live = 0
+        self.most = 0
+        real = plan_executor.PlanExecutor
+        counter = self
+
+        class Counted(real):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: object, **kwargs: object) -> None:
+                super().__init__(*args, **kwargs)
+                counter.live += 1
+                counter.most = max(counter.most, counter.live)
+
+            def close(self) -> None:
+                counter.live -= 1
+                super().close()
+
+        monkeypatch.setattr(verify, "PlanExecutor", Counted)
+
+
+def test_heats_hold_at_most_so_many_plans_and_measure_every_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counting = _Counting(monkeypatch)
+    plans, graph = _plans()
+    feeds = random_inputs(graph, 0)
+
+    def peer(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return Executor(graph).run(feeds).outputs
+
+    measured = measure_plans(
+        graph, plans, feeds, rounds=3, min_timed_s=0.0, heats=Heats(held=2),
+        peers={"reference alone": peer},
+    )  # fmt: skip
+    assert counting.most == 2 and counting.live == 0
+    assert set(measured) == {*plans, "reference alone"}
+    for result in measured.values():
+        assert len(result.round_medians) >= 3 and result.max_error < 1e-3
+    entered = {name: min(result.round_indices) for name, result in measured.items()}
+    assert entered["numpy"] < entered["ort relu"]  # the last plan entered in a later heat
+    every_round = set(measured["reference alone"].round_indices)  # the peer ran in all
+    assert all(set(r.round_indices) <= every_round for r in measured.values())
+
+
+def test_without_heats_every_plan_is_compiled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    counting = _Counting(monkeypatch)
+    plans, graph = _plans()
+    measured = measure_plans(graph, plans, random_inputs(graph, 0), rounds=2, min_timed_s=0.0)
+    assert counting.most == len(plans) and set(measured) == set(plans)
+    assert {min(result.round_indices) for result in measured.values()} == {2}
+
+
+def test_plans_waiting_when_the_budget_is_spent_are_left_out_with_a_reason() -> None:
+    plans, graph = _plans()
+    failures: dict[str, str] = {}
+    measured = measure_plans(
+        graph, plans, random_inputs(graph, 0), rounds=2, min_timed_s=0.0,
+        heats=Heats(held=2, admitting=lambda: False), failures=failures,
+    )  # fmt: skip
+    assert set(measured) == {"numpy", "ort"}
+    assert set(failures) == {"ort first conv", "ort relu"}
+    assert all("budget" in why for why in failures.values())
+
+
+def test_a_heat_holds_at_least_two_plans() -> None:
+    with pytest.raises(ValueError, match="at least 2"):
+        Heats(held=1)
+
+
+def test_a_late_plan_is_held_to_the_tolerance_chosen_before_it_entered() -> None:
+    plans, graph = _plans()
+
+    def tolerance(errors: Mapping[str, float]) -> float:
+        return 0.5
+
+    measured: dict[str, Measured] = measure_plans(
+        graph, plans, random_inputs(graph, 0), rounds=2, min_timed_s=0.0,
+        heats=Heats(held=2), tolerance=tolerance,
+    )  # fmt: skip
+    assert {result.tolerance for result in measured.values()} == {0.5}
