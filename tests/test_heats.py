@@ -14,6 +14,7 @@ from autopart.plan.schema import Plan
 from autopart.runtime import plan_executor
 from autopart.runtime.executor import Executor
 from autopart.tuning import verify
+from autopart.tuning.plan_rows import failure_notes
 from autopart.tuning.verify import Heats, Measured, measure_plans
 from tests.test_profile import tiny_cnn
 
@@ -98,6 +99,8 @@ def test_plans_waiting_when_the_budget_is_spent_are_left_out_with_a_reason() -> 
     assert set(measured) == {"numpy", "ort"}
     assert set(failures) == {"ort first conv", "ort relu"}
     assert all("budget" in why for why in failures.values())
+    (note,) = failure_notes(failures)
+    assert note.startswith("not raced, the wall budget") and "ort first conv, ort relu" in note
 
 
 def test_a_heat_holds_at_least_two_plans() -> None:

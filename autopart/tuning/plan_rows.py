@@ -16,7 +16,7 @@ from autopart.search.candidates import Candidate, CandidateKind
 from autopart.settings import settings_in_force
 from autopart.tuning.settings import VERIFY
 from autopart.tuning.settings_record import settings_groups
-from autopart.tuning.verify import Measured
+from autopart.tuning.verify import BUDGET_SPENT, Measured
 
 REPORT_JSON, REPORT_CSV = "report.json", "report.csv"  # beside plan.json in the search folder
 
@@ -161,6 +161,21 @@ def race_note(measured: Mapping[str, Measured], twins: Mapping[str, str]) -> lis
     raced = sorted(name for name, count in rounds.items() if count == most)
     return [
         f"{' and '.join(raced)} raced on for {most - least} more rounds: their lead was unclear"
+    ]
+
+
+def failure_notes(failures: Mapping[str, str]) -> list[str]:
+    """Notes on the runners not timed, from ``failures`` (why, by name).
+
+    One note names the plans the wall budget left waiting for their heat; each other
+    runner gets its own, with why it could not run.
+    """
+    waiting = sorted(name for name, why in failures.items() if why == BUDGET_SPENT)
+    notes = [f"not raced, {BUDGET_SPENT}: {', '.join(waiting)}"] if waiting else []
+    return notes + [
+        f"{name} could not run, so it was not timed: {why}"
+        for name, why in failures.items()
+        if why != BUDGET_SPENT
     ]
 
 

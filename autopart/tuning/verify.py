@@ -80,6 +80,7 @@ class Measured(Latencies):
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 # A tolerance, or how to choose one from every runner's error on the evaluation samples.
 Tolerance = float | Callable[[Mapping[str, float]], float]
+BUDGET_SPENT = "the wall budget was spent before their heat"  # a plan left waiting
 _RunResult = tuple[dict[str, np.ndarray], list[float], list[StepTiming]]
 _Timed = tuple[list[float], list[StepTiming]]  # a round's timed runs of one runner
 
@@ -298,7 +299,7 @@ class _Rounds:
         assert self.heats is not None
         if not self.heats.admitting():
             for name, _ in self.pending:
-                self.failures[name] = "the wall budget was spent before its heat"
+                self.failures[name] = BUDGET_SPENT
             self.pending.clear()
             return
         self.make_room()

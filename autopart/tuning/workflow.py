@@ -58,6 +58,7 @@ from autopart.tuning.plan_rows import (
     REPORT_JSON,
     PlanRow,
     drift_note,
+    failure_notes,
     plan_rows,
     race_note,
     save_report,
@@ -352,9 +353,7 @@ def _verify(
     peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     notes.extend(race_note(measured, twins))
-    notes.extend(
-        f"{name} could not run, so it was not timed: {why}" for name, why in failures.items()
-    )
+    notes.extend(failure_notes(failures))
     notes.extend(accuracy_notes({**measured, **peer_results}, options.accuracy_policy))
     return measured, peer_results, notes
 
