@@ -311,7 +311,7 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
         assert (names == "") == (row.kind == "peer")
 
 
-def test_bench_short_of_memory_drops_single_targets_before_the_tuned_plans_two_timings(
+def test_bench_with_room_for_two_plans_beside_the_peers_measures_every_plan_in_heats(
     tmp_path: Path, profiled: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from autopart.errors import AutopartError
@@ -328,9 +328,7 @@ def test_bench_short_of_memory_drops_single_targets_before_the_tuned_plans_two_t
     rows = table.set_index("plan")
     tuned = rows.loc[["autopart (tuned)", "autopart (tuned, timed again)"]]
     assert (tuned["runs"] > 0).all() and np.isfinite(tuned["noise_floor"]).all()
-    refused = table[table["runs"] == 0]
-    assert len(refused) and refused["error"].str.contains("more than are available").all()
-    assert set(refused["kind"]) <= {"single", "heft", "per-op-best", "ort-ep-rule"}
+    assert (table["runs"] > 0).all()  # never more than two plans compiled at once
 
 
 @needs_opencl

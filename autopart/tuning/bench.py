@@ -31,7 +31,8 @@ from autopart.tuning.accuracy import evaluation_samples
 from autopart.tuning.choice import best_peer, ratio_interval
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.peers import PeerInputs, peer_lingers, peer_names, peers
-from autopart.tuning.verify import Measured, measure_plans
+from autopart.tuning.settings import VERIFY
+from autopart.tuning.verify import Heats, Measured, measure_plans
 from autopart.tuning.workflow import Prepared, prepare
 
 TUNED = "autopart (tuned)"
@@ -101,6 +102,7 @@ def _bench_model(
         samples=evaluation_samples(graph, 0),
         tolerance=options.accuracy_policy.tolerance_rule(graph),
         probe=process_probe(),
+        heats=Heats(VERIFY.race_held),  # the tuned plan and its second copy first
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     measured = {n: measured[n] for n in [*plans, *peers_run] if n in measured}
@@ -162,9 +164,10 @@ def _first_what_the_bench_is_for(
 ) -> dict[str, Plan]:
     """The plans to compile, one per twin group, the tuned plan and its second copy first.
 
-    :func:`measure_plans` compiles in this order and refuses a plan once memory runs short,
-    so on a large model the plans dropped are single targets, never the tuned plan or the
-    second timing that gives the run its noise floor.
+    :func:`measure_plans` compiles in this order, in heats of ``VERIFY.race_held`` plans
+    beside the peers, and refuses a plan once memory runs short: the tuned plan and the
+    second timing that gives the run its noise floor race in the first heat, and on a large
+    model the plans dropped are single targets, never those two.
     """
     distinct = {name: plan for name, plan in plans.items() if twins[name] == name}
     first = [twins[TUNED], AGAIN]
