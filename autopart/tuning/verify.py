@@ -314,15 +314,16 @@ class _Rounds:
     def make_room(self) -> None:
         """With the heat full, retire the plans done with their rounds but the quickest.
 
-        What they measured stays in the results, paired by round with every runner that
-        ran beside them.
+        The quickest within its tolerance stays, as the bar the next plans race against;
+        what the others measured stays in the results, paired by round with every runner
+        that ran beside them.
         """
         assert self.heats is not None
         held = {name: self.results[name] for name in self.executors}
         timed = {name: result for name, result in held.items() if result.round_medians}
         if len(held) < self.heats.held or not timed:
             return
-        quickest = min(timed, key=lambda name: timed[name].median_s)
+        quickest = min(timed, key=lambda name: (not timed[name].correct, timed[name].median_s))
         for name, result in timed.items():
             if name != quickest and len(result.round_medians) >= self.timed_rounds:
                 self.retire(name)
