@@ -83,7 +83,7 @@ class AccuracyPolicy:
         With a ``graph``, the rule never goes below its own f32 runtimes' error (the f32
         peers', :func:`own_runtimes`) plus the allowance, with f32 alone too: a plan as
         close to the reference as onnxruntime alone is as right as the user's own runtime.
-        That floor is what judges a model that ships quantised (:func:`ships_quantised`):
+        That floor is what judges a model that ships quantised (:data:`QUANTISED_MODEL_OPS`):
         its runtimes round its integer kernels a quantisation step from the reference; and
         a detector whose f32 runtimes move its boxes by 1.8e-3 (onnxruntime alone on
         keypointrcnn), while OpenVINO as installed finds another number of them (error
@@ -159,15 +159,6 @@ QUANTISED_MODEL_OPS = frozenset(
         "DynamicQuantizeMatMul", "MatMulIntegerToFloat", "QLinearAdd", "QLinearMul",
     }
 )  # fmt: skip
-
-
-def ships_quantised(graph: Graph) -> bool:
-    """Whether ``graph`` computes quantised arithmetic of its own (QDQ or integer ops).
-
-    Its f32 reference computes that arithmetic exactly; its own runtimes round as their
-    integer kernels do, a quantisation step apart, so their error sets its tolerance.
-    """
-    return any(node.op_type in QUANTISED_MODEL_OPS for node in graph.nodes)
 
 
 def own_runtimes() -> tuple[str, ...]:

@@ -62,7 +62,9 @@ class Entrants:
         none left out.
         """
         racing = [n for n, c in candidates.items() if twins[n] == n and n not in self.left_out]
-        rank = {name: index for index, name in enumerate(self.first)}
+        rank: dict[str, int] = {}
+        for name in self.first:  # a twin enters as the plan it shares
+            rank.setdefault(twins.get(name, name), len(rank))
         racing.sort(key=lambda n: (rank.get(n, len(rank)), candidates[n].simulation.sequential_s))
         return {name: candidates[name].plan for name in racing}
 
