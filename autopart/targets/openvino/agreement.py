@@ -15,22 +15,22 @@ asks about thousands of configurations. They are probed many at once: on the fir
 question about a graph, every configuration of its nodes of that op type not yet known is
 laid side by side in one model per batch (:data:`BATCH_PROBES` nodes, at most
 :data:`BATCH_BYTES` of weights) and run three times: in f32 and with absolute weights by
-onnxruntime, the numerical oracle (its session is built in a fraction of OpenVINO's
-compile: 16.7 s against 24.0 s for the 2,400 configurations of a 12,400-node stack), and
-in int8 by OpenVINO. Each node is judged on its own outputs, fed what it would be fed
-alone. A batch either library cannot take is probed one node at a time.
+onnxruntime, the numerical oracle where it is installed (its session is built in a
+fraction of OpenVINO's compile: 16.7 s against 24.0 s for the 2,400 configurations of a
+12,400-node stack), and in int8 by OpenVINO. Each node is judged on its own outputs, fed
+what it would be fed alone. A batch either library cannot take is probed one node at a
+time.
 """
 
 from __future__ import annotations
 
 import hashlib
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import helper, numpy_helper
 
 from autopart.ir.graph import Graph, Node
@@ -158,9 +158,7 @@ def _agree(models: Sequence[onnx.ModelProto]) -> list[bool]:
         exact = _reference(merged.SerializeToString())
         absolute = _reference(with_absolute_weights(merged).SerializeToString())
         quantised = _compiled(qdq.quantised_once(merged, ranges, names))
-        results = [
-            (_run(exact, d), _run(absolute, _absolute(d)), _infer(quantised, d)) for d in draws
-        ]
+        results = [(exact(d), absolute(_absolute(d)), _infer(quantised, d)) for d in draws]
     except Exception:  # a library that cannot quantise, compile or run it: not int8 here
         if len(models) == 1:
             return [False]
@@ -254,16 +252,21 @@ def _compiled(model: bytes) -> Any:
     )
 
 
-def _reference(model: bytes) -> ort.InferenceSession:
-    """An onnxruntime session of ``model`` on the CPU, the f32 outputs the probe expects."""
+def _reference(model: bytes) -> Callable[[Feeds], dict[int, np.ndarray]]:
+    """``model``'s f32 outputs by output index, as the probe expects them.
+
+    onnxruntime's, the numerical oracle, where it is installed (its session is built in a
+    fraction of OpenVINO's compile); else OpenVINO's own in f32.
+    """
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        compiled = _compiled(model)
+        return lambda feeds: _infer(compiled, feeds)
     options = ort.SessionOptions()
     options.log_severity_level = 3  # errors only
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-
-
-def _run(session: ort.InferenceSession, feeds: Feeds) -> dict[int, np.ndarray]:
-    """``session``'s outputs on ``feeds``, by output index."""
-    return dict(enumerate(np.asarray(value) for value in session.run(None, feeds)))
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    return lambda feeds: dict(enumerate(np.asarray(v) for v in session.run(None, feeds)))
 
 
 def _infer(compiled: Any, feeds: Feeds) -> dict[int, np.ndarray]:
