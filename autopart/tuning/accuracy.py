@@ -162,7 +162,7 @@ QUANTISED_MODEL_OPS = frozenset(
 
 
 def own_runtimes() -> tuple[str, ...]:
-    """The peers that run a model as shipped in f32: a quantised model's own runtimes."""
+    """The peers that run a model as shipped in f32: their error floors its tolerance."""
     return tuple(peer.name for peer in declared_peers() if peer.precision() is None)
 
 

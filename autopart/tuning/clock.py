@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from autopart.tuning.blocks import WARMUP_ROUNDS
 from autopart.tuning.settings import SCREEN, VERIFY
-from autopart.tuning.verify import WARMUP_ROUNDS
 
-SCREEN_WARMUP = 1  # the screen's warm-up rounds (the race takes verify.WARMUP_ROUNDS)
+SCREEN_WARMUP = 1  # the screen's warm-up rounds (the race takes blocks.WARMUP_ROUNDS)
 
 
 def race_reserve(screen_timing_s: float) -> float:
