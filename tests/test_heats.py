@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -94,13 +95,33 @@ def test_plans_waiting_when_the_budget_is_spent_are_left_out_with_a_reason() -> 
     failures: dict[str, str] = {}
     measured = measure_plans(
         graph, plans, random_inputs(graph, 0), rounds=2, min_timed_s=0.0,
-        heats=Heats(held=2, admitting=lambda: False), failures=failures,
+        heats=Heats(held=2, admitting=lambda seconds: False), failures=failures,
     )  # fmt: skip
     assert set(measured) == {"numpy", "ort"}
     assert set(failures) == {"ort first conv", "ort relu"}
     assert all("budget" in why for why in failures.values())
     (note,) = failure_notes(failures)
     assert note.startswith("not raced, the wall budget") and "ort first conv, ort relu" in note
+
+
+def test_a_heat_starts_only_when_the_budget_left_covers_what_the_last_heat_took() -> None:
+    plans, graph = _plans()
+    asked: list[float] = []
+    failures: dict[str, str] = {}
+
+    def covers_no_heat(seconds: float) -> bool:
+        asked.append(seconds)
+        return seconds == 0.0
+
+    started = time.perf_counter()
+    measured = measure_plans(
+        graph, plans, random_inputs(graph, 0), rounds=2, min_timed_s=0.0,
+        heats=Heats(held=2, admitting=covers_no_heat), failures=failures,
+    )  # fmt: skip
+    took = time.perf_counter() - started
+    assert set(measured) == {"numpy", "ort"} and set(failures) == {"ort first conv", "ort relu"}
+    (heat_s,) = [seconds for seconds in asked if seconds > 0.0]
+    assert heat_s < took
 
 
 def test_a_heat_holds_at_least_two_plans() -> None:

@@ -251,6 +251,21 @@ def test_the_cache_of_compiled_models_keeps_within_its_bytes(monkeypatch: Any) -
     library.clear_compiled()
 
 
+def test_forgetting_compiled_models_empties_the_cache_and_leaves_held_ones_running() -> None:
+    from autopart.targets.openvino import library
+    from autopart.targets.registry import forget_compiled
+
+    graph = tiny_graph("Relu")
+    held = compile_whole(graph)
+    assert library._COMPILED
+    forget_compiled()
+    assert not library._COMPILED and not library._COMPILED_BYTES
+    env: dict[str, Any] = dict(random_inputs(graph, 0))
+    held.run(env)
+    assert np.array_equal(env["y"], np.maximum(env["x"], 0))
+    assert compile_whole(graph).model is not held.model  # compiled again, not kept
+
+
 # -- units ------------------------------------------------------------------------------------
 @pytest.mark.skipif(not CORES, reason="no CPU affinity control on this platform")
 def test_unit_has_one_thread_per_core_and_pins_only_during_the_call(monkeypatch: Any) -> None:

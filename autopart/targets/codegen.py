@@ -254,6 +254,16 @@ class Codegen(ABC):
         return ()
 
     @classmethod
+    def forget_compiled(cls) -> None:
+        """Drop what this codegen keeps compiled between compiles (a cache), if anything.
+
+        Called once a stage whose compiles nothing after it reuses is done (a profile's
+        per-op models), so that they do not stay resident through the race. Compiled
+        objects still in use stay valid. The default keeps nothing, so drops nothing.
+        """
+        return None
+
+    @classmethod
     def discover_devices(cls) -> Sequence[Device]:
         """The devices of ``device_kind`` this codegen finds here, besides the host.
 

@@ -128,6 +128,16 @@ def registered_codegens() -> list[Codegen]:
     return [factory() for factory in _CODEGENS.values()]
 
 
+def forget_compiled() -> None:
+    """Have every registered codegen drop its compiled cache (:meth:`Codegen.forget_compiled`)."""
+    load_codegens()
+    for factory in _CODEGENS.values():
+        if isinstance(factory, type):
+            factory.forget_compiled()
+        else:
+            factory().forget_compiled()
+
+
 def codegen_for(role: Role) -> Codegen | None:
     """The first registered codegen that plays ``role`` (built-ins first), or None."""
     return next((c for c in registered_codegens() if role in c.roles), None)

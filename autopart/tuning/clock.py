@@ -52,6 +52,11 @@ class Clock:
         left = self.left_s()
         return None if left is None else max(left - reserve_s, 0.0)
 
+    def covers(self, seconds: float) -> bool:
+        """Whether more than ``seconds`` are left (always, with no budget)."""
+        left = self.left_s()
+        return left is None or left > seconds
+
     @property
     def passed(self) -> bool:
         """Whether the budget is spent."""

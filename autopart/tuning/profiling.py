@@ -22,6 +22,7 @@ from autopart.loader import ModelLike
 from autopart.profile import Profile, ProfileReport
 from autopart.progress import StageProgress
 from autopart.search.constraints import apply
+from autopart.targets.registry import forget_compiled
 from autopart.tuning.clock import Clock, race_reserve
 from autopart.tuning.locate import Located
 from autopart.tuning.options import TuneOptions
@@ -85,7 +86,8 @@ def profile_stage(
         budget_s=None if screening is None or not screening.priced else _share(clock, reserve),
         progress=None if progress is None else lambda d, t, s: progress("profile", d, t, s),
     )
-    if report.new:  # the op models' runners, where any were built
+    if report.new:  # the op models' runners and compiled models, where any were built
+        forget_compiled()
         release_freed_memory()
     if screening is not None:  # the plans timed whole price as measured
         record_screened(graph, profile, path, screening.plans, screening.whole)

@@ -80,7 +80,7 @@ class Measured(Latencies):
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 # A tolerance, or how to choose one from every runner's error on the evaluation samples.
 Tolerance = float | Callable[[Mapping[str, float]], float]
-BUDGET_SPENT = "the wall budget was spent before their heat"  # a plan left waiting
+BUDGET_SPENT = "the wall budget left could not cover their heat"  # a plan left waiting
 _RunResult = tuple[dict[str, np.ndarray], list[float], list[StepTiming]]
 _Timed = tuple[list[float], list[StepTiming]]  # a round's timed runs of one runner
 
@@ -118,12 +118,15 @@ class Heats:
     every round: the plans enter in the order given, each as another leaves the race
     (eliminated, failed, or, while plans wait, done with its rounds and not the quickest
     held). Pairing by round keeps every comparison fair: each plan is paired with the
-    runners that ran in its rounds. Once ``admitting()`` says no (the wall budget is spent),
-    the plans still waiting are left out, each with a reason in ``failures``.
+    runners that ran in its rounds. ``admitting(seconds)`` says whether a heat expected to
+    take that long may still start (the wall budget left covers it): asked with 0 before
+    every round, and before a plan enters with what the last heat took from its first
+    compile to then. Once it says no, the plans still waiting are left out, each with a
+    reason in ``failures``.
     """
 
     held: int
-    admitting: Callable[[], bool] = lambda: True
+    admitting: Callable[[float], bool] = lambda seconds: True
 
     def __post_init__(self) -> None:
         if self.held < 2:
@@ -242,6 +245,7 @@ class _Rounds:
         self.pending: list[tuple[str, Plan]] = []  # plans waiting for their heat
         self.entered: dict[str, int] = {}  # the round each late plan entered in
         self.timed_rounds = planned - warmup
+        self.heat_started = time.perf_counter()  # when the last heat's first plan compiled
 
     def fail(self, name: str, error: AutopartError) -> None:
         """Drop ``name`` from the rounds, keeping why (its error's first line)."""
@@ -297,13 +301,20 @@ class _Rounds:
         before, and gets as many rounds as the first heat's plans got.
         """
         assert self.heats is not None
-        if not self.heats.admitting():
-            for name, _ in self.pending:
-                self.failures[name] = BUDGET_SPENT
-            self.pending.clear()
-            return
-        self.make_room()
-        entered = self.admit(round_index)
+        if self.heats.admitting(0.0):
+            self.make_room()
+            if len(self.executors) >= self.heats.held:
+                return
+            if self.heats.admitting(time.perf_counter() - self.heat_started):
+                self.heat_started = time.perf_counter()
+                self.enter_late(self.admit(round_index), round_index)
+                return
+        for name, _ in self.pending:
+            self.failures[name] = BUDGET_SPENT
+        self.pending.clear()
+
+    def enter_late(self, entered: Sequence[str], round_index: int) -> None:
+        """Check the plans ``entered`` at ``round_index`` and give them the first heat's rounds."""
         if entered:
             tolerance = next(iter(self.results.values())).tolerance
             self.check_samples(entered)

@@ -347,7 +347,7 @@ def _verify(
         samples=evaluation_samples(graph, options.search.seed),
         tolerance=options.accuracy_policy.tolerance_rule(graph),
         probe=process_probe(),
-        heats=None if options.thorough else Heats(VERIFY.race_held, lambda: not clock.passed),
+        heats=None if options.thorough else Heats(VERIFY.race_held, clock.covers),
     )
     notes.extend(shared_note(measured))
     peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}

@@ -211,6 +211,11 @@ class OpenVinoCodegen(ProbedCodegen):
         return library.HAVE_OPENVINO
 
     @classmethod
+    def forget_compiled(cls) -> None:
+        """Empty the library's cache of compiled models (:func:`library.forget_compiled`)."""
+        library.forget_compiled()
+
+    @classmethod
     def peers(cls) -> tuple[Peer, ...]:
         """``openvino alone`` (as installed, no properties) and ``openvino alone f32``."""
         return (peer.AS_INSTALLED, peer.F32)
