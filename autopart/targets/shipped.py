@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 import onnx
 
+from autopart.errors import TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.targets.codegen import HOST, Codegen, Placement
 from autopart.targets.peer import PeerInputs
@@ -65,6 +66,19 @@ def shipped_whole(
     except Exception:  # a source that no longer loads: the export stands in
         return None
     return _fitted(model, graph)
+
+
+def shipped_bytes(
+    graph: Graph, nodes: Sequence[Node], placement: Placement, precisions: Sequence[str | None]
+) -> bytes:
+    """The bytes of :func:`shipped_whole` made again, for a compiled model's source.
+
+    Raises :class:`~autopart.errors.TargetError` when the model as shipped no longer loads.
+    """
+    shipped = shipped_whole(graph, nodes, placement, precisions)
+    if shipped is None:
+        raise TargetError(f"the model as shipped ({graph.meta.get('source')}) no longer loads")
+    return shipped.model_bytes
 
 
 def runs_as_shipped(graph: Graph, nodes: Sequence[Node], codegen: Codegen) -> bool:

@@ -24,6 +24,7 @@ itself unavailable, supports nothing, and ``compile`` raises a one-line
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import tempfile
@@ -53,7 +54,7 @@ from autopart.targets.onnxruntime.settings import ONNXRUNTIME
 from autopart.targets.peer import Peer
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import node_signature, probe_model
-from autopart.targets.shipped import shipped_whole
+from autopart.targets.shipped import shipped_bytes, shipped_whole
 from autopart.targets.training import training_refusal
 
 try:
@@ -142,8 +143,9 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
     initializers, so they are not fed) and ``produced`` the outputs it computes. Requested
     outputs that no node produces are inputs (already in the environment) or constants
     (``passthrough``, written when absent). ``cores`` is the unit's core set the calling
-    thread is pinned to during ``run`` (empty: no pinning). The session and the serialised
-    model (``model_bytes``) live on the object; nothing is pickled or written to disk.
+    thread is pinned to during ``run`` (empty: no pinning). The session lives on the object,
+    and ``source``, which makes the serialised model again when asked (:attr:`model_bytes`;
+    held, the bytes would double the weights in memory); nothing is pickled or written.
     ``run`` may be called from several threads at once. ``fixed`` holds the values of the
     frozen inputs of a whole model as shipped, fed with every run. When every output is an
     input or a constant there is no session (``session`` is None) and ``run`` only passes them on.
@@ -152,7 +154,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
     def __init__(
         self,
         session: Any,
-        model_bytes: bytes,
+        source: Callable[[], bytes],
         inputs: Sequence[str],
         outputs: Sequence[str],
         feeds: Sequence[str],
@@ -166,7 +168,7 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         self.session = session
         self.label = label
         self.on_unit = on_unit
-        self.model_bytes = model_bytes
+        self._source = source
         self.inputs = list(inputs)
         self.outputs = list(outputs)
         self.feeds = list(feeds)
@@ -176,6 +178,11 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
         self._fixed = dict(fixed or {})
         produced_set = set(self.produced)
         self._not_produced = [name for name in self.outputs if name not in produced_set]
+
+    @property
+    def model_bytes(self) -> bytes:
+        """The serialised ONNX model of the session, made again from its source at each call."""
+        return self._source()
 
     @property
     def intra_op_num_threads(self) -> int:
@@ -342,21 +349,24 @@ class OnnxRuntimeCodegen(ProbedCodegen):
         feeds, results = boundary.feeds, boundary.results
         cores = tuple(unit.cores) if unit is not None else ()
         alone = placement.alone and unit is None  # the session spins (see _create_session)
-        model_bytes, session = b"", None  # every output folded to a constant: no session
+        source: Callable[[], bytes] = bytes  # every output folded to a constant: no session
+        session = None
         shipped = shipped_whole(graph, nodes, placement, [None])
         fixed: dict[str, np.ndarray] = {}
         if shipped is not None:  # the whole model alone: as shipped (autopart.targets.shipped)
             with contextlib.suppress(TargetError):  # onnxruntime may need import's folding
                 session = _create_session(shipped.model_bytes, unit is not None, cores, alone=alone)
-                model_bytes, feeds, results = shipped.model_bytes, shipped.feeds, shipped.produced
+                source = functools.partial(shipped_bytes, graph, nodes, placement, [None])
+                feeds, results = shipped.feeds, shipped.produced
                 fixed = dict(shipped.inputs.frozen)
+        del shipped
         if session is None:  # its export: each node must be one onnxruntime takes
             self.check_supported(graph, nodes)
         if session is None and results:
-            model_bytes = to_onnx(graph, nodes, feeds, results).SerializeToString()
-            session = _create_session(model_bytes, unit is not None, cores, alone=alone)
+            source = functools.partial(_exported_bytes, graph, nodes, feeds, results)
+            session = _create_session(source(), unit is not None, cores, alone=alone)
         compiled = OnnxRuntimeSubgraph(
-            session, model_bytes, inputs, outputs, feeds, results, cores, boundary.passthrough,
+            session, source, inputs, outputs, feeds, results, cores, boundary.passthrough,
             on_unit=unit is not None, label=_label(nodes), fixed=fixed,
         )  # fmt: skip
         compiled.linger_s = ONNXRUNTIME.spin_linger_s if alone and session is not None else 0.0
@@ -415,6 +425,13 @@ def _create_session(
     else:
         options.intra_op_num_threads = len(allowed_cores()) or os.cpu_count() or 1
     return _session(model_bytes, options)
+
+
+def _exported_bytes(
+    graph: Graph, nodes: Sequence[Node], feeds: Sequence[str], results: Sequence[str]
+) -> bytes:
+    """``nodes`` exported as one model of ``feeds`` to ``results``, serialised."""
+    return to_onnx(graph, nodes, feeds, results).SerializeToString()
 
 
 def _session(model_bytes: bytes, options: Any) -> Any:

@@ -39,8 +39,9 @@ and ``compile`` raises a one-line :class:`~autopart.errors.TargetError`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,7 @@ from autopart.targets.openvino import library, peer, quantize
 from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph, compile_in_pieces
 from autopart.targets.openvino.probe import probe
 from autopart.targets.peer import Peer
-from autopart.targets.shipped import ShippedModel, shipped_whole
+from autopart.targets.shipped import ShippedModel, shipped_bytes, shipped_whole
 
 # Node types of OpenVINO's layout conversions in its per-node performance counters.
 LAYOUT_NODE_TYPES = frozenset({"Reorder"})
@@ -92,12 +93,14 @@ class OpenVinoSubgraph(CompiledSubgraph):
     ``aliases`` names the other outputs that are the same tensor as a produced one.
     ``cores`` is the unit's core set the calling thread is pinned to during ``run``
     (empty: the whole device, no pinning). Outputs are fresh arrays, never recycled.
+    ``source`` makes the serialised model again when asked (:attr:`model_bytes`): held
+    while the subgraph lives, the bytes would double the weights it keeps in memory.
     """
 
     def __init__(
         self,
         model: Any,
-        model_bytes: bytes,
+        source: Callable[[], bytes],
         config: dict[str, str],
         inputs: Sequence[str],
         outputs: Sequence[str],
@@ -109,7 +112,7 @@ class OpenVinoSubgraph(CompiledSubgraph):
         aliases: Mapping[str, Sequence[str]] | None = None,
     ) -> None:
         self.model = model
-        self.model_bytes = model_bytes
+        self._source = source
         self.config = dict(config)
         self.inputs = list(inputs)
         self.outputs = list(outputs)
@@ -120,6 +123,11 @@ class OpenVinoSubgraph(CompiledSubgraph):
         self._fixed = dict(fixed or {})
         self._aliases = {name: list(others) for name, others in (aliases or {}).items()}
         self._request = model.create_infer_request()
+
+    @property
+    def model_bytes(self) -> bytes:
+        """The serialised ONNX model compiled, made again from its source at each call."""
+        return self._source()
 
     def run(self, env: Environment) -> None:
         """Feed the boundary inputs from ``env``, infer, store every output."""
@@ -264,8 +272,12 @@ class OpenVinoCodegen(ProbedCodegen):
         own = [placement.precision or n.virtual_device.precision for n in nodes]
         shipped = shipped_whole(graph, nodes, placement, own)
         if shipped is not None and own[0] != qdq.PRECISION:
+            source = functools.partial(shipped_bytes, graph, nodes, placement, own)
             with contextlib.suppress(TargetError):  # OpenVINO may need import's folding
-                return self._compile_shipped(shipped, graph, nodes, inputs, outputs, placement)
+                return self._compile_shipped(
+                    shipped, source, graph, nodes, inputs, outputs, placement
+                )
+        del shipped
         self.check_supported(graph, nodes)  # its export: each node must be one OpenVINO takes
         if len(nodes) > PIECE_NODES:
             return compile_in_pieces(
@@ -279,31 +291,26 @@ class OpenVinoCodegen(ProbedCodegen):
         feeds, results = boundary.feeds, boundary.results
         if not results:
             raise TargetError("subgraph computes none of its outputs; nothing to compile")
-        exported = to_onnx(graph, nodes, feeds, results)
         uniform = own[0] if len(set(own)) == 1 else None  # one precision: the hint says it
         cores, config = _placement_config(graph, nodes, placement, uniform)
         paired = list(zip(nodes, own, strict=True))
         islands = [] if uniform is not None else [n for n, p in paired if p == "bf16"]
         int8 = [n.name for n, p in paired if p == qdq.PRECISION]
-        model_bytes = (
-            quantize.quantised_bytes(graph, exported, int8)
-            if int8
-            else exported.SerializeToString()
-        )
+        source = functools.partial(exported_bytes, graph, nodes, feeds, results, int8)
         model = library.compiled_model(
-            model_bytes,
+            source(),
             config,
             [n.name for n in islands],
             [name for n in islands for name in n.outputs if name],
         )
         return OpenVinoSubgraph(
-            model, model_bytes, config, inputs, outputs, feeds, results, cores,
-            boundary.passthrough,
-        )  # fmt: skip
+            model, source, config, inputs, outputs, feeds, results, cores, boundary.passthrough
+        )
 
     def _compile_shipped(
         self,
         shipped: ShippedModel,
+        source: Callable[[], bytes],
         graph: Graph,
         nodes: Sequence[Node],
         inputs: Sequence[str],
@@ -323,9 +330,23 @@ class OpenVinoCodegen(ProbedCodegen):
         named = library.port_names(model.outputs, outputs)
         produced = [names[0] for names in named]
         return OpenVinoSubgraph(
-            model, shipped.model_bytes, config, inputs, outputs, feeds, produced, cores, {},
+            model, source, config, inputs, outputs, feeds, produced, cores, {},
             fixed=fixed.frozen, aliases={names[0]: names[1:] for names in named},
         )  # fmt: skip
+
+
+def exported_bytes(
+    graph: Graph,
+    nodes: Sequence[Node],
+    feeds: Sequence[str],
+    results: Sequence[str],
+    int8: Sequence[str],
+) -> bytes:
+    """``nodes`` exported as a model of ``feeds`` to ``results``, ``int8`` ones in QDQ int8."""
+    exported = to_onnx(graph, nodes, feeds, results)
+    if int8:
+        return quantize.quantised_bytes(graph, exported, int8)
+    return exported.SerializeToString()
 
 
 def _placement_config(
