@@ -438,6 +438,6 @@ def _session(model_bytes: bytes, options: Any) -> Any:
     """An InferenceSession on the CPU provider; a rejection is a one-line TargetError."""
     assert _ort is not None
     try:
-        return _ort.InferenceSession(model_bytes, options, providers=[PROVIDER])
+        return peer.cpu_session(model_bytes, options)
     except Exception as error:  # onnxruntime's own exception types are not importable stably
         raise TargetError(f"onnxruntime rejected the subgraph: {_first_line(error)}") from None

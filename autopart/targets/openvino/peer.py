@@ -29,13 +29,15 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     """
     fixed = inputs or PeerInputs()
     proto = peer_model(model)
-    settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
-    shapes = fixed.static_shapes()
-    compiled = library.compiled_once(proto.SerializeToString(), settings, shapes)
-    request = compiled.create_infer_request()
     declared = [value.name for value in proto.graph.input]
-    names = [named[0] for named in library.port_names(compiled.inputs, declared)]
     wanted = [value.name for value in proto.graph.output]
+    model_bytes = proto.SerializeToString()
+    del proto  # not held beside its bytes and what compiling them makes
+    settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
+    compiled = library.compiled_once(model_bytes, settings, fixed.static_shapes())
+    del model_bytes
+    request = compiled.create_infer_request()
+    names = [named[0] for named in library.port_names(compiled.inputs, declared)]
     outputs = library.port_names(compiled.outputs, wanted)
 
     def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
