@@ -41,6 +41,14 @@ def test_zoo_materialisation_is_seeded() -> None:
     assert first.SerializeToString() != other.SerializeToString()
 
 
+def test_a_zoo_model_asked_for_again_is_a_new_proto_of_the_same_model() -> None:
+    first = autopart.load_zoo_model("squeezenet")
+    kept = first.SerializeToString()
+    first.graph.ClearField("initializer")  # a caller changing its copy changes no other
+    again = autopart.load_zoo_model("squeezenet")
+    assert again is not first and again.SerializeToString() == kept
+
+
 def test_unknown_zoo_name_lists_the_zoo() -> None:
     with pytest.raises(ModelError, match="resnet50"):
         autopart.load("resnet51")
