@@ -15,28 +15,34 @@ before the kernel's OOM killer ends it with none.
 from __future__ import annotations
 
 import os
+import time
 
 OPENBLAS_THREAD_TIMEOUT = "4"
 
 
 def main() -> None:
-    """Run the ``autopart`` command line in a process prepared for measuring."""
+    """Run the ``autopart`` command line in a process prepared for measuring.
+
+    The commands see when it began (:func:`autopart.cli.common.command_started`): a tune's
+    ``--budget`` counts the libraries' imports, about a second its user waits for too.
+    """
+    started = time.perf_counter()
     from autopart.interrupts import run_interruptible
 
-    run_interruptible(_prepared_main)
+    run_interruptible(lambda: _prepared_main(started))
 
 
-def _prepared_main() -> None:
+def _prepared_main(started: float) -> None:
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_THREAD_TIMEOUT)
     from autopart.host_memory import retain_freed_memory
 
     retain_freed_memory()
     from autopart.cli import main as cli_main
-    from autopart.cli.common import now_doing
+    from autopart.cli.common import COMMAND_STARTED, now_doing
     from autopart.limits import memory_watch
 
     with memory_watch(now_doing):
-        cli_main()
+        cli_main(obj={COMMAND_STARTED: started})
 
 
 if __name__ == "__main__":

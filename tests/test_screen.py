@@ -9,8 +9,10 @@ rows instead of measuring them again, and ``--thorough`` searches every target.
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 
+import click
 import onnx
 import pytest
 from hypothesis import given, settings
@@ -191,6 +193,30 @@ def test_a_tight_budget_still_returns_a_verified_plan_and_says_what_it_cut(
     assert chosen.measured_s is not None and chosen.max_error is not None, report.notes
     (note,) = [note for note in report.notes if note.startswith("budget 0.5 s")]
     assert "cut short:" in note
+
+
+def test_the_budget_counts_from_when_the_command_started(tiny: Path, tmp_path: Path) -> None:
+    """The launcher's start (the CLI's imports) counts: a budget spent before the tune began."""
+    report = tune(tiny, tmp_path, time_budget_s=30.0, started=time.perf_counter() - 100.0)
+    (note,) = [note for note in report.notes if note.startswith("budget 30 s")]
+    took = float(note.split("took ")[1].split(" s)")[0])
+    assert took >= 100.0 and "cut short:" in note
+
+
+def test_the_command_line_reads_when_the_launcher_started() -> None:
+    from click.testing import CliRunner
+
+    from autopart.cli.common import COMMAND_STARTED, command_started
+
+    seen: list[float | None] = []
+
+    @click.command()
+    def probe() -> None:
+        seen.append(command_started())
+
+    CliRunner().invoke(probe, [], obj={COMMAND_STARTED: 5.0})
+    CliRunner().invoke(probe, [])
+    assert seen == [5.0, None]
 
 
 def test_with_no_incumbent_every_target_is_profiled_in_full_whatever_the_budget(

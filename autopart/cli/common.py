@@ -76,6 +76,21 @@ def doing(stage: str, label: str) -> None:
     _DOING[0] = f"{stage}: {label}" if label else stage
 
 
+COMMAND_STARTED = "started"  # the key of the launcher's start in the context's obj
+
+
+def command_started() -> float | None:
+    """When the ``autopart`` process began (:func:`time.perf_counter`), as the launcher says.
+
+    None when the command runs otherwise (a test's runner, another program): then a
+    budget counts from the tune's own start.
+    """
+    context = click.get_current_context(silent=True)
+    found = context.find_root().obj if context is not None else None
+    started = found.get(COMMAND_STARTED) if isinstance(found, dict) else None
+    return started if isinstance(started, float) else None
+
+
 def now_doing() -> str:
     """What the command does now, as :func:`doing` last recorded it."""
     return _DOING[0]

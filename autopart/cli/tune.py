@@ -13,6 +13,7 @@ from rich.progress import (
 from rich.table import Table
 
 from autopart.cli.common import (
+    command_started,
     console,
     doing,
     freeze_option,
@@ -57,8 +58,8 @@ from autopart.tuning.workflow import TuneReport, tune_model
 )
 @click.option(
     "--budget", type=float, default=None, metavar="SECONDS",
-    help="wall time for the whole tune: the best plan found in it (default: 60, none with "
-    "--thorough)",
+    help="wall time for the whole command, from its start: the best plan found in it "
+    "(default: 60, none with --thorough)",
 )  # fmt: skip
 @click.option("--pin", "pins", multiple=True, metavar="SELECTOR=TARGET", help="force nodes")
 @click.option("--forbid", "forbids", multiple=True, metavar="SELECTOR=TARGET", help="keep off")
@@ -175,6 +176,7 @@ def tune_command(
             calibration=calibration,
             thorough=thorough,
             time_budget_s=budget,
+            started=command_started(),
             memory_limit=parse_memory_limit(memory_limit),
         )
         report = tune_model(model, options, progress=progress)

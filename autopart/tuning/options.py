@@ -118,6 +118,8 @@ class TuneOptions(ModelOptions):
     model are profiled in full and searched. ``time_budget_s`` is the wall time of the
     whole tune (``--budget``; None: the default, :attr:`wall_budget_s`), shared out by
     :mod:`autopart.tuning.clock`; ``search.budget_s`` further bounds the search alone.
+    ``started`` is when the command began, on the :func:`time.perf_counter` clock, for the
+    budget to count from (None: when the tune is called; the CLI's is its process's start).
     """
 
     profile_file: str | Path | None = None
@@ -126,6 +128,7 @@ class TuneOptions(ModelOptions):
     calibration: str | Path | None = None
     thorough: bool = False
     time_budget_s: float | None = None
+    started: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()

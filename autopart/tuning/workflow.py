@@ -10,6 +10,7 @@ is made for that machine and left unverified.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -162,7 +163,7 @@ def tune_model(
     saved plan as it was.
     """
     options = options or TuneOptions()
-    clock = Clock(options.wall_budget_s)
+    clock = Clock(options.wall_budget_s, options.started or time.perf_counter())
     options.check_outputs()
     if options.search.storage is not None:
         check_storage(options.search.storage)
