@@ -184,6 +184,19 @@ def test_the_clock_shares_out_what_is_left_and_names_what_it_cut() -> None:
     assert race_reserve(4.0) == pytest.approx(7.0)  # 2 + 5 rounds over the screen's 1 + 3
 
 
+def test_the_race_keeps_the_end_of_the_budget_for_what_follows_it() -> None:
+    from autopart.tuning.choice import BudgetedRace
+    from autopart.tuning.clock import Clock
+    from autopart.tuning.settings import VERIFY
+
+    roomy = BudgetedRace({}, Clock(100.0))
+    assert roomy.racing() and roomy.admitting(50.0)
+    assert not roomy.admitting(100.0 - VERIFY.finish_s)  # the heat would eat the finish
+    ending = BudgetedRace({}, Clock(VERIFY.finish_s * 0.5))
+    assert not ending.racing() and ending.contested({}) == [] and ending.behind({}) == []
+    assert ending.clock.cut == ["the race"]
+
+
 def test_a_tight_budget_still_returns_a_verified_plan_and_says_what_it_cut(
     tiny: Path, tmp_path: Path
 ) -> None:

@@ -29,6 +29,7 @@ import numpy as np
 from scipy.stats import bootstrap
 
 from autopart.search.candidates import Candidate
+from autopart.tuning.clock import Clock
 from autopart.tuning.peers import peer_equivalents
 from autopart.tuning.settings import VERIFY
 from autopart.tuning.verify import Measured
@@ -263,6 +264,41 @@ def most_accurate(measured: Mapping[str, Measured], pick: str) -> tuple[str, lis
         f"no plan was within the tolerance {result.tolerance:.3g}: kept the most accurate, "
         f"{kept} (error {result.max_error:.2g})"
     ]
+
+
+@dataclass(frozen=True)
+class BudgetedRace:
+    """The race's rules under a tune's wall-time budget ``clock``.
+
+    :func:`contested` and :func:`behind` while the budget left covers another round and
+    what follows the race
+    (:attr:`~autopart.tuning.settings.VerifySettings.finish_s`); then the race is over, and
+    every runner but the one :func:`decide` keeps is behind, the race noted as cut short.
+    """
+
+    runners: Mapping[str, Runner]
+    clock: Clock
+
+    def racing(self) -> bool:
+        """Whether the budget left covers another round and what follows the race."""
+        return self.clock.covers(VERIFY.finish_s)
+
+    def contested(self, so_far: Mapping[str, Measured]) -> list[str]:
+        """:func:`contested` while racing, else none."""
+        return contested(so_far, self.runners) if self.racing() else []
+
+    def behind(self, so_far: Mapping[str, Measured]) -> list[str]:
+        """:func:`behind` while racing, else every runner but the one kept."""
+        if self.racing():
+            return behind(so_far, self.runners)
+        decision = decide(so_far, self.runners)
+        if "the race" not in self.clock.cut:
+            self.clock.cut.append("the race")
+        return [name for name in so_far if decision is None or name != decision.chosen]
+
+    def admitting(self, heat_s: float) -> bool:
+        """Whether a heat of ``heat_s`` seconds fits the budget left (:class:`Heats`)."""
+        return self.clock.covers(heat_s + VERIFY.finish_s)
 
 
 def runners_of(

@@ -117,12 +117,10 @@ class Heats:
     At most ``held`` plans (2 or more) are compiled at once, beside the peers, which run in
     every round: the plans enter in the order given, each as another leaves the race
     (eliminated, failed, or, while plans wait, done with its rounds and not the quickest
-    held). Pairing by round keeps every comparison fair: each plan is paired with the
-    runners that ran in its rounds. ``admitting(seconds)`` says whether a heat expected to
-    take that long may still start (the wall budget left covers it): asked with 0 before
-    every round, and before a plan enters with what the last heat took from its first
-    compile to then. Once it says no, the plans still waiting are left out, each with a
-    reason in ``failures``.
+    held). Each plan is paired with the runners that ran in its rounds. ``admitting(s)``:
+    whether a heat of ``s`` seconds may still start (asked with 0 before every round, and
+    before a plan enters with what the last heat took). Once it says no, the plans still
+    waiting are left out, each with a reason in ``failures``.
     """
 
     held: int

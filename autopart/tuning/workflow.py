@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -319,20 +318,7 @@ def _verify(
     release_freed_memory()  # what compiling the peers left behind
     failures: dict[str, str] = {}
     runners = choice.runners_of(candidates, twins, peer_runs)
-
-    clock = prepared.clock
-
-    def contested(so_far: Mapping[str, Measured]) -> list[str]:
-        return [] if clock.passed else choice.contested(so_far, runners)
-
-    def behind(so_far: Mapping[str, Measured]) -> list[str]:
-        if not clock.passed:
-            return choice.behind(so_far, runners)
-        decision = choice.decide(so_far, runners)
-        if "the race" not in clock.cut:
-            clock.cut.append("the race")
-        return [name for name in so_far if decision is None or name != decision.chosen]
-
+    race = choice.BudgetedRace(runners, prepared.clock)
     notes.extend(entry.notes)
     measured = measure_plans(
         graph,
@@ -340,15 +326,15 @@ def _verify(
         feeds,
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
-        race=contested,
-        eliminate=behind,
+        race=race.contested,
+        eliminate=race.behind,
         peers=peer_runs,
         peer_linger_s=peer_lingers(),
         failures=failures,
         samples=evaluation_samples(graph, options.search.seed),
         tolerance=options.accuracy_policy.tolerance_rule(graph),
         probe=process_probe(),
-        heats=None if options.thorough else Heats(VERIFY.race_held, clock.covers),
+        heats=None if options.thorough else Heats(VERIFY.race_held, race.admitting),
     )
     notes.extend(shared_note(measured))
     peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}
