@@ -63,6 +63,20 @@ def test_too_few_paired_rounds_give_no_interval() -> None:
     assert "no interval" in str(interval)
 
 
+def test_runners_of_different_heats_compare_over_their_rounds_unpaired() -> None:
+    """No round shared, enough each: unpaired, not a tie for want of pairs."""
+    quick = _rounds(_noisy(9.0, 8, 0.01, 5), list(range(8)))
+    slow = _rounds(_noisy(18.0, 6, 0.01, 6), list(range(20, 26)))
+    interval = ratio_interval(quick, slow)
+    assert interval.unpaired == (8, 6) and interval.high < 1.0 and interval.excludes_one
+    assert "unpaired" in str(interval)
+    runners = {"quick": Runner(1, "quick"), "slow": Runner(1, "slow")}
+    decision = decide({"quick": quick, "slow": slow}, runners)
+    assert decision is not None and decision.chosen == "quick" and decision.tied == ["quick"]
+    same = _rounds(_noisy(18.0, 6, 0.05, 7), list(range(30, 36)))
+    assert not ratio_interval(slow, same).excludes_one  # within the noise, apart
+
+
 def test_a_prediction_never_overrules_the_measurement() -> None:
     """The recogniser's case: the plan predicted 45% quicker measured clearly slower."""
     measured = {"single:ort": _rounds(_noisy(13.56, 15, 0.02, 5)),

@@ -95,3 +95,35 @@ def test_a_thorough_tune_races_every_candidate_it_can_compile(tiny: Path, tmp_pa
     report = tune_model(str(tiny), options)
     assert not [n for n in report.notes if n.startswith("not raced")]
     assert all(row.measured_s is not None for row in report.rows)
+
+
+def test_a_peer_left_out_no_longer_holds_its_own_plan_in_the_race(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its plan is as far behind as the peer: only a racing peer's plan is kept from the cut."""
+    from autopart.tuning import entrants as module
+
+    options = TuneOptions.build(
+        targets=["cpu@numpy", "cpu@onnxruntime"], rounds=3,
+        profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+    )  # fmt: skip
+    report = tune_model(str(tiny), options)
+    candidates = report.outcome.candidates
+    own = "single:cpu@onnxruntime"
+    assert own in candidates
+    kept: list[set[str]] = []
+    monkeypatch.setattr(module, "far_behind", lambda _o, _c, _q, keep: kept.append(keep) or [])
+    monkeypatch.setattr(module, "tolerance_peer", lambda: "openvino alone")
+    plan = candidates["single:cpu@numpy"].plan
+    for peer_s, expected in ((0.001, True), (1.0, False)):
+        whole = {
+            "single:cpu@numpy": timed(0.001),
+            "openvino alone f32": timed(0.001),  # the quickest peer: it always races
+            "onnxruntime alone": timed(peer_s),
+        }
+        screening = Screening(
+            [], [], whole=whole, incumbent="single:cpu@numpy", plans={"single:cpu@numpy": plan}
+        )
+        entry = module.entrants(report.outcome, None, candidates, screening)  # type: ignore[arg-type]
+        assert (own in kept[-1]) is expected and (own in entry.first) is expected
+        assert ("onnxruntime alone" in entry.skipped_peers) is not expected

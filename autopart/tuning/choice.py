@@ -42,13 +42,16 @@ class Interval:
     """The ratio of two runners' medians over their paired rounds, and its interval.
 
     ``low`` and ``high`` bound the ratio at ``VERIFY.confidence``; with fewer than
-    ``VERIFY.min_paired_rounds`` paired rounds they are 0 and infinity (nothing is known).
+    ``VERIFY.min_paired_rounds`` paired rounds they are 0 and infinity (nothing is known),
+    unless each ran that many rounds apart (runners of different heats): then ``unpaired``
+    holds their round counts, and the interval is over their rounds unpaired.
     """
 
     ratio: float
     low: float
     high: float
     rounds: int
+    unpaired: tuple[int, int] | None = None
 
     @property
     def excludes_one(self) -> bool:
@@ -56,6 +59,12 @@ class Interval:
         return self.high < 1.0 or self.low > 1.0
 
     def __str__(self) -> str:
+        if self.unpaired is not None:
+            first, second = self.unpaired
+            return (
+                f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] ({VERIFY.confidence:.0%} "
+                f"interval over {first} and {second} rounds unpaired: different heats)"
+            )
         if math.isinf(self.high):
             return f"{self.ratio:.3f}x (only {self.rounds} paired rounds: no interval)"
         return (
@@ -79,15 +88,35 @@ def paired_rounds(first: Measured, second: Measured) -> tuple[list[float], list[
 
 
 def ratio_interval(first: Measured, second: Measured) -> Interval:
-    """``first``'s median over ``second``'s on their paired rounds, with its interval."""
+    """``first``'s median over ``second``'s on their paired rounds, with its interval.
+
+    Two runners of different heats, too few rounds paired but enough each, are compared
+    over their own rounds unpaired (:attr:`Interval.unpaired`).
+    """
     a, b = paired_rounds(first, second)
+    enough = VERIFY.min_paired_rounds
+    if len(a) < enough and min(len(first.round_medians), len(second.round_medians)) >= enough:
+        return _unpaired_interval(first.round_medians, second.round_medians)
     if not a:
         return Interval(math.nan, 0.0, math.inf, 0)
     ratio = statistics.median(a) / statistics.median(b)
-    if len(a) < VERIFY.min_paired_rounds:
+    if len(a) < enough:
         return Interval(ratio, 0.0, math.inf, len(a))
     if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:
         return Interval(ratio, ratio, ratio, len(a))
+    return Interval(ratio, *_bootstrap_ratio(a, b, paired=True), len(a))
+
+
+def _unpaired_interval(a: list[float], b: list[float]) -> Interval:
+    """The ratio of the medians of ``a`` and ``b``, each resampled on its own."""
+    ratio = statistics.median(a) / statistics.median(b)
+    if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:
+        return Interval(ratio, ratio, ratio, 0, (len(a), len(b)))
+    return Interval(ratio, *_bootstrap_ratio(a, b, paired=False), 0, (len(a), len(b)))
+
+
+def _bootstrap_ratio(a: list[float], b: list[float], paired: bool) -> tuple[float, float]:
+    """The percentile bootstrap interval of median(a) / median(b), seeded."""
 
     def ratio_of_medians(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.median(x, axis=axis) / np.median(y, axis=axis)
@@ -95,7 +124,7 @@ def ratio_interval(first: Measured, second: Measured) -> Interval:
     result = bootstrap(
         (np.asarray(a), np.asarray(b)),
         ratio_of_medians,
-        paired=True,
+        paired=paired,
         vectorized=True,
         n_resamples=RESAMPLES,
         confidence_level=VERIFY.confidence,
@@ -103,7 +132,7 @@ def ratio_interval(first: Measured, second: Measured) -> Interval:
         rng=np.random.default_rng(0),
     )
     low, high = result.confidence_interval
-    return Interval(ratio, float(low), float(high), len(a))
+    return float(low), float(high)
 
 
 def best_peer(peers: Mapping[str, Measured]) -> str | None:

@@ -8,7 +8,8 @@ only those that could still be kept:
   more than :attr:`~autopart.tuning.settings.VerifySettings.race_within` times the
   quickest candidate that could be kept (fitting memory and, as predicted and as the
   screen measured, the tolerance; :func:`~autopart.tuning.partitions.far_behind`); never
-  the search's pick, nor the plan a peer stands for;
+  the search's pick, nor the plan a racing peer stands for (a peer left out, below, no
+  longer holds its plan in the race: it is as far behind);
 - a one-target candidate whose plan, or its whole device's, the screen measured beyond
   the tolerance (a unit computes what its device computes);
 - a peer the screen timed whole beyond that reach of the quickest of the incumbent and the
@@ -82,7 +83,10 @@ def entrants(
     too split to compile, as does every peer. The ``pareto`` objective keeps candidates
     measured far behind: a front trades time for memory.
     """
-    keep = set(peer_equivalents(candidates).values())
+    skipped_notes: list[str] = []
+    skipped = set() if thorough else _peers_behind(screening, skipped_notes)
+    skipped |= set() if thorough else _peers_too_slow(screening)
+    keep = {plan for peer, plan in peer_equivalents(candidates).items() if peer not in skipped}
     found = Entrants(first=[*sorted(keep), outcome.chosen.name])
     split = {c.name for c in too_split_to_race(outcome)}
     if split:
@@ -117,7 +121,8 @@ def entrants(
             f"plan: {', '.join(sorted(wrong))}"
         )
     found.left_out = split | {c.name for c in behind} | wrong
-    found.skipped_peers = _peers_behind(screening, found.notes) | _peers_too_slow(screening)
+    found.skipped_peers = skipped
+    found.notes.extend(skipped_notes)
     return found
 
 
