@@ -58,7 +58,7 @@ def _failure(path: Path, failure: OSError) -> OutputError:
     return OutputError(f"cannot write {path}: {failure.strerror or failure}")
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes | memoryview) -> None:
     """Write ``data`` to ``path`` so that readers see the old file or the new, never half.
 
     A symlink is written through (its target replaced, the link kept); a file replaced

@@ -10,7 +10,10 @@ initialisation), which keeps activations finite and meaningful through deep netw
 
 from __future__ import annotations
 
-import functools
+import atexit
+import hashlib
+import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +21,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from autopart.errors import ModelError
+from autopart.errors import ModelError, OutputError
+from autopart.io import atomic_write_bytes
 from autopart.ir.onnx_import import attribute_value, read_model
 from autopart.ops import bind
 
@@ -173,19 +177,53 @@ def _normalise_layers(
 def load_zoo_model(name: str, seed: int = 0) -> onnx.ModelProto:
     """The bundled model ``name`` with seeded random weights, as a new ONNX ModelProto.
 
-    The weights are made once per process (:func:`_materialised`): a tune asks for its
-    model as shipped 17 times (its peers and whole-model plans), and making resnet50's
-    took 0.5 s and 0.4 GiB each time; parsing the kept bytes takes 0.07 s.
+    The weights are made once per process and the model kept in a file of the process's
+    own (:func:`_kept`, removed at exit), not in memory: a tune asks for its model as
+    shipped 17 times (its peers and whole-model plans), and making resnet50's took 0.5 s
+    and 0.4 GiB each time; reading the file back takes 0.1 s, its digest checked.
     """
     if name not in _FILES:
         raise ModelError(f"unknown zoo model {name!r}; available: {', '.join(zoo_names())}")
-    return onnx.load_from_string(_materialised(name, seed))
+    kept = _kept(name, seed)
+    if kept is not None:
+        return kept
+    model = _materialise(read_model(_LIGHT / _FILES[name]), seed)
+    _keep(name, seed, model.SerializeToString())
+    return model
 
 
-@functools.lru_cache(maxsize=1)
-def _materialised(name: str, seed: int) -> bytes:
-    """The serialised model of :func:`load_zoo_model`, the last one asked for kept."""
-    return _materialise(read_model(_LIGHT / _FILES[name]), seed).SerializeToString()
+_MADE: dict[tuple[str, int], tuple[Path, str]] = {}  # the files kept: path and SHA-256
+_FOLDER: list[Path] = []  # the process's folder for them, made when first needed
+
+
+def _kept(name: str, seed: int) -> onnx.ModelProto | None:
+    """The model kept for ``name`` and ``seed``, if its file reads back whole; else None."""
+    found = _MADE.get((name, seed))
+    if found is None:
+        return None
+    path, digest = found
+    try:
+        data = path.read_bytes()
+    except OSError:
+        data = b""
+    if hashlib.sha256(data).hexdigest() != digest:
+        _MADE.pop((name, seed), None)  # changed or gone: made again
+        return None
+    return onnx.load_from_string(data)
+
+
+def _keep(name: str, seed: int, data: bytes) -> None:
+    """Keep ``data`` in the process's folder, written atomically; nothing if it cannot."""
+    try:
+        if not _FOLDER:
+            folder = Path(tempfile.mkdtemp(prefix="autopart-zoo-"))
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
+            _FOLDER.append(folder)
+        path = _FOLDER[0] / f"{name}-{seed}.onnx"
+        atomic_write_bytes(path, data)
+    except (OSError, OutputError):  # a full or read-only disk: made again each time
+        return
+    _MADE[(name, seed)] = (path, hashlib.sha256(data).hexdigest())
 
 
 def resolve_model(model: str | Path | onnx.ModelProto) -> onnx.ModelProto:

@@ -49,6 +49,17 @@ def test_a_zoo_model_asked_for_again_is_a_new_proto_of_the_same_model() -> None:
     assert again is not first and again.SerializeToString() == kept
 
 
+def test_a_zoo_model_kept_on_disk_is_made_again_when_its_file_changes() -> None:
+    from autopart import zoo
+
+    first = autopart.load_zoo_model("squeezenet", seed=5).SerializeToString()
+    path, _ = zoo._MADE[("squeezenet", 5)]
+    assert path.read_bytes() == first  # kept in a file, not in memory
+    path.write_bytes(first[: len(first) // 2])  # cut short behind the process's back
+    assert autopart.load_zoo_model("squeezenet", seed=5).SerializeToString() == first
+    assert path.read_bytes() == first  # made again and kept again
+
+
 def test_unknown_zoo_name_lists_the_zoo() -> None:
     with pytest.raises(ModelError, match="resnet50"):
         autopart.load("resnet51")

@@ -159,8 +159,9 @@ class TuneOptions(ModelOptions):
 class BenchOptions(ModelOptions):
     """The options of a benchmark (``autopart bench``): :class:`ModelOptions`, 15 rounds.
 
-    The tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves it); the
-    options apply to every model benched.
+    The tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves it; a
+    tune at its defaults saves it there first where there is none); the options apply to
+    every model benched.
     """
 
     rounds: int = 15

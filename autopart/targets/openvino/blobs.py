@@ -114,12 +114,13 @@ class BlobStore:
     def _export(self, key: str, compiled: Any, compile_s: float) -> None:
         """Write ``compiled`` to the store's folder atomically; nothing if export fails."""
         try:
-            data = compiled.export_model().getvalue()
+            stream = compiled.export_model()
         except Exception:  # a plugin that cannot export: the model is compiled each time
             return
-        self._keep(key, data, compile_s)
+        with stream.getbuffer() as data:  # not copied out: a blob is as large as the weights
+            self._keep(key, data, compile_s)
 
-    def _keep(self, key: str, data: bytes, compile_s: float) -> None:
+    def _keep(self, key: str, data: bytes | memoryview, compile_s: float) -> None:
         """Keep the export ``data`` of ``key`` (written atomically) within the byte cap."""
         if len(data) > self.max_bytes:
             return
