@@ -269,3 +269,21 @@ def test_the_runner_kept_never_leaves_the_race(centres: list[float], seed: int) 
     }
     decision = decide(measured, runners)
     assert decision is not None and decision.chosen not in behind(measured, runners)
+
+
+def test_when_the_own_f32_runtimes_fail_the_check_the_note_says_it_cannot_judge() -> None:
+    from autopart.tuning.accuracy import own_runtimes
+    from autopart.tuning.choice import cannot_judge
+
+    names = own_runtimes()
+    assert names  # onnxruntime alone and openvino alone f32, where installed
+
+    def result(error: float) -> Measured:
+        measured = _rounds([1.0] * 5)
+        measured.max_error, measured.tolerance = error, 1e-2
+        return measured
+
+    (note,) = cannot_judge({name: result(1.0) for name in names})
+    assert note.startswith("the check cannot judge") and f"{names[0]} is 1 off" in note
+    assert cannot_judge({names[0]: result(1e-3), **{n: result(1.0) for n in names[1:]}}) == []
+    assert cannot_judge({}) == []

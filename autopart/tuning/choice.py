@@ -29,6 +29,7 @@ import numpy as np
 from scipy.stats import bootstrap
 
 from autopart.search.candidates import Candidate
+from autopart.tuning.accuracy import own_runtimes
 from autopart.tuning.clock import Clock
 from autopart.tuning.peers import peer_equivalents
 from autopart.tuning.settings import VERIFY
@@ -295,6 +296,25 @@ def most_accurate(measured: Mapping[str, Measured], pick: str) -> tuple[str, lis
     ]
 
 
+def cannot_judge(peer_results: Mapping[str, Measured]) -> list[str]:
+    """The note that the check cannot judge the model, when its own f32 runtimes fail it.
+
+    Every peer that runs the model as shipped in f32 (:func:`own_runtimes`) that ran is over
+    the tolerance: the user's own runtime disagrees with the f32 reference on these inputs
+    (outputs whose size or order follow the data, such as a detector's boxes), so no plan's
+    error can say whether it keeps the model's answers.
+    """
+    own = {name: peer_results[name] for name in own_runtimes() if name in peer_results}
+    if not own or any(result.correct for result in own.values()):
+        return []
+    shown = ", ".join(f"{name} is {result.max_error:.2g} off" for name, result in own.items())
+    return [
+        f"the check cannot judge this model on these inputs: {shown} the f32 reference "
+        "too (outputs whose size or order follow the data?), so no error here says "
+        "whether a plan keeps the model's answers"
+    ]
+
+
 @dataclass(frozen=True)
 class BudgetedRace:
     """The race's rules under a tune's wall-time budget ``clock``.
@@ -372,7 +392,7 @@ def final_choice(
         notes.append(f"the search's pick {pick} failed its output check")
     if decision is None:
         kept, note = most_accurate(measured, pick)
-        notes.extend(note)
+        notes.extend([*note, *cannot_judge(peer_results)])
         return kept, None
     kept = runners[decision.chosen].stands_for or pick
     notes.append(explain(decision, timed))
