@@ -385,3 +385,32 @@ def test_a_codegen_that_misses_its_compile_deadline_is_left_out_with_its_peers(
     assert any("did not compile the whole model within" in note for note in report.notes)
     chosen = next(row for row in report.rows if row.name == report.chosen)
     assert chosen.measured_s is not None
+
+
+def test_an_accuracy_round_starts_only_if_the_budget_left_covers_another_race(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The ILP's plan over its tolerance: searched and raced again only while time allows."""
+    from types import SimpleNamespace
+
+    from autopart.tuning import workflow
+    from autopart.tuning.clock import Clock
+
+    raced: list[float] = []
+    monkeypatch.setattr(workflow, "tighter_error_model", lambda *_: SimpleNamespace(tolerance=5e-3))
+    monkeypatch.setattr(workflow, "_search_again", lambda prepared, _: prepared)
+    monkeypatch.setattr(workflow, "_runnable", lambda _: ({}, {}))
+    monkeypatch.setattr(workflow, "_verify", lambda *_: raced.append(1) or ({}, {}, []))
+    ilp = SimpleNamespace(assignment={})
+    for left_s, verify_s, expected in ((100.0, 10.0, 1), (11.0, 10.0, 0)):
+        raced.clear()
+        clock = Clock(left_s)
+        prepared = SimpleNamespace(
+            accuracy=SimpleNamespace(tolerance=1e-2),
+            outcome=SimpleNamespace(candidates={"ilp": ilp}),
+            clock=clock,
+        )
+        over = Measured(max_error=0.5, tolerance=1e-2)
+        workflow._tighten("m", prepared, None, None, ({"ilp": over}, {}, []), verify_s)  # type: ignore[arg-type]
+        assert len(raced) == expected
+        assert ("the accuracy rounds" in " ".join(clock.cut)) is (expected == 0)

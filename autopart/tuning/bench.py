@@ -86,8 +86,7 @@ def _bench_model(
     """The rows of one model (see :func:`bench_models`)."""
     prepared = prepare(model, _tune_options(options), progress=progress)
     graph = prepared.graph
-    if _saved_plan(prepared.directory / "plan.json", graph) is None:
-        tune_model(model, TuneOptions(**options.shared()), progress=progress)
+    _tune_unless_saved(model, options, prepared, progress)
     candidates, plans, predicted = _contenders(prepared)
     twins = _twins(plans)
     twins[AGAIN] = AGAIN  # compiled and timed on its own: the run's noise floor
@@ -253,6 +252,14 @@ def peer_columns() -> dict[str, str]:
     not, so that tables of different machines line up.
     """
     return {peer.name: peer.column for peer in declared_peers()}
+
+
+def _tune_unless_saved(
+    model: str, options: BenchOptions, prepared: Prepared, progress: StageProgress | None
+) -> None:
+    """Tune ``model`` at the defaults, saving its plan, unless a saved one still matches it."""
+    if _saved_plan(prepared.directory / "plan.json", prepared.graph) is None:
+        tune_model(model, TuneOptions(**options.shared()), progress=progress)
 
 
 def _tune_options(options: BenchOptions) -> TuneOptions:

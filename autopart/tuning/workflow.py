@@ -197,11 +197,14 @@ def _tighten(
     options: TuneOptions,
     progress: StageProgress | None,
     verified: tuple[dict[str, Measured], dict[str, Measured], list[str]],
+    verify_s: float,
 ) -> tuple[Prepared, tuple[dict[str, Measured], dict[str, Measured], list[str]]]:
     """Search and verify again while the ILP's plan measures over the tolerance.
 
     At most :attr:`~autopart.tuning.settings.AccuracySettings.tighten_rounds` times, each with the
     bound of :func:`~autopart.tuning.accuracy.tighter_error_model`; each round is a note.
+    A round starts only while the budget left covers another race as long as the last
+    (``verify_s`` seconds) and what follows it.
     """
     ilp = candidate_name(CandidateKind.ILP)
     rounds: list[str] = []
@@ -213,7 +216,7 @@ def _tighten(
         tighter = tighter_error_model(prepared.accuracy, candidate.assignment, measured[ilp])
         if tighter is None:
             break
-        if prepared.clock.passed:
+        if not prepared.clock.covers(verify_s + VERIFY.finish_s):
             prepared.clock.cut.append("the accuracy rounds (the ILP's plan is over its tolerance)")
             break
         rounds.append(
@@ -224,7 +227,9 @@ def _tighten(
         )
         prepared = _search_again(prepared, tighter)
         candidates, twins = _runnable(prepared.outcome)
+        started = time.perf_counter()
         verified = _verify(model, prepared, candidates, twins, options, progress)
+        verify_s = time.perf_counter() - started
     verified[2][:0] = rounds
     return prepared, verified
 
@@ -250,12 +255,14 @@ def _tune(
             "nothing was run"
         )
     else:
+        started = time.perf_counter()
         measured, peer_results, notes = _verify(
             model, prepared, candidates, twins, options, progress
         )
         prepared, (measured, peer_results, notes) = _tighten(
-            model, prepared, options, progress, (measured, peer_results, notes)
-        )
+            model, prepared, options, progress, (measured, peer_results, notes),
+            time.perf_counter() - started,
+        )  # fmt: skip
         outcome = prepared.outcome
         candidates, twins = _runnable(outcome)
         if prepared.profiled is not None:
