@@ -130,12 +130,8 @@ def registered_codegens() -> list[Codegen]:
 
 def forget_compiled() -> None:
     """Have every registered codegen drop its compiled cache (:meth:`Codegen.forget_compiled`)."""
-    load_codegens()
-    for factory in _CODEGENS.values():
-        if isinstance(factory, type):
-            factory.forget_compiled()
-        else:
-            factory().forget_compiled()
+    for codegen in registered_codegens():
+        codegen.forget_compiled()
 
 
 def codegen_for(role: Role) -> Codegen | None:

@@ -85,9 +85,8 @@ def _bench_model(
 ) -> list[dict[str, object]]:
     """The rows of one model (see :func:`bench_models`)."""
     prepared = prepare(model, _tune_options(options), progress=progress)
-    graph = prepared.graph
-    _tune_unless_saved(model, options, prepared, progress)
-    candidates, plans, predicted = _contenders(prepared)
+    graph, tuned = prepared.graph, _tuned_plan(model, options, prepared, progress)
+    candidates, plans, predicted = _contenders(prepared, tuned)
     twins = _twins(plans)
     twins[AGAIN] = AGAIN  # compiled and timed on its own: the run's noise floor
     plans[AGAIN] = plans[TUNED]
@@ -189,14 +188,13 @@ def _outcome_columns(result: Measured) -> dict[str, object]:
 
 
 def _contenders(
-    prepared: Prepared,
+    prepared: Prepared, tuned: Plan | None
 ) -> tuple[dict[str, Candidate], dict[str, Plan], dict[str, float]]:
     """The single targets, baselines and tuned plan to time; their predicted seconds.
 
-    The tuned plan is the one `tune` saved for this model and target set if it still
-    matches (:func:`_bench_model` tunes first where none does), else the search's pick.
+    The tuned plan is ``tuned`` (:func:`_tuned_plan`), else the search's pick.
     """
-    outcome, graph = prepared.outcome, prepared.graph
+    outcome = prepared.outcome
     candidates = {
         name: c for name, c in outcome.candidates.items() if c.kind.one_target and c.fits_memory
     }
@@ -205,7 +203,7 @@ def _contenders(
         if name in outcome.candidates:
             candidates[name] = outcome.candidates[name]
     plans: dict[str, Plan] = {name: c.plan for name, c in candidates.items()}
-    plans[TUNED] = _saved_plan(prepared.directory / "plan.json", graph) or outcome.chosen.plan
+    plans[TUNED] = tuned or outcome.chosen.plan
     predicted = {name: c.simulation.makespan_s for name, c in outcome.candidates.items()}
     saved = plans[TUNED].predicted
     saved_s = None if saved is None else saved.makespan_s
@@ -254,12 +252,19 @@ def peer_columns() -> dict[str, str]:
     return {peer.name: peer.column for peer in declared_peers()}
 
 
-def _tune_unless_saved(
+def _tuned_plan(
     model: str, options: BenchOptions, prepared: Prepared, progress: StageProgress | None
-) -> None:
-    """Tune ``model`` at the defaults, saving its plan, unless a saved one still matches it."""
-    if _saved_plan(prepared.directory / "plan.json", prepared.graph) is None:
+) -> Plan | None:
+    """The plan `tune` saved for ``model`` if it still matches; else tuned at the defaults now.
+
+    None only when the plan the tune saved does not read back as one for the graph.
+    """
+    path = prepared.directory / "plan.json"
+    saved = _saved_plan(path, prepared.graph)
+    if saved is None:
         tune_model(model, TuneOptions(**options.shared()), progress=progress)
+        saved = _saved_plan(path, prepared.graph)
+    return saved
 
 
 def _tune_options(options: BenchOptions) -> TuneOptions:
