@@ -206,6 +206,13 @@ def tune(
     flat keywords (keywords win, :meth:`TuneOptions.updated`), e.g. ``tune("squeezenet",
     objective="makespan", budget_s=30)`` or ``tune("vad.onnx", input_shapes={"batch": 1},
     freeze={"sr": 16000})``; an unknown keyword raises TypeError.
+
+    Accuracy: ``dataset`` (any iterable of feeds by input name, as NNCF's ``Dataset``; or
+    an ``.npz`` / folder path) gives real samples, split into calibration and validation
+    (``validation_split``); ``metric`` judges the plans on the validation samples (a name,
+    e.g. ``"agreement"`` or ``"topk:5"``, or a callable ``score(reference, outputs)``,
+    higher better) and ``max_drop`` bounds its drop, e.g. ``tune("clf.onnx",
+    dataset=samples, metric="agreement", max_drop=0.01)`` (:mod:`autopart.tuning.judge`).
     ``progress(stage, done, total, label)`` is called as the stages advance. Raises an
     :class:`AutopartError` subclass (one-line message) for what a user can get wrong.
     """
@@ -227,7 +234,8 @@ def bench(
     For each model: onnxruntime alone, every single target, the peer baselines and the
     tuned plan (the one ``tune`` saved, else the search's pick now) run in interleaved
     rounds on the same inputs. Options are the fields of :class:`BenchOptions` (targets,
-    rounds, search_dir, profiles_dir, input_shapes, freeze, memory_limit) and of its
+    rounds, search_dir, profiles_dir, input_shapes, freeze, memory_limit, dataset,
+    validation_split, metric, max_drop: as :func:`tune`'s) and of its
     ``search`` (precision, tolerance, ...), as ``options`` or flat keywords (keywords win),
     e.g. ``bench(["vad.onnx"], input_shapes={"batch": 1}, precision="f32")``. Returns one row per
     (model, plan), with the columns :func:`autopart.tuning.bench.bench_models` lists.

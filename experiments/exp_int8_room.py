@@ -47,7 +47,9 @@ from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.devices import discover
 from autopart.targets.peer import PeerInputs, Runner
 from autopart.targets.resolve import resolve
-from autopart.tuning.accuracy import AccuracyPolicy, evaluation_samples, search_error_model
+from autopart.tuning.accuracy import AccuracyPolicy, search_error_model
+from autopart.tuning.judge import evaluation_samples, random_judge
+from autopart.tuning.metrics import MAX_REL, Metric
 from autopart.tuning.oracle import check_outputs
 from autopart.tuning.peers import peer_lingers, peers
 from autopart.tuning.verify import measure_plans
@@ -160,7 +162,7 @@ def model_rows(model: str, rounds: int) -> list[dict]:
     measured = measure_plans(
         graph, plans, feeds, rounds,
         peers={PEER: runners[PEER]}, peer_linger_s=peer_lingers(),
-        samples=evaluation_samples(graph, 0), tolerance=budget.tolerance,
+        judge=random_judge(graph, Metric(MAX_REL), 0), tolerance=budget.tolerance,
     )  # fmt: skip
     peer = measured[PEER]
     rows = []

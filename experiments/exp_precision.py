@@ -62,8 +62,9 @@ from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.onnxruntime.peer import ALONE as ONNXRUNTIME_PEER
 from autopart.targets.openvino.peer import AS_INSTALLED, F32, openvino_alone
-from autopart.tuning.accuracy import evaluation_samples, follow_peer
+from autopart.tuning.accuracy import follow_peer
 from autopart.tuning.bench import TUNED
+from autopart.tuning.judge import evaluation_samples
 from autopart.tuning.oracle import check_outputs
 from autopart.tuning.peers import PeerInputs
 from autopart.tuning.plan_rows import plan_precisions

@@ -26,7 +26,7 @@ def test_a_bench_with_no_saved_plan_tunes_first_and_benches_the_plan_the_tune_ke
     kept = Plan.load(saved)
     assert kept.measured is not None  # raced before it was saved
     chosen = table[table["kind"] == "chosen"].iloc[0]
-    assert bool(chosen["within_tolerance"])
+    assert bool(chosen["within_budget"])
     assert chosen["partitions"] == len(kept.partitions)
     again = bench_models([str(model)], options)  # the saved plan is benched, not tuned again
     assert (

@@ -15,8 +15,9 @@ from autopart.plan.schema import Plan
 from autopart.runtime import plan_executor
 from autopart.runtime.executor import Executor
 from autopart.tuning import verify
+from autopart.tuning.heats import Heats
 from autopart.tuning.plan_rows import failure_notes
-from autopart.tuning.verify import Heats, Measured, measure_plans
+from autopart.tuning.verify import Measured, measure_plans
 from tests.test_profile import tiny_cnn
 
 RULES = {

@@ -260,14 +260,15 @@ def test_tune_under_a_loose_tolerance_can_choose_int8_and_stays_within_it(tmp_pa
         targets=["cpu@openvino", "cpu@openvino:int8"],
         precision="f32,bf16,int8",
         tolerance=0.05,
-        calibration=samples,
+        dataset=samples,
+        validation_split=0.25,
         profiles_dir=tmp_path / "p",
         search_dir=tmp_path / "s",
         rounds=3,
         peers=False,
     )
     report = tune_model("squeezenet", options)
-    assert "int8: calibrated on 4 samples given" in report.notes
+    assert "int8: calibrated on 3 samples given" in report.notes
     reduced = [r for r in report.rows if ":int8" in r.name and r.measured_s is not None]
     assert reduced and all(r.max_error is not None and r.max_error > 0 for r in reduced)
     ilp = next(c for c in report.outcome.candidates.values() if c.kind is CandidateKind.ILP)

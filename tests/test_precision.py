@@ -35,10 +35,11 @@ from autopart.settings import COMMON
 from autopart.targets.openvino import codegen as ovgen
 from autopart.tuning.accuracy import (
     AccuracyPolicy,
-    evaluation_samples,
     follow_peer,
     search_error_model,
 )
+from autopart.tuning.judge import random_judge
+from autopart.tuning.metrics import MAX_REL, Metric
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.oracle import check_outputs
 from autopart.tuning.plan_rows import plan_precisions
@@ -161,8 +162,9 @@ def test_errors_are_the_largest_over_the_evaluation_samples_and_held_to_the_tole
     graph = autopart.load("squeezenet")
     bf16 = VirtualDevice.parse("cpu@openvino:bf16")
     plan = build_plan_for(graph, {n.name: bf16 for n in graph.nodes}, bf16, "bf16")
-    feeds, samples = random_inputs(graph, 0), evaluation_samples(graph, 0)
-    measured = measure_plans(graph, {"bf16": plan}, feeds, rounds=1, samples=samples,
+    judge = random_judge(graph, Metric(MAX_REL), 0)
+    feeds, samples = random_inputs(graph, 0), judge.samples
+    measured = measure_plans(graph, {"bf16": plan}, feeds, rounds=1, judge=judge,
                              tolerance=lambda errors: errors["bf16"] / 2)  # fmt: skip
     result = measured["bf16"]
     with PlanExecutor(plan, graph) as executor:

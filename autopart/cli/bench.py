@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
@@ -24,6 +24,7 @@ from autopart.cli.common import (
     progress_display,
     split_list,
     styled,
+    task_options,
     tolerance_option,
     user_errors,
 )
@@ -51,6 +52,7 @@ if TYPE_CHECKING:
 @precision_option
 @tolerance_option
 @memory_limit_option
+@task_options
 @user_errors
 def bench_command(
     models: tuple[str, ...],
@@ -64,13 +66,15 @@ def bench_command(
     precision: str,
     tolerance: str | None,
     memory_limit: str | None,
+    task: dict[str, Any],
 ) -> None:
     """Time the peers, every single target, the baselines and the tuned plan, with errors.
 
     The peers are each installed codegen's library alone at its defaults (onnxruntime,
     OpenVINO as installed and OpenVINO f32); every row shows its output error against f32.
 
-    --input-shape, --freeze, --precision and --tolerance apply to every MODEL.
+    --input-shape, --freeze, --precision, --tolerance, --inputs, --metric and --max-drop
+    apply to every MODEL; every row shows its drop in the metric on the samples.
     """
     from autopart.tuning.bench import bench_models, write_csv
     from autopart.tuning.options import BenchOptions
@@ -85,6 +89,7 @@ def bench_command(
         precision=precision,
         tolerance=tolerance,
         memory_limit=parse_memory_limit(memory_limit),
+        **task,
     )
     check_writable(csv_path, "CSV file")
     columns = (TextColumn("{task.description:<44}"), BarColumn(), TimeElapsedColumn())
@@ -124,23 +129,25 @@ def _print_model(model: str, rows: pd.DataFrame) -> None:
     rows = rows.assign(label=labels)
     view.add_column("plan", no_wrap=True, min_width=max(len(label) for label in labels))
     versus = [column for column in peer_columns().values() if column in rows]
-    columns = ("median", "error", "predicted", *(c.replace("_", " ") for c in versus),
+    metric = str(rows["metric"].iloc[0]) if "metric" in rows else "max-rel"
+    drop = "error" if metric == "max-rel" else f"{metric} drop"
+    columns = ("median", drop, "predicted", *(c.replace("_", " ") for c in versus),
                "vs best peer", "partitions")  # fmt: skip
     for column in columns:
         view.add_column(column)
     for row in rows.sort_values("median_ms").itertuples():
         view.add_row(
-            str(row.label), _ms(row.median_ms), _error(row.max_rel_error, row.within_tolerance),
+            str(row.label), _ms(row.median_ms), _error(row.metric_drop, row.within_budget),
             _ms(row.predicted_ms), *(_ratio(getattr(row, c)) for c in versus),
             _ratio(row.vs_best_peer), str(row.partitions),
         )  # fmt: skip
     print_table(view)
-    tolerance = rows["tolerance"].dropna()
-    if len(tolerance):
+    budget = rows["budget"].dropna()
+    if len(budget):
         console.print(
-            f"precisions here: {', '.join(machine_precisions())}; tolerance "
-            f"{float(tolerance.iloc[0]):.3g} (errors beyond it are marked !; the best "
-            "peer is the quickest within it)"
+            f"precisions here: {', '.join(machine_precisions())}; {rows['metric'].iloc[0]} "
+            f"held to {float(budget.iloc[0]):.3g} on {rows['samples'].iloc[0]} (drops "
+            "beyond it are marked !; the best peer is the quickest within it)"
         )
     floor = float(rows["noise_floor"].iloc[0]) if "noise_floor" in rows else float("nan")
     spread = float(rows["noise_spread"].iloc[0]) if "noise_spread" in rows else float("nan")

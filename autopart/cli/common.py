@@ -228,6 +228,57 @@ tolerance_option = click.option(
 )
 
 
+_TASK_OPTIONS = (
+    click.option(
+        "--inputs", "dataset", type=click.Path(exists=True), default=None,
+        help="your samples: an .npz with a leading sample axis, or a folder of .npz files; "
+        "split into samples int8 is calibrated on and samples plans are judged on "
+        "(default: seeded random inputs, a stand-in)",
+    ),
+    click.option(
+        "--validation-split", type=float, default=0.5, show_default=True,
+        help="the share of --inputs the plans are judged on (the rest calibrate int8)",
+    ),
+    click.option(
+        "--metric", default=None, metavar="agreement|topk:K|cosine|snr-db|max-rel",
+        help="how far outputs may move from f32: answers changed (argmax of the scores), "
+        "answers out of the top K, cosine, SNR or the largest relative error (default: "
+        "agreement where --inputs are given and every output is scores, else max-rel)",
+    ),
+    click.option(
+        "--max-drop", type=float, default=None, metavar="D",
+        help="the largest drop in the metric allowed (default: 0.01 of the answers for "
+        "agreement and topk, 1e-3 for cosine and snr-db, i.e. 30 dB; for max-rel, "
+        "--tolerance's default)",
+    ),
+)  # fmt: skip
+
+
+def task_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--inputs``, ``--validation-split``, ``--metric`` and ``--max-drop`` to ``command``.
+
+    The command receives them as one ``task`` keyword: the fields of
+    :class:`~autopart.tuning.options.ModelOptions` they set, by name.
+    """
+
+    @wraps(command)
+    def gathered(
+        *args: Any,
+        dataset: str | None,
+        validation_split: float,
+        metric: str | None,
+        max_drop: float | None,
+        **kwargs: Any,
+    ) -> Any:
+        task = {"dataset": dataset, "validation_split": validation_split}
+        task |= {"metric": metric, "max_drop": max_drop}
+        return command(*args, task=task, **kwargs)
+
+    for option in reversed(_TASK_OPTIONS):
+        gathered = option(gathered)
+    return gathered
+
+
 def parse_memory_limit(value: str | None) -> int | None:
     """``--memory-limit``'s size in bytes (None: not given).
 

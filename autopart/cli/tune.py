@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 from rich.progress import (
     BarColumn,
@@ -28,12 +30,14 @@ from autopart.cli.common import (
     progress_display,
     split_list,
     styled,
+    task_options,
     tolerance_option,
     user_errors,
 )
 from autopart.limits import format_size
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective, SearchOptions
+from autopart.tuning.metrics import AGREEMENT, MAX_REL, TOPK, Metric
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.plan_rows import plan_precisions
 from autopart.tuning.workflow import TuneReport, tune_model
@@ -104,11 +108,7 @@ from autopart.tuning.workflow import TuneReport, tune_model
 @freeze_option
 @precision_option
 @tolerance_option
-@click.option(
-    "--inputs", "calibration", type=click.Path(exists=True), default=None,
-    help="samples int8 is calibrated on: an .npz with a leading sample axis, or a folder "
-    "of .npz files (default: seeded random samples, a stand-in)",
-)  # fmt: skip
+@task_options
 @user_errors
 def tune_command(
     model: str,
@@ -134,7 +134,7 @@ def tune_command(
     freeze: tuple[str, ...],
     precision: str,
     tolerance: str | None,
-    calibration: str | None,
+    task: dict[str, Any],
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""
     constraints = Constraints.from_cli(pins, forbids, memory, fallback)
@@ -173,14 +173,42 @@ def tune_command(
             input_shapes=parse_input_shapes(input_shapes),
             peers=peers,
             freeze=parse_freeze(freeze),
-            calibration=calibration,
             thorough=thorough,
             time_budget_s=budget,
             started=command_started(),
             memory_limit=parse_memory_limit(memory_limit),
+            **task,
         )
         report = tune_model(model, options, progress=progress)
     print_report(report)
+
+
+def _print_peers(report: TuneReport, metric: Metric) -> None:
+    """The peers' times and drops, and a line where the peer setting the default errs.
+
+    With a task metric, a peer beyond the budget is named with the answers it changes
+    beside those the chosen plan keeps, so a user sees the plan did not follow it.
+    """
+    if not report.peers:
+        return
+    timed = ", ".join(
+        f"{name} {m.median_s * 1e3:.2f} ms ({metric.describe(m.max_error)}"
+        f"{'' if m.correct else ', over the budget'})"
+        for name, m in report.peers.items()
+    )
+    ratio = report.vs_best_peer
+    versus = "" if ratio is None else f"; chosen / best peer: {ratio:.2f}x"
+    console.print(f"peers as installed: {timed}{versus}")
+    measured = report.plan.measured
+    if metric.name not in (AGREEMENT, TOPK) or measured is None or measured.max_error is None:
+        return
+    on = "" if report.judge is None else f" on {report.judge.describe()}"
+    for name, peer in report.peers.items():
+        if not peer.correct:
+            console.print(
+                f"{name} changes {peer.max_error:.1%} of answers{on}; the plan keeps "
+                f"{1 - measured.max_error:.1%}"
+            )
 
 
 def print_report(report: TuneReport) -> None:
@@ -210,7 +238,9 @@ def print_report(report: TuneReport) -> None:
         )
     table = Table(title=f"{report.model}: plans (speedup over the best single target)")
     table.add_column("plan", no_wrap=True, min_width=max(len(r.label) + 2 for r in report.rows))
-    for column in ("predicted", "measured", "error", "speedup", "partitions", "copies",
+    metric = report.judge.metric if report.judge is not None else Metric(MAX_REL)
+    drop = "error" if metric.name == MAX_REL else f"{metric.label} drop"
+    for column in ("predicted", "measured", drop, "speedup", "partitions", "copies",
                    "peak memory"):  # fmt: skip
         table.add_column(column)
     for row in report.rows:
@@ -219,18 +249,14 @@ def print_report(report: TuneReport) -> None:
             row.label + marker,
             f"{row.predicted_s * 1e3:.2f} ms",
             "-" if row.measured_s is None else f"{row.measured_s * 1e3:.2f} ms",
-            "-" if row.max_error is None else f"{row.max_error:.1e}",
+            "-" if row.max_error is None else metric.short(row.max_error),
             "-" if row.speedup is None else f"{row.speedup:.2f}x",
             str(row.partitions),
             str(row.copies),
             ", ".join(f"{d} {format_size(b)}" for d, b in row.memory_bytes.items()),
         )
     print_table(table)
-    if report.peers:
-        timed = ", ".join(f"{name} {m.median_s * 1e3:.2f} ms" for name, m in report.peers.items())
-        ratio = report.vs_best_peer
-        versus = "" if ratio is None else f"; chosen / best peer: {ratio:.2f}x"
-        console.print(f"peers as installed: {timed}{versus}")
+    _print_peers(report, metric)
     for note in report.notes:
         console.print(styled(("note:", "yellow"), f" {note}"))
     console.print(

@@ -187,10 +187,12 @@ class MeasuredRun:
     """A plan measured on the real targets (written by ``autopart tune``).
 
     ``median_s`` is the median of ``runs`` timed runs; ``round_medians_s`` one median per
-    round of interleaved runs (the independent samples); ``max_error`` the largest relative
-    output error against the numpy reference (f32) over the evaluation samples, and
-    ``tolerance`` the largest error it was held to; ``schedule`` the last run's step
-    timings. A field a writer did not record is ``None`` (or empty).
+    round of interleaved runs (the independent samples); ``max_error`` the drop in
+    ``metric`` (a task metric's name, :mod:`autopart.tuning.metrics`; None: ``max-rel``, the
+    largest relative output error) against the numpy reference (f32) over ``samples``
+    (what it was judged on, e.g. "8 validation samples of 16 given"), and ``tolerance`` the
+    largest drop it was held to; ``schedule`` the last run's step timings. A field a
+    writer did not record is ``None`` (or empty).
     """
 
     median_s: float | None = None
@@ -199,6 +201,8 @@ class MeasuredRun:
     round_medians_s: list[float] = field(default_factory=list)
     tolerance: float | None = None
     schedule: list[ScheduleStep] = field(default_factory=list)
+    metric: str | None = None
+    samples: str | None = None
 
     @classmethod
     def from_dict(cls, document: Any, strict: bool = True) -> MeasuredRun:
@@ -214,6 +218,8 @@ class MeasuredRun:
             round_medians_s=read.numbers("round_medians_s", minimum=0.0),
             tolerance=read.number("tolerance"),
             schedule=_schedule(read, "schedule"),
+            metric=read.text("metric"),
+            samples=read.text("samples"),
         )
 
 

@@ -83,6 +83,11 @@ def _header(plan: Plan, explanation: Explanation) -> str:
             f"objective {explanation.objective}" if explanation.objective else "",
         ),
         _card("measured", _seconds(explanation.measured_median_s), runs),
+        *(
+            [_card("accuracy", *explanation.accuracy.split(": ", 1))]
+            if explanation.accuracy
+            else []
+        ),
     ]
     return (
         f"<header><div><h1>{attr(explanation.model)}<small>autopart plan</small></h1>"

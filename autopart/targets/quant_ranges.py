@@ -112,15 +112,15 @@ def load_samples(path: str | Path, graph: Graph) -> list[Feeds]:
         return [sample for file in files for sample in load_samples(file, graph)]
     arrays = load_tensors(path, graph.inputs)
     shapes = {name: graph.value(name).shape for name in graph.inputs}
-    if all(_fits(array.shape, shapes[name]) for name, array in arrays.items()):
+    if all(fits_shape(array.shape, shapes[name]) for name, array in arrays.items()):
         return [arrays]
     counts = {array.shape[0] if array.ndim else -1 for array in arrays.values()}
     stacked = len(counts) == 1 and all(
-        array.ndim and _fits(array.shape[1:], shapes[name]) for name, array in arrays.items()
+        array.ndim and fits_shape(array.shape[1:], shapes[name]) for name, array in arrays.items()
     )
     if not stacked or counts == {0}:
         name, array = next(
-            (n, a) for n, a in arrays.items() if not _fits(a.shape, shapes[n])
+            (n, a) for n, a in arrays.items() if not fits_shape(a.shape, shapes[n])
         )  # one exists: not every array fits, or the file would be one sample
         raise InputError(
             f"{path}: input {name!r} has shape {list(array.shape)}, expected "
@@ -131,7 +131,7 @@ def load_samples(path: str | Path, graph: Graph) -> list[Feeds]:
     return [{name: array[index] for name, array in arrays.items()} for index in range(count)]
 
 
-def _fits(shape: Sequence[int], declared: Sequence[int | str | None] | None) -> bool:
+def fits_shape(shape: Sequence[int], declared: Sequence[int | str | None] | None) -> bool:
     """Whether ``shape`` fits a declared shape (symbolic or unknown dimensions fit any)."""
     if declared is None:
         return True

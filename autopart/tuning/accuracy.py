@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from autopart.costmodel.accuracy import ErrorModel
+from autopart.errors import InputError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import REFERENCE_PRECISION, VirtualDevice
@@ -31,6 +32,8 @@ from autopart.search.options import PeerMultiple, ToleranceSpec, parse_tolerance
 from autopart.settings import COMMON
 from autopart.targets import qdq, quant_ranges
 from autopart.targets.registry import declared_peers
+from autopart.tuning.judge import Judge
+from autopart.tuning.metrics import MAX_REL, Metric
 from autopart.tuning.settings import ACCURACY
 from autopart.tuning.verify import Measured, Tolerance
 
@@ -57,9 +60,21 @@ class AccuracyPolicy:
 
     precisions: tuple[str, ...] | None = None
     tolerance: ToleranceSpec = None
+    metric: Metric | None = None
+    max_drop: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tolerance", parse_tolerance(self.tolerance))
+        if self.max_drop is not None:
+            object.__setattr__(self, "max_drop", check_max_drop(self.max_drop))
+        named = self.metric is not None and self.metric.name != MAX_REL
+        if self.tolerance is not None and (named or self.max_drop is not None):
+            raise InputError(
+                "--tolerance bounds max-rel alone: give the budget of another metric, or of "
+                "max-rel instead of --tolerance, as --max-drop"
+            )
+        if self.metric is not None and self.metric.score is not None and self.max_drop is None:
+            raise InputError("a metric of your own needs its budget: give max_drop too")
 
     @property
     def peer_factor(self) -> float:
@@ -77,8 +92,13 @@ class AccuracyPolicy:
         """Whether a target computing in ``precision`` may be used."""
         return self.precisions is None or precision in self.precisions
 
-    def tolerance_rule(self, graph: Graph | None = None) -> Tolerance:
-        """The tolerance to verify with: the number given, else the peer's error times a factor.
+    def tolerance_rule(self, graph: Graph | None = None, metric: Metric | None = None) -> Tolerance:
+        """The budget to verify with: on ``metric`` (None: max-rel), the drop allowed.
+
+        A metric other than max-rel is held to ``max_drop``, else its default budget
+        (:attr:`~autopart.tuning.metrics.Metric.default_budget`): it keeps the answers
+        whatever OpenVINO as installed does. max-rel is held to ``max_drop`` where given;
+        else the tolerance: the number given, else the peer's error times a factor.
 
         With a ``graph``, the rule never goes below its own f32 runtimes' error (the f32
         peers', :func:`own_runtimes`) plus the allowance, with f32 alone too: a plan as
@@ -89,6 +109,12 @@ class AccuracyPolicy:
         keypointrcnn), while OpenVINO as installed finds another number of them (error
         ``inf``, which sets nothing).
         """
+        if metric is not None and metric.name != MAX_REL:
+            budget = self.max_drop if self.max_drop is not None else metric.default_budget
+            assert budget is not None  # a metric of the user's own has its max_drop
+            return budget
+        if self.max_drop is not None:
+            return self.max_drop
         if isinstance(self.tolerance, float):
             return self.tolerance
         floor = own_runtimes() if graph is not None else ()
@@ -101,11 +127,18 @@ class AccuracyPolicy:
             return follow_peer
         return functools.partial(follow_peer, factor=factor, floor_peers=floor)
 
-    def describe(self) -> str:
-        """One line: the precisions allowed and the tolerance."""
+    def describe(self, metric: Metric | None = None) -> str:
+        """One line: the precisions allowed and the budget on ``metric`` (None: max-rel)."""
         allowed = (
             "every precision offered" if self.precisions is None else "+".join(self.precisions)
         )
+        if metric is not None and metric.name != MAX_REL:
+            budget = self.tolerance_rule(None, metric)
+            assert isinstance(budget, float)
+            kind = "" if self.max_drop is not None else " (its default)"
+            return f"{allowed}, {metric.label} held to {metric.describe(budget)}{kind}"
+        if self.max_drop is not None:
+            return f"{allowed}, max-rel drop at most {self.max_drop:.3g}"
         peer = None if self.exact else tolerance_peer()
         if isinstance(self.tolerance, float):
             bound = f"tolerance {self.tolerance:.3g}"
@@ -161,20 +194,36 @@ QUANTISED_MODEL_OPS = frozenset(
 )  # fmt: skip
 
 
+def check_max_drop(value: object) -> float:
+    """``value`` as a budget: a finite number of at least 0; else raise :class:`InputError`."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not np.isfinite(value):
+        raise InputError(f"--max-drop must be a finite number of at least 0, not {value}")
+    if value < 0:
+        raise InputError(f"--max-drop must be a finite number of at least 0, not {value}")
+    return float(value)
+
+
 def own_runtimes() -> tuple[str, ...]:
     """The peers that run a model as shipped in f32: their error floors its tolerance."""
     return tuple(peer.name for peer in declared_peers() if peer.precision() is None)
 
 
-def accuracy_notes(results: Mapping[str, Measured], policy: AccuracyPolicy) -> list[str]:
-    """Notes on the tolerance the runners were held to and those over it, by name."""
+def accuracy_notes(
+    results: Mapping[str, Measured], policy: AccuracyPolicy, judge: Judge
+) -> list[str]:
+    """Notes on the budget the runners were held to, on what, and those over it, by name."""
     if not results:
         return []
     tolerance = next(iter(results.values())).tolerance
-    notes = [f"accuracy: {policy.describe()}; held to {tolerance:.3g}"]
+    notes = [
+        f"accuracy: {policy.describe(judge.metric)}; held to {tolerance:.3g}, "
+        f"{judge.metric.label} on {judge.describe()}"
+    ]
     over = sorted(name for name, m in results.items() if not m.correct)
     if over:
-        shown = ", ".join(f"{name} ({results[name].max_error:.2g})" for name in over[:8])
+        shown = ", ".join(
+            f"{name} ({judge.metric.describe(results[name].max_error)})" for name in over[:8]
+        )
         more = f" and {len(over) - 8} more" if len(over) > 8 else ""
         notes.append(f"outputs beyond the tolerance, so not kept: {shown}{more}")
     return notes
@@ -224,12 +273,6 @@ def tighter_error_model(
     if accuracy is None or measured.correct or accuracy.predicted_error(assignment) == 0:
         return None
     return accuracy.tightened(measured.max_error, measured.tolerance)
-
-
-def evaluation_samples(graph: Graph, seed: int) -> list[dict[str, np.ndarray]]:
-    """The seeded random inputs besides the timing feeds whose outputs are checked."""
-    count = ACCURACY.evaluation_samples
-    return [random_inputs(graph, seed + 1 + index) for index in range(count)]
 
 
 def calibration_notes(graph: Graph, targets: Sequence[str]) -> list[str]:

@@ -12,6 +12,7 @@ search's unverified pick (vgg19's was 2.6e-2 off against a tolerance of 1.36e-2)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -29,12 +30,13 @@ from autopart.profile.core_sharing import process_probe
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.targets.registry import declared_peers
-from autopart.tuning.accuracy import evaluation_samples
 from autopart.tuning.choice import best_peer, ratio_interval
+from autopart.tuning.heats import Heats
+from autopart.tuning.judge import Judge
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.peers import PeerInputs, peer_lingers, peer_names, peers
 from autopart.tuning.settings import VERIFY
-from autopart.tuning.verify import Heats, Measured, measure_plans
+from autopart.tuning.verify import Measured, measure_plans
 from autopart.tuning.workflow import Prepared, prepare, tune_model
 
 TUNED = "autopart (tuned)"
@@ -57,16 +59,19 @@ def bench_models(
     declare (:func:`peer_columns`: ``vs_onnxruntime``, ``vs_openvino`` as installed,
     ``vs_openvino_f32``; NaN where the peer did not run), ``vs_best_peer`` (each peer a
     library as installed, :mod:`autopart.tuning.peers`; the best is the quickest peer whose
-    error is within the tolerance) with ``vs_best_peer_low`` and ``vs_best_peer_high``, the
+    drop is within the budget) with ``vs_best_peer_low`` and ``vs_best_peer_high``, the
     bounds of its interval over paired rounds (:func:`autopart.tuning.choice.ratio_interval`),
     ``noise_floor`` (the model's: how far apart the tuned plan's two timings are,
     ``|again / tuned - 1|``) and ``noise_spread`` (how far apart they may fall: the larger
     distance from 1 of the 95% interval of ``again / tuned`` over the paired rounds),
     ``vs_best_single``, ``partitions``, ``codegens`` (the distinct codegens of the plan's
     partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
-    peers), ``copies``, ``max_rel_error`` (against the f32 reference, over the timing
-    feeds and the evaluation samples), ``tolerance`` (the bound every row was held to,
-    :mod:`autopart.tuning.accuracy`), ``within_tolerance``, ``runs``, ``shared_rounds`` (timed
+    peers), ``copies``, ``metric`` (the task metric judging every row,
+    :mod:`autopart.tuning.metrics`), ``metric_drop`` (its drop against the f32 reference),
+    ``budget`` (the drop every row was held to, :mod:`autopart.tuning.accuracy`),
+    ``within_budget``, ``samples`` (what they were measured on: validation samples or
+    seeded random inputs, :mod:`autopart.tuning.judge`), ``max_rel_error`` (the largest
+    relative error there), ``runs``, ``shared_rounds`` (timed
     rounds dropped and run again because the cores shared one core's speed,
     :mod:`autopart.profile.core_sharing`), ``same_plan_as`` (the
     plan whose run it shares, if equal), ``off_target_nodes`` and ``error``: why a plan or
@@ -86,6 +91,7 @@ def _bench_model(
     """The rows of one model (see :func:`bench_models`)."""
     prepared = prepare(model, _tune_options(options), progress=progress)
     graph, tuned = prepared.graph, _tuned_plan(model, options, prepared, progress)
+    judge = prepared.judge or Judge(graph)
     candidates, plans, predicted = _contenders(prepared, tuned)
     twins = _twins(plans)
     twins[AGAIN] = AGAIN  # compiled and timed on its own: the run's noise floor
@@ -101,8 +107,8 @@ def _bench_model(
         peers=peers_run,
         peer_linger_s=peer_lingers(),
         failures=failures,
-        samples=evaluation_samples(graph, 0),
-        tolerance=options.accuracy_policy.tolerance_rule(graph),
+        judge=judge,
+        tolerance=options.accuracy_policy.tolerance_rule(graph, judge.metric),
         probe=process_probe(),
         heats=Heats(VERIFY.race_held),  # the tuned plan and its second copy first
     )
@@ -119,21 +125,7 @@ def _bench_model(
     floor = _noise_floor(measured)
     spread = noise_spread(measured)
     columns = peer_columns()
-
-    def plan_columns(name: str) -> dict[str, object]:
-        plan, candidate = plans.get(name), candidates.get(name)
-        target = None if candidate is None else candidate.target
-        return {
-            "model": model,
-            "plan": name,
-            "kind": _kind(name, candidate),
-            "target": "" if target is None else str(target),
-            "partitions": len(plan.partitions) if plan else 1,
-            "codegens": plan_codegens(plan) if plan else "",
-            "copies": len(plan.copies) if plan else 0,
-            "off_target_nodes": 0 if candidate is None else candidate.off_target_nodes,
-        }
-
+    plan_columns = functools.partial(_plan_columns, model, plans, candidates, judge)
     rows: list[dict[str, object]] = []
     for name, result in measured.items():
         versus = None if best is None else ratio_interval(result, measured[best])
@@ -176,12 +168,37 @@ def _first_what_the_bench_is_for(
     return {name: distinct[name] for name in first if name in distinct} | distinct
 
 
+def _plan_columns(
+    model: str,
+    plans: Mapping[str, Plan],
+    candidates: Mapping[str, Candidate],
+    judge: Judge,
+    name: str,
+) -> dict[str, object]:
+    """The columns of plan ``name``'s row that say what it is, and what judged it."""
+    plan, candidate = plans.get(name), candidates.get(name)
+    target = None if candidate is None else candidate.target
+    return {
+        "model": model,
+        "plan": name,
+        "kind": _kind(name, candidate),
+        "target": "" if target is None else str(target),
+        "partitions": len(plan.partitions) if plan else 1,
+        "codegens": plan_codegens(plan) if plan else "",
+        "copies": len(plan.copies) if plan else 0,
+        "off_target_nodes": 0 if candidate is None else candidate.off_target_nodes,
+        "metric": judge.metric.label,
+        "samples": judge.describe(),
+    }
+
+
 def _outcome_columns(result: Measured) -> dict[str, object]:
     """The error and round columns of one measured plan's row."""
     return {
-        "max_rel_error": result.max_error,
-        "tolerance": result.tolerance,
-        "within_tolerance": result.correct,
+        "metric_drop": result.max_error,
+        "budget": result.tolerance,
+        "within_budget": result.correct,
+        "max_rel_error": result.max_rel_error,
         "runs": len(result.latencies),
         "shared_rounds": result.shared_rounds,
     }

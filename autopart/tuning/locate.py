@@ -23,10 +23,11 @@ from autopart.profile import Profile
 from autopart.progress import StageProgress
 from autopart.search.constraints import Constraints
 from autopart.search.optuna_study import check_storage
-from autopart.targets import quant_ranges
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
-from autopart.tuning.options import TuneOptions
+from autopart.tuning.judge import Judge, task_judge
+from autopart.tuning.metrics import metric_for, parse_metric
+from autopart.tuning.options import ModelOptions, TuneOptions
 
 
 def targets_key(targets: Sequence[str]) -> str:
@@ -54,7 +55,8 @@ class Located:
     ``targets`` are the target specs chosen; ``directory`` the search folder
     (``search_dir/<model>-<targets hash>/``, made); ``storage`` the study's RDB URL;
     ``given`` the profile of ``options.profile_file`` when one was given, and
-    ``planned_only`` whether it is another machine's (nothing runs).
+    ``planned_only`` whether it is another machine's (nothing runs). ``judge`` judges the
+    plans' outputs (:func:`judge_of`); int8's calibration samples are attached to ``graph``.
     """
 
     graph: Graph
@@ -63,6 +65,20 @@ class Located:
     storage: str
     given: Profile | None
     planned_only: bool
+    judge: Judge
+
+
+def judge_of(graph: Graph, options: ModelOptions) -> Judge:
+    """The judge of a tune or bench of ``graph`` with ``options``' samples and metric.
+
+    The metric asked, else the default for the samples given
+    (:func:`~autopart.tuning.metrics.metric_for`); max-rel where ``--tolerance``, its
+    budget, is given.
+    """
+    asked = parse_metric(options.metric)
+    answers = options.dataset is not None and options.search.tolerance is None
+    metric = metric_for(graph, asked, real_samples=answers)
+    return task_judge(graph, options.dataset, metric, options.validation_split, options.search.seed)
 
 
 def locate(
@@ -87,9 +103,7 @@ def locate(
         raise ModelError(
             f"{graph.name} has no nodes (its outputs are its inputs): there is nothing to tune"
         )
-    if options.calibration is not None:
-        samples = tuple(quant_ranges.load_samples(options.calibration, graph))
-        quant_ranges.attach(graph, quant_ranges.CalibrationSamples(samples, stand_in=False))
+    judge = judge_of(graph, options)
     machine = discover()
     targets = with_fallback(options.targets, options.search.constraints)
     policy = options.accuracy_policy
@@ -118,4 +132,4 @@ def locate(
     if options.search.uses_optuna and not given_storage:
         check_storage(storage)
     planned_only = given is not None and given.fingerprint != machine.fingerprint()
-    return Located(graph, chosen, directory, storage, given, planned_only)
+    return Located(graph, chosen, directory, storage, given, planned_only, judge)

@@ -27,6 +27,8 @@ from autopart.search.options import (
     check_count,
 )
 from autopart.tuning.accuracy import AccuracyPolicy
+from autopart.tuning.judge import Dataset, check_validation_split
+from autopart.tuning.metrics import ScoreFunction, parse_metric
 from autopart.tuning.settings import SCREEN
 
 # The fields of SearchOptions a tune fills in itself, from the graph and the measurements.
@@ -54,6 +56,15 @@ class ModelOptions:
     :func:`autopart.loader.load_model`). ``memory_limit`` holds the command to that many
     bytes of resident memory (:func:`autopart.limits.memory_limit`; None: what the machine
     has free).
+
+    Accuracy (:mod:`autopart.tuning.judge`): ``dataset`` holds the user's samples (an
+    ``.npz`` with a leading sample axis, a folder of ``.npz`` files, or an iterable of
+    feeds; None: seeded random inputs stand in), split into calibration and validation
+    samples, ``validation_split`` of them validated. ``metric`` judges the plans on them
+    (a name of :data:`~autopart.tuning.metrics.METRIC_NAMES` or a score function; None:
+    :func:`~autopart.tuning.metrics.metric_for`'s default) and ``max_drop`` is the largest
+    drop in it allowed (None: the metric's default budget;
+    ``max-rel``'s is ``search.tolerance``).
     """
 
     targets: Sequence[str] | None = None
@@ -64,9 +75,17 @@ class ModelOptions:
     input_shapes: InputShapes | None = None
     freeze: FreezeValues | None = None
     memory_limit: int | None = None
+    dataset: Dataset | None = None
+    validation_split: float = 0.5
+    metric: str | ScoreFunction | None = None
+    max_drop: float | None = None
 
     def __post_init__(self) -> None:
         check_count(self.rounds, "rounds", 1)
+        check_validation_split(self.validation_split)
+        if self.dataset is not None and not isinstance(self.dataset, str | Path):
+            object.__setattr__(self, "dataset", tuple(dict(s) for s in self.dataset))
+        self.accuracy_policy  # noqa: B018 - a bad metric or budget fails here, not mid-tune
         if self.memory_limit is not None:
             check_count(self.memory_limit, "memory-limit", 1)
 
@@ -95,7 +114,9 @@ class ModelOptions:
     @property
     def accuracy_policy(self) -> AccuracyPolicy:
         """The precisions allowed and the tolerance."""
-        return AccuracyPolicy(self.search.precision, self.search.tolerance)
+        return AccuracyPolicy(
+            self.search.precision, self.search.tolerance, parse_metric(self.metric), self.max_drop
+        )
 
     def shared(self) -> dict[str, Any]:
         """The fields of :class:`ModelOptions` by name, to build the other command's options."""
@@ -110,14 +131,11 @@ class TuneOptions(ModelOptions):
     nothing runs). The plan is also saved to ``output`` if given. With ``peers`` (the
     default) onnxruntime alone and openvino alone, each at its library's defaults, run in
     the same rounds as the candidate plans on the original model (fed the frozen values),
-    and the report gives the chosen plan's ratio to them. ``calibration`` is an ``.npz`` of
-    several samples (a leading sample axis) or a folder of ``.npz`` files that int8 is
-    calibrated on (None: seeded random samples, a stand-in; see
-    :mod:`autopart.targets.quant_ranges`). Unless ``thorough``, the targets are screened
-    first (:mod:`autopart.tuning.screen`): only those that could beat the quickest whole
-    model are profiled in full and searched. ``time_budget_s`` is the wall time of the
-    whole tune (``--budget``; None: the default, :attr:`wall_budget_s`), shared out by
-    :mod:`autopart.tuning.clock`; ``search.budget_s`` further bounds the search alone.
+    and the report gives the chosen plan's ratio to them. Unless ``thorough``, the targets
+    are screened first (:mod:`autopart.tuning.screen`): only those that could beat the
+    quickest whole model are profiled in full and searched. ``time_budget_s`` is the wall
+    time of the whole tune (``--budget``; None: the default, :attr:`wall_budget_s`), shared
+    out by :mod:`autopart.tuning.clock`; ``search.budget_s`` further bounds the search alone.
     ``started`` is when the command began, on the :func:`time.perf_counter` clock, for the
     budget to count from (None: when the tune is called; the CLI's is its process's start).
     """
@@ -125,7 +143,6 @@ class TuneOptions(ModelOptions):
     profile_file: str | Path | None = None
     output: str | Path | None = None
     peers: bool = True
-    calibration: str | Path | None = None
     thorough: bool = False
     time_budget_s: float | None = None
     started: float | None = None

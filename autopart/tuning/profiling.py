@@ -75,7 +75,9 @@ def profile_stage(
         apply(support_costs(graph, targets), options.search.constraints)
     screening = None
     if screens(options, targets):
-        screening = _screen(model, graph, targets, options, clock, progress)
+        screening = screen_targets(
+            model, graph, targets, options, clock, progress, located.judge.screen()
+        )
         targets = screening.kept
         release_freed_memory()  # the whole models' runners
     reserve = unscreened if screening is None else race_reserve(screening.timing_s)
@@ -142,15 +144,3 @@ def _share(clock: Clock, reserve_s: float) -> float | None:
     """
     left = clock.until(reserve_s)
     return None if left is None else PROFILE_SHARE * left
-
-
-def _screen(
-    model: ModelLike,
-    graph: Graph,
-    targets: list[str],
-    options: TuneOptions,
-    clock: Clock,
-    progress: StageProgress | None,
-) -> Screening:
-    """:func:`screen_targets`, the whole models first, then the op pass within ``clock``."""
-    return screen_targets(model, graph, targets, options, clock, progress)

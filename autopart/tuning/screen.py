@@ -54,6 +54,7 @@ from autopart.search.options import Objective
 from autopart.targets.devices import discover
 from autopart.targets.resolve import resolve
 from autopart.tuning.clock import Clock, race_reserve
+from autopart.tuning.judge import Judge
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.profile_model import profile_model
 from autopart.tuning.settings import SCREEN
@@ -121,8 +122,11 @@ def screen_targets(
     options: TuneOptions,
     clock: Clock,
     progress: StageProgress | None = None,
+    judge: Judge | None = None,
 ) -> Screening:
     """Time every single-target plan and every peer whole; keep the targets that could win.
+
+    ``judge`` judges their outputs (None: max-rel on the timing feeds alone).
 
     First the plans and peers are timed whole (their assignments need only which target
     runs which node), then the op pass is taken (:func:`_price`) within what ``clock``
@@ -148,10 +152,11 @@ def screen_targets(
     step("the single-target plans")
     plans = whole_plans(graph, assignments, fallback, source)
     jobs = whole_jobs(plans, assignments, options.peers)
-    found = time_whole(model, graph, jobs, feeds, reference, clock, progress)
+    judge = judge or Judge(graph)
+    found = time_whole(model, graph, jobs, feeds, reference, clock, progress, judge)
     whole, untimed = found.whole, found.notes
     timing_s = time.perf_counter() - timing - found.abandoned_s  # not compiled in the race
-    tolerance = _tolerance(options, graph, whole)
+    tolerance = _tolerance(options, graph, whole, judge)
     for result in whole.values():
         result.tolerance = tolerance
     screening = Screening(list(targets), list(targets), whole, tolerance=tolerance)
@@ -278,9 +283,11 @@ def _single_assignments(costs: Costs, fallback: VirtualDevice) -> dict[VirtualDe
     return found
 
 
-def _tolerance(options: TuneOptions, graph: Graph, whole: Mapping[str, Measured]) -> float:
+def _tolerance(
+    options: TuneOptions, graph: Graph, whole: Mapping[str, Measured], judge: Judge
+) -> float:
     """The tolerance the verify stage would hold these runners to."""
-    rule = options.accuracy_policy.tolerance_rule(graph)
+    rule = options.accuracy_policy.tolerance_rule(graph, judge.metric)
     if not callable(rule):
         return float(rule)
     return float(rule({name: result.max_error for name, result in whole.items()}))

@@ -35,7 +35,9 @@ from autopart.tuning.blocks import (
     stretched,
 )
 from autopart.tuning.finite import check_reference_finite
-from autopart.tuning.oracle import check_outputs
+from autopart.tuning.heats import Heats
+from autopart.tuning.judge import Judge
+from autopart.tuning.metrics import Tally
 from autopart.tuning.settings import VERIFY
 
 
@@ -50,6 +52,7 @@ class Measured(Latencies):
 
     steps: list[StepTiming] = field(default_factory=list)
     max_error: float = 0.0
+    max_rel_error: float = 0.0
     round_medians: list[float] = field(default_factory=list)
     round_indices: list[int] = field(default_factory=list)
     tolerance: float = COMMON.check_tolerance
@@ -65,9 +68,14 @@ class Measured(Latencies):
         """Whether every output matched the f32 reference within ``tolerance`` (relative)."""
         return self.max_error <= self.tolerance
 
-    def run_record(self) -> MeasuredRun:
-        """The record a plan keeps of this measurement (the one writer of ``plan.measured``)."""
+    def run_record(self, judge: Judge | None = None) -> MeasuredRun:
+        """The record a plan keeps of this measurement (the one writer of ``plan.measured``).
+
+        ``judge`` names the metric and the samples it was judged on (None: not recorded).
+        """
         return MeasuredRun(
+            metric=None if judge is None else judge.metric.label,
+            samples=None if judge is None else judge.describe(),
             median_s=self.median_s,
             runs=len(self.latencies),
             max_error=self.max_error,
@@ -110,27 +118,6 @@ def _plan_block(executor: PlanExecutor) -> Callable[[Mapping[str, np.ndarray], B
     return run
 
 
-@dataclass(frozen=True)
-class Heats:
-    """Racing plans a few at a time, to hold only so many compiled plans in memory.
-
-    At most ``held`` plans (2 or more) are compiled at once, beside the peers, which run in
-    every round: the plans enter in the order given, each as another leaves the race
-    (eliminated, failed, or, while plans wait, done with its rounds and not the quickest
-    held). Each plan is paired with the runners that ran in its rounds. ``admitting(s)``:
-    whether a heat of ``s`` seconds may still start (asked with 0 before every round, and
-    before a plan enters with what the last heat took). Once it says no, the plans still
-    waiting are left out, each with a reason in ``failures``.
-    """
-
-    held: int
-    admitting: Callable[[float], bool] = lambda seconds: True
-
-    def __post_init__(self) -> None:
-        if self.held < 2:
-            raise ValueError(f"heats must hold at least 2 plans, not {self.held}")
-
-
 def measure_plans(
     graph: Graph,
     plans: Mapping[str, Plan],
@@ -144,7 +131,7 @@ def measure_plans(
     race: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
     race_batches: int = 3,
     failures: dict[str, str] | None = None,
-    samples: Sequence[Mapping[str, np.ndarray]] = (),
+    judge: Judge | None = None,
     tolerance: Tolerance = COMMON.check_tolerance,
     probe: CoreSharing | None = None,
     reference: Mapping[str, np.ndarray] | None = None,
@@ -158,14 +145,12 @@ def measure_plans(
     round from ``VERIFY.min_paired_rounds`` timed rounds on, those leave the rounds (keeping
     what they measured, their plans closed); with fewer than two left, the rounds stop.
 
-    Warm-up rounds run each plan once (twice in the last, timing the second). From then on
-    each round runs each plan in a :func:`block_for` that run's time: a quick plan settles
-    with untimed runs and is timed several times back to back, as a user running it in a
-    loop would see it.
-
-    Rounds that would take under ``min_timed_s`` seconds (as the first timed round shows)
-    are stretched to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``. With
-    ``heats``, only so many plans are compiled at once (:class:`Heats`).
+    Warm-up rounds run each plan once (twice in the last, timing the second); then each
+    round runs each plan in a :func:`block_for` that run's time: a quick plan settles with
+    untimed runs and is timed several times back to back, as a user's loop would see it.
+    Rounds under ``min_timed_s`` seconds (as the first timed round shows) are stretched
+    to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``. With ``heats``, only
+    so many plans are compiled at once (:class:`Heats`).
 
     ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in every
     round: each takes the feeds and returns the outputs by name. After a block of a runner
@@ -184,10 +169,10 @@ def measure_plans(
     KeyboardInterrupt propagates: the plans compiled so far are closed and nothing measured
     is returned, so that no plan timed over fewer rounds than asked is taken for measured.
 
-    Accuracy: each runner's ``max_error`` is its largest relative output error against the
-    numpy reference (f32) over ``feeds`` and the evaluation ``samples``, each run once
-    before the timed rounds. A runner is ``correct`` within ``tolerance``: a number, or a
-    function choosing one from every runner's error (e.g. a peer's, plus an allowance).
+    Accuracy: each runner's ``max_error`` is its drop on ``judge``'s metric against the
+    numpy reference (f32) over its samples, each run once before the timed rounds (None:
+    the relative error on ``feeds``), ``max_rel_error`` its largest relative error there;
+    it is ``correct`` within ``tolerance``: a number, or a function of every drop.
 
     Spells (:mod:`autopart.profile.core_sharing`): with a ``probe``, each timed round is
     followed by one probe of the cores; a round after which they shared one core's speed
@@ -205,7 +190,8 @@ def measure_plans(
     with contextlib.ExitStack() as stack:
         lingers = dict(peer_linger_s or {})
         state.runners = {name: _peer_block(p, lingers.get(name, 0.0)) for name, p in peers.items()}
-        state.eliminate, state.heats, state.samples = eliminate, heats, samples
+        state.eliminate, state.heats = eliminate, heats
+        state.judge = judge or Judge(graph)
         state.compile(plans, stack)
         state.check_samples(list(state.runners))
         state.hold_to(tolerance)
@@ -239,7 +225,8 @@ class _Rounds:
         self.executors: dict[str, PlanExecutor] = {}
         self.eliminate: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None
         self.heats: Heats | None = None
-        self.samples: Sequence[Mapping[str, np.ndarray]] = ()
+        self.judge = Judge(graph)
+        self.tallies: dict[str, list[Tally]] = {}
         self.pending: list[tuple[str, Plan]] = []  # plans waiting for their heat
         self.entered: dict[str, int] = {}  # the round each late plan entered in
         self.timed_rounds = planned - warmup
@@ -418,26 +405,25 @@ class _Rounds:
         return len(self.runners) < 2 or (race is not None and len(race(so_far)) < 2)
 
     def check_samples(self, names: Sequence[str]) -> None:
-        """Run the runners ``names`` once on the feeds and on each evaluation sample.
+        """Run the runners ``names`` once on each sample the judge judges, and judge them.
 
-        Keeps each runner's largest output error, so that every error is in before a
-        tolerance is chosen from them (:meth:`hold_to`).
+        Every drop is in before a tolerance is chosen from them (:meth:`hold_to`).
         """
-        for sample in [self.feeds, *self.samples]:
-            if sample is self.feeds:
-                reference = self.reference
-            else:
-                reference = Executor(self.graph).run(sample).outputs
-                check_reference_finite(self.graph, reference, "an evaluation sample")
+        judged = [(self.feeds, self.reference)] if self.judge.feeds_judged else []
+        for index, sample in enumerate(self.judge.samples):
+            judged.append((sample, self.judge.reference(index)))
+        for sample, reference in judged:
             for name in [name for name in names if name in self.runners]:
                 try:
                     outputs, _, _ = self.runners[name](sample, Block(settle=0, timed=1))
                 except AutopartError as error:
                     self.fail(name, error)
                     continue
-                errors = check_outputs(self.graph, sample, outputs, reference)
+                tally, relative = self.judge.tally(reference, outputs)
+                self.tallies.setdefault(name, []).append(tally)
                 result = self.results[name]
-                result.max_error = max(result.max_error, *errors.values(), 0.0)
+                result.max_error = self.judge.drop(self.tallies[name])
+                result.max_rel_error = max(result.max_rel_error, relative)
 
     def keep_unless_shared(self, timed: dict[str, _Timed], round_index: int, rounds: int) -> None:
         """Record a timed round's runs, unless the cores shared one core's speed after it.
@@ -465,10 +451,10 @@ class _Rounds:
     def run_round(self, order: Sequence[str], round_index: int) -> dict[str, _Timed]:
         """One block of each runner in ``order``, shuffled by the round: what it timed.
 
-        A runner's first round checks the outputs, its last warm-up round times a run that
-        follows its own to choose its block; later rounds are timed, and their runs returned
-        by runner for :meth:`keep_unless_shared` (none from warm-up rounds). A plan that
-        entered in a later heat counts its rounds from there.
+        A runner's last warm-up round times a run that follows its own to choose its
+        block; later rounds are timed, and their runs returned by runner for
+        :meth:`keep_unless_shared` (none from warm-up rounds). A plan that entered in a
+        later heat counts its rounds from there.
         """
         timed: dict[str, _Timed] = {}
         for name in round_order(order, round_index):
@@ -478,15 +464,11 @@ class _Rounds:
             if own == self.warmup - 1:
                 block = Block(settle=1, timed=1)  # time a run that follows its own
             try:
-                outputs, latencies, steps = self.runners[name](self.feeds, block)
+                _, latencies, steps = self.runners[name](self.feeds, block)
             except AutopartError as error:
                 self.fail(name, error)
                 continue
             self.done += 1
-            result = self.results[name]
-            if own == 0:
-                errors = check_outputs(self.graph, self.feeds, outputs, self.reference)
-                result.max_error = max(result.max_error, *errors.values(), 0.0)
             if own >= self.warmup:
                 timed[name] = (latencies, steps)
             elif own == self.warmup - 1:

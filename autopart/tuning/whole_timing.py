@@ -28,6 +28,7 @@ from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.targets.deadline import compile_deadline, compiling_within
 from autopart.targets.registry import declared_peers
 from autopart.tuning.clock import SCREEN_WARMUP, Clock
+from autopart.tuning.judge import Judge
 from autopart.tuning.peers import Peer, PeerInputs, Runner, peer_lingers, peers
 from autopart.tuning.settings import SCREEN
 from autopart.tuning.verify import Measured, measure_plans
@@ -126,6 +127,7 @@ def time_whole(
     reference: Mapping[str, np.ndarray],
     clock: Clock,
     progress: StageProgress | None,
+    judge: Judge,
 ) -> WholeTimings:
     """Each job timed whole, one compiled at a time, within the clock (see the module).
 
@@ -135,7 +137,7 @@ def time_whole(
     ``clock.cut``. Under a budget, a model of at least
     :attr:`~autopart.tuning.settings.ScreenSettings.deadline_nodes` nodes is compiled by each
     codegen's first job within the whole budget (:func:`compiling_within`): a codegen that
-    misses it gets no further job.
+    misses it gets no further job. ``judge`` judges the outputs.
     """
     failures: dict[str, str] = {}
     found = WholeTimings()
@@ -166,7 +168,7 @@ def time_whole(
         deadline = clock.budget_s if large and job.codegen not in compiled else None
         job_started = time.perf_counter()
         with compiling_within(deadline):
-            timed = _time_job(model, graph, job, feeds, reference, failures, found.notes)
+            timed = _time_job(model, graph, job, (feeds, reference), judge, failures, found.notes)
             if timed:
                 compiled.add(job.codegen)
             elif deadline is not None and compile_deadline() == 0.0:
@@ -184,12 +186,16 @@ def _time_job(
     model: ModelLike,
     graph: Graph,
     job: WholeJob,
-    feeds: Mapping[str, np.ndarray],
-    reference: Mapping[str, np.ndarray],
+    timed_on: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
+    judge: Judge,
     failures: dict[str, str],
     notes: list[str],
 ) -> dict[str, Measured]:
-    """One job's runner compiled (a peer: built) and timed; empty when it could not be."""
+    """One job's runner compiled (a peer: built) and timed; empty when it could not be.
+
+    ``timed_on`` holds the feeds and the reference's outputs on them.
+    """
+    feeds, reference = timed_on
     runners: dict[str, Runner] = {}
     if job.peer is not None:
         runners, failed = peers(model, PeerInputs.of(graph), only=job.peer.name)
@@ -200,7 +206,7 @@ def _time_job(
         graph, {} if job.plan is None else {job.name: job.plan}, feeds, SCREEN.rounds,
         warmup=SCREEN_WARMUP, peers=runners, peer_linger_s=peer_lingers(),
         min_timed_s=SCREEN.min_timed_s, failures=failures, tolerance=math.inf,
-        reference=reference,
+        reference=reference, judge=judge,
     )  # fmt: skip
 
 

@@ -38,13 +38,14 @@ from autopart.tuning import choice
 from autopart.tuning.accuracy import (
     accuracy_notes,
     calibration_notes,
-    evaluation_samples,
     search_error_model,
     tighter_error_model,
 )
 from autopart.tuning.clock import Clock
 from autopart.tuning.entrants import entrants
 from autopart.tuning.finite import check_seeded_reference, stand_in_notes
+from autopart.tuning.heats import Heats
+from autopart.tuning.judge import Judge
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import (
@@ -66,7 +67,7 @@ from autopart.tuning.plan_rows import (
 from autopart.tuning.profiling import profile_stage
 from autopart.tuning.screen import Screening
 from autopart.tuning.settings import ACCURACY, VERIFY
-from autopart.tuning.verify import Heats, Measured, measure_plans
+from autopart.tuning.verify import Measured, measure_plans
 
 SEARCH_FLOOR_S = 1.0  # the search's least budget, the clock spent or not: an ILP's moment
 
@@ -84,7 +85,8 @@ class Prepared:
     ``pricing`` is ``profile`` scaled to the machine's speed now (:mod:`autopart.profile.speed`),
     which prices everything; ``rescaling`` says what that scaled. ``screening`` is what the
     screen measured before the full profile (None: no screen ran), and ``targets`` are
-    those it kept; ``clock`` is the command's wall-time budget, with what it cut short.
+    those it kept; ``clock`` is the command's wall-time budget, with what it cut short;
+    ``judge`` judges the plans' outputs (:mod:`autopart.tuning.judge`).
     """
 
     graph: Graph
@@ -104,6 +106,7 @@ class Prepared:
     rescaling: Rescaling = field(default_factory=Rescaling)
     screening: Screening | None = None
     clock: Clock = field(default_factory=lambda: Clock(None))
+    judge: Judge | None = None
 
 
 @dataclass
@@ -115,7 +118,8 @@ class TuneReport:
     measured figures; ``planned_only`` says nothing ran (another machine's profile);
     ``decision`` is how the measurements chose (None when nothing was measured);
     ``partitions_measured`` reports the candidate partitions timed whole before the race;
-    ``screening`` what the screen measured and kept (None: no screen ran).
+    ``screening`` what the screen measured and kept (None: no screen ran); ``judge`` what
+    judged the outputs (:mod:`autopart.tuning.judge`; None: nothing was judged here).
     """
 
     model: str
@@ -133,6 +137,7 @@ class TuneReport:
     decision: choice.Decision | None = None
     partitions_measured: ProfileReport | None = None
     screening: Screening | None = None
+    judge: Judge | None = None
 
     @property
     def vs_best_peer(self) -> float | None:
@@ -296,7 +301,7 @@ def _tune(
     return TuneReport(
         graph.name, prepared.directory, Path(options.output) if options.output else plan_path,
         plan, final, pick, outcome, rows, prepared.profiled, prepared.planned_only, notes,
-        peer_results, decision, prepared.measured, prepared.screening,
+        peer_results, decision, prepared.measured, prepared.screening, prepared.judge,
     )  # fmt: skip
 
 
@@ -312,7 +317,7 @@ def _verify(
 
     Returns the plans' measurements, the peers' and the notes.
     """
-    graph = prepared.graph
+    graph, judge = prepared.graph, prepared.judge or Judge(prepared.graph)
     feeds = random_inputs(graph, options.search.seed)
     release_freed_memory()  # the search's and the partition timings' buffers
     if progress is not None and options.peers:
@@ -338,8 +343,8 @@ def _verify(
         peers=peer_runs,
         peer_linger_s=peer_lingers(),
         failures=failures,
-        samples=evaluation_samples(graph, options.search.seed),
-        tolerance=options.accuracy_policy.tolerance_rule(graph),
+        judge=judge,
+        tolerance=options.accuracy_policy.tolerance_rule(graph, judge.metric),
         probe=process_probe(),
         heats=None if options.thorough else Heats(VERIFY.race_held, race.admitting),
     )
@@ -348,7 +353,7 @@ def _verify(
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     notes.extend(race_note(measured, twins))
     notes.extend(failure_notes(failures))
-    notes.extend(accuracy_notes({**measured, **peer_results}, options.accuracy_policy))
+    notes.extend(accuracy_notes({**measured, **peer_results}, options.accuracy_policy, judge))
     return measured, peer_results, notes
 
 
@@ -377,7 +382,7 @@ def _record(
         else prepared.accuracy.predicted_error(chosen.assignment),
     )
     if final in measured:
-        plan.measured = measured[final].run_record()
+        plan.measured = measured[final].run_record(prepared.judge)
 
 
 def prepare(
@@ -449,7 +454,7 @@ def prepare(
     return Prepared(
         graph, profile, profiled, costs, chosen_targets, directory, located.planned_only,
         outcome, measured, accuracy, search_options, profile_path, op_sums, pricing, rescaling,
-        screening, clock,
+        screening, clock, located.judge,
     )  # fmt: skip
 
 
