@@ -45,8 +45,8 @@ BF16 = ovgen.OpenVinoCodegen.available() and "bf16" in ovgen.OpenVinoCodegen.pre
 needs_bf16 = pytest.mark.skipif(not BF16, reason="this CPU has no bf16 units OpenVINO uses")
 
 arrays = st.builds(
-    lambda seed, rows, cols: np.random.default_rng(seed).normal(size=(rows, cols)).astype(
-        np.float32
+    lambda seed, rows, cols: (
+        np.random.default_rng(seed).normal(size=(rows, cols)).astype(np.float32)
     ),
     st.integers(0, 2**16),
     st.integers(1, 4),

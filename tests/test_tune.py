@@ -181,8 +181,17 @@ def test_a_single_target_plan_that_falls_back_says_how_many_nodes_run_elsewhere(
     profiles = tmp_path / "profiles"
     api.profile(str(model), targets.split(","), profiles, settings=FAST)
     code, output = invoke(
-        "tune", str(model), "--targets", targets, "--profiles", str(profiles),
-        "--search-dir", str(tmp_path / "search"), "--rounds", "1", "--thorough",
+        "tune",
+        str(model),
+        "--targets",
+        targets,
+        "--profiles",
+        str(profiles),
+        "--search-dir",
+        str(tmp_path / "search"),
+        "--rounds",
+        "1",
+        "--thorough",
     )  # fmt: skip  (--thorough: the screen would drop the slower OpenCL plan unraced)
     assert code == 0, output
     text = " ".join(output.split())
