@@ -180,19 +180,11 @@ def test_a_single_target_plan_that_falls_back_says_how_many_nodes_run_elsewhere(
     targets = "cpu@onnxruntime,opencl:0/0@opencl"
     profiles = tmp_path / "profiles"
     api.profile(str(model), targets.split(","), profiles, settings=FAST)
+    # --thorough: the screen would drop the slower OpenCL plan unraced
     code, output = invoke(
-        "tune",
-        str(model),
-        "--targets",
-        targets,
-        "--profiles",
-        str(profiles),
-        "--search-dir",
-        str(tmp_path / "search"),
-        "--rounds",
-        "1",
-        "--thorough",
-    )  # fmt: skip  (--thorough: the screen would drop the slower OpenCL plan unraced)
+        "tune", str(model), "--targets", targets, "--profiles", str(profiles),
+        "--search-dir", str(tmp_path / "search"), "--rounds", "1", "--thorough",
+    )  # fmt: skip
     assert code == 0, output
     text = " ".join(output.split())
     assert "single:opencl:0/0@opencl (+1 node on the fallback)" in text
