@@ -284,3 +284,21 @@ def test_the_default_plan_keeps_the_answers_that_openvino_as_installed_changes(
     assert installed["metric_drop"] > 0.01 and not installed["within_budget"]
     tuned = table.set_index("plan").loc["autopart (tuned)"]
     assert tuned["within_budget"] and tuned["metric_drop"] <= tuned["budget"]
+
+
+@needs_bf16
+def test_run_check_judges_a_plan_on_the_validation_samples_by_the_metric(tmp_path: Path) -> None:
+    model = str(_tie_model(tmp_path / "tie.onnx"))
+    samples = tmp_path / "samples.npz"
+    np.savez(samples, x=np.random.default_rng(1).uniform(0, 1, (8, 1, 64)).astype(np.float32))
+    common = ["--inputs", str(samples), "--check", "--repeat", "1", "--metric", "agreement"]
+    code, output = invoke("run", model, *common)
+    text = " ".join(output.split())
+    assert code == 0 and "agreement 0.0% of answers changed (budget 1.0%)" in text, output
+    assert "on 4 validation samples of 8 given, 4 calibrating int8" in text
+    code, output = invoke("run", model, "--assign", "re:.*=cpu@openvino:bf16", *common)
+    assert code == 1 and "MISMATCH" in output, output
+    loose = ["--max-drop", "1"]
+    code, output = invoke("run", model, "--assign", "re:.*=cpu@openvino:bf16", *common, *loose)
+    assert code == 0 and "(ok)" in output, output
+    assert_one_line_error(*invoke("run", model, *common[:-1], "top"), "unknown metric")

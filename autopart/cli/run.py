@@ -21,6 +21,7 @@ from autopart.cli.common import (
     telling_interrupts,
     user_errors,
 )
+from autopart.cli.run_check import check_samples, checking_metric
 from autopart.io import check_writable, save_tensors
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
@@ -28,6 +29,7 @@ from autopart.plan.schema import PartitionSpec, Plan
 from autopart.runtime.plan_executor import PlanRunResult
 from autopart.settings import COMMON
 from autopart.targets import quant_ranges
+from autopart.tuning.judge import task_judge
 from autopart.tuning.oracle import oracle_outputs
 
 
@@ -39,7 +41,8 @@ from autopart.tuning.oracle import oracle_outputs
     type=click.Path(),
     help=".npz of arrays named after the model's inputs (default: seeded random); with "
     "several samples (a leading sample axis, or a folder of .npz files) int8 is calibrated "
-    "on them all and the first is run",
+    "on them all and the first is run; with --check, split as a tune splits them: the plan "
+    "is checked on the validation samples, int8 calibrated on the rest",
 )
 @click.option(
     "--out",
@@ -85,6 +88,19 @@ from autopart.tuning.oracle import oracle_outputs
 @click.option(
     "--sequential", is_flag=True, help="run steps one after another instead of concurrently"
 )
+@click.option(
+    "--metric", "metric_name", default=None, metavar="agreement|topk:K|cosine|snr-db|max-rel",
+    help="with --check: the metric to judge by (default: the one the plan was tuned under, "
+    "else max-rel)",
+)  # fmt: skip
+@click.option(
+    "--max-drop", type=float, default=None, metavar="D",
+    help="with --check: the largest drop allowed (default: the plan's own budget)",
+)  # fmt: skip
+@click.option(
+    "--validation-split", type=float, default=0.5, show_default=True,
+    help="with --check and several --inputs: the share of them checked",
+)  # fmt: skip
 @input_shape_option
 @freeze_option
 @user_errors
@@ -100,6 +116,9 @@ def run(
     save_plan: str | None,
     check: bool,
     sequential: bool,
+    metric_name: str | None,
+    max_drop: float | None,
+    validation_split: float,
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
 ) -> None:
@@ -126,14 +145,20 @@ def run(
         if save_plan:
             plan.save(save_plan)
             kept.append(f"the plan was saved to {save_plan}")
-        if inputs_path:
-            samples = quant_ranges.load_samples(inputs_path, graph)
-            feeds = samples[0]
-            if len(samples) > 1:
-                calibration = quant_ranges.CalibrationSamples(tuple(samples), stand_in=False)
-                quant_ranges.attach(graph, calibration)
-        else:
-            feeds = random_inputs(graph, seed)
+        samples = (
+            quant_ranges.load_samples(inputs_path, graph)
+            if inputs_path
+            else [random_inputs(graph, seed)]
+        )
+        feeds, judged = samples[0], None
+        if check and (len(samples) > 1 or metric_name or max_drop is not None):
+            metric, budget = checking_metric(plan, graph, metric_name, max_drop)
+            judged = task_judge(graph, samples, metric, validation_split, seed)
+            judged.real = bool(inputs_path)  # else a seeded random input, not the user's
+            feeds = judged.samples[0]
+        elif len(samples) > 1:
+            calibration = quant_ranges.CalibrationSamples(tuple(samples), stand_in=False)
+            quant_ranges.attach(graph, calibration)
         result = api.run_plan(
             plan, graph, feeds, repeat=repeat, warmup=warmup, concurrent=not sequential
         )
@@ -144,7 +169,10 @@ def run(
             save_tensors(out_path, result.outputs)
             kept.append(f"the outputs were saved to {out_path}")
             console.print(f"outputs saved to {out_path}")
-        if check and not _check(plan, graph, feeds, result):
+        if judged is not None:
+            if not check_samples(plan, graph, judged, budget, result.outputs):
+                sys.exit(1)
+        elif check and not _check(plan, graph, feeds, result):
             sys.exit(1)  # not a usage error (2): the run went as asked, its outputs differ
 
 
