@@ -65,8 +65,10 @@ def test_without_a_reference_the_error_says_so(scratch_registry: None) -> None:
 def test_bench_columns_keep_their_names_from_the_peer_names() -> None:
     assert peer_columns() == {
         "onnxruntime alone": "vs_onnxruntime",
+        "onnxruntime + qdq int8": "vs_onnxruntime_qdq_int8",
         "openvino alone": "vs_openvino",
         "openvino alone f32": "vs_openvino_f32",
+        "openvino + nncf int8": "vs_openvino_nncf_int8",
     }
     assert sum(peer.sets_tolerance for peer in declared_peers()) == 1
 

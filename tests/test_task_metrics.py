@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 from pathlib import Path
@@ -22,6 +23,8 @@ from autopart.plan.schema import Plan
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.openvino import codegen as ovgen
+from autopart.targets.peer import PeerInputs
+from autopart.targets.registry import declared_peers
 from autopart.tuning.accuracy import AccuracyPolicy
 from autopart.tuning.judge import Judge, load_dataset, split_samples
 from autopart.tuning.metrics import (
@@ -37,8 +40,11 @@ from autopart.tuning.metrics import (
     score_outputs,
 )
 from autopart.tuning.options import TuneOptions
+from autopart.tuning.peers import peers
 from autopart.tuning.verify import measure_plans
-from tests.conftest import make_model
+from autopart.tuning.whole_timing import stands_for
+from autopart.zoo import resolve_model
+from tests.conftest import make_model, run_onnxruntime
 from tests.test_errors import assert_one_line_error, invoke
 
 BF16 = ovgen.OpenVinoCodegen.available() and "bf16" in ovgen.OpenVinoCodegen.precisions()
@@ -284,6 +290,9 @@ def test_the_default_plan_keeps_the_answers_that_openvino_as_installed_changes(
     assert installed["metric_drop"] > 0.01 and not installed["within_budget"]
     tuned = table.set_index("plan").loc["autopart (tuned)"]
     assert tuned["within_budget"] and tuned["metric_drop"] <= tuned["budget"]
+    quantised = table.set_index("plan").loc["onnxruntime + qdq int8"]
+    assert quantised["metric"] == "agreement" and quantised["metric_drop"] >= 0
+    assert "vs_openvino_nncf_int8" in table and "vs_onnxruntime_qdq_int8" in table
 
 
 @needs_bf16
@@ -302,3 +311,73 @@ def test_run_check_judges_a_plan_on_the_validation_samples_by_the_metric(tmp_pat
     code, output = invoke("run", model, "--assign", "re:.*=cpu@openvino:bf16", *common, *loose)
     assert code == 0 and "(ok)" in output, output
     assert_one_line_error(*invoke("run", model, *common[:-1], "top"), "unknown metric")
+
+
+def _calibrated(graph_name: str) -> tuple[object, PeerInputs, list[dict[str, np.ndarray]]]:
+    graph = autopart.load(graph_name)
+    inputs = PeerInputs.of(graph)
+    return graph, inputs, [random_inputs(graph, 70 + i) for i in range(2)]
+
+
+def test_the_qdq_peer_is_quantize_static_at_its_defaults_on_the_calibration_samples(
+    tmp_path: Path,
+) -> None:
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+
+    _, inputs, probes = _calibrated("squeezenet")
+    runner, notes = peers("squeezenet", inputs, only="onnxruntime + qdq int8")
+    assert not notes
+    source, quantised = tmp_path / "m.onnx", tmp_path / "q.onnx"
+    onnx.save(resolve_model("squeezenet"), str(source))
+
+    class Reader(CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.left = iter(inputs.calibration)
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.left, None)
+
+    quantize_static(str(source), str(quantised), Reader())
+    for feeds in probes:
+        (expected,) = run_onnxruntime(quantised, feeds)
+        (got,) = runner["onnxruntime + qdq int8"](feeds).values()
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("nncf") is None, reason="NNCF is not installed")
+def test_the_nncf_peer_is_nncf_quantize_at_its_defaults_compiled_as_installed() -> None:
+    import nncf
+    import openvino as ov
+
+    graph, inputs, probes = _calibrated("squeezenet")
+    runner, notes = peers("squeezenet", inputs, only="openvino + nncf int8")
+    assert not notes
+    model = ov.Core().read_model(resolve_model("squeezenet").SerializeToString(), b"")
+    (port,) = graph.inputs
+    dataset = nncf.Dataset([{port: sample[port]} for sample in inputs.calibration])
+    compiled = ov.Core().compile_model(nncf.quantize(model, dataset), "CPU")
+    for feeds in probes:
+        expected = np.asarray(compiled(feeds)[0])
+        (got,) = runner["openvino + nncf int8"](feeds).values()
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_an_int8_peer_stands_for_no_plan_and_says_why_it_is_absent(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    tools = [peer for peer in declared_peers() if peer.tool]
+    assert {peer.name for peer in tools} == {"onnxruntime + qdq int8", "openvino + nncf int8"}
+    assert all(not peer.stands_for_plan for peer in tools)
+    int8 = VirtualDevice.parse("cpu@openvino:int8")
+    assert stands_for("openvino + nncf int8", {int8: {}}) is None  # not autopart's own int8
+    assert stands_for("openvino alone f32", {VirtualDevice.parse("cpu@openvino"): {}})
+    graph = autopart.load("squeezenet")
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "nncf" else real_find_spec(name, *a),
+    )
+    failures: dict[str, str] = {}
+    peers("squeezenet", PeerInputs.of(graph), only="openvino + nncf int8", failures=failures)
+    assert "pip install -e '.[int8-peers]'" in failures["openvino + nncf int8"]

@@ -262,6 +262,8 @@ def whole_models(costs: Costs) -> list[Baseline]:
     graph = costs.graph
     found: list[Baseline] = []
     for peer in declared_peers(available=True):
+        if not peer.stands_for_plan:
+            continue
         target = VirtualDevice(HOST_DEVICE, None, peer.codegen, peer.precision())
         if target not in costs.targets or any(b.target == target for b in found):
             continue

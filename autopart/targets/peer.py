@@ -20,6 +20,7 @@ import onnx
 
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_export import to_onnx
+from autopart.targets import quant_ranges
 from autopart.zoo import resolve_model
 
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
@@ -34,16 +35,20 @@ class PeerInputs:
     run, as a user would feed them. ``shapes`` are the static shapes of the inputs
     (``--input-shape``, symbolic dims 1 by default): the feeds have them, and OpenVINO
     compiles for them (a user reshapes a dynamic model for the one shape they run).
+    ``calibration`` are the samples an int8 peer calibrates on, the same as autopart's
+    own int8 (:mod:`autopart.targets.quant_ranges`).
     """
 
     frozen: Mapping[str, np.ndarray] = field(default_factory=dict)
     shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    calibration: Sequence[Mapping[str, np.ndarray]] = ()
 
     @classmethod
     def of(cls, graph: Graph) -> PeerInputs:
-        """The frozen values and input shapes ``graph`` was imported with."""
+        """The frozen values, input shapes and calibration samples of ``graph``."""
         shapes = {name: tuple(graph.value(name).shape or ()) for name in graph.inputs}
-        return cls(dict(graph.meta.get("frozen", {})), shapes)
+        calibration = quant_ranges.calibration_of(graph).samples
+        return cls(dict(graph.meta.get("frozen", {})), shapes, calibration)
 
     def static_shapes(self) -> dict[str, tuple[int, ...]]:
         """The static shape of every input: those of ``shapes``, and the frozen values'."""
@@ -81,6 +86,10 @@ class Peer:
     f32), asked only when needed (it may probe the library). ``linger_s`` is how long its
     threads keep cores busy after a run returns. A ``sets_tolerance`` peer's error on the
     evaluation samples sets the default tolerance (:mod:`autopart.tuning.accuracy`).
+
+    A ``tool`` peer is the library with a tool a user runs on the model first (NNCF's or
+    onnxruntime's int8 quantisation): it is named ``<codegen> + <tool>`` (``openvino +
+    nncf int8``) and stands for no plan of autopart's, whose int8 is its own.
     """
 
     codegen: str
@@ -89,13 +98,21 @@ class Peer:
     precision: Callable[[], str | None] = in_f32
     linger_s: float = 0.0
     sets_tolerance: bool = False
+    tool: str = ""
 
     @property
     def name(self) -> str:
-        """``<codegen> alone``, then the variant: ``onnxruntime alone``, ``openvino alone f32``."""
+        """``<codegen> alone`` and its variant (``openvino alone f32``); ``<codegen> + <tool>``."""
+        if self.tool:
+            return f"{self.codegen} + {self.tool}"
         return " ".join([self.codegen, "alone", *self.variant.split()])
 
     @property
     def column(self) -> str:
-        """Its ratio column in ``bench``: ``vs_onnxruntime``, ``vs_openvino_f32``."""
-        return "_".join(["vs", self.codegen, *self.variant.split()])
+        """Its ratio column in ``bench``: ``vs_onnxruntime``, ``vs_openvino_nncf_int8``."""
+        return "_".join(["vs", self.codegen, *(self.tool or self.variant).split()])
+
+    @property
+    def stands_for_plan(self) -> bool:
+        """Whether it amounts to its codegen's single-target plan at its precision."""
+        return not self.tool

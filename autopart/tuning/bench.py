@@ -96,8 +96,8 @@ def _bench_model(
     twins = _twins(plans)
     twins[AGAIN] = AGAIN  # compiled and timed on its own: the run's noise floor
     plans[AGAIN] = plans[TUNED]
-    peers_run, _ = peers(model, PeerInputs.of(graph))
     failures: dict[str, str] = {}
+    peers_run, _ = peers(model, PeerInputs.of(graph), failures=failures)
     measured = measure_plans(
         graph,
         _first_what_the_bench_is_for(plans, twins),

@@ -15,7 +15,11 @@ only those that could still be kept:
 - a peer the screen timed whole beyond that reach of the quickest of the incumbent and the
   peers; never the quickest peer, nor the peer whose error sets the tolerance;
 - a peer whose codegen the screen saw miss its compile deadline on the whole model (the
-  screen's note says so): compiled again without one, it would take as long.
+  screen's note says so): compiled again without one, it would take as long;
+- a peer that runs a tool on the model first (an int8 quantiser,
+  :attr:`~autopart.targets.peer.Peer.tool`) that the screen did not time, or measured
+  beyond the tolerance: building it again costs tens of seconds, and such a peer is never
+  the best one.
 
 Each left out is named, with the figure that left it out, in one note per kind. The
 others enter in heats (:class:`~autopart.tuning.verify.Heats`), in the order
@@ -86,6 +90,7 @@ def entrants(
     skipped_notes: list[str] = []
     skipped = set() if thorough else _peers_behind(screening, skipped_notes)
     skipped |= set() if thorough else _peers_too_slow(screening)
+    skipped |= set() if thorough else _tools_left_out(screening, skipped_notes)
     keep = {plan for peer, plan in peer_equivalents(candidates).items() if peer not in skipped}
     found = Entrants(first=[*sorted(keep), outcome.chosen.name])
     split = {c.name for c in too_split_to_race(outcome)}
@@ -167,6 +172,29 @@ def _peers_too_slow(screening: Screening | None) -> set[str]:
     if screening is None or not screening.too_slow:
         return set()
     return {peer.name for peer in declared_peers() if peer.codegen in screening.too_slow}
+
+
+def _tools_left_out(screening: Screening | None, notes: list[str]) -> set[str]:
+    """The tool peers the screen did not time, or timed beyond the tolerance; a note says so."""
+    if screening is None:
+        return set()
+    tools = [peer.name for peer in declared_peers(available=True) if peer.tool]
+    untimed = sorted(name for name in tools if name not in screening.whole)
+    if untimed and not screening.tools:
+        notes.append(
+            "int8 peers not run without --inputs (int8 on random inputs says nothing of the "
+            f"task; bench runs them): {', '.join(untimed)}"
+        )
+        return set(untimed)
+    wrong = sorted(
+        name for name in tools if name in screening.whole and not screening.whole[name].correct
+    )
+    if untimed:
+        notes.append(f"peers not raced, not timed in the screen's budget: {', '.join(untimed)}")
+    if wrong:
+        named = ", ".join(f"{n} ({screening.whole[n].max_error:.3g})" for n in wrong)
+        notes.append(f"peers not raced, beyond the tolerance in the screen: {named}")
+    return {*untimed, *wrong}
 
 
 def _peers_behind(screening: Screening | None, notes: list[str]) -> set[str]:

@@ -38,6 +38,7 @@ def peers(
     inputs: PeerInputs | None = None,
     skip: Collection[str] = (),
     only: str | None = None,
+    failures: dict[str, str] | None = None,
 ) -> tuple[dict[str, Runner], list[str]]:
     """Every peer this machine can run for ``model``, by name, and why any other could not.
 
@@ -46,7 +47,7 @@ def peers(
     installed codegens, but for those named in ``skip`` (not built), or only the one named
     ``only`` (None: all). A library that
     rejects the model is left out with a one-line reason: a user could not have run it
-    that way either.
+    that way either (in ``failures`` too, by name, when given).
     """
     found: dict[str, Runner] = {}
     notes: list[str] = []
@@ -58,6 +59,8 @@ def peers(
         except Exception as error:  # no library's exception types are specific
             first = (str(error).strip().splitlines() or [type(error).__name__])[-1]
             notes.append(f"{peer.name} could not run this model: {first[:200]}")
+            if failures is not None:
+                failures[peer.name] = first[:200]
     return found, notes
 
 
@@ -96,6 +99,8 @@ def peer_equivalents(candidates: Mapping[str, Candidate]) -> dict[str, str]:
     """
     found: dict[str, str] = {}
     for peer in declared_peers():
+        if not peer.stands_for_plan:
+            continue
         precision = peer.precision()
         for name, candidate in candidates.items():
             target = candidate.target

@@ -83,6 +83,8 @@ class Screening:
     ``plans`` the single-target plans it timed, by name. ``too_slow``: each codegen that
     did not compile the whole model within its deadline, with the deadline (s); its targets
     are dropped and its peers not raced. ``notes`` say what the screen did, one line each.
+    ``tools`` says it timed the peers that run a tool first (int8 quantisers): only on the
+    user's samples, for int8 on random inputs says nothing of the task.
     """
 
     targets: list[str]
@@ -99,6 +101,7 @@ class Screening:
     unpriced: list[str] = field(default_factory=list)
     priced: bool = False
     too_slow: dict[str, float] = field(default_factory=dict)
+    tools: bool = False
 
 
 def screens(options: TuneOptions, targets: Sequence[str]) -> bool:
@@ -151,8 +154,8 @@ def screen_targets(
     timing = time.perf_counter()
     step("the single-target plans")
     plans = whole_plans(graph, assignments, fallback, source)
-    jobs = whole_jobs(plans, assignments, options.peers)
     judge = judge or Judge(graph)
+    jobs = whole_jobs(plans, assignments, options.peers, tools=judge.real)
     found = time_whole(model, graph, jobs, feeds, reference, clock, progress, judge)
     whole, untimed = found.whole, found.notes
     timing_s = time.perf_counter() - timing - found.abandoned_s  # not compiled in the race
@@ -160,6 +163,7 @@ def screen_targets(
     for result in whole.values():
         result.tolerance = tolerance
     screening = Screening(list(targets), list(targets), whole, tolerance=tolerance)
+    screening.tools = judge.real
     screening.timing_s, screening.plans = timing_s, plans
     screening.notes.extend(f"screen: {note}" for note in untimed)
     correct = {name: result for name, result in whole.items() if result.correct}

@@ -69,15 +69,22 @@ class WholeJob:
 
 
 def whole_jobs(
-    plans: Mapping[str, Plan], assignments: Mapping[VirtualDevice, Assignment], with_peers: bool
+    plans: Mapping[str, Plan],
+    assignments: Mapping[VirtualDevice, Assignment],
+    with_peers: bool,
+    tools: bool = True,
 ) -> list[WholeJob]:
     """The screen's runners, most needed first.
 
     The peer that sets the tolerance, then its own plan, the other peers' plans (these are
-    ``needed``), the other peers, and the other single-target plans: a budget that runs out
-    skips from the end.
+    ``needed``), the other peers, the other single-target plans, and the peers that run a
+    tool on the model first (an int8 quantiser, tens of seconds; only with ``tools``): a
+    budget that runs out skips from the end.
     """
-    available = declared_peers(available=True) if with_peers else ()
+    available = [
+        peer for peer in (declared_peers(available=True) if with_peers else ())
+        if tools or not peer.tool
+    ]  # fmt: skip
     equivalent = {  # a plan's name -> the peer it stands for
         single_name(target): peer
         for peer in available
@@ -86,7 +93,7 @@ def whole_jobs(
 
     def rank(job: WholeJob) -> int:
         if job.peer is not None:
-            return 0 if job.peer.sets_tolerance else 3
+            return 0 if job.peer.sets_tolerance else 5 if job.peer.tool else 3
         peer = equivalent.get(job.name)
         return 4 if peer is None else 1 if peer.sets_tolerance else 2
 
@@ -216,7 +223,7 @@ def stands_for(name: str, assignments: Mapping[VirtualDevice, Assignment]) -> Vi
         if single_name(target) == name:
             return target
     for peer in declared_peers():
-        if peer.name == name:
+        if peer.name == name and peer.stands_for_plan:
             precision = peer.precision()
             return next(
                 (

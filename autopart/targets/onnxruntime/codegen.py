@@ -48,7 +48,7 @@ from autopart.targets.codegen import (
     Role,
 )
 from autopart.targets.cpu_units import allowed_cores, pinned_to
-from autopart.targets.onnxruntime import peer
+from autopart.targets.onnxruntime import peer, qdq_peer
 from autopart.targets.onnxruntime.layout import layout_seconds_per_run
 from autopart.targets.onnxruntime.settings import ONNXRUNTIME
 from autopart.targets.peer import Peer
@@ -312,8 +312,8 @@ class OnnxRuntimeCodegen(ProbedCodegen):
 
     @classmethod
     def peers(cls) -> tuple[Peer, ...]:
-        """``onnxruntime alone``: one session at its default options."""
-        return (peer.ALONE,)
+        """``onnxruntime alone`` (one session at its default options) and its int8 peer."""
+        return (peer.ALONE, qdq_peer.QDQ_INT8)
 
     def alone_differs(self, placement: Placement) -> bool:
         """On a whole device a lone partition gets default session options: threads spin."""

@@ -53,7 +53,7 @@ from autopart.targets import qdq
 from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import HOST, CompiledSubgraph, Environment, Placement, ProbedCodegen
 from autopart.targets.cpu_units import cpu_flags, pinned_to
-from autopart.targets.openvino import library, peer, quantize
+from autopart.targets.openvino import library, nncf_peer, peer, quantize
 from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph, compile_in_pieces
 from autopart.targets.openvino.probe import probe
 from autopart.targets.peer import Peer
@@ -225,8 +225,8 @@ class OpenVinoCodegen(ProbedCodegen):
 
     @classmethod
     def peers(cls) -> tuple[Peer, ...]:
-        """``openvino alone`` (as installed, no properties) and ``openvino alone f32``."""
-        return (peer.AS_INSTALLED, peer.F32)
+        """``openvino alone`` (as installed, no properties), in f32, and ``+ nncf int8``."""
+        return (peer.AS_INSTALLED, peer.F32, nncf_peer.NNCF_INT8)
 
     @classmethod
     def precisions(cls) -> tuple[str, ...]:

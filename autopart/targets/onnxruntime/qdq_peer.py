@@ -1,0 +1,110 @@
+"""The int8 peer of the ``onnxruntime`` codegen: ``onnxruntime + qdq int8``.
+
+What a user does to run a model in int8 with onnxruntime alone: quantise it with
+``onnxruntime.quantization.quantize_static`` at its defaults (QDQ format, signed 8-bit
+activations and weights, per tensor, MinMax calibration) on the calibration samples
+(:attr:`~autopart.targets.peer.PeerInputs.calibration`, the ones autopart's own int8 is
+calibrated on), then run the quantised model in a session at its default options. It stands
+for no plan of autopart's (:attr:`~autopart.targets.peer.Peer.stands_for_plan`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+
+from autopart.errors import TargetError
+from autopart.targets.onnxruntime.peer import _ort, cpu_session
+from autopart.targets.onnxruntime.settings import ONNXRUNTIME
+from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
+
+PRECISION = "int8"
+EXTERNAL_DATA_BYTES = 1 << 30  # a model this large is saved with its weights beside it
+
+
+def qdq_int8(model: PeerModel, inputs: PeerInputs | None = None) -> Runner:
+    """A runner of ``model`` quantised by ``quantize_static`` at its defaults, on onnxruntime.
+
+    Raises :class:`TargetError` without onnxruntime or calibration samples, or with the
+    quantiser's or the session's first line when either rejects the model.
+    """
+    if _ort is None:
+        raise TargetError("onnxruntime + qdq int8 needs the onnxruntime package")
+    fixed = inputs or PeerInputs()
+    if not fixed.calibration:
+        raise TargetError("onnxruntime + qdq int8 needs calibration samples")
+    proto = peer_model(model)
+    wanted = [value.name for value in proto.graph.input]
+    samples = [fixed.feeds(wanted, sample) for sample in fixed.calibration]
+    with tempfile.TemporaryDirectory(prefix="autopart-qdq-") as folder:
+        source, quantised = Path(folder) / "model.onnx", Path(folder) / "int8.onnx"
+        large = proto.ByteSize() > EXTERNAL_DATA_BYTES
+        onnx.save(proto, str(source), save_as_external_data=large)
+        del proto
+        try:
+            with _quiet_quantiser():
+                _quantize(source, quantised, samples, large)
+            options = _ort.SessionOptions()
+            options.log_severity_level = 3  # errors only, as the f32 peer
+            session = cpu_session(_model_bytes(quantised, large), options)
+        except Exception as error:  # the quantiser's and onnxruntime's errors are of many types
+            line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+            raise TargetError(f"onnxruntime's quantize_static failed: {line[:200]}") from None
+    names = [output.name for output in session.get_outputs()]
+    ports = [port.name for port in session.get_inputs()]
+
+    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(names, session.run(names, fixed.feeds(ports, feeds)), strict=True))
+
+    return run
+
+
+def _quantize(source: Path, target: Path, samples: Sequence[dict[str, Any]], large: bool) -> None:
+    """``quantize_static`` of ``source`` to ``target`` at its defaults, fed ``samples``."""
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+
+    class Samples(CalibrationDataReader):  # type: ignore[misc]
+        def __init__(self) -> None:
+            self.left: Iterator[dict[str, Any]] = iter(samples)
+
+        def get_next(self) -> dict[str, Any] | None:
+            return next(self.left, None)
+
+    quantize_static(str(source), str(target), Samples(), use_external_data_format=large)
+
+
+def _model_bytes(path: Path, large: bool) -> bytes:
+    """The quantised model's bytes, its external weights loaded in where it has them."""
+    if not large:
+        return path.read_bytes()
+    return onnx.load(str(path)).SerializeToString()
+
+
+@contextlib.contextmanager
+def _quiet_quantiser() -> Iterator[None]:
+    """Keep the quantiser's advice (run pre-processing first, ...) off the user's stderr."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
+def _precision() -> str:
+    """What the peer computes in, as a target names it: int8."""
+    return PRECISION
+
+
+QDQ_INT8 = Peer(
+    "onnxruntime", qdq_int8, precision=_precision, linger_s=ONNXRUNTIME.spin_linger_s,
+    tool="qdq int8",
+)  # fmt: skip
