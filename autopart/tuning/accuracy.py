@@ -235,11 +235,18 @@ def search_error_model(
     policy: AccuracyPolicy,
     seed: int,
     progress: Callable[[int, int], None] | None = None,
+    metric: Metric | None = None,
 ) -> ErrorModel | None:
     """The error model the search keeps to, from the nodes' measured sensitivities.
 
-    None when no target of ``targets`` computes in a reduced precision the reference can
-    emulate. The tolerance is ``policy``'s number when given; else the error of every node
+    The sensitivities are measured on the first calibration sample where the user gave
+    samples, else on seeded random inputs. None when no target of ``targets`` computes in a
+    reduced precision the reference can emulate. Under a task ``metric`` (not max-rel) the
+    relative error only stands in for the metric, so the search is not held back (the
+    bound is every node at its most reduced precision): running judges the plan by the
+    metric, and a plan over its budget is searched again under a bound shrunk by how far
+    it overshot (:func:`tighter_error_model`). Else the tolerance is ``policy``'s number
+    (``max_drop`` or ``tolerance``) when given; else the error of every node
     in bf16 (the default tolerance follows OpenVINO as installed, which computes every node it
     can in bf16, never in int8) times the budget's :attr:`AccuracyPolicy.peer_factor`: int8 nodes
     then fit only where their error stays within what bf16 everywhere would cost, and
@@ -250,12 +257,15 @@ def search_error_model(
     )
     if not reduced:
         return None
-    feeds = random_inputs(graph, seed)
+    calibration = quant_ranges.calibration_of(graph)
+    feeds = random_inputs(graph, seed) if calibration.stand_in else dict(calibration.samples[0])
     found = {p: measure_error_model(graph, feeds, p, None, progress=progress) for p in reduced}
     weights = {key: value for part in found.values() for key, value in part.weights.items()}
     worst = max(part.all_reduced for part in found.values())
-    tolerance = policy.tolerance
-    if not isinstance(tolerance, float):  # what OpenVINO as installed reduces: bf16, never int8
+    tolerance = policy.max_drop if policy.max_drop is not None else policy.tolerance
+    if metric is not None and metric.name != MAX_REL:
+        tolerance = worst
+    elif not isinstance(tolerance, float):  # what OpenVINO as installed reduces: bf16, not int8
         rounded = [part.all_reduced for p, part in found.items() if p in ROUNDED]
         tolerance = max(max(rounded, default=0.0) * policy.peer_factor,
                         COMMON.check_tolerance)  # fmt: skip

@@ -418,6 +418,7 @@ def prepare(
     accuracy = search_error_model(
         graph, chosen_targets, options.accuracy_policy, asked.seed,
         None if progress is None else lambda d, t: progress("accuracy", d, t, "sensitivities"),
+        located.judge.metric,
     )  # fmt: skip
     if accuracy is not None:  # the sensitivities' buffers, where any were measured
         release_freed_memory()
