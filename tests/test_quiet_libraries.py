@@ -12,7 +12,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from autopart.tuning.peers import peers
+from autopart.tuning.peers import PeerInputs, peers
 
 
 def _nonzero_declared_fixed() -> onnx.ModelProto:
@@ -33,5 +33,18 @@ def test_a_peer_on_a_wrongly_declared_shape_writes_nothing_to_stderr(
     found, _ = peers(model, only="onnxruntime alone")
     capfd.readouterr()
     outputs = found["onnxruntime alone"]({"x": np.array([1, 0, 2, 3, 0, 4], np.float32)})
+    assert outputs["y"].shape == (1, 4)
+    assert capfd.readouterr().err == ""
+
+
+def test_quantising_a_wrongly_declared_model_writes_nothing_to_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    model = _nonzero_declared_fixed()
+    samples = [{"x": np.array([1, 0, 2, 3, 0, i], np.float32)} for i in range(3)]
+    capfd.readouterr()
+    found, notes = peers(model, PeerInputs(calibration=samples), only="onnxruntime + qdq int8")
+    assert not notes, notes
+    outputs = found["onnxruntime + qdq int8"]({"x": np.array([1, 0, 2, 3, 0, 4], np.float32)})
     assert outputs["y"].shape == (1, 4)
     assert capfd.readouterr().err == ""

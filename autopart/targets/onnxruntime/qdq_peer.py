@@ -87,16 +87,26 @@ def _model_bytes(path: Path, large: bool) -> bytes:
     return onnx.load(str(path)).SerializeToString()
 
 
+ORT_DEFAULT_SEVERITY = 2  # onnxruntime's default logger level: warnings
+
+
 @contextlib.contextmanager
 def _quiet_quantiser() -> Iterator[None]:
-    """Keep the quantiser's advice (run pre-processing first, ...) off the user's stderr."""
+    """Keep the quantiser's advice and its calibration sessions' warnings off stderr.
+
+    The calibration sessions are the quantiser's own, at onnxruntime's default log level:
+    a model that declares an output's shape wrongly warns at every calibration run.
+    """
+    assert _ort is not None
     root = logging.getLogger()
     level = root.level
     root.setLevel(logging.ERROR)
+    _ort.set_default_logger_severity(3)
     try:
         yield
     finally:
         root.setLevel(level)
+        _ort.set_default_logger_severity(ORT_DEFAULT_SEVERITY)
 
 
 def _precision() -> str:
