@@ -251,6 +251,7 @@ def _tie_model(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow  # a tune, a show and a bench: a minute; the pieces are tested above
 @needs_bf16
 def test_the_default_plan_keeps_the_answers_that_openvino_as_installed_changes(
     tmp_path: Path,

@@ -281,10 +281,11 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     tolerance = table["budget"].iloc[0]
     assert (table["budget"] == tolerance).all()
     assert tolerance == pytest.approx(max(1e-3, 1.1 * as_installed["max_rel_error"]), rel=1e-3)
-    assert table["within_budget"].all()
+    quantised = table["plan"].isin(["onnxruntime + qdq int8", "openvino + nncf int8"])
+    assert table.loc[~quantised, "within_budget"].all()  # int8 on random inputs: 1e-1 off
     assert (table["metric"] == "max-rel").all()
     assert (table["metric_drop"] == table["max_rel_error"]).all()
-    exact = table[~table["plan"].isin(["openvino alone"])]
+    exact = table[~table["plan"].isin(["openvino alone"]) & ~quantised]
     assert (exact["max_rel_error"] < 1e-3).all()  # TARGETS are all f32
     assert json.loads(json.dumps(table.to_dict()))  # plain data only
     # a plan equal to another (the tuned plan is often a single target) is timed once
@@ -320,9 +321,13 @@ def test_bench_with_room_for_two_plans_beside_the_peers_measures_every_plan_in_h
     from autopart.errors import AutopartError
     from autopart.tuning import verify
 
-    def room_for_two(nbytes: int, what: str) -> None:  # the three peers and two plans fit
+    from autopart.targets.registry import declared_peers
+
+    room = len(declared_peers(available=True)) + 2  # every peer and two plans fit
+
+    def room_for_two(nbytes: int, what: str) -> None:
         held = re.search(r"beside the (\d+) runners", what)
-        if held is not None and int(held.group(1)) >= 5:
+        if held is not None and int(held.group(1)) >= room:
             raise AutopartError(f"{what} needs {nbytes} bytes, more than are available")
 
     monkeypatch.setattr(verify, "check_fits", room_for_two)
@@ -575,7 +580,8 @@ def test_a_peer_that_rejects_the_model_is_left_out_with_a_note(
 
     monkeypatch.setattr(openvino_peer, "openvino_alone", rejects)
     monkeypatch.setattr(openvino_peer.library, "HAVE_OPENVINO", True)
-    runners, notes = peers(str(tiny_path))
+    tools = {"onnxruntime + qdq int8", "openvino + nncf int8"}  # quantisers: another test
+    runners, notes = peers(str(tiny_path), skip=tools)
     assert list(runners) == ["onnxruntime alone"]
     assert notes == [
         "openvino alone could not run this model: unsupported op Foo",
