@@ -319,9 +319,8 @@ def test_bench_with_room_for_two_plans_beside_the_peers_measures_every_plan_in_h
     tmp_path: Path, profiled: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from autopart.errors import AutopartError
-    from autopart.tuning import verify
-
     from autopart.targets.registry import declared_peers
+    from autopart.tuning import verify
 
     room = len(declared_peers(available=True)) + 2  # every peer and two plans fit
 
