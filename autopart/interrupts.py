@@ -15,6 +15,7 @@ them into the one line the command line prints.
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
 import sys
@@ -114,6 +115,36 @@ def interruptible() -> Iterator[None]:
             signal.signal(signum, handler)
 
 
+def _hand_to_main() -> None:
+    """Take SIGINT and SIGTERM in a thread of their own and raise them in the main thread.
+
+    A signal delivered to the process lands in whichever thread runs, in the middle of a
+    library's call: on an Intel Xeon with AMX, a Ctrl-C during the race's OpenVINO and
+    onnxruntime runs ended the process by SIGSEGV. Blocked here, before any library
+    starts a thread (every thread inherits the mask), the signals reach only a watcher
+    waiting for them (``sigwait``), which hands each to the main thread's Python handler
+    (``_thread.interrupt_main``): it runs between two bytecodes, never inside a library.
+    The watcher ends the process itself on the :data:`FORCED_AFTER`-th signal, as the
+    handler would, for the main thread may be inside a long call then. Signals the process
+    was started ignoring stay ignored.
+    """
+    wanted = {signum for signum in SIGNALS if signal.getsignal(signum) != signal.SIG_IGN}
+    if not wanted or not hasattr(signal, "pthread_sigmask"):
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+
+    def watch() -> None:
+        received: list[int] = []
+        while True:
+            received.append(signal.sigwait(wanted))
+            if len(received) >= FORCED_AFTER:
+                os.write(2, f"{FORCED_EXIT_LINE}\n".encode())
+                os._exit(128 + received[0])
+            _thread.interrupt_main(received[-1])
+
+    threading.Thread(target=watch, name="autopart-signals", daemon=True).start()
+
+
 def run_interruptible(main: Callable[[], object], nothing: str = "nothing was saved") -> None:
     """Run ``main`` with signals taken for good; an interrupt it lets out is one line.
 
@@ -125,6 +156,7 @@ def run_interruptible(main: Callable[[], object], nothing: str = "nothing was sa
     signal instead.
     """
     _install()  # for good: restoring them as the process ends would open a gap
+    _hand_to_main()
     try:
         main()
     except KeyboardInterrupt as interrupt:

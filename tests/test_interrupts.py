@@ -180,14 +180,16 @@ def test_a_third_signal_ends_the_process_at_once(tuned: Tuned) -> None:
     assert _taken.count == 2
     # the third calls os._exit: shown in a child, which it ends with the first one's status
     script = (
-        "import os, signal\n"
+        "import os, signal, time\n"
         "from autopart.interrupts import run_interruptible\n"
         "def work():\n"
         "    try:\n"
         "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(5)\n"
         "    finally:\n"
-        "        os.kill(os.getpid(), signal.SIGINT)\n"
-        "        os.kill(os.getpid(), signal.SIGINT)\n"
+        "        for _ in range(2):\n"
+        "            time.sleep(0.2)  # a user's signals come apart, in order\n"
+        "            os.kill(os.getpid(), signal.SIGINT)\n"
         "        while True: pass\n"
         "run_interruptible(work)\n"
     )

@@ -55,6 +55,9 @@ def compile_to_blob(
             raise CompileTimeoutError(
                 f"openvino did not finish compiling within {deadline_s:.3g} s, so it was stopped"
             ) from None
+        except BaseException:  # an interrupt: the child compiles for no one
+            child.kill()
+            raise
         blob = folder / BLOB
         if child.returncode != 0 or not blob.is_file():
             lines = errors.decode(errors="replace").strip().splitlines() or ["no message"]
