@@ -54,8 +54,7 @@ from heldout.suite import CACHE
 from PIL import Image
 
 from autopart import api
-from autopart.targets import quant_ranges
-from autopart.tuning.judge import Judge, split_samples
+from autopart.tuning.judge import task_judge
 from autopart.tuning.metrics import Metric, metric_for, parse_metric
 from autopart.tuning.peers import PeerInputs, peer_lingers, peers
 from autopart.tuning.verify import measure_plans
@@ -185,12 +184,9 @@ def run_model(task: Task, args: argparse.Namespace) -> list[dict[str, object]]:
         )  # fmt: skip
         plans[f"autopart (--max-drop {budget:g})"] = report.plan
     graph = api.load(path, task.shapes)
-    calibration, validation = split_samples(samples, 0.5, args.seed)
-    quant_ranges.attach(graph, quant_ranges.CalibrationSamples(tuple(calibration), False))
-    asked = parse_metric(task.metric)
-    metric: Metric = metric_for(graph, asked, True)
-    judge = Judge(graph, metric, validation, real=True, given=len(samples),
-                  calibrated=len(calibration))  # fmt: skip
+    metric: Metric = metric_for(graph, parse_metric(task.metric), True)
+    judge = task_judge(graph, samples, metric, 0.5, args.seed)  # the tunes' split, attached
+    validation = list(judge.samples)
     failures: dict[str, str] = {}
     runners, _ = peers(path, PeerInputs.of(graph), failures=failures)
     measured = measure_plans(
@@ -205,7 +201,7 @@ def run_model(task: Task, args: argparse.Namespace) -> list[dict[str, object]]:
             "budget": budgets.get(name, math.nan),
             "within_budget": result.max_error <= budgets.get(name, args.budgets[1]),
             "max_rel_error": result.max_rel_error, "validation": len(validation),
-            "calibration": len(calibration), "plan": _plan_of(plans.get(name)), "error": "",
+            "calibration": judge.calibrated, "plan": _plan_of(plans.get(name)), "error": "",
         }
         for name, result in measured.items()
     ]  # fmt: skip

@@ -19,10 +19,9 @@ import logging
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import numpy as np
-
 from autopart.errors import TargetError
 from autopart.targets.openvino import library
+from autopart.targets.openvino.peer import compiled_runner
 from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
 
 PRECISION = "int8"
@@ -57,19 +56,7 @@ def nncf_int8(model: PeerModel, inputs: PeerInputs | None = None) -> Runner:
         compiled = library.core().compile_model(quantised, library.DEVICE, {})
     except Exception as error:  # NNCF's and OpenVINO's errors are of many types
         raise TargetError(f"nncf.quantize failed: {library.first_line(error)[:200]}") from None
-    request = compiled.create_infer_request()
-    names = [named[0] for named in library.port_names(compiled.inputs, declared)]
-    outputs = library.port_names(compiled.outputs, wanted)
-
-    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        result = request.infer(fixed.feeds(names, feeds))
-        return {
-            name: np.asarray(result[index])
-            for index, aliases in enumerate(outputs)
-            for name in aliases
-        }
-
-    return run
+    return compiled_runner(compiled, declared, wanted, fixed)
 
 
 def _feed(sample: Mapping[str, Any], ports: list[list[str]]) -> dict[str, Any]:

@@ -10,7 +10,8 @@ and that precision: OpenVINO's own defaults.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,17 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
     compiled = library.compiled_once(model_bytes, settings, fixed.static_shapes())
     del model_bytes
+    return compiled_runner(compiled, declared, wanted, fixed)
+
+
+def compiled_runner(
+    compiled: Any, declared: Sequence[str], wanted: Sequence[str], fixed: PeerInputs
+) -> Runner:
+    """A runner of an OpenVINO compiled model, named by the ONNX model's own ports.
+
+    It is fed by the inputs ``declared`` (and ``fixed``'s frozen values) and returns the
+    outputs ``wanted``, each under every name OpenVINO kept for it.
+    """
     request = compiled.create_infer_request()
     names = [named[0] for named in library.port_names(compiled.inputs, declared)]
     outputs = library.port_names(compiled.outputs, wanted)
