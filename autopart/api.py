@@ -59,6 +59,7 @@ def load(
     model: ModelLike,
     input_shapes: InputShapes | None = None,
     freeze: FreezeValues | None = None,
+    sample_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Graph:
     """Import a zoo name, an ``.onnx`` path, a ModelProto (or pass a Graph through).
 
@@ -68,9 +69,11 @@ def load(
     input's dtype): they become constants, no longer inputs, and what follows from them
     folds (an ``If`` on them included). Raises :class:`~autopart.errors.ModelError` for a
     name that is neither an input nor a dim name, a shape that disagrees with the model's,
-    and a frozen name that is not an input.
+    and a frozen name that is not an input. ``sample_shapes``, the array shapes of one of
+    the user's samples by input (a leading sample axis allowed), fix the symbolic dims of
+    inputs given no shape (:func:`~autopart.ir.input_shapes.shapes_from_samples`).
     """
-    return load_model(model, input_shapes, freeze)
+    return load_model(model, input_shapes, freeze, sample_shapes)
 
 
 def info(
@@ -112,14 +115,15 @@ def make_plan(
     fallback: str | None = None,
     input_shapes: InputShapes | None = None,
     freeze: FreezeValues | None = None,
+    sample_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> tuple[Plan, Graph]:
     """A plan from ``SELECTOR=TARGET`` rules; unassigned or unsupported nodes use ``fallback``.
 
     ``fallback`` None is the reference on the whole host (``cpu@numpy``,
-    :func:`~autopart.targets.resolve.reference_target`). ``input_shapes`` and ``freeze``
-    are :func:`load`'s; the plan records both.
+    :func:`~autopart.targets.resolve.reference_target`). ``input_shapes``, ``freeze`` and
+    ``sample_shapes`` are :func:`load`'s; the plan records the shapes and frozen values.
     """
-    graph = load(model, input_shapes, freeze)
+    graph = load(model, input_shapes, freeze, sample_shapes)
     source = str(graph.meta.get("source", graph.name))
     last = reference_target() if fallback is None else fallback
     return plan_from_rules(graph, assign, last, source), graph

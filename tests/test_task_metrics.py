@@ -25,7 +25,7 @@ from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.openvino import codegen as ovgen
 from autopart.targets.peer import PeerInputs
 from autopart.targets.registry import declared_peers
-from autopart.tuning.accuracy import AccuracyPolicy, search_error_model
+from autopart.tuning.accuracy import AccuracyPolicy
 from autopart.tuning.judge import Judge, load_dataset, split_samples
 from autopart.tuning.metrics import (
     AGREEMENT,
@@ -382,17 +382,3 @@ def test_an_int8_peer_stands_for_no_plan_and_says_why_it_is_absent(
     failures: dict[str, str] = {}
     peers("squeezenet", PeerInputs.of(graph), only="openvino + nncf int8", failures=failures)
     assert "pip install -e '.[int8-peers]'" in failures["openvino + nncf int8"]
-
-
-@needs_bf16
-def test_under_a_task_metric_the_search_is_held_back_by_running_not_by_the_proxy() -> None:
-    graph = autopart.load(_classifier())
-    targets = ["cpu@openvino", "cpu@openvino:bf16"]
-    policy = AccuracyPolicy()
-    proxy = search_error_model(graph, targets, policy, 0)
-    task = search_error_model(graph, targets, policy, 0, metric=Metric(AGREEMENT))
-    assert proxy is not None and task is not None
-    assert task.tolerance == task.all_reduced  # every node reduced still fits
-    assert proxy.tolerance <= max(proxy.all_reduced * 1.1, 1e-3)
-    given = search_error_model(graph, targets, AccuracyPolicy(max_drop=5e-3), 0)
-    assert given is not None and given.tolerance == 5e-3

@@ -29,7 +29,7 @@ from autopart.plan.schema import PartitionSpec, Plan
 from autopart.runtime.plan_executor import PlanRunResult
 from autopart.settings import COMMON
 from autopart.targets import quant_ranges
-from autopart.tuning.judge import task_judge
+from autopart.tuning.judge import dataset_shapes, task_judge
 from autopart.tuning.oracle import oracle_outputs
 
 
@@ -137,8 +137,9 @@ def run(
             )
         plan, graph = api.load_plan(model)
     else:
+        seen = dataset_shapes(inputs_path) if inputs_path else None
         plan, graph = api.make_plan(
-            model, assign, fallback, parse_input_shapes(input_shapes), parse_freeze(freeze)
+            model, assign, fallback, parse_input_shapes(input_shapes), parse_freeze(freeze), seen
         )
     kept: list[str] = []
     with telling_interrupts(kept):

@@ -39,7 +39,7 @@ from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective, SearchOptions
 from autopart.tuning.metrics import AGREEMENT, MAX_REL, TOPK, Metric
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.plan_rows import plan_precisions
+from autopart.tuning.plan_rows import PlanRow, plan_precisions
 from autopart.tuning.workflow import TuneReport, tune_model
 
 
@@ -183,6 +183,13 @@ def tune_command(
     print_report(report)
 
 
+def _predicted_drop(row: PlanRow, metric: Metric, shown: bool) -> list[str]:
+    """The row's predicted-drop cell, or no cell where the table has no such column."""
+    if not shown:
+        return []
+    return ["-" if row.predicted_drop is None else metric.short(row.predicted_drop)]
+
+
 def _print_peers(report: TuneReport, metric: Metric) -> None:
     """The peers' times and drops, and a line where the peer setting the default errs.
 
@@ -240,8 +247,10 @@ def print_report(report: TuneReport) -> None:
     table.add_column("plan", no_wrap=True, min_width=max(len(r.label) + 2 for r in report.rows))
     metric = report.judge.metric if report.judge is not None else Metric(MAX_REL)
     drop = "error" if metric.name == MAX_REL else f"{metric.label} drop"
-    for column in ("predicted", "measured", drop, "speedup", "partitions", "copies",
-                   "peak memory"):  # fmt: skip
+    predicts = any(row.predicted_drop is not None for row in report.rows)
+    predicted_drop = ["predicted drop"] if predicts else []
+    for column in ("predicted", "measured", *predicted_drop, drop, "speedup", "partitions",
+                   "copies", "peak memory"):  # fmt: skip
         table.add_column(column)
     for row in report.rows:
         marker = " *" if row.name == report.chosen else ""
@@ -249,6 +258,7 @@ def print_report(report: TuneReport) -> None:
             row.label + marker,
             f"{row.predicted_s * 1e3:.2f} ms",
             "-" if row.measured_s is None else f"{row.measured_s * 1e3:.2f} ms",
+            *_predicted_drop(row, metric, predicts),
             "-" if row.max_error is None else metric.short(row.max_error),
             "-" if row.speedup is None else f"{row.speedup:.2f}x",
             str(row.partitions),

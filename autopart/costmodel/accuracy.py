@@ -10,6 +10,7 @@ the tolerance squared: one linear row of the ILP.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -25,12 +26,15 @@ class ErrorModel:
     computes in ``precision``; ``tolerance`` the largest relative output error allowed;
     ``all_reduced`` the error measured with every node reduced (what the weights add up
     to); ``method`` how the sensitivities were measured (``whole`` or ``local``).
+    ``metric`` names the task metric whose drop the weights and tolerance are in, when
+    they were scaled to it (None: the largest relative output error).
     """
 
     weights: Mapping[tuple[str, str], float]
     tolerance: float
     all_reduced: float = 0.0
     method: str = "whole"
+    metric: str | None = None
 
     def weight(self, node: str, target: VirtualDevice) -> float:
         """The squared error ``node`` adds on ``target`` (0 for f32 targets)."""
@@ -39,7 +43,7 @@ class ErrorModel:
         return self.weights.get((node, target.precision), 0.0)
 
     def predicted_error(self, assignment: Mapping[str, VirtualDevice]) -> float:
-        """The relative output error predicted for ``assignment``."""
+        """The output error predicted for ``assignment``: relative, or ``metric``'s drop."""
         return math.sqrt(sum(self.weight(node, t) for node, t in assignment.items()))
 
     def fits(self, assignment: Mapping[str, VirtualDevice]) -> bool:
@@ -53,5 +57,4 @@ class ErrorModel:
         next plan, if its prediction is off by the same factor, lands within ``allowed``.
         """
         factor = min(1.0, allowed / measured) if measured > 0 else 1.0
-        return ErrorModel(self.weights, self.tolerance * factor * 0.9, self.all_reduced,
-                              self.method)  # fmt: skip
+        return dataclasses.replace(self, tolerance=self.tolerance * factor * 0.9)

@@ -91,6 +91,39 @@ def resolve_input_shapes(
     return resolved
 
 
+def shapes_from_samples(
+    declared: Mapping[str, list[Dim] | None],
+    given: InputShapes,
+    seen: Mapping[str, Sequence[int]],
+) -> dict[str, tuple[int, ...]]:
+    """Full shapes for the inputs ``given`` leaves symbolic, from the user's samples.
+
+    ``seen`` is one sample file's array shapes by input: an input's own rank is one
+    sample, one more a leading sample axis. Only an input with a symbolic dim gets one,
+    and not where the user shaped it (its name or one of its dims' in ``given``) or
+    ``seen`` lacks it or does not fit its rank and fixed sizes: the samples are then checked
+    against the shape resolved without them, and refused with one line naming the file.
+    """
+    found: dict[str, tuple[int, ...]] = {}
+    for name, dims in declared.items():
+        if dims is None or all(isinstance(d, int) for d in dims) or name in given:
+            continue
+        if any(isinstance(d, str) and d in given for d in dims) or name not in seen:
+            continue
+        shape = tuple(int(size) for size in seen[name])
+        sample = shape[1:] if len(shape) == len(dims) + 1 else shape
+        if _fits(sample, dims):
+            found[name] = sample
+    return found
+
+
+def _fits(shape: tuple[int, ...], dims: list[Dim]) -> bool:
+    """Whether ``shape`` has ``dims``' rank and every size they fix."""
+    if len(shape) != len(dims):
+        return False
+    return all(not isinstance(d, int) or d == size for d, size in zip(dims, shape, strict=True))
+
+
 def defaulted_dims(
     declared: Mapping[str, list[Dim] | None], given: InputShapes, fixed: Collection[str] = ()
 ) -> list[str]:

@@ -8,6 +8,7 @@ whose shape cannot be made static, each with a one-line :class:`ModelError`.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +26,7 @@ from autopart.ir.input_shapes import (
     declared_dims,
     defaulted_dims,
     resolve_input_shapes,
+    shapes_from_samples,
 )
 from autopart.ir.node_order import sort_nodes
 from autopart.ir.observe import PARTIAL_SHAPES, observe_shapes
@@ -90,19 +92,23 @@ def load_graph(
     input_shapes: InputShapes | None = None,
     simplify_graph: bool = True,
     freeze: FreezeValues | None = None,
+    sample_shapes: Mapping[str, Sequence[int]] | None = None,
 ) -> Graph:
     """Import an ONNX model as a simplified :class:`Graph` with static shapes everywhere.
 
     ``input_shapes`` maps an input's name to its full shape, or a symbolic dim's name to
     its size (:mod:`autopart.ir.input_shapes`); other symbolic dims become 1. ``freeze``
     maps inputs to values they are fixed to: each becomes a constant, no longer an input
-    (:mod:`autopart.ir.freeze`). Simplifying folds constants, and with them every ``If``
-    whose condition becomes constant (:mod:`autopart.ir.fold_if`), until nothing changes.
+    (:mod:`autopart.ir.freeze`). ``sample_shapes`` are the shapes of the user's samples by
+    input: they fix the inputs ``input_shapes`` leaves symbolic
+    (:func:`~autopart.ir.input_shapes.shapes_from_samples`). Simplifying folds constants,
+    and with them every ``If`` whose condition becomes constant (:mod:`autopart.ir.fold_if`),
+    until nothing changes.
     """
     proto = model if isinstance(model, onnx.ModelProto) else read_model(model)
     _check(proto)
     check_declared_types(proto)
-    graph = _graph_from_proto(proto, input_shapes or {}, freeze or {})
+    graph = _graph_from_proto(proto, input_shapes or {}, freeze or {}, sample_shapes or {})
     check_declared_sizes(graph)
     infer_shapes(graph)
     check_types(graph)
@@ -282,7 +288,10 @@ def _type_of(
 
 
 def _graph_from_proto(
-    proto: onnx.ModelProto, input_shapes: InputShapes, freeze: FreezeValues
+    proto: onnx.ModelProto,
+    input_shapes: InputShapes,
+    freeze: FreezeValues,
+    sample_shapes: Mapping[str, Sequence[int]],
 ) -> Graph:
     g = proto.graph
     values: dict[str, Value] = {}
@@ -298,6 +307,8 @@ def _graph_from_proto(
     inputs = [i.name for i in infos]
     declared = {i.name: (declared_dims(i), _type_of(i)[1]) for i in infos}
     frozen = frozen_arrays(declared, freeze)
+    dims_of = {name: dims for name, (dims, _) in declared.items() if name not in frozen}
+    input_shapes = {**input_shapes, **shapes_from_samples(dims_of, input_shapes, sample_shapes)}
     shapes = resolve_input_shapes(
         {name: dims for name, (dims, _) in declared.items()},
         input_shapes,

@@ -143,10 +143,11 @@ class Prediction:
     ``sequential_s`` the sum of every step's cost, ``makespan_s`` the end of the concurrent
     ``schedule``; ``node_costs`` every node's seconds by target text. ``profile`` names the
     machine profile the costs came from, ``method`` the search, ``candidate`` the chosen
-    candidate and ``ilp`` the exact search's report; ``error`` the predicted largest relative
-    output error against f32 (from the nodes' measured sensitivities, see
-    :mod:`autopart.costmodel.accuracy`). A field a writer did not record is ``None`` (or
-    empty); readers say so rather than guess.
+    candidate and ``ilp`` the exact search's report; ``error`` the predicted output error
+    against f32 (from the nodes' measured sensitivities, see
+    :mod:`autopart.costmodel.accuracy`): the drop in the task metric ``error_metric`` names
+    (``agreement``), or where that is None the largest relative error. A field a writer
+    did not record is ``None`` (or empty); readers say so rather than guess.
     """
 
     objective: str | None = None
@@ -159,6 +160,7 @@ class Prediction:
     candidate: str | None = None
     ilp: IlpSummary | None = None
     error: float | None = None
+    error_metric: str | None = None
 
     @classmethod
     def from_dict(cls, document: Any, strict: bool = True) -> Prediction:
@@ -179,6 +181,7 @@ class Prediction:
             candidate=read.text("candidate"),
             ilp=None if ilp is None else _ilp_summary(ilp),
             error=read.number("error"),
+            error_metric=read.text("error_metric"),
         )
 
 

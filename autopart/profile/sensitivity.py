@@ -173,6 +173,32 @@ def measure_error_model(
     return ErrorModel(weights, limit, all_reduced, "whole" if singletons else "grouped")
 
 
+def every_node_reduced(
+    graph: Graph,
+    samples: Sequence[Mapping[str, np.ndarray]],
+    precisions: Sequence[str],
+    budget_s: float,
+) -> Iterator[tuple[dict[str, Any], dict[str, dict[str, Any]]]]:
+    """For each of ``samples``: the exact outputs, and by precision those of every node reduced.
+
+    Emulated on the reference codegen, as the sensitivities are. Stops before a sample once
+    ``budget_s`` seconds are spent, after the first whatever it took.
+    """
+    if not samples:
+        return
+    runs = {p: _Runs(graph, samples[0], p) for p in precisions}
+    reduced = {
+        p: {name for name in run.compiled.node_names if reduces(graph, name, p)}
+        for p, run in runs.items()
+    }
+    started = time.perf_counter()
+    for index, sample in enumerate(samples):
+        if index and time.perf_counter() - started > budget_s:
+            return
+        exact = next(iter(runs.values())).outputs((), sample)
+        yield exact, {p: run.outputs(reduced[p], sample) for p, run in runs.items()}
+
+
 def _scale(all_reduced: float, total: float) -> float:
     """What the groups' squared errors are scaled by so that they add up to ``all_reduced``'s.
 

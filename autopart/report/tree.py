@@ -158,7 +158,7 @@ def explain(plan: Plan, graph: Graph) -> Explanation:
         measured_runs=measured.runs if measured is not None else None,
         measured_schedule=measured_schedule,
         missing=_missing(predicted, measured),
-        accuracy=accuracy_line(measured),
+        accuracy=accuracy_line(measured, predicted),
     )
 
 
@@ -238,11 +238,12 @@ def totals(explanation: Explanation) -> list[str]:
     return lines
 
 
-def accuracy_line(measured: MeasuredRun | None) -> str | None:
+def accuracy_line(measured: MeasuredRun | None, predicted: Prediction | None = None) -> str | None:
     """The measured plan's drop in its metric, its budget and what it was judged on.
 
-    E.g. ``agreement: 0.4% of answers changed (budget 1.0%) on 8 validation samples of
-    16 given``; None where no drop was recorded.
+    E.g. ``agreement: 0.4% of answers changed (budget 1.0%, predicted 0.3%) on 8
+    validation samples of 16 given``, the prediction where ``predicted`` holds one in the
+    same metric; None where no drop was recorded.
     """
     if measured is None or measured.max_error is None:
         return None
@@ -250,6 +251,9 @@ def accuracy_line(measured: MeasuredRun | None) -> str | None:
     answers = metric == "agreement" or metric.startswith("topk")
     shown = (lambda x: f"{x:.1%}") if answers else (lambda x: f"{x:.3g}")
     drop = f"{shown(measured.max_error)}{' of answers changed' if answers else ''}"
-    budget = "" if measured.tolerance is None else f" (budget {shown(measured.tolerance)})"
+    said = [] if measured.tolerance is None else [f"budget {shown(measured.tolerance)}"]
+    if predicted is not None and predicted.error is not None and predicted.error_metric == metric:
+        said.append(f"predicted {shown(predicted.error)}")
+    within = f" ({', '.join(said)})" if said else ""
     on = "" if measured.samples is None else f" on {measured.samples}"
-    return f"{metric}: {drop}{budget}{on}"
+    return f"{metric}: {drop}{within}{on}"

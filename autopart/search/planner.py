@@ -270,11 +270,13 @@ def annotate(
     candidate: str | None = None,
     ilp: IlpSummary | None = None,
     error: float | None = None,
+    error_metric: str | None = None,
 ) -> None:
     """Record the prediction in ``plan.predicted`` (what ``autopart show`` draws).
 
     The one writer of :class:`Prediction`: the simulated totals and schedule, every node's
-    costs, what the search reported, and the predicted output ``error`` if known.
+    costs, what the search reported, and the predicted output ``error`` if known (the drop
+    in ``error_metric`` where one is named, else the largest relative error).
     """
     plan.predicted = Prediction(
         objective=objective,
@@ -290,4 +292,5 @@ def annotate(
         candidate=candidate,
         ilp=ilp,
         error=error,
+        error_metric=error_metric,
     )

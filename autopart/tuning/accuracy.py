@@ -32,6 +32,7 @@ from autopart.search.options import PeerMultiple, ToleranceSpec, parse_tolerance
 from autopart.settings import COMMON
 from autopart.targets import qdq, quant_ranges
 from autopart.targets.registry import declared_peers
+from autopart.tuning.drop_model import in_metric_units, measured_drops
 from autopart.tuning.judge import Judge
 from autopart.tuning.metrics import MAX_REL, Metric
 from autopart.tuning.settings import ACCURACY
@@ -242,10 +243,12 @@ def search_error_model(
     The sensitivities are measured on the first calibration sample where the user gave
     samples, else on seeded random inputs. None when no target of ``targets`` computes in a
     reduced precision the reference can emulate. Under a task ``metric`` (not max-rel) the
-    relative error only stands in for the metric, so the search is not held back (the
-    bound is every node at its most reduced precision): running judges the plan by the
-    metric, and a plan over its budget is searched again under a bound shrunk by how far
-    it overshot (:func:`tighter_error_model`). Else the tolerance is ``policy``'s number
+    weights are scaled to the metric's drop with every node reduced on the calibration
+    samples, and held to its budget (:mod:`autopart.tuning.drop_model`); where no scale is
+    finite, the relative model with every node reduced as its bound stands in. Either
+    way running judges the plan by the metric, and a plan over its budget is searched
+    again under a bound shrunk by how far it overshot (:func:`tighter_error_model`). Else
+    the tolerance is ``policy``'s number
     (``max_drop`` or ``tolerance``) when given; else the error of every node
     in bf16 (the default tolerance follows OpenVINO as installed, which computes every node it
     can in bf16, never in int8) times the budget's :attr:`AccuracyPolicy.peer_factor`: int8 nodes
@@ -264,8 +267,12 @@ def search_error_model(
     worst = max(part.all_reduced for part in found.values())
     tolerance = policy.max_drop if policy.max_drop is not None else policy.tolerance
     if metric is not None and metric.name != MAX_REL:
-        tolerance = worst
-    elif not isinstance(tolerance, float):  # what OpenVINO as installed reduces: bf16, not int8
+        relative = ErrorModel(weights, worst, worst, next(iter(found.values())).method)
+        drops = measured_drops(graph, calibration.samples, reduced, metric)
+        budget = policy.tolerance_rule(graph, metric)
+        assert not callable(budget)  # a task metric's budget is a number
+        return in_metric_units(relative, found, drops, float(budget), metric) or relative
+    if not isinstance(tolerance, float):  # what OpenVINO as installed reduces: bf16, not int8
         rounded = [part.all_reduced for p, part in found.items() if p in ROUNDED]
         tolerance = max(max(rounded, default=0.0) * policy.peer_factor,
                         COMMON.check_tolerance)  # fmt: skip

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from autopart.errors import InputError
+from autopart.io import load_tensors
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.runtime.executor import Executor
@@ -131,6 +132,26 @@ def check_validation_split(share: float) -> None:
             f"--validation-split must be the share of samples validated, above 0 and at "
             f"most 1, not {share}"
         )
+
+
+def dataset_shapes(dataset: Dataset) -> dict[str, tuple[int, ...]]:
+    """The array shapes of ``dataset``'s first file or sample, by input name.
+
+    What fixes a model's symbolic input dims when the user gives samples and no
+    ``--input-shape`` (:func:`~autopart.ir.input_shapes.shapes_from_samples`). An array
+    may carry a leading sample axis. Raises :class:`InputError` for an unreadable file or
+    an empty folder or dataset.
+    """
+    if isinstance(dataset, str | Path):
+        path = Path(dataset)
+        files = sorted(path.glob("*.npz")) if path.is_dir() else [path]
+        if not files:
+            raise InputError(f"the folder {path} holds no .npz file of inputs")
+        return {name: array.shape for name, array in load_tensors(files[0]).items()}
+    first = next(iter(dataset), None)
+    if first is None:
+        raise InputError("the dataset holds no sample")
+    return {name: np.shape(array) for name, array in first.items()}
 
 
 def load_dataset(dataset: Dataset, graph: Graph) -> list[Feeds]:

@@ -25,7 +25,7 @@ from autopart.search.constraints import Constraints
 from autopart.search.optuna_study import check_storage
 from autopart.targets.devices import discover
 from autopart.targets.resolve import available_targets
-from autopart.tuning.judge import Judge, task_judge
+from autopart.tuning.judge import Judge, dataset_shapes, task_judge
 from autopart.tuning.metrics import metric_for, parse_metric
 from autopart.tuning.options import ModelOptions, TuneOptions
 
@@ -98,7 +98,8 @@ def locate(
     if progress is not None and not isinstance(model, Graph):
         named = Path(model).name if isinstance(model, str | Path) else "the model"
         progress("import", 0, 0, f"importing {named}")
-    graph = load_model(model, options.input_shapes, options.freeze)
+    seen = None if options.dataset is None else dataset_shapes(options.dataset)
+    graph = load_model(model, options.input_shapes, options.freeze, seen)
     if not graph.nodes:
         raise ModelError(
             f"{graph.name} has no nodes (its outputs are its inputs): there is nothing to tune"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.io import atomic_write_bytes
 from autopart.ir.target import PRECISIONS, REFERENCE_PRECISION, VirtualDevice
 from autopart.plan.schema import Plan
@@ -26,7 +27,9 @@ class PlanRow:
     """One candidate plan as the report shows it.
 
     ``kind`` and ``target`` are the candidate's (:class:`Candidate`); ``speedup`` is over the
-    best single target, measured if measured, else predicted.
+    best single target, measured if measured, else predicted. ``max_error`` is the measured
+    drop in the tune's metric, ``predicted_drop`` the drop the search predicted in that
+    metric's units (None where its error model is in relative errors).
     """
 
     name: str
@@ -40,6 +43,7 @@ class PlanRow:
     max_error: float | None
     off_target_nodes: int = 0
     target: VirtualDevice | None = None
+    predicted_drop: float | None = None
 
     def to_dict(self) -> dict[str, object]:
         """The row as plain data (kind and target as text), as the report files hold it."""
@@ -71,8 +75,16 @@ def plan_label(name: str, off_target_nodes: int) -> str:
     return f"{name} (+{off_target_nodes} node{'s' * (off_target_nodes > 1)} on the fallback)"
 
 
-def plan_rows(candidates: dict[str, Candidate], measured: dict[str, Measured]) -> list[PlanRow]:
-    """One row per candidate, measured ones by measured time, else by predicted time."""
+def plan_rows(
+    candidates: dict[str, Candidate],
+    measured: dict[str, Measured],
+    accuracy: ErrorModel | None = None,
+) -> list[PlanRow]:
+    """One row per candidate, measured ones by measured time, else by predicted time.
+
+    Each row's predicted drop is ``accuracy``'s, where that is in a task metric's units.
+    """
+    in_units = accuracy if accuracy is not None and accuracy.metric is not None else None
     singles = [name for name, c in candidates.items() if c.kind.one_target]
     measured_singles = [measured[n].median_s for n in singles if n in measured]
     predicted_singles = [candidates[n].simulation.makespan_s for n in singles]
@@ -103,6 +115,7 @@ def plan_rows(candidates: dict[str, Candidate], measured: dict[str, Measured]) -
                 None if result is None else result.max_error,
                 candidate.off_target_nodes,
                 candidate.target,
+                None if in_units is None else in_units.predicted_error(candidate.assignment),
             )
         )
     key = (lambda r: r.measured_s) if measured else (lambda r: r.predicted_s)

@@ -137,6 +137,12 @@ class AccuracySettings:
         "times the search solves again with a tighter bound when the ILP's plan measures "
         "over the tolerance (each round verifies every candidate again)",
     )
+    drop_scale_s: float = tuned(
+        10.0,
+        "seconds of calibration samples run with every node reduced, to scale the "
+        "sensitivities to a task metric's drop (tuning.drop_model); as long as the "
+        "sensitivities' own budget, so that a task metric at most doubles that stage",
+    )
     evaluation_samples: int = tuned(
         4,
         "seeded random inputs besides the timing feeds whose outputs are checked: four "

@@ -287,7 +287,7 @@ def _tune(
     _record(plan, chosen, prepared, options, final, measured)
     plan.notes.extend(notes)
     notes[:0] = profile.dropped.notes()  # rows of its file that failed their check
-    rows = plan_rows(candidates, measured)
+    rows = plan_rows(candidates, measured, prepared.accuracy)
     named = model if isinstance(model, str | Path) else graph.name
     notes.extend(drift_note(rows, named, prepared.op_sums))
     plan_path = prepared.directory / "plan.json"
@@ -367,7 +367,7 @@ def _record(
 ) -> None:
     """Write the chosen plan's prediction and, if it ran, its measurement into ``plan``."""
     costs, objective = prepared.costs, options.search.objective
-    outcome, profile = prepared.outcome, prepared.profile
+    outcome, profile, model = prepared.outcome, prepared.profile, prepared.accuracy
     annotate(
         plan,
         chosen.simulation,
@@ -377,9 +377,8 @@ def _record(
         method=outcome.method,
         candidate=final,
         ilp=None if outcome.ilp is None else _ilp_summary(outcome),
-        error=None
-        if prepared.accuracy is None
-        else prepared.accuracy.predicted_error(chosen.assignment),
+        error=None if model is None else model.predicted_error(chosen.assignment),
+        error_metric=None if model is None else model.metric,
     )
     if final in measured:
         plan.measured = measured[final].run_record(prepared.judge)
