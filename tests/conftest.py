@@ -37,3 +37,18 @@ def make_model(graph: onnx.GraphProto, opset: int = 17) -> onnx.ModelProto:
 @pytest.fixture(scope="session")
 def transformer_path() -> Path:
     return FIXTURES / "transformer_encoder.onnx"
+
+
+# The zoo's largest model (548 MB of weights): each of its whole-model oracle runs takes
+# 7-17 s, so the default run leaves it to `-m slow`.
+HEAVY_ZOO = frozenset({"vgg19"})
+
+
+def zoo_params() -> list[object]:
+    """Every zoo name as a test parameter, the heavy ones marked slow."""
+    import autopart
+
+    return [
+        pytest.param(name, marks=pytest.mark.slow) if name in HEAVY_ZOO else name
+        for name in autopart.zoo_names()
+    ]

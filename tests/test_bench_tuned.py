@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import onnx
+import pytest
 
 from autopart.plan.schema import Plan
 from autopart.tuning.bench import bench_models
@@ -12,6 +13,7 @@ from autopart.tuning.options import BenchOptions
 from tests.test_profile import tiny_cnn
 
 
+@pytest.mark.slow
 def test_a_bench_with_no_saved_plan_tunes_first_and_benches_the_plan_the_tune_kept(
     tmp_path: Path,
 ) -> None:

@@ -93,6 +93,7 @@ def test_every_target_runs_it_at_sizes_other_than_the_one_observed(
             np.testing.assert_allclose(saved["total"], expected, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_tune_and_bench_plan_it_and_the_plan_names_the_region(
     tmp_path: Path, model_path: Path
 ) -> None:

@@ -55,6 +55,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_tune_races_neither_plans_measured_far_behind_nor_those_measured_wrong(
     tiny: Path, tmp_path: Path
 ) -> None:
@@ -87,6 +88,7 @@ def test_a_tune_races_neither_plans_measured_far_behind_nor_those_measured_wrong
     assert predicted == sorted(predicted)  # then by predicted latency
 
 
+@pytest.mark.slow
 def test_a_thorough_tune_races_every_candidate_it_can_compile(tiny: Path, tmp_path: Path) -> None:
     options = TuneOptions.build(
         targets=["cpu@numpy", "cpu@onnxruntime"], peers=False, rounds=3, thorough=True,
@@ -97,6 +99,7 @@ def test_a_thorough_tune_races_every_candidate_it_can_compile(tiny: Path, tmp_pa
     assert all(row.measured_s is not None for row in report.rows)
 
 
+@pytest.mark.slow
 def test_a_peer_left_out_no_longer_holds_its_own_plan_in_the_race(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

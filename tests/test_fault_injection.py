@@ -159,6 +159,7 @@ def _rows(profile: Profile) -> dict[tuple[str, str, str], tuple[object, ...]]:
     return {row[:3]: row for row in rows}
 
 
+@pytest.mark.slow
 def test_a_damaged_profile_reads_only_whole_rows_and_says_what_it_dropped(
     saved: Saved, tmp_path: Path
 ) -> None:

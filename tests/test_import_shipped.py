@@ -476,6 +476,7 @@ def test_dims_taken_as_1_that_the_model_refuses_are_named_in_one_error(tmp_path:
     assert_one_line_error(*invoke("tune", str(path)), "h, w were taken as 1")
 
 
+@pytest.mark.slow
 def test_bench_takes_input_shapes_and_feeds_the_peers_the_frozen_value(tmp_path: Path) -> None:
     from autopart import api
 

@@ -250,6 +250,7 @@ def test_emulated_int8_agrees_with_openvinos_int8_on_zoo_models(model: str) -> N
     assert {node for node, _ in budget.weights} <= {n for n, t in assignment.items() if t.reduced}
 
 
+@pytest.mark.slow
 @needs_int8
 def test_tune_under_a_loose_tolerance_can_choose_int8_and_stays_within_it(tmp_path: Path) -> None:
     graph = autopart.load("squeezenet")

@@ -107,6 +107,7 @@ def finish(process: subprocess.Popen[str], before: list[str] | None = None) -> t
     return process.returncode, "".join(before or []) + rest
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("first", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 def test_an_interrupted_verify_saves_no_plan_and_says_so(
     tuned: Tuned, first: signal.Signals
@@ -154,6 +155,7 @@ def test_an_interrupted_search_keeps_its_trials_and_the_plan(tuned: Tuned, tmp_p
     assert plan.read_bytes() == before
 
 
+@pytest.mark.slow
 def test_an_interrupted_profile_keeps_its_rows_and_says_how_many(tmp_path: Path) -> None:
     profiles = tmp_path / "profiles"
     path = machine_profile_path(profiles, discover())

@@ -184,6 +184,7 @@ def rate_model() -> onnx.ModelProto:
     return make_model(helper.make_graph(nodes, "rates", inputs, output, constants))
 
 
+@pytest.mark.slow
 def test_scalars_that_set_sizes_or_feed_thresholds_are_named_for_freezing(tmp_path: Path) -> None:
     from autopart.ir.feeds import controlling_inputs
 

@@ -71,6 +71,7 @@ def test_a_profile_killed_at_many_random_moments_is_reused_exactly(
     _assert_kills_found_the_states(cases)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nth", [1, 9])
 def test_a_profile_killed_inside_its_checkpoint_write_keeps_the_file_before_it(
     world: World, tmp_path: Path, nth: int
@@ -85,6 +86,7 @@ def test_a_profile_killed_inside_its_checkpoint_write_keeps_the_file_before_it(
         assert case.file != "absent" and case.resumed and case.new
 
 
+@pytest.mark.slow
 def test_a_tune_killed_inside_its_plan_write_keeps_the_old_plan(
     world: World, tmp_path: Path
 ) -> None:

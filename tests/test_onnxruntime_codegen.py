@@ -23,7 +23,7 @@ from autopart.targets.codegen import HOST, Placement
 from autopart.targets.devices import HostDevice, Unit
 from autopart.targets.onnxruntime import codegen as ortgen
 from autopart.targets.registry import get_codegen
-from tests.conftest import max_relative_error
+from tests.conftest import max_relative_error, zoo_params
 
 pytest.importorskip("onnxruntime")
 
@@ -62,7 +62,7 @@ def tiny_graph(
 
 
 # -- correctness ------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", autopart.zoo_names())
+@pytest.mark.parametrize("name", zoo_params())
 def test_zoo_model_wholly_on_onnxruntime_matches_numpy(name: str) -> None:
     assert_matches_reference(autopart.load(name))
 

@@ -28,7 +28,7 @@ from autopart.targets.opencl import (
     discover_opencl_devices,
     programs,
 )
-from tests.conftest import make_model, max_relative_error
+from tests.conftest import make_model, max_relative_error, zoo_params
 
 DEVICES = discover_opencl_devices()
 if not DEVICES:
@@ -100,7 +100,7 @@ def zoo_case(name: str) -> tuple[Graph, dict[str, np.ndarray], dict[str, np.ndar
     return graph, feeds, Executor(graph).run(feeds).outputs
 
 
-@pytest.mark.parametrize("name", autopart.zoo_names())
+@pytest.mark.parametrize("name", zoo_params())
 def test_zoo_model_wholly_on_opencl_matches_numpy(name: str) -> None:
     graph, feeds, expected = zoo_case(name)
     OpenCLCodegen().check_supported(graph)

@@ -177,6 +177,7 @@ def test_a_model_output_that_openvino_merges_with_another_name_is_found_by_its_o
         assert code == 0 and "(ok)" in output, (target, output)
 
 
+@pytest.mark.slow
 def test_a_reference_that_computes_nan_on_the_inputs_stops_the_tune_in_one_line(
     tmp_path: Path,
 ) -> None:

@@ -66,6 +66,7 @@ def test_a_partition_mixing_precisions_costs_its_measurement_at_those_precisions
     assert costs.partition_cost(names, ov) == 0.5 + len(names)  # f32 throughout: not measured
 
 
+@pytest.mark.slow
 def test_tune_measures_its_candidates_partitions_prices_with_them_and_reuses_them(
     tmp_path: Path,
     tiny_path: Path,  # noqa: F811

@@ -177,6 +177,7 @@ def test_errors_are_the_largest_over_the_evaluation_samples_and_held_to_the_tole
     assert result.tolerance == pytest.approx(result.max_error / 2) and not result.correct
 
 
+@pytest.mark.slow
 @needs_bf16
 def test_tune_uses_bf16_within_the_budget_and_f32_when_asked(tmp_path: Path) -> None:
     targets = ["cpu@openvino", "cpu@openvino:bf16"]

@@ -230,6 +230,7 @@ def _passes(profile: Profile) -> dict[tuple[str, str, str], int]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGINT])
 def test_a_killed_run_leaves_a_readable_profile_and_the_rerun_measures_only_incomplete_rows(
     tmp_path: Path, tiny_path: Path, how: signal.Signals

@@ -135,12 +135,14 @@ def test_a_tune_screens_then_profiles_only_what_it_kept(tiny: Path, tmp_path: Pa
     assert timed == {f"single:{NUMPY}", f"single:{ORT}"}  # a unit is scaled as its device
 
 
+@pytest.mark.slow
 def test_thorough_searches_every_target(tiny: Path, tmp_path: Path) -> None:
     report = tune(tiny, tmp_path, thorough=True)
     assert report.screening is None
     assert {f"single:{t}" for t in [NUMPY, ORT, UNIT]} <= set(report.outcome.candidates)
 
 
+@pytest.mark.slow
 def test_concurrent_objectives_and_pins_are_not_screened(tiny: Path, tmp_path: Path) -> None:
     assert tune(tiny, tmp_path / "a", objective="makespan").screening is None
 
@@ -232,6 +234,7 @@ def test_the_command_line_reads_when_the_launcher_started() -> None:
     assert seen == [5.0, None]
 
 
+@pytest.mark.slow
 def test_with_no_incumbent_every_target_is_profiled_in_full_whatever_the_budget(
     tiny: Path, tmp_path: Path
 ) -> None:
@@ -313,6 +316,7 @@ def test_a_node_the_kept_targets_reject_compiled_brings_back_a_dropped_target() 
     assert _covering(graph, profile, [NUMPY, ORT], covered) == [NUMPY, ORT] and not covered.notes
 
 
+@pytest.mark.slow
 def test_a_plan_saved_unmeasured_says_so(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -328,6 +332,7 @@ def test_a_plan_saved_unmeasured_says_so(
     ), report.notes
 
 
+@pytest.mark.slow
 def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_rest(
     tiny: Path, tmp_path: Path
 ) -> None:
@@ -359,6 +364,7 @@ def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_
     assert ORT not in report.screening.unpriced and "cpu@openvino" not in report.screening.unpriced
 
 
+@pytest.mark.slow
 def test_a_codegen_that_misses_its_compile_deadline_is_left_out_with_its_peers(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -107,6 +107,7 @@ def _sqlite(folder: Path) -> str:
     return f"sqlite:///{folder / 'study.db'}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_workers_started_together_on_a_new_study_all_succeed(
     backend: str, planned: tuple[Path, Path], tmp_path: Path, request: pytest.FixtureRequest

@@ -88,6 +88,7 @@ def test_the_stage_log_prints_a_line_per_stage_and_a_heartbeat_in_long_ones(
     assert re.match(r"verify: 1 steps in [\d.]+ s", lines[-1])
 
 
+@pytest.mark.slow
 def test_tune_notes_a_target_its_profile_is_far_off_on_and_how_to_measure_it_again(
     tmp_path: Path, profiled: tuple[Path, Path]
 ) -> None:
@@ -109,6 +110,7 @@ def test_tune_notes_a_target_its_profile_is_far_off_on_and_how_to_measure_it_aga
     assert note in saved_notes
 
 
+@pytest.mark.slow
 def test_makespan_objective_runs_the_tuner_seeded_by_every_baseline(
     tmp_path: Path, profiled: tuple[Path, Path]
 ) -> None:
@@ -160,6 +162,7 @@ def test_profile_of_another_machine_plans_without_running(
     assert_one_line_error(code, output, "opencl:5")
 
 
+@pytest.mark.slow
 @needs_opencl
 def test_a_single_target_plan_that_falls_back_says_how_many_nodes_run_elsewhere(
     tmp_path: Path,
@@ -256,6 +259,7 @@ def test_a_constraint_that_cannot_hold_fails_before_anything_is_measured(
     assert set(stages) <= {"import"} and not list(profiles.rglob("*.csv"))
 
 
+@pytest.mark.slow
 def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     tmp_path: Path, profiled: tuple[Path, Path]
 ) -> None:
@@ -316,6 +320,7 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
         assert (names == "") == (row.kind == "peer")
 
 
+@pytest.mark.slow
 def test_bench_with_room_for_two_plans_beside_the_peers_measures_every_plan_in_heats(
     tmp_path: Path, profiled: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -536,6 +541,7 @@ def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Pa
     np.testing.assert_allclose(parallel["y"], plain["y"], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_python_api_tunes_and_benches_as_the_commands_do(
     tmp_path: Path, profiled: tuple[Path, Path]
 ) -> None:

@@ -90,6 +90,7 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     return model, tune_model(str(model), options)
 
 
+@pytest.mark.slow
 def test_the_probe_refuses_the_branch_and_the_single_plan_falls_back(tuned: tuple) -> None:
     _, report = tuned
     single = report.outcome.candidates["single:cpu@openvino"]

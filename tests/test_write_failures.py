@@ -179,6 +179,7 @@ def test_a_failed_write_is_one_line_naming_the_file_and_leaves_nothing_behind(
     assert no_temporary_files(tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("code", sorted(FAILURES), ids=errno.errorcode.get)
 def test_a_failed_bench_csv_is_one_line(
     world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
@@ -224,6 +225,7 @@ def test_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
     assert path.read_text() == "new" and (path.stat().st_mode & 0o777) == 0o600
 
 
+@pytest.mark.slow
 def test_a_read_only_profile_is_refused_before_measuring_and_left_as_it_was(
     world: World, tmp_path: Path
 ) -> None:

@@ -8,10 +8,10 @@ import pytest
 import autopart
 from autopart.errors import ModelError
 from autopart.runtime import random_inputs
-from tests.conftest import max_relative_error, run_onnxruntime
+from tests.conftest import max_relative_error, run_onnxruntime, zoo_params
 
 
-@pytest.mark.parametrize("name", autopart.zoo_names())
+@pytest.mark.parametrize("name", zoo_params())
 def test_zoo_model_matches_onnxruntime(name: str) -> None:
     model = autopart.load_zoo_model(name)
     graph = autopart.load(model)
