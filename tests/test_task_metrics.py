@@ -382,3 +382,13 @@ def test_an_int8_peer_stands_for_no_plan_and_says_why_it_is_absent(
     failures: dict[str, str] = {}
     peers("squeezenet", PeerInputs.of(graph), only="openvino + nncf int8", failures=failures)
     assert "pip install -e '.[int8-peers]'" in failures["openvino + nncf int8"]
+
+
+def test_bench_shows_each_drop_as_tune_does_in_its_metric() -> None:
+    from autopart.cli.bench import drop_cell
+
+    assert drop_cell("agreement", 0.033, False) == "3.3% !"  # over its budget: marked
+    assert drop_cell("topk:5", 0.0, True) == "0.0%"
+    assert drop_cell("snr-db", 1e-4, True) == "40.0 dB"
+    assert drop_cell("custom", 0.2, 1.0) == drop_cell("max-rel", 0.2, True) == "2.0e-01"
+    assert drop_cell("cosine", float("nan"), True) == "-"
