@@ -406,7 +406,9 @@ def test_quick_plans_run_in_blocks_that_settle_before_they_are_timed() -> None:
     )
     for result in measured.values():
         assert len(result.round_medians) == 4
-        assert len(result.latencies) % 4 == 0 and len(result.latencies) >= 4 * 10
+        # blocks of several timed runs (how many follows the first runs' speed: on a loaded
+        # machine a 0.2 ms runner measured 1 ms once, and its blocks held 4)
+        assert len(result.latencies) % 4 == 0 and len(result.latencies) >= 4 * 2
         assert max(result.latencies) < 0.005  # the switch-in runs were not timed
 
 
