@@ -176,3 +176,15 @@ def test_tune_reports_the_predicted_drop_beside_the_measured_one(tmp_path: Path)
     code, shown = invoke("show", str(folder / "plan.json"))
     assert code == 0 and "agreement:" in shown
     assert ("predicted" in shown) == (plan.predicted.error is not None), shown
+
+
+def test_a_score_that_rises_predicts_no_drop_not_a_squared_one() -> None:
+    graph = autopart.load(_classifier(), {"batch": 16})
+    calls: list[int] = []
+
+    def rising(reference: object, outputs: object) -> float:  # the reduced run scores higher
+        calls.append(1)
+        return 2.0 if len(calls) % 2 else 1.0  # first the outputs judged, then the reference
+
+    drops = measured_drops(graph, _samples(2), ["bf16"], Metric("custom", score=rising))
+    assert drops == {"bf16": 0.0}

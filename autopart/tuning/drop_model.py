@@ -37,7 +37,8 @@ def measured_drops(
     """Each precision's drop in ``metric`` with every node reduced, on ``samples``.
 
     Emulated on the reference, within ``ACCURACY.drop_scale_s`` seconds (at least one
-    sample). A drop of 0 in answers is raised to one answer in those judged (see the module).
+    sample). A drop below 0 (a score that rose) is 0; a drop of 0 in answers is raised to
+    one answer in those judged (see the module).
     """
     tallies: dict[str, list[Tally]] = {p: [] for p in precisions}
     for exact, reduced in every_node_reduced(graph, samples, precisions, ACCURACY.drop_scale_s):
@@ -45,7 +46,7 @@ def measured_drops(
             tallies[precision].append(metric.tally(exact, outputs))
     drops = {}
     for precision, found in tallies.items():
-        drop = metric.drop(found)
+        drop = max(metric.drop(found), 0.0)  # a score of the user's may rise by chance
         if drop == 0 and metric.name in (AGREEMENT, TOPK):
             answers = sum(t[1] for t in found)
             drop = 1.0 / answers if answers > 0 else 0.0
