@@ -216,8 +216,31 @@ def _printable(name: str) -> str:
     return repr(name)[1:-1]
 
 
+def tensor_shapes(path: str | Path) -> dict[str, tuple[int, ...]]:
+    """The shape of every array in an ``.npz`` file, from the headers alone (no data read).
+
+    Raises :class:`InputError` as :func:`load_tensors` does for a file it cannot read.
+    """
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return {
+                member.filename.removesuffix(".npy"): _header(archive, member)[0]
+                for member in archive.infolist()
+            }
+    except FileNotFoundError:
+        raise InputError(f"inputs file not found: {path}") from None
+    except Exception as error:  # any failure to parse the user's file is theirs to fix
+        raise InputError(f"cannot read {path} as an .npz file of arrays: {error}") from None
+
+
 def _declared_nbytes(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> int:
     """The bytes the ``.npy`` header of ``member`` declares, read without its data."""
+    shape, dtype = _header(archive, member)
+    return int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+
+
+def _header(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> tuple[tuple[int, ...], np.dtype]:
+    """The shape and dtype the ``.npy`` header of ``member`` declares; ValueError for objects."""
     with archive.open(member) as handle:
         version = np.lib.format.read_magic(handle)
         if version == (1, 0):
@@ -226,7 +249,7 @@ def _declared_nbytes(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> int:
             shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
     if dtype.hasobject:
         raise ValueError(f"array {member.filename!r} holds Python objects")
-    return int(np.prod(shape, dtype=np.float64)) * dtype.itemsize
+    return tuple(shape), dtype
 
 
 def save_tensors(path: str | Path, tensors: Mapping[str, np.ndarray]) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from autopart.errors import InputError
-from autopart.io import load_tensors
+from autopart.io import tensor_shapes
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.runtime.executor import Executor
@@ -139,15 +139,16 @@ def dataset_shapes(dataset: Dataset) -> dict[str, tuple[int, ...]]:
 
     What fixes a model's symbolic input dims when the user gives samples and no
     ``--input-shape`` (:func:`~autopart.ir.input_shapes.shapes_from_samples`). An array
-    may carry a leading sample axis. Raises :class:`InputError` for an unreadable file or
-    an empty folder or dataset.
+    may carry a leading sample axis; a file's shapes are read from its headers (its data is
+    read and checked once, with the samples). Raises :class:`InputError` for an unreadable
+    file or an empty folder or dataset.
     """
     if isinstance(dataset, str | Path):
         path = Path(dataset)
         files = sorted(path.glob("*.npz")) if path.is_dir() else [path]
         if not files:
             raise InputError(f"the folder {path} holds no .npz file of inputs")
-        return {name: array.shape for name, array in load_tensors(files[0]).items()}
+        return tensor_shapes(files[0])
     first = next(iter(dataset), None)
     if first is None:
         raise InputError("the dataset holds no sample")
