@@ -248,6 +248,10 @@ def test_the_cache_of_compiled_models_keeps_within_its_bytes(monkeypatch: Any) -
     assert len(library._COMPILED) == 1 and other.model is not first.model
     assert compile_whole(graph).model is not first.model  # compiled again, not kept
     assert sum(library._COMPILED_BYTES.values()) <= library.COMPILED_CACHE_BYTES
+    monkeypatch.setattr(library, "COMPILED_CACHE_BYTES", len(first.model_bytes) - 1)
+    alone = compile_whole(graph)  # over the limit: runs, but is not kept, not even alone
+    assert not library._COMPILED and not library._COMPILED_BYTES
+    assert compile_whole(graph).model is not alone.model
     library.clear_compiled()
 
 

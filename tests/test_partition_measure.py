@@ -37,6 +37,46 @@ def test_the_key_names_the_subgraph_its_weights_and_how_it_is_compiled() -> None
     assert whole != partition_key(api.load(changed), api.load(changed).nodes, alone=True)
 
 
+def _weighted_model(weight: np.ndarray, names: list[str] | None = None) -> onnx.ModelProto:
+    """y = x + w; with ``names``, also whether string input s equals those constant strings."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("Add", ["x", "w"], ["y"])]
+    inits = [numpy_helper.from_array(weight, "w")]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(weight.shape))]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(weight.shape))]
+    if names is not None:
+        inits.append(numpy_helper.from_array(np.array(names, dtype=object), "labels"))
+        nodes.append(helper.make_node("Equal", ["s", "labels"], ["same"]))
+        inputs.append(helper.make_tensor_value_info("s", TensorProto.STRING, [len(names)]))
+        outputs.append(helper.make_tensor_value_info("same", TensorProto.BOOL, [len(names)]))
+    graph = helper.make_graph(nodes, "g", inputs, outputs, initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+
+
+def test_the_key_covers_every_weight_byte_and_string_without_copying_the_weights() -> None:
+    import tracemalloc
+
+    weight = np.random.default_rng(0).standard_normal((2048, 2048)).astype(np.float32)  # 16 MiB
+    graph = api.load(_weighted_model(weight, ["cat", "dog"]))
+    tracemalloc.start()
+    key = partition_key(graph, graph.nodes, alone=True)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < weight.nbytes / 4  # the export once held two copies of every weight
+    assert key == partition_key(api.load(_weighted_model(weight, ["cat", "dog"])),
+                                api.load(_weighted_model(weight, ["cat", "dog"])).nodes, True)  # fmt: skip
+    nudged = weight.copy()
+    nudged.flat[-1] = np.nextafter(nudged.flat[-1], np.float32(np.inf))
+    for other in (_weighted_model(nudged, ["cat", "dog"]), _weighted_model(weight, ["cat", "cow"]),
+                  _weighted_model(weight)):  # fmt: skip
+        assert key != partition_key(api.load(other), api.load(other).nodes, alone=True)
+    scalar = api.load(_weighted_model(np.float32(2.0).reshape(())))
+    assert partition_key(scalar, scalar.nodes, True) != partition_key(
+        api.load(_weighted_model(np.float32(3.0).reshape(()))), scalar.nodes, True
+    )
+
+
 def test_a_measured_partition_costs_its_measurement_and_others_their_op_sum() -> None:
     graph = api.load(tiny_cnn())
     names = [node.name for node in graph.nodes]

@@ -55,9 +55,13 @@ INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
 # within a total of serialised model bytes: a compiled model holds 1.7-5.6x its weights
 # resident, and a tune of vgg19 (548 MB) compiles it whole for every target it measures.
 # At 1 GiB, resnet50's tune kept the screen's whole models compiled into the race: its
-# measure stage peaked at 2.8 GiB and its race at 3.3; at 128 MiB, 1.9 and 2.7.
+# measure stage peaked at 2.8 GiB and its race at 3.3; at 128 MiB, 1.9 and 2.7. At 128 MiB
+# the last whole model compiled (98 MiB serialised, 0.3-0.4 GiB compiled) was still kept
+# beside the race's own runners: its tune peaked at 1.54 GiB, against 1.31 at 32 MiB, in
+# the same time (a whole model's runner holds its own compile; a slow compile is imported
+# from the blob store). A model over the limit is never kept, not even alone.
 COMPILED_CACHE_SIZE = 256
-COMPILED_CACHE_BYTES = 128 << 20
+COMPILED_CACHE_BYTES = 32 << 20
 _Shapes = tuple[tuple[str, tuple[int, ...]], ...]
 _Key = tuple[str, tuple[tuple[str, str], ...], tuple[str, ...], _Shapes]
 _COMPILED: OrderedDict[_Key, Any] = OrderedDict()
@@ -236,7 +240,7 @@ def compiled_model(
             _COMPILED[key] = cached
             _COMPILED_BYTES[key] = len(model_bytes)
         _COMPILED.move_to_end(key)
-        while len(_COMPILED) > 1 and (
+        while _COMPILED and (
             len(_COMPILED) > COMPILED_CACHE_SIZE
             or sum(_COMPILED_BYTES.values()) > COMPILED_CACHE_BYTES
         ):
