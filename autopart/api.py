@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from autopart.cluster.hosts import HostDescription, describe_hosts
+from autopart.cluster.links import RUNS, SIZES, measure_links
+from autopart.cluster.session import cluster
+from autopart.costmodel.network import NetworkModel, network_path, save_network
 from autopart.errors import AutopartError
 from autopart.ir.analysis import GraphSummary, summarise
 from autopart.ir.feeds import random_inputs
@@ -23,6 +27,7 @@ from autopart.plan.build import place_plan
 from autopart.plan.schema import Plan, PlanError
 from autopart.plan.validate import validate_plan
 from autopart.profile import Profile, ProfileReport, TimingSettings
+from autopart.profile.saved import default_profiles_dir
 from autopart.progress import Progress, StageProgress
 from autopart.runtime.executor import Executor, RunResult
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
@@ -107,6 +112,40 @@ def run(
 def devices() -> Machine:
     """Every device found here, with its units (``autopart devices``)."""
     return discover()
+
+
+def cluster_devices(spec: str) -> list[HostDescription]:
+    """Every host of the Ray cluster ``spec`` (``local:N`` or an address), as found on it.
+
+    Each host's devices, targets, precisions and fingerprint (``autopart devices
+    --cluster``). Needs Ray (``pip install -e '.[ray]'``); :class:`ClusterError` otherwise,
+    or when the cluster cannot be reached.
+    """
+    with cluster(spec) as hosts:
+        return describe_hosts(hosts)
+
+
+def measure_network(
+    spec: str,
+    profiles: str | Path | None = None,
+    sizes: Sequence[int] = SIZES,
+    runs: int = RUNS,
+) -> tuple[NetworkModel, Path]:
+    """Time transfers between every pair of hosts of cluster ``spec``, fit links, save them.
+
+    Returns the network model (each host's fingerprint with it) and where it was saved:
+    beside the profiles in ``profiles`` (default: the profile directory), named after
+    the hosts' fingerprints. See :mod:`autopart.cluster.links`.
+    """
+    directory = Path(profiles) if profiles is not None else default_profiles_dir()
+    with cluster(spec) as hosts:
+        described = describe_hosts(hosts)
+        model = measure_links(hosts, sizes, runs)
+    model.hosts = {d.host.name: d.fingerprint for d in described}
+    path = network_path(directory, model.hosts)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_network(model, path)
+    return model, path
 
 
 def make_plan(

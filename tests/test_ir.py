@@ -18,16 +18,38 @@ from autopart.runtime import Executor, random_inputs
     device=st.sampled_from(["cpu", "opencl:0", "opencl:12", "cuda:1", None]),
     unit=st.one_of(st.none(), st.integers(0, 64)),
     codegen=st.sampled_from(["numpy", "opencl", "onnxruntime", "my-codegen", None]),
+    precision=st.sampled_from([None, "bf16", "int8"]),
+    host=st.sampled_from([None, "host1", "node-2.lan", "h_3", "opencl"]),
 )
 def test_virtual_device_text_round_trips(
-    device: str | None, unit: int | None, codegen: str | None
+    device: str | None,
+    unit: int | None,
+    codegen: str | None,
+    precision: str | None,
+    host: str | None,
 ) -> None:
-    target = VirtualDevice(device, unit, codegen)
-    if target.is_set:
+    target = VirtualDevice(device, unit, codegen, precision if codegen else None, host)
+    if target.device is not None or (target.is_set and host is None):
         assert VirtualDevice.parse(str(target)) == target
 
 
-@pytest.mark.parametrize("spec", ["", "cpu@", "@", "cpu/x@numpy", "cpu@numpy@onnx", "0cpu"])
+def test_a_target_without_a_host_is_on_the_local_machine() -> None:
+    v = VirtualDevice.parse
+    assert v("local:cpu@numpy") == v("cpu@numpy") and str(v("local:cpu@numpy")) == "cpu@numpy"
+    assert v("opencl:0/1@opencl").host is None  # a device index, not a host
+    remote = v("host1:opencl:0/1@opencl:int8")
+    assert (remote.host, remote.device, remote.unit) == ("host1", "opencl:0", 1)
+    assert remote != v("opencl:0/1@opencl:int8") and remote.memory_space == "host1:opencl:0"
+    assert remote.at_precision(None).host == "host1"
+    assert v("cpu@openvino").narrow(v("host1:cpu")) == v("host1:cpu@openvino")
+    assert v("host2:cpu").narrow(v("host1:cpu")) is None
+    with pytest.raises(TargetError, match="malformed host"):
+        VirtualDevice("cpu", host="1st")
+
+
+@pytest.mark.parametrize(
+    "spec", ["", "cpu@", "@", "cpu/x@numpy", "cpu@numpy@onnx", "0cpu", "host1:", ":cpu", "1h:cpu"]
+)
 def test_malformed_targets_are_refused(spec: str) -> None:
     with pytest.raises(TargetError, match="malformed target"):
         VirtualDevice.parse(spec)

@@ -14,6 +14,7 @@ import click
 from autopart.cli.bench import bench_command
 from autopart.cli.common import one_line, print_table
 from autopart.cli.devices import devices
+from autopart.cli.hosts import network_command
 from autopart.cli.info import info
 from autopart.cli.profile import profile_command
 from autopart.cli.run import run
@@ -63,6 +64,7 @@ for command in (
     zoo,
     info,
     devices,
+    network_command,
     run,
     profile_command,
     tune_command,

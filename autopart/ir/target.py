@@ -1,9 +1,13 @@
-"""Virtual devices: the (device, unit, codegen, precision) tuple carried by every IR node.
+"""Virtual devices: the (host, device, unit, codegen, precision) tuple carried by every IR node.
 
-The text form is ``device[/unit][@codegen[:precision]]``: ``cpu@numpy``,
-``opencl:0/1@opencl``, ``cpu@openvino:bf16``, ``cpu/0@openvino:bf16``. A precision is
-named only after a codegen (``cpu:0`` would read as a device index). A target without a
-precision computes in f32, the reference: ``cpu@openvino:f32`` is ``cpu@openvino``.
+The text form is ``[host:]device[/unit][@codegen[:precision]]``: ``cpu@numpy``,
+``opencl:0/1@opencl``, ``cpu@openvino:bf16``, ``cpu/0@openvino:bf16``,
+``host1:cpu@openvino``. A precision is named only after a codegen (``cpu:0`` would read as
+a device index). A target without a precision computes in f32, the reference:
+``cpu@openvino:f32`` is ``cpu@openvino``. A host is a machine of a cluster; a target
+without one is on the local machine, as every target written before hosts existed
+(``local:cpu@numpy`` is ``cpu@numpy``). A host name starts with a letter and is followed
+by ``:`` and the device's name, so ``opencl:0`` stays a device index.
 """
 
 from __future__ import annotations
@@ -17,9 +21,12 @@ HOST_DEVICE = "cpu"  # the host's device name: graph inputs start there, outputs
 REFERENCE_PRECISION = "f32"  # what a target without a precision computes in
 # Every precision a target may name, most exact first (a codegen offers a subset).
 PRECISIONS = (REFERENCE_PRECISION, "bf16", "int8")
+LOCAL_HOST = "local"  # the machine autopart runs on: a target names no host for it
 
+_HOST = re.compile(r"^[A-Za-z][\w.-]*$")
 _SPEC = re.compile(
-    r"^(?P<device>[A-Za-z_][\w]*(?::\d+)?)?(?:/(?P<unit>\d+))?"
+    r"^(?:(?P<host>[A-Za-z][\w.-]*):(?=[A-Za-z_]))?"
+    r"(?P<device>[A-Za-z_][\w]*(?::\d+)?)?(?:/(?P<unit>\d+))?"
     r"(?:@(?P<codegen>[A-Za-z_][\w-]*)(?::(?P<precision>[A-Za-z0-9_]+))?)?$"
 )
 
@@ -28,7 +35,9 @@ _SPEC = re.compile(
 class VirtualDevice:
     """Where a node runs: ``device`` (memory space), ``unit`` (lane), ``codegen``, ``precision``.
 
-    Each part is optional; an all-``None`` virtual device means "not yet planned".
+    ``host`` is the machine of a cluster (None: the local one, also when written
+    :data:`LOCAL_HOST`). Each part is optional; an all-``None`` virtual device means "not
+    yet planned".
     ``precision`` is None for f32 (the reference) and otherwise one of :data:`PRECISIONS`;
     which ones a codegen offers on a machine is the codegen's to say
     (:meth:`autopart.targets.codegen.Codegen.precisions`).
@@ -38,8 +47,15 @@ class VirtualDevice:
     unit: int | None = None
     codegen: str | None = None
     precision: str | None = None
+    host: str | None = None
 
     def __post_init__(self) -> None:
+        if self.host == LOCAL_HOST:
+            object.__setattr__(self, "host", None)
+        elif self.host is not None and not _HOST.match(self.host):
+            raise TargetError(
+                f"malformed host {self.host!r}: a letter, then letters, digits, '_', '.' or '-'"
+            )
         if self.precision == REFERENCE_PRECISION:
             object.__setattr__(self, "precision", None)
         elif self.precision is not None and self.precision not in PRECISIONS:
@@ -49,12 +65,12 @@ class VirtualDevice:
 
     @classmethod
     def parse(cls, spec: str) -> VirtualDevice:
-        """Parse ``device[/unit][@codegen[:precision]]``; :class:`TargetError` if malformed."""
+        """Parse ``[host:]device[/unit][@codegen[:precision]]``; :class:`TargetError` if bad."""
         match = _SPEC.match(spec.strip())
-        if not match or not spec.strip():
+        if not match or not spec.strip() or (match.group("host") and not match.group("device")):
             raise TargetError(
-                f"malformed target {spec!r}: expected device[/unit][@codegen[:precision]], "
-                "e.g. cpu@numpy or cpu@openvino:bf16"
+                f"malformed target {spec!r}: expected [host:]device[/unit][@codegen[:precision]], "
+                "e.g. cpu@numpy, cpu@openvino:bf16 or host1:cpu@openvino"
             )
         unit = match.group("unit")
         return cls(
@@ -62,6 +78,7 @@ class VirtualDevice:
             int(unit) if unit is not None else None,
             match.group("codegen"),
             match.group("precision"),
+            match.group("host"),
         )
 
     @property
@@ -86,16 +103,24 @@ class VirtualDevice:
 
     def at_precision(self, precision: str | None) -> VirtualDevice:
         """The same target computing in ``precision`` (None or ``f32``: the reference)."""
-        return VirtualDevice(self.device, self.unit, self.codegen, precision)
+        return VirtualDevice(self.device, self.unit, self.codegen, precision, self.host)
+
+    @property
+    def memory_space(self) -> str:
+        """The memory this target's values live in: its device, on its host (``host1:cpu``)."""
+        device = self.device or ""
+        return device if self.host is None else f"{self.host}:{device}"
 
     def narrow(self, other: VirtualDevice) -> VirtualDevice | None:
         """The parts of both together, or ``None`` when they set some part differently.
 
         A precision is part of the codegen: it narrows only where the codegen is named,
         and an unnamed precision (f32) agrees with a named one only when no codegen is set.
+        A host is a part as the device is: an unnamed one agrees with any.
         """
         if not (
-            _agree(self.device, other.device)
+            _agree(self.host, other.host)
+            and _agree(self.device, other.device)
             and _agree(self.unit, other.unit)
             and _agree(self.codegen, other.codegen)
         ):
@@ -111,6 +136,7 @@ class VirtualDevice:
             self.unit if self.unit is not None else other.unit,
             self.codegen if self.codegen is not None else other.codegen,
             precision,
+            self.host if self.host is not None else other.host,
         )
 
     def __str__(self) -> str:
@@ -121,6 +147,8 @@ class VirtualDevice:
             text += f"@{self.codegen}"
             if self.precision is not None:
                 text += f":{self.precision}"
+        if self.host is not None:
+            text = f"{self.host}:{text}"
         return text or "<unplanned>"
 
 

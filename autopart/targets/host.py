@@ -35,12 +35,17 @@ class HostDevice(Device):
         return array
 
     def describe(self) -> dict[str, Any]:
-        """CPU model, core count and numpy version."""
+        """CPU model, the cores this process may run on, and numpy's version.
+
+        The cores are those of the process's affinity (its units), so a process kept to
+        some cores (a host of a ``local:N`` cluster, ``taskset``) is a machine of its own,
+        with a profile of its own.
+        """
         return {
             "kind": "cpu",
             "processor": _cpu_model(),
             "machine": platform.machine(),
-            "cores": os.cpu_count(),
+            "cores": len(self.units) or os.cpu_count(),
             "numpy": np.__version__,
         }
 

@@ -133,3 +133,31 @@ def belongs(node_target: VirtualDevice, partition_target: VirtualDevice) -> bool
     if node_target == partition_target:
         return True
     return partition_target.precision is None and compile_target(node_target) == partition_target
+
+
+def device_rows(machine: Machine) -> list[dict[str, str]]:
+    """Each device of ``machine`` as ``autopart devices`` lists it, as text.
+
+    Keys: ``device``, ``kind``, ``units`` (``cpu/0, cpu/1`` or ``-``), ``codegens`` (each
+    with the precisions it offers there: ``openvino (f32+bf16+int8)``) and
+    ``description``.
+    """
+    targets = available_targets(machine)
+    rows = []
+    for device in machine.devices.values():
+        here = [t for t in targets if t.device == device.name]
+        codegens = [
+            f"{name} ({'+'.join(dict.fromkeys(t.computes_in for t in here if t.codegen == name))})"
+            for name in dict.fromkeys(str(t.codegen) for t in here)
+        ]
+        facts = device.describe()
+        rows.append(
+            {
+                "device": device.name,
+                "kind": device.kind,
+                "units": ", ".join(f"{device.name}/{u.index}" for u in device.units) or "-",
+                "codegens": ", ".join(codegens),
+                "description": str(facts.get("device") or facts.get("processor") or ""),
+            }
+        )
+    return rows
