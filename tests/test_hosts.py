@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
@@ -22,6 +24,10 @@ from autopart.costmodel.network import (
     save_network,
 )
 from autopart.errors import ProfileError
+from autopart.ir import Graph, Node, Value
+from autopart.plan.schema import PlanError
+from autopart.runtime.hosts import cut_stages, host_of
+from tests.test_profile import tiny_cnn
 
 SIZES = [1000 * 4**k for k in range(8)] + [64_000_000]
 
@@ -105,19 +111,14 @@ def _two_cores() -> None:
 
 def test_devices_of_a_local_cluster_are_found_on_each_host_with_its_own_core() -> None:
     _two_cores()
-    from autopart import api
-
-    described = api.cluster_devices("local:2")
-    assert [d.host.name for d in described] == ["host0", "host1"]
-    assert described[0].host.cores != described[1].host.cores
-    for host in described:
-        cpu = next(row for row in host.devices if row["device"] == "cpu")
-        assert cpu["units"] == "cpu/0"  # kept to its own core: one unit
-        assert "cpu@numpy" in host.targets and len(host.fingerprint) == 16
     result = CliRunner().invoke(main, ["devices", "--cluster", "local:2"])
     assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("│ host")]
+    assert [row.split("│")[1].strip() for row in rows if "│ cpu " in row] == ["host0", "host1"]
+    assert all(row.split("│")[5].strip() == "cpu/0" for row in rows if "│ cpu " in row)
     assert "host1 targets: host1:cpu@numpy" in result.output
-    assert "host0 fingerprint:" in result.output and "host1 fingerprint:" in result.output
+    prints = [line.split()[-1] for line in result.output.splitlines() if "fingerprint:" in line]
+    assert len(prints) == 2 and all(len(p) == 16 for p in prints)
 
 
 def test_the_network_command_times_fits_and_saves_each_link(tmp_path: Path) -> None:
@@ -136,3 +137,95 @@ def test_the_network_command_times_fits_and_saves_each_link(tmp_path: Path) -> N
         assert np.isfinite(link.latency_s) and link.bytes_per_s > 0
     flat = result.output.replace("\n", "")  # rich wraps long lines
     assert "host0 -> host1: latency" in flat and f"saved: {saved}" in flat
+
+
+def _random_dag(seed: int, count: int) -> Graph:
+    rng = np.random.default_rng(seed)
+    values = {"x": Value("x", (8,), np.dtype(np.float32))}
+    nodes = []
+    for i in range(count):
+        pool = ["x", *(f"v{j}" for j in range(i))]
+        picks = sorted({str(rng.choice(pool)) for _ in range(int(rng.integers(1, 4)))})
+        values[f"v{i}"] = Value(f"v{i}", (8,), np.dtype(np.float32))
+        nodes.append(Node(f"n{i}", "Sum" if len(picks) > 1 else "Relu", picks, [f"v{i}"]))
+    used = {name for node in nodes for name in node.inputs}
+    outputs = [f"v{i}" for i in range(count) if f"v{i}" not in used]
+    return Graph("random", nodes, values, ["x"], outputs, {"": 17})
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 30), hosts=st.integers(1, 3))
+def test_stages_cover_the_graph_in_order_and_hand_on_every_value_read_later(
+    seed: int, count: int, hosts: int
+) -> None:
+    graph = _random_dag(seed, count)
+    rng = np.random.default_rng(seed + 1)
+    assignment = {
+        node.name: f"host{int(rng.integers(hosts))}:cpu@numpy".removeprefix("host0:")
+        for node in graph.nodes
+    }
+    stages = cut_stages(graph, assignment)
+    assert [name for s in stages for name in s.nodes] == [node.name for node in graph.nodes]
+    assert all(a.host != b.host for a, b in itertools.pairwise(stages))
+    available = set(graph.inputs)
+    for stage in stages:
+        assert {host_of(assignment[name]) for name in stage.nodes} == {stage.host}
+        assert set(stage.inputs) <= available  # read only what came before
+        made = {out for name in stage.nodes for out in graph.node(name).outputs}
+        assert set(stage.outputs) <= made
+        available |= set(stage.outputs)
+    assert set(graph.outputs) <= available
+
+
+def test_a_plan_split_across_hosts_runs_there_and_matches_onnxruntime(tmp_path: Path) -> None:
+    _two_cores()
+    from autopart import api
+    from autopart.cluster.session import cluster
+    from autopart.ir.feeds import random_inputs
+    from autopart.runtime.hosts import ClusterPlanExecutor
+    from autopart.tuning.oracle import oracle_outputs
+
+    plan, graph = api.make_plan(tiny_cnn(), ["idx:1-2=host1:cpu@onnxruntime"], "cpu@numpy")
+    bad, _ = api.make_plan(tiny_cnn(), ["idx:1-2=host1:opencl:9@opencl"], "cpu@numpy")
+    feeds = [random_inputs(graph, seed) for seed in range(3)]
+    with cluster("local:2") as hosts:
+        executor = ClusterPlanExecutor(plan, graph, hosts)
+        assert [(s.host, len(s.nodes)) for s in executor.stages] == [
+            ("host0", 1),
+            ("host1", 2),
+            ("host0", 1),
+        ]  # the last stage reads a value of the first (a skip) and of the second
+        run = executor.run(feeds[0], repeat=3)
+        streamed = executor.stream(feeds * 4)
+        with pytest.raises(PlanError, match=r"host host1, compiling stage s1: .*opencl:9"):
+            ClusterPlanExecutor(bad, graph, hosts)
+        with pytest.raises(PlanError, match="host1, which the cluster lacks"):
+            ClusterPlanExecutor(plan, graph, hosts[:1])
+    assert len(run.latencies) == 3 and len(streamed.latencies) == 12 and streamed.rate > 0
+    for sample, outputs in [
+        (feeds[0], run.outputs),
+        *zip(feeds * 4, streamed.outputs, strict=True),
+    ]:
+        _, expected = oracle_outputs(graph, sample, plan)
+        for name, array in expected.items():
+            np.testing.assert_allclose(outputs[name], array, rtol=1e-4, atol=1e-5)
+    model = tmp_path / "tiny.onnx"
+    onnx.save(tiny_cnn(), model)
+    split = ["--assign", "idx:1-2=host1:cpu@onnxruntime", "--fallback", "cpu@numpy"]
+    result = CliRunner().invoke(main, ["run", str(model), *split, "--cluster", "local:2",
+                                       "--check", "--stream", "6"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "stage s1 on host1: 2 nodes" in result.output
+    assert "stream of 6 inputs on 2 host(s)" in result.output
+
+
+def test_a_plan_on_hosts_run_without_a_cluster_is_one_error_line(tmp_path: Path) -> None:
+    model = tmp_path / "tiny.onnx"
+    onnx.save(tiny_cnn(), model)
+    result = CliRunner().invoke(main, ["run", str(model), "--assign", "Relu=host1:cpu@numpy"])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        "error: target host1:cpu@numpy is on host host1, not this machine: run it with --cluster"
+    )
+    result = CliRunner().invoke(main, ["run", str(model), "--stream", "4"])
+    assert result.exit_code == 2 and "give --cluster too" in result.output

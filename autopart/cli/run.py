@@ -101,6 +101,12 @@ from autopart.tuning.oracle import oracle_outputs
     "--validation-split", type=float, default=0.5, show_default=True,
     help="with --check and several --inputs: the share of them checked",
 )  # fmt: skip
+@click.option("--cluster", "cluster_spec", default=None, metavar="local:N|ADDRESS",
+              help="run on the hosts of a Ray cluster: each run of nodes on its host "
+              "(targets name hosts: host1:cpu@openvino)")  # fmt: skip
+@click.option("--stream", type=click.IntRange(min=1), default=None, metavar="N",
+              help="with --cluster: run N inputs as a pipelined stream; report the rate "
+              "and each input's latency")  # fmt: skip
 @input_shape_option
 @freeze_option
 @user_errors
@@ -119,6 +125,8 @@ def run(
     metric_name: str | None,
     max_drop: float | None,
     validation_split: float,
+    cluster_spec: str | None,
+    stream: int | None,
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
 ) -> None:
@@ -130,6 +138,8 @@ def run(
     for path, what in ((save_plan, "plan file"), (out_path, "outputs file")):
         if path:
             check_writable(path, what)
+    if stream is not None and cluster_spec is None:
+        raise click.UsageError("--stream runs a pipeline across hosts: give --cluster too")
     if model.endswith(".json"):
         if assign or input_shapes or freeze:
             raise click.UsageError(
@@ -160,9 +170,11 @@ def run(
         elif len(samples) > 1:
             calibration = quant_ranges.CalibrationSamples(tuple(samples), stand_in=False)
             quant_ranges.attach(graph, calibration)
-        result = api.run_plan(
-            plan, graph, feeds, repeat=repeat, warmup=warmup, concurrent=not sequential
-        )
+        if stream is not None and cluster_spec is not None:
+            _stream(plan, graph, samples, stream, cluster_spec)
+            return
+        result = api.run_plan(plan, graph, feeds, repeat=repeat, warmup=warmup,
+                              concurrent=not sequential, cluster_spec=cluster_spec)  # fmt: skip
         _report(plan, graph, result, repeat)
         if save_plan:
             console.print(f"plan saved to {save_plan}")
@@ -175,6 +187,23 @@ def run(
                 sys.exit(1)
         elif check and not _check(plan, graph, feeds, result):
             sys.exit(1)  # not a usage error (2): the run went as asked, its outputs differ
+
+
+def _stream(
+    plan: Plan, graph: Graph, samples: list[dict[str, np.ndarray]], count: int, spec: str
+) -> None:
+    """Run ``count`` inputs (the samples, cycled) through the plan on ``spec``; the figures."""
+    inputs = [samples[i % len(samples)] for i in range(count)]
+    result, stages = api.stream_plan(plan, graph, inputs, spec)
+    for stage in stages:
+        console.print(f"stage {stage.id} on {stage.host}: {len(stage.nodes)} nodes")
+    latencies = np.array(result.latencies) * 1e3
+    console.print(
+        f"stream of {count} inputs on {len({s.host for s in stages})} host(s): "
+        f"{result.rate:.2f} inputs/s; latency median {np.median(latencies):.2f} ms "
+        f"(min {latencies.min():.2f}, max {latencies.max():.2f})"
+    )
+    print_peak_memory()
 
 
 def _report(plan: Plan, graph: Graph, result: PlanRunResult, repeat: int) -> None:
@@ -217,7 +246,9 @@ def _print_outputs(title: str, outputs: dict[str, np.ndarray]) -> None:
 
 
 def _print_steps(plan: Plan, result: PlanRunResult) -> None:
-    """Per-step timings, or busy time per target when there are many steps."""
+    """Per-step timings, or busy time per target when there are many steps (none: nothing)."""
+    if not result.steps:
+        return
     if len(result.steps) > 40:
         busy: dict[str, float] = {}
         for timing in result.steps:

@@ -33,13 +33,15 @@ def assign_by_rules(
     """Every node's target from ``rules`` (later rules win), else ``fallback``.
 
     A node whose assigned codegen does not support it falls back too; the returned notes
-    say which. Every target must exist on ``machine``.
+    say which. Every target must exist on ``machine``, but those on another host
+    (``host1:cpu@openvino``), which that host checks when it compiles its part.
     """
     fallback_target = resolve(fallback, machine)
     chosen: dict[str, VirtualDevice] = {}
     for rule in rules:
         selector, target = parse_rule(rule)
-        resolve(target, machine)
+        if target.host is None:
+            resolve(target, machine)
         for node in selector.select(graph):
             chosen[node.name] = target
     notes: list[str] = []
@@ -47,7 +49,8 @@ def assign_by_rules(
     unsupported: dict[str, list[str]] = {}
     for node in graph.nodes:
         target = chosen.get(node.name)
-        if target is not None and not resolve(target, machine).supports(node, graph):
+        remote = target is not None and target.host is not None
+        if target is not None and not remote and not resolve(target, machine).supports(node, graph):
             unsupported.setdefault(f"{node.op_type} on {target}", []).append(node.name)
             target = None
         assignment[node.name] = target or fallback_target.target

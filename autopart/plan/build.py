@@ -55,7 +55,7 @@ def build_plan(
     producer_step: dict[str, str] = {}
     for partition in partitions:
         for name in partition.outputs:
-            home[name] = str(partition.target.device)
+            home[name] = partition.target.memory_space
             producer_step[name] = f"p{partition.index}"
 
     copies: dict[tuple[str, str], CopySpec] = {}
@@ -77,7 +77,7 @@ def build_plan(
 
     specs = []
     for partition in partitions:
-        device = str(partition.target.device)
+        device = partition.target.memory_space
         after = {step for name in partition.inputs if (step := copy_to(name, device))}
         spec = PartitionSpec(
             f"p{partition.index}",
@@ -172,7 +172,7 @@ def _storage(
     first: dict[tuple[str, str], int] = {(name, HOST_DEVICE): -1 for name in graph.inputs}
     last: dict[tuple[str, str], int] = {}
     for spec in specs:
-        device = str(_target(spec).device)
+        device = _target(spec).memory_space
         for name in spec.outputs:
             first[(name, device)] = position[spec.id]
         for name in spec.inputs:
@@ -189,7 +189,7 @@ def _storage(
     ]
     weights: dict[str, int] = {}
     for partition in partitions:
-        device = str(partition.target.device)
+        device = partition.target.memory_space
         constants = {
             n for node in partition.nodes for n in node.present_inputs if graph.value(n).is_const
         }

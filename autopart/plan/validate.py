@@ -95,7 +95,7 @@ def _check_copies(plan: Plan, graph: Graph) -> dict[str, set[str]]:
     home: dict[str, str] = {name: HOST_DEVICE for name in graph.inputs}
     for spec in plan.partitions:
         for name in spec.outputs:
-            home[name] = str(_parse(spec.target).device)
+            home[name] = _parse(spec.target).memory_space
     resident = {name: {device} for name, device in home.items()}
     for copy in plan.copies:
         if copy.value not in home:
@@ -107,7 +107,7 @@ def _check_copies(plan: Plan, graph: Graph) -> dict[str, set[str]]:
             )
         resident[copy.value].add(copy.dst)
     for spec in plan.partitions:
-        device = str(_parse(spec.target).device)
+        device = _parse(spec.target).memory_space
         nodes = [graph.node(n) for n in spec.nodes]
         needed = set(boundary(graph, nodes)[0])
         if needed != set(spec.inputs):
@@ -142,7 +142,7 @@ def _check_order(plan: Plan) -> None:
 
 def _check_storage(plan: Plan, resident: dict[str, set[str]], graph: Graph) -> None:
     owners: dict[int, str] = {}
-    devices = {HOST_DEVICE} | {str(VirtualDevice.parse(p.target).device) for p in plan.partitions}
+    devices = {HOST_DEVICE} | {VirtualDevice.parse(p.target).memory_space for p in plan.partitions}
     for device, storage in plan.storage.items():
         if device not in devices:
             raise PlanError(f"plan stores buffers on {device!r}, a device none of its steps uses")
@@ -182,7 +182,13 @@ def _whole_as_shipped(plan: Plan, graph: Graph, nodes: list[Node], codegen: Code
 
 
 def _check_machine(plan: Plan, graph: Graph, machine: Machine) -> None:
+    """Every local partition's targets exist on ``machine`` and support its nodes.
+
+    A partition on another host is checked there (:mod:`autopart.runtime.hosts`).
+    """
     for spec in plan.partitions:
+        if VirtualDevice.parse(spec.target).host is not None:
+            continue
         try:
             resolved = resolve(spec.target, machine)
             for assigned in {plan.assignment[n] for n in spec.nodes} - {spec.target}:

@@ -61,6 +61,10 @@ def resolve(target: VirtualDevice | str, machine: Machine | None = None) -> Reso
     spec = VirtualDevice.parse(target) if isinstance(target, str) else target
     if spec.device is None or spec.codegen is None:
         raise TargetError(f"target {spec} must name a device and a codegen, e.g. cpu@numpy")
+    if spec.host is not None:
+        raise TargetError(
+            f"target {spec} is on host {spec.host}, not this machine: run it with --cluster"
+        )
     device = machine.device(spec.device)
     device.unit(spec.unit)
     if spec.codegen not in codegen_names():
