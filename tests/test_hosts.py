@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from autopart.cli import main
 from autopart.costmodel.network import (
     Link,
     NetworkModel,
+    Regime,
     fit_link,
     load_network,
     network_path,
@@ -32,22 +34,39 @@ from tests.test_profile import tiny_cnn
 SIZES = [1000 * 4**k for k in range(8)] + [64_000_000]
 
 
+SPLIT = 100 * 1024
+
+
 @settings(max_examples=60, deadline=None)
 @given(
-    latency_s=st.floats(1e-6, 1e-2),
-    bytes_per_s=st.floats(1e7, 1e11),
+    small=st.tuples(st.floats(1e-6, 1e-2), st.floats(1e7, 1e11)),
+    large=st.tuples(st.floats(1e-6, 1e-2), st.floats(1e7, 1e11)),
     noise=st.lists(st.floats(-0.05, 0.05), min_size=len(SIZES), max_size=len(SIZES)),
 )
-def test_a_fitted_link_predicts_every_size_within_its_noise(
-    latency_s: float, bytes_per_s: float, noise: list[float]
+def test_a_fitted_link_predicts_every_size_within_its_noise_in_each_regime(
+    small: tuple[float, float], large: tuple[float, float], noise: list[float]
 ) -> None:
-    truth = Link(latency_s, bytes_per_s)
+    truth = Link((Regime(SPLIT, *small), Regime(math.inf, *large)))
     times = [truth.seconds(n) * (1 + e) for n, e in zip(SIZES, noise, strict=True)]
-    fitted = fit_link(SIZES, times, [5] * len(SIZES))
+    fitted = fit_link(SIZES, times, [5] * len(SIZES), [SPLIT])
+    assert [r.upto_bytes for r in fitted.regimes] == [SPLIT, math.inf]
     assert fitted.worst_error() <= 0.12  # relative residuals: small sizes count as large
     for nbytes in SIZES:
         assert fitted.seconds(nbytes) == pytest.approx(truth.seconds(nbytes), rel=0.12)
     assert [row[2] for row in fitted.measured] == [5] * len(SIZES)
+    one = fit_link(SIZES, [Link.simple(*large).seconds(n) for n in SIZES])
+    assert one.seconds(SIZES[-1]) == pytest.approx(Link.simple(*large).seconds(SIZES[-1]))
+
+
+def test_a_regime_of_fewer_than_two_sizes_joins_its_neighbour() -> None:
+    sizes = [1000, 2000, 4000, 8000]
+    times = [1e-3 + n / 1e9 for n in sizes]
+    assert [r.upto_bytes for r in fit_link(sizes, times, splits=[1000]).regimes] == [math.inf]
+    assert [r.upto_bytes for r in fit_link(sizes, times, splits=[2000]).regimes] == [
+        2000,
+        math.inf,
+    ]
+    assert [r.upto_bytes for r in fit_link(sizes, times, splits=[5000]).regimes] == [math.inf]
 
 
 def test_a_link_needs_two_sizes_and_positive_times() -> None:
@@ -56,7 +75,9 @@ def test_a_link_needs_two_sizes_and_positive_times() -> None:
     with pytest.raises(ValueError, match="positive"):
         fit_link([1000, 2000], [1e-3, 0.0])
     with pytest.raises(ValueError, match="bandwidth"):
-        Link(1e-3, 0.0)
+        Link.simple(1e-3, 0.0)
+    with pytest.raises(ValueError, match="unbounded"):
+        Link((Regime(1000, 1e-3, 1e9),))
 
 
 def test_the_network_model_round_trips_and_refuses_a_damaged_file(tmp_path: Path) -> None:
@@ -72,7 +93,7 @@ def test_the_network_model_round_trips_and_refuses_a_damaged_file(tmp_path: Path
     with pytest.raises(ProfileError, match="no link"):
         again.seconds("host0", "host2", 1)
     document = json.loads(path.read_text())
-    document["links"][0]["bytes_per_s"] = -1
+    document["links"][0]["regimes"][0]["bytes_per_s"] = -1
     path.write_text(json.dumps(document))
     with pytest.raises(ProfileError, match="damaged"):
         load_network(path)
@@ -136,7 +157,7 @@ def test_the_network_command_times_fits_and_saves_each_link(tmp_path: Path) -> N
         assert all(row[1] > 0 and row[2] == 2 for row in link.measured)
         assert np.isfinite(link.latency_s) and link.bytes_per_s > 0
     flat = result.output.replace("\n", "")  # rich wraps long lines
-    assert "host0 -> host1: latency" in flat and f"saved: {saved}" in flat
+    assert "host0 -> host1: up to 102,400 bytes: latency" in flat and f"saved: {saved}" in flat
 
 
 def _random_dag(seed: int, count: int) -> Graph:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import click
 from rich.table import Table
 
@@ -49,8 +51,10 @@ def network_command(spec: str, profiles: str | None, runs: int) -> None:
                           f"{predicted * 1e3:.3f} ms", error)  # fmt: skip
     print_table(table)
     for (a, b), link in sorted(model.links.items()):
-        console.print(
-            f"{a} -> {b}: latency {link.latency_s * 1e6:.0f} us, bandwidth "
-            f"{link.bytes_per_s / 1e9:.2f} GB/s, worst error {link.worst_error():.0%}"
+        regimes = "; ".join(
+            ("beyond" if math.isinf(r.upto_bytes) else f"up to {r.upto_bytes:,.0f} bytes")
+            + f": latency {r.latency_s * 1e6:.0f} us, {r.bytes_per_s / 1e9:.2f} GB/s"
+            for r in link.regimes
         )
+        console.print(f"{a} -> {b}: {regimes}; worst error {link.worst_error():.0%}")
     console.print(f"saved: {path}")

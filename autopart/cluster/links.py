@@ -5,7 +5,8 @@ an actor on A (held in A's object store, or inline when Ray keeps it small) is p
 reference to a call of an actor on B, which receives it whole. The time is the driver's
 wall clock around that call, so a link's latency includes one actor call. Every timed
 transfer moves a fresh object: Ray keeps a copy where an object was pulled, and a second
-pull of the same object would be free.
+pull of the same object would be free. A link is fitted in two regimes, split where Ray
+stops passing objects inline (:data:`RAY_INLINE_BYTES`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ from autopart.cluster.session import ClusterError, Host, import_ray
 from autopart.costmodel.network import Link, NetworkModel, fit_link
 
 SIZES = (*(1000 * 4**k for k in range(8)), 64_000_000)  # 1 KB to 64 MB
+# Ray passes an object of up to 100 KiB inline with the call that reads it (its
+# max_direct_call_object_size), and a larger one through the object stores: two regimes.
+RAY_INLINE_BYTES = 100 * 1024
 RUNS = 7
 CALL_TIMEOUT_S = 120.0
 
@@ -74,7 +78,7 @@ def measure_links(
             ][1:]
             medians.append(statistics.median(times))
             done += 1
-        links[(a, b)] = fit_link(sizes, medians, [runs] * len(sizes))
+        links[(a, b)] = fit_link(sizes, medians, [runs] * len(sizes), [RAY_INLINE_BYTES])
     for endpoint in endpoints.values():
         ray.kill(endpoint)
     return NetworkModel(links)

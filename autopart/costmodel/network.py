@@ -12,6 +12,7 @@ written atomically and checked when read back (:func:`load_network`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -29,37 +30,78 @@ NETWORK_FORMAT = "autopart.network 1"
 
 
 @dataclass(frozen=True)
-class Link:
-    """One direction between two hosts: ``latency_s`` plus bytes over ``bytes_per_s``.
+class Regime:
+    """Transfers of up to ``upto_bytes`` cost ``latency_s`` plus bytes over ``bytes_per_s``."""
 
-    ``measured`` holds the timings it was fitted to, as (bytes, median seconds, runs);
-    empty for a link the user wrote.
-    """
-
+    upto_bytes: float
     latency_s: float
     bytes_per_s: float
-    measured: tuple[tuple[int, float, int], ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.latency_s) and self.latency_s >= 0):
             raise ValueError(f"a link's latency must be finite and >= 0, not {self.latency_s}")
         if not (math.isfinite(self.bytes_per_s) and self.bytes_per_s > 0):
             raise ValueError(f"a link's bandwidth must be finite and > 0, not {self.bytes_per_s}")
+        if not self.upto_bytes > 0:
+            raise ValueError(f"a regime must cover some bytes, not up to {self.upto_bytes}")
+
+
+@dataclass(frozen=True)
+class Link:
+    """One direction between two hosts: a latency plus bytes over a bandwidth, by regime.
+
+    A channel may move small and large transfers differently (Ray passes an object of up
+    to 100 KiB inline with the call, and a larger one through the object stores), so a
+    link holds one :class:`Regime` per range of sizes, in increasing ``upto_bytes``, the
+    last unbounded. ``measured`` holds the timings it was fitted to, as (bytes, median
+    seconds, runs).
+    """
+
+    regimes: tuple[Regime, ...]
+    measured: tuple[tuple[int, float, int], ...] = ()
+
+    def __post_init__(self) -> None:
+        bounds = [regime.upto_bytes for regime in self.regimes]
+        if not bounds or bounds != sorted(set(bounds)) or bounds[-1] != math.inf:
+            raise ValueError(f"a link's regimes must rise to an unbounded last one, not {bounds}")
+
+    @classmethod
+    def simple(cls, latency_s: float, bytes_per_s: float) -> Link:
+        """One regime for every size."""
+        return cls((Regime(math.inf, latency_s, bytes_per_s),))
+
+    @property
+    def latency_s(self) -> float:
+        """The latency of the smallest transfers."""
+        return self.regimes[0].latency_s
+
+    @property
+    def bytes_per_s(self) -> float:
+        """The bandwidth of the largest transfers."""
+        return self.regimes[-1].bytes_per_s
 
     def seconds(self, nbytes: int | float) -> float:
         """The predicted time to move ``nbytes`` over this link."""
-        return self.latency_s + float(nbytes) / self.bytes_per_s
+        regime = next(r for r in self.regimes if nbytes <= r.upto_bytes)
+        return regime.latency_s + float(nbytes) / regime.bytes_per_s
 
     def worst_error(self) -> float:
         """The largest relative error of the prediction on the timings it was fitted to."""
         return max((abs(self.seconds(n) / t - 1) for n, t, _ in self.measured), default=0.0)
 
 
-def fit_link(nbytes: Sequence[int], seconds: Sequence[float], runs: Sequence[int] = ()) -> Link:
+def fit_link(
+    nbytes: Sequence[int],
+    seconds: Sequence[float],
+    runs: Sequence[int] = (),
+    splits: Sequence[int] = (),
+) -> Link:
     """The :class:`Link` whose prediction is nearest, relatively, to ``seconds`` at ``nbytes``.
 
-    Needs at least two distinct sizes and positive times; raises :class:`ValueError`
-    otherwise. ``runs`` (how many timings each median is of) is kept with the data.
+    ``splits`` are sizes where the channel changes how it moves bytes: each range between
+    them is fitted apart, as long as it holds at least two sizes (else it joins the range
+    above). Needs at least two distinct sizes and positive times; raises
+    :class:`ValueError` otherwise. ``runs`` (how many timings each median is of) is kept.
     """
     sizes = np.asarray(nbytes, dtype=float)
     times = np.asarray(seconds, dtype=float)
@@ -67,6 +109,33 @@ def fit_link(nbytes: Sequence[int], seconds: Sequence[float], runs: Sequence[int
         raise ValueError("a link is fitted to timings of at least two sizes")
     if not (np.all(np.isfinite(times)) and np.all(times > 0)):
         raise ValueError("a link is fitted to positive, finite times")
+    bounds = [-math.inf, *sorted(set(splits)), math.inf]
+
+    def distinct(low: float, high: float) -> int:
+        return len(set(sizes[(sizes > low) & (sizes <= high)].tolist()))
+
+    ranges: list[list[float]] = []
+    for low, high in itertools.pairwise(bounds):
+        if ranges and distinct(*ranges[-1]) < 2:
+            ranges[-1][1] = high  # too few sizes below: one range with this one
+        else:
+            ranges.append([low, high])
+    if len(ranges) > 1 and distinct(*ranges[-1]) < 2:
+        last = ranges.pop()
+        ranges[-1][1] = last[1]
+    regimes = []
+    for low, high in ranges:
+        inside = (sizes > low) & (sizes <= high)
+        regimes.append(_fit_regime(sizes[inside], times[inside], high))
+    counts = list(runs) or [1] * len(sizes)
+    measured = tuple(
+        (int(n), float(t), int(r)) for n, t, r in zip(sizes, times, counts, strict=True)
+    )
+    return Link(tuple(regimes), measured)
+
+
+def _fit_regime(sizes: np.ndarray, times: np.ndarray, upto: float) -> Regime:
+    """Latency and bandwidth minimising the relative residuals at ``sizes``."""
     # in units where both parameters are near 1: latency in ms, seconds per MB
     slope_guess = max(float(np.polyfit(sizes, times, 1)[0]), 1e-12) * 1e6
     start = [max(float(times.min()) * 1e3, 1e-6), slope_guess]
@@ -76,11 +145,7 @@ def fit_link(nbytes: Sequence[int], seconds: Sequence[float], runs: Sequence[int
 
     fit = least_squares(relative, start, bounds=([0.0, 1e-9], [np.inf, np.inf]))
     latency_ms, seconds_per_mb = (float(x) for x in fit.x)
-    counts = list(runs) or [1] * len(sizes)
-    measured = tuple(
-        (int(n), float(t), int(r)) for n, t, r in zip(sizes, times, counts, strict=True)
-    )
-    return Link(latency_ms * 1e-3, 1e6 / seconds_per_mb, measured)
+    return Regime(upto, latency_ms * 1e-3, 1e6 / seconds_per_mb)
 
 
 @dataclass
@@ -130,21 +195,28 @@ def save_network(model: NetworkModel, path: str | Path) -> None:
             {
                 "from": a,
                 "to": b,
-                "latency_s": link.latency_s,
-                "bytes_per_s": link.bytes_per_s,
+                "regimes": [
+                    {
+                        "upto_bytes": None if math.isinf(r.upto_bytes) else r.upto_bytes,
+                        "latency_s": r.latency_s,
+                        "bytes_per_s": r.bytes_per_s,
+                    }
+                    for r in link.regimes
+                ],
                 "measured": [list(row) for row in link.measured],
             }
             for (a, b), link in sorted(model.links.items())
         ],
     }
-    atomic_write_bytes(Path(path), (json.dumps(document, indent=1) + "\n").encode())
+    text = json.dumps(document, indent=1, allow_nan=False) + "\n"
+    atomic_write_bytes(Path(path), text.encode())
 
 
 def load_network(path: str | Path) -> NetworkModel:
     """The model saved at ``path``; :class:`ProfileError` if missing, of another format, or bad."""
     try:
-        document = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        document = json.loads(Path(path).read_text(), parse_constant=_no_constant)
+    except (OSError, ValueError) as error:  # unreadable, not UTF-8, not JSON, NaN
         raise ProfileError(f"cannot read the network model {path}: {error}") from None
     if not isinstance(document, dict) or document.get("format") != NETWORK_FORMAT:
         raise ProfileError(f"{path} is not a network model of format {NETWORK_FORMAT!r}")
@@ -159,4 +231,17 @@ def load_network(path: str | Path) -> NetworkModel:
 def _link(row: Any) -> Link:
     """One saved link, checked."""
     measured = tuple((int(n), float(t), int(r)) for n, t, r in row["measured"])
-    return Link(float(row["latency_s"]), float(row["bytes_per_s"]), measured)
+    regimes = tuple(
+        Regime(
+            math.inf if part["upto_bytes"] is None else float(part["upto_bytes"]),
+            float(part["latency_s"]),
+            float(part["bytes_per_s"]),
+        )
+        for part in row["regimes"]
+    )
+    return Link(regimes, measured)
+
+
+def _no_constant(name: str) -> None:
+    """Refuse NaN and Infinity, which this format never writes."""
+    raise ValueError(f"{name} is not a number this format writes")

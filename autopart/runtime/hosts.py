@@ -181,7 +181,7 @@ class ClusterPlanExecutor:
             raise ClusterError(f"host {stage.host} was lost while {doing} stage {stage.id}: "
                                f"{type(error).__name__}") from None  # fmt: skip
 
-    def _submit(self, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
+    def submit(self, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """Every stage called on ``feeds``, in order: each value's reference (or array)."""
         values: dict[str, Any] = {name: self.ray.put(array) for name, array in feeds.items()}
         for stage, actor in zip(self.stages, self.runners, strict=True):
@@ -191,7 +191,7 @@ class ClusterPlanExecutor:
             values.update(zip(stage.outputs, refs, strict=False))
         return values
 
-    def _collect(
+    def collect(
         self, values: Mapping[str, Any], feeds: Mapping[str, np.ndarray]
     ) -> dict[str, np.ndarray]:
         """The graph's outputs from a submitted run (waiting for them)."""
@@ -213,11 +213,11 @@ class ClusterPlanExecutor:
         """Run the plan ``warmup`` untimed and ``repeat`` timed times, one input at a time."""
         checked = validate_feeds(self.graph, feeds)
         for _ in range(warmup):
-            self._collect(self._submit(checked), checked)
+            self.collect(self.submit(checked), checked)
         latencies, outputs = [], {}
         for _ in range(repeat):
             started = time.perf_counter()
-            outputs = self._collect(self._submit(checked), checked)
+            outputs = self.collect(self.submit(checked), checked)
             latencies.append(time.perf_counter() - started)
         return PlanRunResult(latencies=latencies, outputs=outputs)
 
@@ -228,22 +228,35 @@ class ClusterPlanExecutor:
 
         Each input's latency runs from its submission to its last output.
         """
-        window = in_flight or len(self.stages) + 1
-        checked = [validate_feeds(self.graph, sample) for sample in samples]
-        pending: list[tuple[float, dict[str, Any], Mapping[str, np.ndarray]]] = []
-        latencies, outputs = [], []
-        started = time.perf_counter()
-        for sample in [*checked, *([None] * window)]:
-            if sample is not None:
-                pending.append((time.perf_counter(), self._submit(sample), sample))
-            if len(pending) >= window or (sample is None and pending):
-                submitted, values, fed = pending.pop(0)
-                outputs.append(self._collect(values, fed))
-                latencies.append(time.perf_counter() - submitted)
-        return StreamResult(latencies, time.perf_counter() - started, outputs)
+        return stream_through([self], samples, in_flight or len(self.stages) + 1)
 
     def close(self) -> None:
         """Stop every stage's actor."""
         for actor in self.runners:
             self.ray.kill(actor)
         self.runners = []
+
+
+def stream_through(
+    executors: Sequence[ClusterPlanExecutor],
+    samples: Sequence[Mapping[str, np.ndarray]],
+    in_flight: int,
+) -> StreamResult:
+    """Run ``samples`` through ``executors`` in turn (replicas), ``in_flight`` at once.
+
+    Input k goes to executor k mod len(executors). Outputs come back in input order; each
+    input's latency runs from its submission to its last output.
+    """
+    checked = [validate_feeds(executors[0].graph, sample) for sample in samples]
+    pending: list[tuple[float, ClusterPlanExecutor, dict[str, Any], Mapping[str, np.ndarray]]] = []
+    latencies, outputs = [], []
+    started = time.perf_counter()
+    for index, sample in enumerate([*checked, *([None] * in_flight)]):
+        if sample is not None:
+            executor = executors[index % len(executors)]
+            pending.append((time.perf_counter(), executor, executor.submit(sample), sample))
+        if len(pending) >= in_flight or (sample is None and pending):
+            submitted, executor, values, fed = pending.pop(0)
+            outputs.append(executor.collect(values, fed))
+            latencies.append(time.perf_counter() - submitted)
+    return StreamResult(latencies, time.perf_counter() - started, outputs)
