@@ -7,7 +7,7 @@ exported from the package.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +34,8 @@ from autopart.runtime.hosts import ClusterPlanExecutor, Stage, StreamResult
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
 from autopart.targets.devices import Machine, discover
 from autopart.targets.resolve import reference_target
+from autopart.tuning import host_profiles
+from autopart.tuning.host_profiles import HostProfile
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.oracle import check_outputs
 from autopart.tuning.profile_model import profile_model
@@ -259,6 +261,27 @@ def profile(
         checkpoint_s=checkpoint_s,
         refresh=refresh,
     )
+
+
+def profile_hosts(
+    model: ModelLike,
+    cluster_spec: str,
+    targets: Sequence[str] | None = None,
+    profiles: str | Path | None = None,
+    budget_s: float | None = None,
+    input_shapes: InputShapes | None = None,
+    freeze: FreezeValues | None = None,
+    announce: Callable[[str], None] | None = None,
+) -> list[HostProfile]:
+    """Profile ``model`` on every host of cluster ``cluster_spec``, one profile per fingerprint.
+
+    As :func:`profile`, but each host measures itself (a Ray task pinned to it), one host
+    at a time, and its profile is saved here under its fingerprint
+    (:mod:`autopart.tuning.host_profiles`). ``budget_s`` bounds each host's measuring.
+    """
+    graph = load(model, input_shapes, freeze)
+    with cluster(cluster_spec) as hosts:
+        return host_profiles.profile_hosts(graph, hosts, targets, profiles, budget_s, announce)
 
 
 def tune(

@@ -250,3 +250,36 @@ def test_a_plan_on_hosts_run_without_a_cluster_is_one_error_line(tmp_path: Path)
     )
     result = CliRunner().invoke(main, ["run", str(model), "--stream", "4"])
     assert result.exit_code == 2 and "give --cluster too" in result.output
+
+
+def test_each_host_profiles_itself_once_per_fingerprint_and_reuses_it(tmp_path: Path) -> None:
+    _two_cores()
+    from autopart import api
+    from autopart.profile import Profile
+
+    model = tmp_path / "tiny.onnx"
+    onnx.save(tiny_cnn(), model)
+    first = api.profile_hosts(model, "local:2", ["cpu@numpy"], tmp_path / "profiles")
+    assert [(p.host, p.shared_with) for p in first] == [("host0", None), ("host1", "host0")]
+    assert first[0].fingerprint != api.devices().fingerprint()  # one core of two: its own
+    assert first[0].new > 0 and first[0].path.exists()
+    saved = Profile.load(first[0].path)
+    assert saved.fingerprint == first[0].fingerprint and not saved.dropped.count
+    result = CliRunner().invoke(main, ["profile", str(model), "--cluster", "local:2",
+                                       "--targets", "cpu@numpy",
+                                       "--profiles", str(tmp_path / "profiles")])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = [line.split("│") for line in result.output.splitlines() if line.startswith("│ host")]
+    assert [(row[1].strip(), row[3].strip()) for row in rows] == [("host0", "0"), ("host1", "0")]
+    assert "shared with host0" in result.output
+
+
+def test_a_host_profile_that_comes_back_damaged_is_refused_and_nothing_is_written(
+    tmp_path: Path,
+) -> None:
+    from autopart.tuning.host_profiles import _save_checked
+
+    target = tmp_path / "abc.csv"
+    with pytest.raises(ProfileError):
+        _save_checked(b"# autopart.profile 4\nnot a profile\n", target, "abc")
+    assert not target.exists()

@@ -56,6 +56,9 @@ from autopart.profile.store import Profile
 @click.option(
     "--refresh", is_flag=True, help="measure everything again; new rows replace the saved ones"
 )
+@click.option("--cluster", "cluster_spec", default=None, metavar="local:N|ADDRESS",
+              help="profile every host of a Ray cluster, each on itself, one at a time; "
+              "each host's profile is saved here under its fingerprint")  # fmt: skip
 @input_shape_option
 @freeze_option
 @user_errors
@@ -65,11 +68,17 @@ def profile_command(
     profiles: str | None,
     budget: float | None,
     refresh: bool,
+    cluster_spec: str | None,
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
 ) -> None:
     """Measure op, launch and copy costs of MODEL on every target; reuse what is saved."""
     targets = tuple(t for spec in targets for t in spec.split(",") if t.strip())
+    if cluster_spec is not None:
+        if refresh:
+            raise click.UsageError("--refresh is for this machine's profile, not --cluster")
+        _profile_hosts(model, cluster_spec, targets, profiles, budget, input_shapes, freeze)
+        return
     columns = (
         TextColumn("{task.description:<40}"),
         BarColumn(),
@@ -93,6 +102,33 @@ def profile_command(
             )  # fmt: skip
         kept.append(f"kept {len(saved.table)} profile rows in {path}")
         _print_report(model, report, saved, path)
+
+
+def _profile_hosts(
+    model: str,
+    spec: str,
+    targets: tuple[str, ...],
+    profiles: str | None,
+    budget: float | None,
+    input_shapes: tuple[str, ...],
+    freeze: tuple[str, ...],
+) -> None:
+    """``profile --cluster``: each host's profile, and a table of what each measured."""
+    found = api.profile_hosts(
+        model, spec, targets or None, profiles, budget, parse_input_shapes(input_shapes),
+        parse_freeze(freeze), announce=lambda line: doing("profile", line),
+    )  # fmt: skip
+    table = Table("host", "fingerprint", "new", "reused", "missing", "seconds", "profile",
+                  title=f"profiles of {model} on {spec}")  # fmt: skip
+    for host in found:
+        where = str(host.path) if host.shared_with is None else f"shared with {host.shared_with}"
+        table.add_row(host.host, host.fingerprint, str(host.new), str(host.reused),
+                      str(host.missing), f"{host.elapsed_s:.1f}", where)  # fmt: skip
+    print_table(table)
+    for host in found:
+        for note in host.notes if host.shared_with is None else ():
+            console.print(styled(("note:", "yellow"), f" {host.host}: {note}"))
+    print_peak_memory()
 
 
 def _print_report(model: str, report: ProfileReport, saved: Profile, path: Path) -> None:
