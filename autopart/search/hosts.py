@@ -1,0 +1,275 @@
+"""The search across hosts: stages of consecutive nodes, priced by profiles and the network.
+
+A plan across hosts is a sequence of **stages**, each a run of consecutive nodes (in the
+graph's order) on one host, on that host's quickest whole-graph target (by its profile's
+op sums). Hosts appear at most once, in any order. Between two stages, the values made
+before the cut and read after it move over the link between their hosts
+(:class:`~autopart.costmodel.network.NetworkModel`); the graph's inputs start on the
+local host (``host0``) and its outputs end there.
+
+- **Latency** (one input): the sum of the stages and the transfers. An exact dynamic
+  programme over cut points for each order of hosts.
+- **Throughput** (a stream): the slowest stage or transfer bounds the rate, since each
+  host and each link works on a different input at once. Also a dynamic programme, over
+  the same cut points. **Replicas** of the whole model, one per host that can hold it,
+  are the other candidate: their rates add up.
+
+A cut point is a node index. Graphs of more than :data:`MAX_CUTS` nodes are cut only at
+the index of least crossing bytes within each of :data:`MAX_CUTS` equal spans, so the
+search stays near-linear in the graph's size. ``memory`` caps the weights a host holds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from autopart.costmodel.costs import Costs
+from autopart.costmodel.network import NetworkModel
+from autopart.errors import AutopartError
+from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
+
+LOCAL = "host0"
+MAX_CUTS = 256
+
+
+class HostSearchError(AutopartError):
+    """No plan across the hosts fits their memory, or no target runs a host's nodes."""
+
+
+@dataclass(frozen=True)
+class HostStagePlan:
+    """Stages as (host, target, first node index, end index), and what they predict.
+
+    ``kind`` is ``pipeline`` (one stage or several) or ``replicas`` (each stage is the
+    whole graph, on its own host, taking every n-th input). ``latency_s`` is one input's
+    time; ``rate_per_s`` the stream's inputs per second.
+    """
+
+    kind: str
+    stages: tuple[tuple[str, VirtualDevice, int, int], ...]
+    latency_s: float
+    rate_per_s: float
+
+    def assignments(self, graph: Graph) -> list[dict[str, str]]:
+        """Every node's target text, once per plan to run (one per replica)."""
+        if self.kind == "replicas":
+            return [_place(graph, [stage]) for stage in self.stages]
+        return [_place(graph, self.stages)]
+
+
+def _place(graph: Graph, stages: Sequence[tuple[str, VirtualDevice, int, int]]) -> dict[str, str]:
+    assignment = {}
+    for host, target, first, end in stages:
+        text = str(target) if host == LOCAL else f"{host}:{target}"
+        for node in graph.nodes[first:end]:
+            assignment[node.name] = text
+    return assignment
+
+
+@dataclass
+class _Host:
+    """One host's prefix sums on its target: seconds, unsupported nodes, weights."""
+
+    name: str
+    target: VirtualDevice
+    launch: float
+    seconds: np.ndarray
+    unsupported: np.ndarray
+    weights: np.ndarray
+    cap: float
+
+    def stage_s(self, first: int, end: int) -> float:
+        """Seconds of nodes ``first:end`` as one stage here; inf where it cannot hold them."""
+        if self.unsupported[end] != self.unsupported[first]:
+            return math.inf
+        if self.weights[end] - self.weights[first] > self.cap:
+            return math.inf
+        return self.launch + float(self.seconds[end] - self.seconds[first])
+
+
+def search_hosts(
+    graph: Graph,
+    costs: Mapping[str, Costs],
+    network: NetworkModel,
+    memory: Mapping[str, int] | None = None,
+) -> tuple[HostStagePlan, HostStagePlan, HostStagePlan | None]:
+    """The quickest plan for one input, the fastest pipeline and the replicas, if any fit.
+
+    ``costs`` are each host's (its profile's, targets without a host); ``memory`` caps a
+    host's weights in bytes. :class:`HostSearchError` when no pipeline fits.
+    """
+    hosts = [_prefixes(graph, name, cost, (memory or {}).get(name)) for name, cost in costs.items()]
+    flows = _Flows(*_crossing(graph), network)
+    cuts = _cut_points(flows.crossing)
+    best_latency: HostStagePlan | None = None
+    best_rate: HostStagePlan | None = None
+    for count in range(1, len(hosts) + 1):
+        for order in itertools.permutations(hosts, count):
+            found = _order(order, cuts, flows)
+            if found is None:
+                continue
+            if best_latency is None or found[0].latency_s < best_latency.latency_s:
+                best_latency = found[0]
+            if best_rate is None or found[1].rate_per_s > best_rate.rate_per_s:
+                best_rate = found[1]
+    if best_latency is None or best_rate is None:
+        raise HostSearchError("no plan across the hosts fits their memory with targets that "
+                              "run every node")  # fmt: skip
+    return best_latency, best_rate, _replicas(hosts, len(graph.nodes), flows)
+
+
+def _prefixes(graph: Graph, name: str, costs: Costs, cap: int | None) -> _Host:
+    """``name``'s quickest whole-graph target and its prefix sums."""
+    weights = np.zeros(len(graph.nodes) + 1)
+    seen: set[str] = set()
+    for index, node in enumerate(graph.nodes):
+        fresh = [v for v in node.present_inputs if graph.value(v).is_const and v not in seen]
+        seen.update(fresh)
+        weights[index + 1] = weights[index] + sum(graph.value(v).nbytes for v in fresh)
+    best: _Host | None = None
+    for target in costs.targets:
+        times = [costs.cost(n, target) if target in costs.supported(n) else math.inf
+                 for n in graph.nodes]  # fmt: skip
+        unsupported = np.concatenate([[0], np.cumsum([math.isinf(t) for t in times])])
+        seconds = np.concatenate([[0.0], np.cumsum([0.0 if math.isinf(t) else t for t in times])])
+        host = _Host(name, target, costs.launch_cost(target), seconds, unsupported, weights,
+                     math.inf if cap is None else float(cap))  # fmt: skip
+        whole = (unsupported[-1], host.launch + seconds[-1])
+        if best is None or whole < (best.unsupported[-1], best.launch + best.seconds[-1]):
+            best = host
+    if best is None:
+        raise HostSearchError(f"host {name}'s profile prices no target")
+    return best
+
+
+def _crossing(graph: Graph) -> tuple[np.ndarray, float, np.ndarray]:
+    """Bytes crossing each cut point, the inputs' bytes, and outputs' bytes made before each."""
+    count = len(graph.nodes)
+    index = {name: i for i, node in enumerate(graph.nodes) for name in node.outputs if name}
+    last: dict[str, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for name in node.present_inputs:
+            if not graph.value(name).is_const:
+                last[name] = i
+    delta = np.zeros(count + 2)
+    for name, reader in last.items():
+        made = index.get(name, -1)  # a graph input is made before the first node
+        delta[made + 1] += graph.value(name).nbytes
+        delta[reader + 1] -= graph.value(name).nbytes
+    crossing = np.cumsum(delta)[: count + 1]
+    inputs = float(sum(graph.value(name).nbytes for name in graph.inputs if name in last))
+    made_outputs = np.zeros(count + 1)
+    for name in graph.outputs:
+        if name in index:
+            made_outputs[index[name] + 1] += graph.value(name).nbytes
+    return crossing, inputs, np.cumsum(made_outputs)
+
+
+def _cut_points(crossing: np.ndarray) -> list[int]:
+    """Every node index, or where least crosses in each of :data:`MAX_CUTS` equal spans."""
+    count = len(crossing) - 1
+    if count <= MAX_CUTS:
+        return list(range(count + 1))
+    bounds = np.linspace(1, count, MAX_CUTS + 1).astype(int)
+    chosen = {
+        int(lo + np.argmin(crossing[lo:hi])) for lo, hi in itertools.pairwise(bounds) if hi > lo
+    }
+    return sorted({0, count} | chosen)
+
+
+@dataclass
+class _Flows:
+    """What moves between hosts: bytes crossing each node index, the inputs, the outputs."""
+
+    crossing: np.ndarray
+    inputs: float
+    outputs: np.ndarray
+    network: NetworkModel
+
+    def link_s(self, a: str, b: str, nbytes: float) -> float:
+        """Seconds to move ``nbytes`` from host ``a`` to ``b`` (none on one host)."""
+        return 0.0 if a == b or nbytes <= 0 else self.network.seconds(a, b, nbytes)
+
+
+def _order(
+    order: Sequence[_Host], cuts: list[int], flows: _Flows
+) -> tuple[HostStagePlan, HostStagePlan] | None:
+    """The best latency and rate of stages on hosts in this ``order``, each non-empty."""
+    count = len(cuts)
+    first = order[0]
+    start = flows.link_s(LOCAL, first.name, flows.inputs)
+    # latency[s][j]: the stages up to s end at cut j; rate is the bottleneck instead
+    latency = np.full((len(order), count), math.inf)
+    neck = np.full((len(order), count), math.inf)
+    back: dict[tuple[int, int, str], int] = {}
+    for j in range(1, count):
+        stage = first.stage_s(0, cuts[j])
+        latency[0, j], neck[0, j] = start + stage, max(start, stage)
+    for s in range(1, len(order)):
+        host, before = order[s], order[s - 1]
+        for j in range(s + 1, count):
+            for i in range(s, j):
+                stage = host.stage_s(cuts[i], cuts[j])
+                if math.isinf(stage):
+                    continue
+                move = flows.link_s(before.name, host.name, float(flows.crossing[cuts[i]]))
+                through = latency[s - 1, i] + move + stage
+                if through < latency[s, j]:
+                    latency[s, j], back[(s, j, "l")] = through, i
+                bottleneck = max(neck[s - 1, i], move, stage)
+                if bottleneck < neck[s, j]:
+                    neck[s, j], back[(s, j, "r")] = bottleneck, i
+    last = len(order) - 1
+    if math.isinf(latency[last, count - 1]):
+        return None
+    plans = []
+    for key in ("l", "r"):
+        stages, j = [], count - 1
+        for s in range(last, -1, -1):
+            i = back[(s, j, key)] if s else 0
+            stages.append((order[s].name, order[s].target, cuts[i], cuts[j]))
+            j = i
+        stages.reverse()
+        total, bottleneck = _predict(stages, order, flows)
+        plans.append(HostStagePlan("pipeline", tuple(stages), total, 1.0 / bottleneck))
+    return plans[0], plans[1]
+
+
+def _predict(
+    stages: Sequence[tuple[str, VirtualDevice, int, int]], order: Sequence[_Host], flows: _Flows
+) -> tuple[float, float]:
+    """One input's time through ``stages``, and the slowest stage or transfer.
+
+    The time sums the stages, the transfers between them, the inputs' and the outputs';
+    the slowest bounds a stream, each host and link busy with its own input.
+    """
+    parts = [flows.link_s(LOCAL, stages[0][0], flows.inputs)]
+    for index, ((host, _, first, end), priced) in enumerate(zip(stages, order, strict=True)):
+        if index:
+            moved = float(flows.crossing[first])
+            parts.append(flows.link_s(stages[index - 1][0], host, moved))
+        parts.append(priced.stage_s(first, end))
+    parts.append(flows.link_s(stages[-1][0], LOCAL, float(flows.outputs[-1])))
+    return sum(parts), max(max(parts), 1e-12)
+
+
+def _replicas(hosts: Sequence[_Host], count: int, flows: _Flows) -> HostStagePlan | None:
+    """Every host that can hold the whole graph, taking inputs in turn; None if under two."""
+    whole = []
+    for host in hosts:
+        stage = host.stage_s(0, count)
+        if not math.isinf(stage):
+            moved = flows.link_s(LOCAL, host.name, flows.inputs)
+            moved += flows.link_s(host.name, LOCAL, float(flows.outputs[-1]))
+            whole.append((host, stage + moved))
+    if len(whole) < 2:
+        return None
+    stages = tuple((host.name, host.target, 0, count) for host, _ in whole)
+    rate = sum(1.0 / seconds for _, seconds in whole)
+    return HostStagePlan("replicas", stages, min(seconds for _, seconds in whole), rate)
