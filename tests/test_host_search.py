@@ -66,7 +66,8 @@ def _brute(graph: Graph, costs: dict[str, Costs], network: NetworkModel,
                         parts.append(link(order[s - 1], order[s], crossing(lo)))
                     parts.append(host.launch_cost(best_target)
                                  + sum(host.cost(n, best_target) for n in names[lo:hi]))  # fmt: skip
-                parts.append(link(order[-1], "host0", outputs))
+                back = network.link(order[-1], "host0")
+                parts.append(0.0 if back is None or not outputs else back.bytes_seconds(outputs))
                 if fits:
                     best_latency = min(best_latency, sum(parts))
                     best_rate = max(best_rate, 1 / max(parts))
@@ -141,3 +142,17 @@ def test_a_graph_of_20000_nodes_is_cut_at_few_points_and_covered_whole() -> None
     (assignment,) = latency.assignments(graph)
     assert len(assignment) == count
     assert all(32 * (end - first) <= 32 * 12_000 for _, _, first, end in latency.stages)
+
+
+def test_each_stage_pays_a_call_where_a_host_is_timed_to_itself() -> None:
+    graph = _graph(1, 4)
+    costs = {h: Costs(graph, TARGETS[:1], {n.name: {TARGETS[0]: 1e-3} for n in graph.nodes})
+             for h in ("host0", "host1")}  # fmt: skip
+    call = 5e-4
+    links = {(a, b): Link.simple(call, 1e9) for a in costs for b in costs}
+    latency, _, replicas = search_hosts(graph, costs, NetworkModel(links))
+    assert latency.stages == (("host0", TARGETS[0], 0, 4),)  # one stage: one call
+    inputs, outputs = 32, 32 * len(graph.outputs)  # 8 floats each
+    one = call + inputs / 1e9 + 4e-3 + outputs / 1e9  # the outputs come back without a call
+    assert latency.latency_s == pytest.approx(one)
+    assert replicas is not None and replicas.rate_per_s == pytest.approx(2 / one)

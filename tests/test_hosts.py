@@ -283,3 +283,32 @@ def test_a_host_profile_that_comes_back_damaged_is_refused_and_nothing_is_writte
     with pytest.raises(ProfileError):
         _save_checked(b"# autopart.profile 4\nnot a profile\n", target, "abc")
     assert not target.exists()
+
+
+def test_tune_across_hosts_splits_a_model_too_big_for_one_and_its_plan_runs_again(
+    tmp_path: Path,
+) -> None:
+    _two_cores()
+    from autopart import api
+
+    model = tmp_path / "tiny.onnx"
+    onnx.save(tiny_cnn(), model)
+    weights = api.load(model).parameter_bytes()
+    plan = tmp_path / "plan.json"
+    cap = f"*={int(weights * 0.6)}"  # neither host holds the whole model
+    args = ["tune", str(model), "--cluster", "local:2", "--targets", "cpu@numpy,cpu@onnxruntime",
+            "--memory", cap, "--budget", "20", "--profiles", str(tmp_path / "profiles"),
+            "-o", str(plan)]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "chosen: quickest by measured latency" in result.output
+    assert "replicas" not in result.output  # no host can hold a replica
+    rows = [line for line in result.output.splitlines() if line.startswith("│ quickest")]
+    assert rows and "host0:" in rows[0] and "host1:" in rows[0]
+    saved = api.load_plan(plan)[0]
+    assert {host_of(t) for t in saved.assignment.values()} == {"host0", "host1"}
+    again = CliRunner().invoke(main, ["run", str(plan), "--cluster", "local:2", "--check"])
+    assert again.exit_code == 0, again.output
+    assert "(ok)" in again.output
+    refused = CliRunner().invoke(main, ["tune", str(model), "--objective", "throughput"])
+    assert refused.exit_code == 2 and "give --cluster" in refused.output

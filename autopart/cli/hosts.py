@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import click
 from rich.table import Table
 
 from autopart import api
-from autopart.cli.common import console, print_table, user_errors
+from autopart.cli.common import console, doing, print_peak_memory, print_table, user_errors
 from autopart.cluster.links import RUNS
+from autopart.errors import AutopartError
+from autopart.ir.graph import Graph
+from autopart.search.constraints import parse_bytes
+from autopart.tuning.hosts_tune import HostTuneOptions, tune_hosts
 
 CLUSTER_HELP = "a Ray cluster: local:N (N nodes started on this machine) or its address"
 
@@ -58,3 +63,48 @@ def network_command(spec: str, profiles: str | None, runs: int) -> None:
         )
         console.print(f"{a} -> {b}: {regimes}; worst error {link.worst_error():.0%}")
     console.print(f"saved: {path}")
+
+
+def tune_on_cluster(
+    model: str,
+    spec: str,
+    objective: str,
+    targets: tuple[str, ...],
+    memory: tuple[str, ...],
+    profiles: str | None,
+    budget: float | None,
+    output: str | None,
+    load: Callable[[str], Graph],
+) -> None:
+    """``tune --cluster``: profile each host, search across them, run, and save the plan."""
+    caps = {}
+    for text in memory:
+        host, sep, size = text.rpartition("=")
+        if not sep or not host.strip():
+            raise AutopartError(f"malformed --memory {text!r} with --cluster: expected "
+                                "HOST=SIZE or '*=SIZE', e.g. host1=2GB")  # fmt: skip
+        caps[host.strip()] = parse_bytes(size)
+    options = HostTuneOptions(spec, objective, targets or None, caps, profiles,
+                              60.0 if budget is None else budget, output=output)  # fmt: skip
+    report = tune_hosts(load(model), options, lambda line: doing("tune", line))
+    table = Table("plan", "kind", "stages", "predicted ms", "measured ms", "predicted /s",
+                  "measured /s", "error", title=f"across the hosts of {spec}")  # fmt: skip
+    for c in report.candidates:
+        stages = ", ".join(f"{h}:{t} [{a}:{b}]" for h, t, a, b in c.predicted.stages)
+        table.add_row(
+            c.name + (" *" if c is report.chosen else ""), c.predicted.kind, stages,
+            f"{c.predicted.latency_s * 1e3:.2f}", _ms(c.latency_s),
+            f"{c.predicted.rate_per_s:.1f}", "-" if c.rate_per_s is None else f"{c.rate_per_s:.1f}",
+            "-" if c.error is None else f"{c.error:.1e}",
+        )  # fmt: skip
+    print_table(table)
+    for host in report.profiles:
+        shared = f" (shared with {host.shared_with})" if host.shared_with else ""
+        console.print(f"{host.host}: profile {host.path}{shared}")
+    console.print(f"network: {report.network}")
+    console.print(f"chosen: {report.chosen.name} by measured {objective}; plan: {report.plan_path}")
+    print_peak_memory()
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.2f}"

@@ -14,6 +14,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from autopart import api
 from autopart.cli.common import (
     command_started,
     console,
@@ -34,6 +35,7 @@ from autopart.cli.common import (
     tolerance_option,
     user_errors,
 )
+from autopart.cli.hosts import tune_on_cluster
 from autopart.limits import format_size
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective, SearchOptions
@@ -48,10 +50,11 @@ from autopart.tuning.workflow import TuneReport, tune_model
 @click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
 @click.option(
     "--objective",
-    type=click.Choice([o.value for o in Objective]),
+    type=click.Choice([*(o.value for o in Objective), "throughput"]),
     default=Objective.LATENCY.value,
     show_default=True,
-    help="sequential latency, makespan with unit concurrency, or latency against memory",
+    help="sequential latency, makespan with unit concurrency, or latency against memory; "
+    "with --cluster, latency or throughput (a stream's rate)",
 )
 @click.option(
     "--search",
@@ -104,6 +107,10 @@ from autopart.tuning.workflow import TuneReport, tune_model
     help="profile every target in full, not only those that could beat the quickest "
     "whole model (the screen)",
 )  # fmt: skip
+@click.option("--cluster", "cluster_spec", default=None, metavar="local:N|ADDRESS",
+              help="plan across the hosts of a Ray cluster: each profiled on itself, stages "
+              "searched with the measured network, every candidate run there (--memory "
+              "HOST=SIZE caps a host's weights; --budget bounds each host's profile)")  # fmt: skip
 @input_shape_option
 @freeze_option
 @precision_option
@@ -130,6 +137,7 @@ def tune_command(
     peers: bool,
     thorough: bool,
     memory_limit: str | None,
+    cluster_spec: str | None,
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
     precision: str,
@@ -137,6 +145,13 @@ def tune_command(
     task: dict[str, Any],
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""
+    if cluster_spec is not None:
+        shapes, frozen = parse_input_shapes(input_shapes), parse_freeze(freeze)
+        tune_on_cluster(model, cluster_spec, objective, split_list(targets), memory, profiles,
+                        budget, output, lambda m: api.load(m, shapes, frozen))  # fmt: skip
+        return
+    if objective == "throughput":
+        raise click.UsageError("--objective throughput plans a stream across hosts: give --cluster")
     constraints = Constraints.from_cli(pins, forbids, memory, fallback)
     columns = (
         TextColumn("{task.fields[stage]:<8} {task.description:<36}"),

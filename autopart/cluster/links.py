@@ -57,14 +57,17 @@ def measure_links(
 ) -> NetworkModel:
     """Time transfers of ``sizes`` between every ordered pair of ``hosts`` and fit each link.
 
-    Each size is timed ``runs`` times (after one untimed transfer) and its median kept.
+    Each host is also timed to itself: a call within the host, which every stage a plan
+    runs there pays. Each size is timed ``runs`` times (after one untimed transfer) and
+    its median kept.
     :class:`ClusterError` names a host that was lost or did not answer.
     """
     ray = import_ray()
     actor = ray.remote(num_cpus=0, max_restarts=0)(_Endpoint)
     endpoints = {h.name: actor.options(scheduling_strategy=h.placement()).remote(h) for h in hosts}
     _get(ray, [e.ready.remote() for e in endpoints.values()], "starting on every host")
-    pairs = list(permutations([h.name for h in hosts], 2))
+    names = [h.name for h in hosts]
+    pairs = [*permutations(names, 2), *((name, name) for name in names)]
     links: dict[tuple[str, str], Link] = {}
     total, done = len(pairs) * len(sizes), 0
     for a, b in pairs:

@@ -85,6 +85,11 @@ class Link:
         regime = next(r for r in self.regimes if nbytes <= r.upto_bytes)
         return regime.latency_s + float(nbytes) / regime.bytes_per_s
 
+    def bytes_seconds(self, nbytes: int | float) -> float:
+        """The part of :meth:`seconds` that grows with the bytes (the latency left out)."""
+        regime = next(r for r in self.regimes if nbytes <= r.upto_bytes)
+        return float(nbytes) / regime.bytes_per_s
+
     def worst_error(self) -> float:
         """The largest relative error of the prediction on the timings it was fitted to."""
         return max((abs(self.seconds(n) / t - 1) for n, t, _ in self.measured), default=0.0)
@@ -150,10 +155,12 @@ def _fit_regime(sizes: np.ndarray, times: np.ndarray, upto: float) -> Regime:
 
 @dataclass
 class NetworkModel:
-    """Links between named hosts, by ordered pair (``a``, ``b``); a host to itself is free.
+    """Links between named hosts, by ordered pair (``a``, ``b``).
 
-    ``hosts`` maps each host to its fingerprint where known. :meth:`seconds` falls back to
-    the reverse direction when only that one is known.
+    A host's link to itself, where measured, prices a call within the host (values through
+    its own object store); without one, moving within a host is free. ``hosts`` maps each
+    host to its fingerprint where known. :meth:`seconds` falls back to the reverse
+    direction when only that one is known.
     """
 
     links: dict[tuple[str, str], Link] = field(default_factory=dict)
@@ -166,9 +173,10 @@ class NetworkModel:
     def seconds(self, a: str, b: str, nbytes: int | float) -> float:
         """The predicted time to move ``nbytes`` from host ``a`` to host ``b``.
 
-        Zero on one host; :class:`ProfileError` when the model has no link between them.
+        Zero on one host without a link to itself; :class:`ProfileError` when the model
+        has no link between two hosts.
         """
-        if a == b:
+        if a == b and (a, a) not in self.links:
             return 0.0
         link = self.link(a, b)
         if link is None:

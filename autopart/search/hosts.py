@@ -4,8 +4,10 @@ A plan across hosts is a sequence of **stages**, each a run of consecutive nodes
 graph's order) on one host, on that host's quickest whole-graph target (by its profile's
 op sums). Hosts appear at most once, in any order. Between two stages, the values made
 before the cut and read after it move over the link between their hosts
-(:class:`~autopart.costmodel.network.NetworkModel`); the graph's inputs start on the
-local host (``host0``) and its outputs end there.
+(:class:`~autopart.costmodel.network.NetworkModel`). Each stage is one call from the
+local host (``host0``), priced by the link its inputs come over (a host's link to itself,
+where measured, for a call within it): the graph's inputs start on the local host, and
+its outputs end there, priced by their bytes alone.
 
 - **Latency** (one input): the sum of the stages and the transfers. An exact dynamic
   programme over cut points for each order of hosts.
@@ -193,8 +195,18 @@ class _Flows:
     network: NetworkModel
 
     def link_s(self, a: str, b: str, nbytes: float) -> float:
-        """Seconds to move ``nbytes`` from host ``a`` to ``b`` (none on one host)."""
-        return 0.0 if a == b or nbytes <= 0 else self.network.seconds(a, b, nbytes)
+        """Seconds for a stage on ``b`` to be called with ``nbytes`` made on ``a``.
+
+        A host's link to itself prices a call within it; without one, that is free.
+        """
+        if a == b and (a, a) not in self.network.links:
+            return 0.0
+        return self.network.seconds(a, b, max(nbytes, 0.0))
+
+    def back_s(self, a: str, nbytes: float) -> float:
+        """Seconds for the outputs' ``nbytes`` to reach the local host from ``a`` (no call)."""
+        link = self.network.link(a, LOCAL)
+        return 0.0 if link is None or nbytes <= 0 else link.bytes_seconds(nbytes)
 
 
 def _order(
@@ -255,7 +267,7 @@ def _predict(
             moved = float(flows.crossing[first])
             parts.append(flows.link_s(stages[index - 1][0], host, moved))
         parts.append(priced.stage_s(first, end))
-    parts.append(flows.link_s(stages[-1][0], LOCAL, float(flows.outputs[-1])))
+    parts.append(flows.back_s(stages[-1][0], float(flows.outputs[-1])))
     return sum(parts), max(max(parts), 1e-12)
 
 
@@ -266,7 +278,7 @@ def _replicas(hosts: Sequence[_Host], count: int, flows: _Flows) -> HostStagePla
         stage = host.stage_s(0, count)
         if not math.isinf(stage):
             moved = flows.link_s(LOCAL, host.name, flows.inputs)
-            moved += flows.link_s(host.name, LOCAL, float(flows.outputs[-1]))
+            moved += flows.back_s(host.name, float(flows.outputs[-1]))
             whole.append((host, stage + moved))
     if len(whole) < 2:
         return None

@@ -1,0 +1,238 @@
+"""``tune --cluster``: a plan across the hosts of a Ray cluster, searched, run and measured.
+
+1. **Profile** each host on itself, once per fingerprint (:mod:`.host_profiles`), within
+   ``budget_s`` each; a host's targets are those its profile prices for every node.
+2. **Network**: the model saved for these hosts, or measured now and saved
+   (:mod:`autopart.cluster.links`).
+3. **Search** (:mod:`autopart.search.hosts`): the quickest plan for one input, the
+   pipeline of the highest rate, and replicas of the whole model where two hosts or more
+   can hold it; weights capped per host by ``memory``.
+4. **Verify** by running each distinct candidate on the hosts: outputs against
+   onnxruntime on the whole model, one input at a time (median of ``repeat``), and a
+   stream of ``stream`` inputs. The objective's measurement chooses, never the
+   prediction; the report puts each beside its prediction.
+
+It plans in f32: every host's targets are f32 ones (a precision budget across hosts is not
+built yet), so each candidate's outputs must match onnxruntime within
+``COMMON.check_tolerance``, and one that does not is not kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from autopart.cluster.links import measure_links
+from autopart.cluster.session import Host, cluster
+from autopart.costmodel import costs_from_profile
+from autopart.costmodel.costs import Costs
+from autopart.costmodel.network import NetworkModel, load_network, network_path, save_network
+from autopart.errors import AutopartError, ProfileError
+from autopart.ir.feeds import random_inputs
+from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
+from autopart.plan.build import build_plan_for
+from autopart.plan.schema import Plan
+from autopart.profile import Profile
+from autopart.profile.saved import default_profiles_dir
+from autopart.runtime.hosts import ClusterPlanExecutor, stream_through
+from autopart.search.hosts import LOCAL, HostStagePlan, search_hosts
+from autopart.settings import COMMON
+from autopart.tuning.host_profiles import HostProfile, profile_hosts
+from autopart.tuning.oracle import oracle_outputs
+
+OBJECTIVES = ("latency", "throughput")
+
+
+@dataclass(frozen=True)
+class HostTuneOptions:
+    """What ``tune --cluster`` takes; ``memory`` maps a host (or ``*``) to its weights' cap."""
+
+    cluster: str
+    objective: str = "latency"
+    targets: tuple[str, ...] | None = None
+    memory: Mapping[str, int] = field(default_factory=dict)
+    profiles: str | Path | None = None
+    budget_s: float | None = 60.0
+    stream: int = 40
+    repeat: int = 10
+    output: str | Path | None = None
+
+
+@dataclass
+class Candidate:
+    """One plan (or one per replica) with its prediction and what running it measured."""
+
+    name: str
+    predicted: HostStagePlan
+    plans: list[Plan]
+    latency_s: float | None = None
+    rate_per_s: float | None = None
+    error: float | None = None
+
+    @property
+    def kept(self) -> bool:
+        """Whether it ran and its outputs matched onnxruntime."""
+        return self.error is not None and self.error <= COMMON.check_tolerance
+
+
+@dataclass
+class HostTuneReport:
+    """The hosts' profiles, the network file, every candidate, the chosen one, its file."""
+
+    profiles: list[HostProfile]
+    network: Path
+    candidates: list[Candidate]
+    chosen: Candidate
+    plan_path: Path
+    notes: list[str] = field(default_factory=list)
+
+
+def tune_hosts(
+    graph: Graph, options: HostTuneOptions, announce: Callable[[str], None] | None = None
+) -> HostTuneReport:
+    """Take ``graph`` to a verified plan across the hosts of ``options.cluster``."""
+    if options.objective not in OBJECTIVES:
+        raise AutopartError(f"--objective {options.objective} is not one across hosts: "
+                            f"{', '.join(OBJECTIVES)}")  # fmt: skip
+    say = announce or (lambda _: None)
+    directory = Path(options.profiles) if options.profiles else default_profiles_dir()
+    with cluster(options.cluster) as hosts:
+        profiled = profile_hosts(graph, hosts, options.targets, directory, options.budget_s, say)
+        network, path = _network(hosts, profiled, directory, say)
+        costs = {p.host: _host_costs(graph, p, options.targets) for p in profiled}
+        caps = _caps(options.memory, [h.name for h in hosts])
+        say("searching across hosts")
+        latency, rate, replicas = search_hosts(graph, costs, network, caps)
+        candidates = _candidates(graph, latency, rate, replicas)
+        feeds = random_inputs(graph, 0)
+        for candidate in candidates:
+            say(f"running {candidate.name}")
+            _measure(graph, candidate, hosts, feeds, options)
+    kept = [c for c in candidates if c.kept]
+    if not kept:
+        worst = ", ".join(f"{c.name}: {c.error:.1e}" for c in candidates if c.error is not None)
+        raise AutopartError(f"no plan across the hosts matched onnxruntime ({worst})")
+    if options.objective == "latency":
+        chosen = min(kept, key=lambda c: c.latency_s or np.inf)
+    else:
+        chosen = max(kept, key=lambda c: c.rate_per_s or 0.0)
+    plan_path = Path(options.output or f"{graph.name or 'model'}-hosts.json")
+    chosen.plans[0].notes.append(_note(chosen, options.objective))
+    chosen.plans[0].save(plan_path)
+    return HostTuneReport(profiled, path, candidates, chosen, plan_path)
+
+
+def _network(
+    hosts: Sequence[Host], profiled: Sequence[HostProfile], directory: Path,
+    say: Callable[[str], None],
+) -> tuple[NetworkModel, Path]:  # fmt: skip
+    """The saved network model of these hosts, or one measured now and saved."""
+    fingerprints = {p.host: p.fingerprint for p in profiled}
+    path = network_path(directory, fingerprints)
+    if len(hosts) < 2:
+        return NetworkModel(hosts=fingerprints), path
+    if path.exists():
+        return load_network(path), path
+    say("timing the network between the hosts")
+    model = measure_links(hosts)
+    model.hosts = fingerprints
+    save_network(model, path)
+    return model, path
+
+
+def _host_costs(graph: Graph, profiled: HostProfile, targets: Sequence[str] | None) -> Costs:
+    """The host's costs on every f32 target its profile prices for every node."""
+    profile = Profile.load(profiled.path)
+    node_cost: dict[str, dict[VirtualDevice, float]] = {n.name: {} for n in graph.nodes}
+    launch: dict[VirtualDevice, float] = {}
+    priced = []
+    for text in targets or sorted({str(t) for t in _profile_targets(profile)}):
+        target = VirtualDevice.parse(text)
+        if target.reduced or target.host is not None:
+            continue
+        try:
+            one = costs_from_profile(graph, profile, [target])
+        except ProfileError:
+            continue  # not profiled for every node within the budget
+        priced.append(target)
+        launch[target] = one.launch_cost(target)
+        for name, entry in one.node_cost.items():
+            node_cost[name].update(entry)
+    if not priced:
+        raise ProfileError(f"host {profiled.host}'s profile prices no f32 target for every "
+                           "node; profile it with a larger --budget")  # fmt: skip
+    return Costs(graph, priced, node_cost, launch=launch)
+
+
+def _profile_targets(profile: Profile) -> list[VirtualDevice]:
+    from autopart.costmodel.from_profile import profile_targets
+
+    return list(profile_targets(profile))
+
+
+def _caps(memory: Mapping[str, int], hosts: Sequence[str]) -> dict[str, int]:
+    """Each host's cap: its own, else ``*``'s; a cap naming no host is an error."""
+    unknown = sorted(set(memory) - {*hosts, "*"})
+    if unknown:
+        raise AutopartError(f"--memory names {', '.join(unknown)}, not a host of the cluster "
+                            f"({', '.join(hosts)})")  # fmt: skip
+    return {h: memory.get(h, memory["*"]) for h in hosts if h in memory or "*" in memory}
+
+
+def _candidates(
+    graph: Graph, latency: HostStagePlan, rate: HostStagePlan, replicas: HostStagePlan | None
+) -> list[Candidate]:
+    """The distinct plans to run: quickest, highest-rate pipeline, replicas."""
+    found: dict[tuple[object, ...], Candidate] = {}
+    named = [("quickest", latency), ("pipeline", rate)]
+    if replicas is not None:
+        named.append(("replicas", replicas))
+    for name, predicted in named:
+        assignments = predicted.assignments(graph)
+        key = (predicted.kind, *(tuple(sorted(a.items())) for a in assignments))
+        if key in found:
+            continue
+        plans = [
+            build_plan_for(graph, {n: VirtualDevice.parse(t) for n, t in a.items()},
+                           _first_target(a), str(graph.meta.get("source") or graph.name))
+            for a in assignments
+        ]  # fmt: skip
+        found[key] = Candidate(name, predicted, plans)
+    return list(found.values())
+
+
+def _first_target(assignment: Mapping[str, str]) -> VirtualDevice:
+    first = VirtualDevice.parse(next(iter(assignment.values())))
+    return VirtualDevice(first.device, first.unit, first.codegen, first.precision)
+
+
+def _measure(graph: Graph, candidate: Candidate, hosts: Sequence[Host],
+             feeds: Mapping[str, np.ndarray], options: HostTuneOptions) -> None:  # fmt: skip
+    """Run ``candidate`` on ``hosts``: its outputs' error, latency and a stream's rate."""
+    executors = [ClusterPlanExecutor(plan, graph, hosts) for plan in candidate.plans]
+    try:
+        run = executors[0].run(feeds, repeat=options.repeat, warmup=2)
+        streamed = stream_through(executors, [feeds] * options.stream,
+                                  in_flight=sum(len(e.stages) for e in executors) + 1)  # fmt: skip
+        _, expected = oracle_outputs(graph, feeds, candidate.plans[0])
+        candidate.error = max(
+            float(np.max(np.abs(outputs[name] - array)) / max(np.max(np.abs(array)), 1e-30))
+            for outputs in [run.outputs, *streamed.outputs]
+            for name, array in expected.items()
+        )
+        candidate.latency_s, candidate.rate_per_s = run.median_s, streamed.rate
+    finally:
+        for executor in executors:
+            executor.close()
+
+
+def _note(chosen: Candidate, objective: str) -> str:
+    """The saved plan's note: what was chosen across hosts, and why."""
+    hosts = ", ".join(dict.fromkeys(stage[0] for stage in chosen.predicted.stages))
+    replicas = " (run one copy per host: replicas)" if chosen.predicted.kind == "replicas" else ""
+    return (f"tune --cluster chose {chosen.name} on {hosts} by measured {objective}{replicas}; "
+            f"{LOCAL} is the host that runs the command")  # fmt: skip
