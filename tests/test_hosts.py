@@ -150,7 +150,7 @@ def test_the_network_command_times_fits_and_saves_each_link(tmp_path: Path) -> N
     assert result.exit_code == 0, result.output
     (saved,) = tmp_path.glob("network-*.json")
     model = load_network(saved)
-    assert set(model.links) == {("host0", "host1"), ("host1", "host0")}
+    assert set(model.links) == {(a, b) for a in ("host0", "host1") for b in ("host0", "host1")}
     assert set(model.hosts) == {"host0", "host1"}
     for link in model.links.values():
         assert [row[0] for row in link.measured] == SIZES
