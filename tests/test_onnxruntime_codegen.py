@@ -262,6 +262,17 @@ def test_a_plan_s_only_partition_gets_onnxruntime_s_default_options() -> None:
     assert np.allclose(env[graph.outputs[0]], np.maximum(env[graph.inputs[0]], 0))
 
 
+def test_an_only_partition_keeps_to_the_cores_this_process_may_use() -> None:
+    from autopart.targets.cpu_units import allowed_cores, pinned_to
+
+    if len(allowed_cores()) < 2 or (os.cpu_count() or 0) < 2:
+        pytest.skip("needs two cores to keep to one")
+    with pinned_to(allowed_cores()[:1]):  # as a host of a local:2 cluster is kept
+        compiled = compile_whole(tiny_graph("Relu"), Placement(HostDevice(), alone=True))
+    # onnxruntime's default counts the machine's cores: its extra thread would share ours
+    assert compiled.session.get_session_options().intra_op_num_threads == 1
+
+
 def test_plan_executor_compiles_a_lone_partition_at_defaults_and_split_ones_not() -> None:
     from autopart.ir.target import VirtualDevice
     from autopart.plan.build import build_plan_for

@@ -396,11 +396,18 @@ def _create_session(
     thread count, and the plan is never slower than onnxruntime alone for want of
     settings. The spinning outlasts the call
     (:attr:`~autopart.targets.onnxruntime.settings.OnnxruntimeSettings.spin_linger_s`).
+    Where this process may run on fewer cores than the machine has (a host of a
+    ``local:N`` cluster, ``taskset``), the pool takes one thread per core it may use:
+    onnxruntime's default counts the machine's cores, and its extra threads then share
+    the process's cores (a one-core host ran squeezenet 3x slower).
     """
     assert _ort is not None
     options = _ort.SessionOptions()
     if alone:
         options.log_severity_level = 3
+        allowed = len(allowed_cores())
+        if 0 < allowed < (os.cpu_count() or allowed):
+            options.intra_op_num_threads = allowed
         return _session(model_bytes, options)
     if profile_prefix is not None:
         options.enable_profiling = True
