@@ -48,7 +48,20 @@ def test_a_target_without_a_host_is_on_the_local_machine() -> None:
 
 
 @pytest.mark.parametrize(
-    "spec", ["", "cpu@", "@", "cpu/x@numpy", "cpu@numpy@onnx", "0cpu", "host1:", ":cpu", "1h:cpu"]
+    "spec",
+    [
+        "",
+        "cpu@",
+        "@",
+        "cpu/x@numpy",
+        "cpu@numpy@onnx",
+        "0cpu",
+        "host1:",
+        ":cpu",
+        "1h:cpu",
+        "cpu:bf16",
+        "host1:int8",
+    ],
 )
 def test_malformed_targets_are_refused(spec: str) -> None:
     with pytest.raises(TargetError, match="malformed target"):

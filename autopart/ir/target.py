@@ -7,7 +7,9 @@ a device index). A target without a precision computes in f32, the reference:
 ``cpu@openvino:f32`` is ``cpu@openvino``. A host is a machine of a cluster; a target
 without one is on the local machine, as every target written before hosts existed
 (``local:cpu@numpy`` is ``cpu@numpy``). A host name starts with a letter and is followed
-by ``:`` and the device's name, so ``opencl:0`` stays a device index.
+by ``:`` and the device's name, so ``opencl:0`` stays a device index; ``cpu`` and the
+precisions name no host or device, so ``cpu:bf16`` is refused (a precision follows a
+codegen).
 """
 
 from __future__ import annotations
@@ -67,7 +69,15 @@ class VirtualDevice:
     def parse(cls, spec: str) -> VirtualDevice:
         """Parse ``[host:]device[/unit][@codegen[:precision]]``; :class:`TargetError` if bad."""
         match = _SPEC.match(spec.strip())
-        if not match or not spec.strip() or (match.group("host") and not match.group("device")):
+        named_host = match.group("host") if match else None
+        if (
+            not match
+            or not spec.strip()
+            or (named_host and not match.group("device"))
+            # cpu:bf16 is a precision without a codegen, not a device bf16 on a host "cpu"
+            or named_host == HOST_DEVICE
+            or match.group("device") in PRECISIONS
+        ):
             raise TargetError(
                 f"malformed target {spec!r}: expected [host:]device[/unit][@codegen[:precision]], "
                 "e.g. cpu@numpy, cpu@openvino:bf16 or host1:cpu@openvino"
