@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from autopart.cluster.hosts import HostDescription, describe_hosts
-from autopart.cluster.links import RUNS, SIZES, measure_links
+from autopart.cluster.links import RUNS, network_of
 from autopart.cluster.session import cluster
-from autopart.costmodel.network import NetworkModel, network_path, save_network
+from autopart.costmodel.network import NetworkModel
 from autopart.errors import AutopartError
 from autopart.ir.analysis import GraphSummary, summarise
 from autopart.ir.feeds import random_inputs
@@ -129,10 +129,7 @@ def cluster_devices(spec: str) -> list[HostDescription]:
 
 
 def measure_network(
-    spec: str,
-    profiles: str | Path | None = None,
-    sizes: Sequence[int] = SIZES,
-    runs: int = RUNS,
+    spec: str, profiles: str | Path | None = None, runs: int = RUNS
 ) -> tuple[NetworkModel, Path]:
     """Time transfers between every pair of hosts of cluster ``spec``, fit links, save them.
 
@@ -142,13 +139,8 @@ def measure_network(
     """
     directory = Path(profiles) if profiles is not None else default_profiles_dir()
     with cluster(spec) as hosts:
-        described = describe_hosts(hosts)
-        model = measure_links(hosts, sizes, runs)
-    model.hosts = {d.host.name: d.fingerprint for d in described}
-    path = network_path(directory, model.hosts)
-    directory.mkdir(parents=True, exist_ok=True)
-    save_network(model, path)
-    return model, path
+        fingerprints = {d.host.name: d.fingerprint for d in describe_hosts(hosts)}
+        return network_of(hosts, fingerprints, directory, remeasure=True, runs=runs)
 
 
 def make_plan(

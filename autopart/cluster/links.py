@@ -13,14 +13,22 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import permutations
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from autopart.cluster.session import ClusterError, Host, import_ray
-from autopart.costmodel.network import Link, NetworkModel, fit_link
+from autopart.costmodel.network import (
+    Link,
+    NetworkModel,
+    fit_link,
+    load_network,
+    network_path,
+    save_network,
+)
 
 SIZES = (*(1000 * 4**k for k in range(8)), 64_000_000)  # 1 KB to 64 MB
 # Ray passes an object of up to 100 KiB inline with the call that reads it (its
@@ -85,6 +93,31 @@ def measure_links(
     for endpoint in endpoints.values():
         ray.kill(endpoint)
     return NetworkModel(links)
+
+
+def network_of(
+    hosts: Sequence[Host],
+    fingerprints: Mapping[str, str],
+    directory: Path,
+    remeasure: bool = False,
+    runs: int = RUNS,
+) -> tuple[NetworkModel, Path]:
+    """The network model of ``hosts`` saved in ``directory``, or measured now and saved.
+
+    The file is named after the hosts' ``fingerprints`` (host: fingerprint), which the
+    model keeps. With ``remeasure`` it is always measured again. Fewer than two hosts
+    have no network, and nothing is measured or saved for them.
+    """
+    path = network_path(directory, fingerprints)
+    if len(hosts) < 2:
+        return NetworkModel(hosts=dict(fingerprints)), path
+    if path.exists() and not remeasure:
+        return load_network(path), path
+    model = measure_links(hosts, runs=runs)
+    model.hosts = dict(fingerprints)
+    directory.mkdir(parents=True, exist_ok=True)
+    save_network(model, path)
+    return model, path
 
 
 def _timed(ray: Any, source: Any, destination: Any, nbytes: int, what: str) -> float:

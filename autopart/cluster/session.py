@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autopart.errors import AutopartError
+from autopart.ir.target import HOST_NAMES
 
 _LOCAL = re.compile(r"^local:(?P<n>\d+)$")
 _HOST_RESOURCE = "autopart_host_{}"  # a custom resource naming each local node
@@ -148,14 +149,18 @@ def _hosts(ray: Any, local_count: int | None) -> list[Host]:
 
         ordered = sorted(alive, key=index)
         return [
-            _host(f"host{i}", node, tuple(cores[index(node) * share : (index(node) + 1) * share]))
+            _host(
+                HOST_NAMES.format(i),
+                node,
+                tuple(cores[index(node) * share : (index(node) + 1) * share]),
+            )
             for i, node in enumerate(ordered)
         ]
     ordered = sorted(
         alive,
         key=lambda n: (n["NodeID"] != here, n["NodeManagerAddress"], n["NodeManagerPort"]),
     )
-    return [_host(f"host{i}", node, None) for i, node in enumerate(ordered)]
+    return [_host(HOST_NAMES.format(i), node, None) for i, node in enumerate(ordered)]
 
 
 def _host(name: str, node: dict[str, Any], cores: tuple[int, ...] | None) -> Host:
@@ -176,6 +181,24 @@ def _stop(ray: Any, started: Any) -> None:
         ray.shutdown()
     if started is not None:
         started.shutdown()
+
+
+def remote_refusal(error: Exception) -> str | None:
+    """What autopart's own code raised on a host, as one line; None for a lost host.
+
+    Ray wraps a method's exception (``cause``, as raised) and an actor constructor's (as
+    text only, ``actor_init_failed``); anything else (a node gone, a timeout) is a loss.
+    """
+    cause = getattr(error, "cause", None)
+    if isinstance(cause, Exception):
+        return (
+            str(cause) if isinstance(cause, AutopartError) else f"{type(cause).__name__}: {cause}"
+        )
+    if getattr(error, "actor_init_failed", False):
+        last = str(error).strip().splitlines()[-1]
+        kind, _, message = last.partition(": ")
+        return message if kind.startswith("autopart.") else last
+    return None
 
 
 def _first_line(error: BaseException) -> str:

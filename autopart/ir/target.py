@@ -24,6 +24,8 @@ REFERENCE_PRECISION = "f32"  # what a target without a precision computes in
 # Every precision a target may name, most exact first (a codegen offers a subset).
 PRECISIONS = (REFERENCE_PRECISION, "bf16", "int8")
 LOCAL_HOST = "local"  # the machine autopart runs on: a target names no host for it
+HOST_NAMES = "host{}"  # a cluster's hosts, in order: host0 is the machine autopart runs on
+FIRST_HOST = HOST_NAMES.format(0)
 
 _HOST = re.compile(r"^[A-Za-z][\w.-]*$")
 _SPEC = re.compile(

@@ -21,16 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from autopart.cluster.session import ClusterError, Host, import_ray
-from autopart.errors import AutopartError
+from autopart.cluster.session import ClusterError, Host, import_ray, remote_refusal
 from autopart.ir.feeds import validate_feeds
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
-from autopart.ir.target import VirtualDevice
+from autopart.ir.target import FIRST_HOST, VirtualDevice
 from autopart.plan.schema import Plan, PlanError
 from autopart.runtime.plan_executor import PlanRunResult
 
-LOCAL = "host0"  # the host this process runs on: targets without a host are on it
+LOCAL = FIRST_HOST  # the host this process runs on: targets without a host are on it
 STAGE_TIMEOUT_S = 600.0
 
 
@@ -118,25 +117,13 @@ class _StageRunner:
         feeds = dict(zip(self.stage.inputs, arrays, strict=True))
         outputs = self.executor.run(feeds, repeat=1, warmup=0).outputs
         values = tuple(outputs[name] for name in self.stage.outputs)
-        return values[0] if len(values) == 1 else values
+        if len(values) == 1:
+            return values[0]
+        return values or None  # a stage nothing reads returns nothing
 
     def ready(self) -> bool:
         """Whether the stage has compiled (a call waits for the constructor)."""
         return True
-
-
-def _refusal(error: Exception) -> str | None:
-    """What a stage's own code raised on its host, as one line; None for a lost host."""
-    cause = getattr(error, "cause", None)  # a method call's exception, as raised
-    if isinstance(cause, Exception):
-        return (
-            str(cause) if isinstance(cause, AutopartError) else f"{type(cause).__name__}: {cause}"
-        )
-    if getattr(error, "actor_init_failed", False):  # the constructor's, as text
-        last = str(error).strip().splitlines()[-1]
-        kind, _, message = last.partition(": ")
-        return message if kind.startswith("autopart.") else last
-    return None
 
 
 class ClusterPlanExecutor:
@@ -175,7 +162,7 @@ class ClusterPlanExecutor:
         try:
             return self.ray.get(reference, timeout=STAGE_TIMEOUT_S)
         except Exception as error:  # Ray wraps what the actor raised, or reports a lost node
-            refused = _refusal(error)
+            refused = remote_refusal(error)
             if refused is not None:
                 raise PlanError(f"host {stage.host}, {doing} stage {stage.id}: {refused}") from None
             raise ClusterError(f"host {stage.host} was lost while {doing} stage {stage.id}: "

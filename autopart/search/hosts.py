@@ -34,9 +34,9 @@ from autopart.costmodel.costs import Costs
 from autopart.costmodel.network import NetworkModel
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph
-from autopart.ir.target import VirtualDevice
+from autopart.ir.target import FIRST_HOST, VirtualDevice
 
-LOCAL = "host0"
+LOCAL = FIRST_HOST  # the host this process runs on: inputs start and outputs end there
 MAX_CUTS = 256
 
 

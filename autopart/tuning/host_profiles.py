@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autopart.cluster.hosts import describe_hosts
-from autopart.cluster.session import ClusterError, Host, import_ray
+from autopart.cluster.session import ClusterError, Host, import_ray, remote_refusal
 from autopart.errors import ProfileError
 from autopart.io import atomic_write_bytes
 from autopart.ir.graph import Graph
@@ -86,9 +86,9 @@ def profile_hosts(
             facts = ray.get(call.remote(host, model, targets, saved, budget_s),
                             timeout=HOST_PROFILE_TIMEOUT_S)  # fmt: skip
         except Exception as error:  # a lost node, a timeout, or the profiler's own error
-            cause = getattr(error, "cause", None)
-            if isinstance(cause, Exception) and type(cause).__module__.startswith("autopart"):
-                raise type(cause)(f"host {host.name}: {cause}") from None
+            refused = remote_refusal(error)
+            if refused is not None:
+                raise ProfileError(f"host {host.name}: {refused}") from None
             raise ClusterError(f"host {host.name} was lost while profiling: "
                                f"{type(error).__name__}") from None  # fmt: skip
         _save_checked(facts["text"], path, fingerprint)

@@ -20,16 +20,16 @@ built yet), so each candidate's outputs must match onnxruntime within
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
-from autopart.cluster.links import measure_links
+from autopart.cluster.links import network_of
 from autopart.cluster.session import Host, cluster
 from autopart.costmodel import costs_from_profile
 from autopart.costmodel.costs import Costs
-from autopart.costmodel.network import NetworkModel, load_network, network_path, save_network
+from autopart.costmodel.network import network_path
 from autopart.errors import AutopartError, ProfileError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
@@ -102,7 +102,10 @@ def tune_hosts(
     directory = Path(options.profiles) if options.profiles else default_profiles_dir()
     with cluster(options.cluster) as hosts:
         profiled = profile_hosts(graph, hosts, options.targets, directory, options.budget_s, say)
-        network, path = _network(hosts, profiled, directory, say)
+        fingerprints = {p.host: p.fingerprint for p in profiled}
+        if len(hosts) > 1 and not network_path(directory, fingerprints).exists():
+            say("timing the network between the hosts")
+        network, path = network_of(hosts, fingerprints, directory)
         costs = {p.host: _host_costs(graph, p, options.targets) for p in profiled}
         caps = _caps(options.memory, [h.name for h in hosts])
         say("searching across hosts")
@@ -124,24 +127,6 @@ def tune_hosts(
     chosen.plans[0].notes.append(_note(chosen, options.objective))
     chosen.plans[0].save(plan_path)
     return HostTuneReport(profiled, path, candidates, chosen, plan_path)
-
-
-def _network(
-    hosts: Sequence[Host], profiled: Sequence[HostProfile], directory: Path,
-    say: Callable[[str], None],
-) -> tuple[NetworkModel, Path]:  # fmt: skip
-    """The saved network model of these hosts, or one measured now and saved."""
-    fingerprints = {p.host: p.fingerprint for p in profiled}
-    path = network_path(directory, fingerprints)
-    if len(hosts) < 2:
-        return NetworkModel(hosts=fingerprints), path
-    if path.exists():
-        return load_network(path), path
-    say("timing the network between the hosts")
-    model = measure_links(hosts)
-    model.hosts = fingerprints
-    save_network(model, path)
-    return model, path
 
 
 def _host_costs(graph: Graph, profiled: HostProfile, targets: Sequence[str] | None) -> Costs:
@@ -206,8 +191,8 @@ def _candidates(
 
 
 def _first_target(assignment: Mapping[str, str]) -> VirtualDevice:
-    first = VirtualDevice.parse(next(iter(assignment.values())))
-    return VirtualDevice(first.device, first.unit, first.codegen, first.precision)
+    """The first node's target on the local machine: a plan's fallback names no host."""
+    return replace(VirtualDevice.parse(next(iter(assignment.values()))), host=None)
 
 
 def _measure(graph: Graph, candidate: Candidate, hosts: Sequence[Host],
