@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import wraps
+from typing import Any
 
 import click
 from rich.table import Table
@@ -17,6 +19,39 @@ from autopart.search.constraints import parse_bytes
 from autopart.tuning.hosts_tune import HostTuneOptions, tune_hosts
 
 CLUSTER_HELP = "a Ray cluster: local:N (N nodes started on this machine) or its address"
+_TUNE_CLUSTER_OPTIONS = (
+    click.option("--cluster", "cluster_spec", default=None, metavar="local:N|ADDRESS",
+                 help="plan across the hosts of a Ray cluster: each profiled on itself, stages "
+                 "searched with the measured network, every candidate run there (--memory "
+                 "HOST=SIZE caps a host's weights; --budget bounds each host's profile)"),
+    click.option("--replan", is_flag=True, default=False,
+                 help="with --cluster: if a host is lost, plan again on the hosts left"),
+    click.option("--link", "links", multiple=True, metavar="A-B=BANDWIDTH,LATENCY",
+                 help="with --cluster: plan for this link between hosts A and B (both ways, "
+                 "e.g. host0-host1=1.25GB/s,200us) instead of the measured one; nothing runs"),
+)  # fmt: skip
+
+
+def tune_cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--cluster``, ``--replan`` and ``--link`` to ``command``, as one ``cluster`` dict.
+
+    The dict is empty without ``--cluster``; ``--replan`` or ``--link`` without it is a
+    usage error.
+    """
+
+    @wraps(command)
+    def gathered(
+        *args: Any, cluster_spec: str | None, replan: bool, links: tuple[str, ...], **kwargs: Any
+    ) -> Any:
+        if cluster_spec is None and (replan or links):
+            raise click.UsageError("--replan and --link plan across hosts: give --cluster too")
+        cluster = {} if cluster_spec is None else {"spec": cluster_spec, "replan": replan,
+                                                    "links": links}  # fmt: skip
+        return command(*args, cluster=cluster, **kwargs)
+
+    for option in reversed(_TUNE_CLUSTER_OPTIONS):
+        gathered = option(gathered)
+    return gathered
 
 
 def print_cluster_devices(spec: str) -> None:
@@ -67,7 +102,7 @@ def network_command(spec: str, profiles: str | None, runs: int) -> None:
 
 def tune_on_cluster(
     model: str,
-    spec: str,
+    cluster: dict[str, Any],
     objective: str,
     targets: tuple[str, ...],
     memory: tuple[str, ...],
@@ -84,8 +119,10 @@ def tune_on_cluster(
             raise AutopartError(f"malformed --memory {text!r} with --cluster: expected "
                                 "HOST=SIZE or '*=SIZE', e.g. host1=2GB")  # fmt: skip
         caps[host.strip()] = parse_bytes(size)
+    spec = cluster["spec"]
     options = HostTuneOptions(spec, objective, targets or None, caps, profiles,
-                              60.0 if budget is None else budget, output=output)  # fmt: skip
+                              60.0 if budget is None else budget, output=output,
+                              replan=cluster["replan"], links=cluster["links"])  # fmt: skip
     report = tune_hosts(load(model), options, lambda line: doing("tune", line))
     table = Table("plan", "kind", "stages", "predicted ms", "measured ms", "predicted /s",
                   "measured /s", "error", title=f"across the hosts of {spec}")  # fmt: skip
@@ -101,8 +138,12 @@ def tune_on_cluster(
     for host in report.profiles:
         shared = f" (shared with {host.shared_with})" if host.shared_with else ""
         console.print(f"{host.host}: profile {host.path}{shared}")
-    console.print(f"network: {report.network}")
-    console.print(f"chosen: {report.chosen.name} by measured {objective}; plan: {report.plan_path}")
+    one_host = not report.network.exists()
+    console.print("network: none (one host)" if one_host else f"network: {report.network}")
+    for note in report.notes:
+        console.print(f"note: {note}")
+    how = "predicted" if report.predicted_only else "measured"
+    console.print(f"chosen: {report.chosen.name} by {how} {objective}; plan: {report.plan_path}")
     print_peak_memory()
 
 

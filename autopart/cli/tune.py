@@ -35,7 +35,7 @@ from autopart.cli.common import (
     tolerance_option,
     user_errors,
 )
-from autopart.cli.hosts import tune_on_cluster
+from autopart.cli.hosts import tune_cluster_options, tune_on_cluster
 from autopart.limits import format_size
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective, SearchOptions
@@ -107,10 +107,7 @@ from autopart.tuning.workflow import TuneReport, tune_model
     help="profile every target in full, not only those that could beat the quickest "
     "whole model (the screen)",
 )  # fmt: skip
-@click.option("--cluster", "cluster_spec", default=None, metavar="local:N|ADDRESS",
-              help="plan across the hosts of a Ray cluster: each profiled on itself, stages "
-              "searched with the measured network, every candidate run there (--memory "
-              "HOST=SIZE caps a host's weights; --budget bounds each host's profile)")  # fmt: skip
+@tune_cluster_options
 @input_shape_option
 @freeze_option
 @precision_option
@@ -137,7 +134,7 @@ def tune_command(
     peers: bool,
     thorough: bool,
     memory_limit: str | None,
-    cluster_spec: str | None,
+    cluster: dict[str, Any],
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
     precision: str,
@@ -145,9 +142,9 @@ def tune_command(
     task: dict[str, Any],
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""
-    if cluster_spec is not None:
+    if cluster:
         shapes, frozen = parse_input_shapes(input_shapes), parse_freeze(freeze)
-        tune_on_cluster(model, cluster_spec, objective, split_list(targets), memory, profiles,
+        tune_on_cluster(model, cluster, objective, split_list(targets), memory, profiles,
                         budget, output, lambda m: api.load(m, shapes, frozen))  # fmt: skip
         return
     if objective == "throughput":

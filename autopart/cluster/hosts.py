@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from autopart.cluster.session import ClusterError, Host, import_ray
+from autopart.cluster.session import Host, import_ray, lost_host
 
 DESCRIBE_TIMEOUT_S = 300.0  # discovery imports every codegen's library and probes OpenCL
 
@@ -30,7 +30,7 @@ class HostDescription:
 def describe_hosts(hosts: Sequence[Host]) -> list[HostDescription]:
     """Discover every host's machine in a Ray task pinned to it, in ``hosts``' order.
 
-    :class:`ClusterError` names a host that was lost or did not answer in
+    :class:`~autopart.cluster.session.HostLostError` names a host that was lost or did not answer in
     :data:`DESCRIBE_TIMEOUT_S`.
     """
     ray = import_ray()
@@ -41,8 +41,7 @@ def describe_hosts(hosts: Sequence[Host]) -> list[HostDescription]:
         try:
             facts = ray.get(reference, timeout=DESCRIBE_TIMEOUT_S)
         except Exception as error:  # a lost node, a timeout: Ray's errors are of many types
-            raise ClusterError(f"host {host.name} ({host.address}) did not answer: "
-                               f"{type(error).__name__}") from None  # fmt: skip
+            raise lost_host([host], f"describing its machine ({host.address})", error) from None
         found.append(HostDescription(host, facts["devices"], facts["targets"],
                                      facts["fingerprint"], facts["left_out"]))  # fmt: skip
     return found

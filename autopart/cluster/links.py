@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from autopart.cluster.session import ClusterError, Host, import_ray
+from autopart.cluster.session import Host, import_ray, lost_host, stop_actor
 from autopart.costmodel.network import (
     Link,
     NetworkModel,
@@ -68,13 +68,31 @@ def measure_links(
     Each host is also timed to itself: a call within the host, which every stage a plan
     runs there pays. Each size is timed ``runs`` times (after one untimed transfer) and
     its median kept.
-    :class:`ClusterError` names a host that was lost or did not answer.
+    :class:`~autopart.cluster.session.HostLostError` names a host that was lost or did not answer.
     """
     ray = import_ray()
     actor = ray.remote(num_cpus=0, max_restarts=0)(_Endpoint)
     endpoints = {h.name: actor.options(scheduling_strategy=h.placement()).remote(h) for h in hosts}
-    _get(ray, [e.ready.remote() for e in endpoints.values()], "starting on every host")
-    names = [h.name for h in hosts]
+    try:
+        _get(ray, [e.ready.remote() for e in endpoints.values()], "starting on every host", hosts)
+        links = _timed_links(ray, endpoints, hosts, sizes, runs, progress)
+    finally:
+        for endpoint in endpoints.values():
+            stop_actor(ray, endpoint)
+    return NetworkModel(links)
+
+
+def _timed_links(
+    ray: Any,
+    endpoints: Mapping[str, Any],
+    hosts: Sequence[Host],
+    sizes: Sequence[int],
+    runs: int,
+    progress: Callable[[int, int, str], None] | None,
+) -> dict[tuple[str, str], Link]:
+    """Each ordered pair of ``hosts`` (and each host to itself), timed at ``sizes`` and fitted."""
+    by_name = {h.name: h for h in hosts}
+    names = list(by_name)
     pairs = [*permutations(names, 2), *((name, name) for name in names)]
     links: dict[tuple[str, str], Link] = {}
     total, done = len(pairs) * len(sizes), 0
@@ -83,16 +101,15 @@ def measure_links(
         for nbytes in sizes:
             if progress is not None:
                 progress(done, total, f"{a} -> {b}: {nbytes:,} bytes")
+            pair = [by_name[a], by_name[b]]
             times = [
-                _timed(ray, endpoints[a], endpoints[b], nbytes, f"{a} -> {b}")
+                _timed(ray, endpoints[a], endpoints[b], nbytes, f"{a} -> {b}", pair)
                 for _ in range(runs + 1)
             ][1:]
             medians.append(statistics.median(times))
             done += 1
         links[(a, b)] = fit_link(sizes, medians, [runs] * len(sizes), [RAY_INLINE_BYTES])
-    for endpoint in endpoints.values():
-        ray.kill(endpoint)
-    return NetworkModel(links)
+    return links
 
 
 def network_of(
@@ -120,17 +137,21 @@ def network_of(
     return model, path
 
 
-def _timed(ray: Any, source: Any, destination: Any, nbytes: int, what: str) -> float:
+def _timed(
+    ray: Any, source: Any, destination: Any, nbytes: int, what: str, hosts: Sequence[Host]
+) -> float:
     """Seconds for ``destination`` to receive a fresh array of ``nbytes`` made on ``source``."""
     made = source.make.remote(nbytes)
-    _get(ray, [made], what, wait_only=True)
+    _get(ray, [made], what, hosts, wait_only=True)
     started = time.perf_counter()
-    _get(ray, [destination.take.remote(made)], what)
+    _get(ray, [destination.take.remote(made)], what, hosts)
     return time.perf_counter() - started
 
 
-def _get(ray: Any, references: list[Any], what: str, wait_only: bool = False) -> Any:
-    """``ray.get`` (or only wait) within :data:`CALL_TIMEOUT_S`; :class:`ClusterError` if not."""
+def _get(
+    ray: Any, references: list[Any], what: str, hosts: Sequence[Host], wait_only: bool = False
+) -> Any:
+    """``ray.get`` (or only wait) within :data:`CALL_TIMEOUT_S`; else the lost host of ``hosts``."""
     try:
         if wait_only:
             ready, _ = ray.wait(references, num_returns=len(references), timeout=CALL_TIMEOUT_S)
@@ -139,4 +160,4 @@ def _get(ray: Any, references: list[Any], what: str, wait_only: bool = False) ->
             return ready
         return ray.get(references, timeout=CALL_TIMEOUT_S)
     except Exception as error:  # a lost node, an actor that died, a timeout
-        raise ClusterError(f"a host was lost while timing {what}: {type(error).__name__}") from None
+        raise lost_host(hosts, f"timing {what}", error) from None

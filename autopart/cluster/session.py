@@ -14,10 +14,12 @@ local machine, whose targets name no host), then the others by address, or for
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -28,10 +30,19 @@ from autopart.ir.target import HOST_NAMES
 _LOCAL = re.compile(r"^local:(?P<n>\d+)$")
 _HOST_RESOURCE = "autopart_host_{}"  # a custom resource naming each local node
 OBJECT_STORE_BYTES = 1 << 30  # each local node's object store (Ray's default: 30% of RAM)
+LOSS_WAIT_S = 30.0  # how long Ray may take to mark a lost node dead (its health checks)
 
 
 class ClusterError(AutopartError):
     """A cluster cannot be started or joined, or a host of it was lost."""
+
+
+class HostLostError(ClusterError):
+    """A host stopped answering while the cluster went on: ``host`` names it."""
+
+    def __init__(self, host: str, doing: str, detail: str) -> None:
+        super().__init__(f"host {host} was lost while {doing}: {detail}")
+        self.host = host
 
 
 @dataclass(frozen=True)
@@ -106,9 +117,11 @@ def cluster(spec: str) -> Iterator[list[Host]]:
     except Exception as error:  # Ray's own errors are of many types
         _stop(ray, started)
         raise ClusterError(f"cannot reach the Ray cluster {spec!r}: {_first_line(error)}") from None
+    quiet = _quiet_node_reports(ray)
     try:
         yield hosts
     finally:
+        quiet()
         _stop(ray, started)
 
 
@@ -183,14 +196,68 @@ def _stop(ray: Any, started: Any) -> None:
         started.shutdown()
 
 
+def _quiet_node_reports(ray: Any) -> Any:
+    """Stop the driver printing Ray's reports of its nodes; a function that undoes it.
+
+    A Ray driver prints every error its raylets publish (a node marked dead, a worker
+    killed) to stdout, whatever ``log_to_driver`` says. autopart reports a lost host itself,
+    as one line (:class:`HostLostError`), so those reports (``pid`` ``raylet``) are dropped.
+    """
+    module = getattr(getattr(ray, "_private", None), "worker", None)
+    printer = getattr(module, "print_to_stdstream", None)
+    if printer is None:
+        return lambda: None
+
+    def without_node_reports(data: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        if data.get("pid") != "raylet":
+            printer(data, *args, **kwargs)
+
+    module.print_to_stdstream = without_node_reports
+
+    def restore() -> None:
+        module.print_to_stdstream = printer
+
+    return restore
+
+
+def stop_actor(ray: Any, actor: Any) -> None:
+    """Kill ``actor``; one whose host was lost is gone already, and that is no error."""
+    with contextlib.suppress(Exception):
+        ray.kill(actor)
+
+
+def lost_host(hosts: Sequence[Host], doing: str, error: BaseException) -> HostLostError:
+    """The :class:`HostLostError` for ``error``, raised while ``doing`` something on ``hosts``.
+
+    With one host, it is that one. With several (a transfer between two, a stage whose
+    inputs came from another), it is the first the cluster marks dead within
+    :data:`LOSS_WAIT_S` (Ray's health checks take seconds to notice), else the first.
+    """
+    detail = type(error).__name__
+    if len(hosts) > 1:
+        ray = import_ray()
+        deadline = time.monotonic() + LOSS_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+            except Exception:  # the cluster itself is gone
+                break
+            dead = [host for host in hosts if host.node_id not in alive]
+            if dead:
+                return HostLostError(dead[0].name, doing, detail)
+            time.sleep(0.5)
+    return HostLostError(hosts[0].name, doing, detail)
+
+
 def remote_refusal(error: Exception) -> str | None:
     """What autopart's own code raised on a host, as one line; None for a lost host.
 
     Ray wraps a method's exception (``cause``, as raised) and an actor constructor's (as
-    text only, ``actor_init_failed``); anything else (a node gone, a timeout) is a loss.
+    text only, ``actor_init_failed``); anything else (a node gone, an object lost with
+    it, a timeout) is a loss.
     """
     cause = getattr(error, "cause", None)
-    if isinstance(cause, Exception):
+    if isinstance(cause, Exception) and not _is_ray_loss(cause):
         return (
             str(cause) if isinstance(cause, AutopartError) else f"{type(cause).__name__}: {cause}"
         )
@@ -199,6 +266,12 @@ def remote_refusal(error: Exception) -> str | None:
         kind, _, message = last.partition(": ")
         return message if kind.startswith("autopart.") else last
     return None
+
+
+def _is_ray_loss(error: Exception) -> bool:
+    """Whether ``error`` is Ray's own (a node, actor, worker or object lost), not the code's."""
+    module = type(error).__module__
+    return module.startswith("ray.") and type(error).__name__ != "RayTaskError"
 
 
 def _first_line(error: BaseException) -> str:

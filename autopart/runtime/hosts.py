@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from autopart.cluster.session import ClusterError, Host, import_ray, remote_refusal
+from autopart.cluster.session import Host, import_ray, lost_host, remote_refusal, stop_actor
 from autopart.ir.feeds import validate_feeds
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
@@ -130,7 +130,8 @@ class ClusterPlanExecutor:
     """Compiles each stage of ``plan`` on its host of ``hosts``, then runs it as asked.
 
     :class:`PlanError` when the plan names a host the cluster lacks, or a host cannot
-    compile its stage (its message says why); :class:`ClusterError` when a host is lost.
+    compile its stage (its message says why); :class:`~autopart.cluster.session.HostLostError`
+    naming the host that was lost.
     """
 
     def __init__(self, plan: Plan, graph: Graph, hosts: Sequence[Host]) -> None:
@@ -138,6 +139,9 @@ class ClusterPlanExecutor:
         self.graph = graph
         by_name = {host.name: host for host in hosts}
         self.stages = cut_stages(graph, plan.assignment)
+        self.hosts = [
+            by_name[h] for h in dict.fromkeys(s.host for s in self.stages) if h in by_name
+        ]
         missing = sorted({s.host for s in self.stages} - set(by_name))
         if missing:
             raise PlanError(f"the plan places nodes on {', '.join(missing)}, which the "
@@ -165,8 +169,8 @@ class ClusterPlanExecutor:
             refused = remote_refusal(error)
             if refused is not None:
                 raise PlanError(f"host {stage.host}, {doing} stage {stage.id}: {refused}") from None
-            raise ClusterError(f"host {stage.host} was lost while {doing} stage {stage.id}: "
-                               f"{type(error).__name__}") from None  # fmt: skip
+            suspects = sorted(self.hosts, key=lambda host: host.name != stage.host)
+            raise lost_host(suspects, f"{doing} stage {stage.id}", error) from None
 
     def submit(self, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
         """Every stage called on ``feeds``, in order: each value's reference (or array)."""
@@ -218,9 +222,9 @@ class ClusterPlanExecutor:
         return stream_through([self], samples, in_flight or len(self.stages) + 1)
 
     def close(self) -> None:
-        """Stop every stage's actor."""
+        """Stop every stage's actor (one on a lost host is gone already)."""
         for actor in self.runners:
-            self.ray.kill(actor)
+            stop_actor(self.ray, actor)
         self.runners = []
 
 

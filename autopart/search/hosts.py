@@ -25,23 +25,54 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from autopart.costmodel.costs import Costs
-from autopart.costmodel.network import NetworkModel
+from autopart.costmodel.network import Link, NetworkModel
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph
 from autopart.ir.target import FIRST_HOST, VirtualDevice
+from autopart.search.constraints import ConstraintError, parse_bytes
 
 LOCAL = FIRST_HOST  # the host this process runs on: inputs start and outputs end there
 MAX_CUTS = 256
+_LINK = re.compile(r"^\s*(?P<a>[\w.]+)\s*-\s*(?P<b>[\w.]+)\s*=(?P<rate>[^,]+),(?P<latency>.+)$")
+_LATENCY = re.compile(r"^\s*(?P<number>\d+(?:\.\d+)?(?:e-?\d+)?)\s*(?P<unit>s|ms|us|ns)\s*$")
+_LATENCY_SCALE = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
 
 
 class HostSearchError(AutopartError):
     """No plan across the hosts fits their memory, or no target runs a host's nodes."""
+
+
+def parse_links(texts: Sequence[str]) -> NetworkModel:
+    """The links ``A-B=BANDWIDTH,LATENCY`` name (``--link``), each both ways.
+
+    BANDWIDTH is bytes per second (``1.25GB/s`` is 10 Gbit/s; the ``/s`` may be left
+    out), LATENCY a time with its unit (``200us``, ``0.5ms``, ``1e-3s``). A malformed text
+    is a :class:`~autopart.search.constraints.ConstraintError` (one ``error:`` line).
+    """
+    links: dict[tuple[str, str], Link] = {}
+    for text in texts:
+        match = _LINK.match(text)
+        latency = None if match is None else _LATENCY.match(match["latency"])
+        if match is None or latency is None or match["a"] == match["b"]:
+            raise ConstraintError(f"malformed --link {text!r}: expected A-B=BANDWIDTH,LATENCY "
+                                  "between two hosts, e.g. host0-host1=1.25GB/s,200us")  # fmt: skip
+        try:
+            rate = parse_bytes(match["rate"].strip().removesuffix("/s").removesuffix("/S"))
+        except ConstraintError as error:
+            raise ConstraintError(f"--link {text!r}: {error}") from None
+        if rate <= 0:
+            raise ConstraintError(f"--link {text!r}: the bandwidth must be above zero")
+        seconds = float(latency["number"]) * _LATENCY_SCALE[latency["unit"]]
+        link = Link.simple(seconds, float(rate))
+        links[(match["a"], match["b"])] = links[(match["b"], match["a"])] = link
+    return NetworkModel(links)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from autopart.cluster.hosts import describe_hosts
-from autopart.cluster.session import ClusterError, Host, import_ray, remote_refusal
+from autopart.cluster.session import Host, import_ray, lost_host, remote_refusal
 from autopart.errors import ProfileError
 from autopart.io import atomic_write_bytes
 from autopart.ir.graph import Graph
@@ -62,8 +62,8 @@ def profile_hosts(
     """Profile ``graph`` on each of ``hosts`` (once per fingerprint), one host at a time.
 
     ``targets`` are target specs without a host (default: all each host offers);
-    ``budget_s`` bounds each host's measuring. :class:`ClusterError` names a host that
-    was lost; :class:`ProfileError` one whose profile came back damaged.
+    ``budget_s`` bounds each host's measuring. :class:`~autopart.cluster.session.HostLostError`
+    names a host that was lost; :class:`ProfileError` one whose profile came back damaged.
     """
     ray = import_ray()
     directory = Path(profiles) if profiles is not None else default_profiles_dir()
@@ -89,8 +89,7 @@ def profile_hosts(
             refused = remote_refusal(error)
             if refused is not None:
                 raise ProfileError(f"host {host.name}: {refused}") from None
-            raise ClusterError(f"host {host.name} was lost while profiling: "
-                               f"{type(error).__name__}") from None  # fmt: skip
+            raise lost_host([host], "profiling", error) from None
         _save_checked(facts["text"], path, fingerprint)
         done[fingerprint] = HostProfile(
             host.name, fingerprint, path, facts["new"], facts["reused"], facts["missing"],

@@ -26,10 +26,11 @@ from pathlib import Path
 import numpy as np
 
 from autopart.cluster.links import network_of
-from autopart.cluster.session import Host, cluster
+from autopart.cluster.session import Host, HostLostError, cluster
 from autopart.costmodel import costs_from_profile
 from autopart.costmodel.costs import Costs
-from autopart.costmodel.network import network_path
+from autopart.costmodel.from_profile import profile_targets
+from autopart.costmodel.network import NetworkModel, network_path
 from autopart.errors import AutopartError, ProfileError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
@@ -39,7 +40,7 @@ from autopart.plan.schema import Plan
 from autopart.profile import Profile
 from autopart.profile.saved import default_profiles_dir
 from autopart.runtime.hosts import ClusterPlanExecutor, stream_through
-from autopart.search.hosts import LOCAL, HostStagePlan, search_hosts
+from autopart.search.hosts import LOCAL, HostStagePlan, parse_links, search_hosts
 from autopart.settings import COMMON
 from autopart.tuning.host_profiles import HostProfile, profile_hosts
 from autopart.tuning.oracle import oracle_outputs
@@ -49,7 +50,13 @@ OBJECTIVES = ("latency", "throughput")
 
 @dataclass(frozen=True)
 class HostTuneOptions:
-    """What ``tune --cluster`` takes; ``memory`` maps a host (or ``*``) to its weights' cap."""
+    """What ``tune --cluster`` takes; ``memory`` maps a host (or ``*``) to its weights' cap.
+
+    ``replan``: a host lost on the way is dropped and the plan made on the hosts left.
+    ``links`` (``A-B=BANDWIDTH,LATENCY``, :func:`~autopart.search.hosts.parse_links`)
+    replace the measured links between those hosts: a plan for a network that is not
+    here, so the candidates are predicted and none is run.
+    """
 
     cluster: str
     objective: str = "latency"
@@ -60,6 +67,8 @@ class HostTuneOptions:
     stream: int = 40
     repeat: int = 10
     output: str | Path | None = None
+    replan: bool = False
+    links: tuple[str, ...] = ()
 
 
 @dataclass
@@ -89,44 +98,109 @@ class HostTuneReport:
     chosen: Candidate
     plan_path: Path
     notes: list[str] = field(default_factory=list)
+    predicted_only: bool = False
 
 
 def tune_hosts(
     graph: Graph, options: HostTuneOptions, announce: Callable[[str], None] | None = None
 ) -> HostTuneReport:
-    """Take ``graph`` to a verified plan across the hosts of ``options.cluster``."""
+    """Take ``graph`` to a verified plan across the hosts of ``options.cluster``.
+
+    A host lost on the way (:class:`HostLostError`) ends the tune with its name; with
+    ``options.replan`` it is dropped instead, and the tune starts again on the hosts left
+    (what they measured is kept), with a note saying so.
+    """
     if options.objective not in OBJECTIVES:
         raise AutopartError(f"--objective {options.objective} is not one across hosts: "
                             f"{', '.join(OBJECTIVES)}")  # fmt: skip
     say = announce or (lambda _: None)
     directory = Path(options.profiles) if options.profiles else default_profiles_dir()
+    notes: list[str] = []
+    given = parse_links(options.links)
     with cluster(options.cluster) as hosts:
-        profiled = profile_hosts(graph, hosts, options.targets, directory, options.budget_s, say)
-        fingerprints = {p.host: p.fingerprint for p in profiled}
-        if len(hosts) > 1 and not network_path(directory, fingerprints).exists():
-            say("timing the network between the hosts")
-        network, path = network_of(hosts, fingerprints, directory)
-        costs = {p.host: _host_costs(graph, p, options.targets) for p in profiled}
         caps = _caps(options.memory, [h.name for h in hosts])
-        say("searching across hosts")
-        latency, rate, replicas = search_hosts(graph, costs, network, caps)
-        candidates = _candidates(graph, latency, rate, replicas)
-        feeds = random_inputs(graph, 0)
-        for candidate in candidates:
-            say(f"running {candidate.name}")
-            _measure(graph, candidate, hosts, feeds, options)
+        _check_hosts_named(given, _names(hosts))
+        left = list(hosts)
+        while True:
+            try:
+                profiled, path, candidates = _search_and_run(graph, options, left, caps,
+                                                             given, directory, say)  # fmt: skip
+                break
+            except HostLostError as lost:
+                if not options.replan or len(left) < 2 or lost.host not in _names(left):
+                    raise
+                left = [h for h in left if h.name != lost.host]
+                notes.append(f"{lost}; planned again on {', '.join(_names(left))} (--replan)")
+                say(notes[-1])
+    chosen = _choose(candidates, options.objective, predicted=bool(given.links))
+    if given.links:
+        notes.append(f"planned for the network of --link {' '.join(options.links)}: "
+                     "predicted only, nothing was run")  # fmt: skip
+    plan_path = Path(options.output or f"{graph.name or 'model'}-hosts.json")
+    chosen.plans[0].notes.extend([*notes, _note(chosen, options.objective, bool(given.links))])
+    chosen.plans[0].save(plan_path)
+    return HostTuneReport(profiled, path, candidates, chosen, plan_path, notes, bool(given.links))
+
+
+def _choose(candidates: Sequence[Candidate], objective: str, predicted: bool) -> Candidate:
+    """The candidate best at ``objective``: by its prediction, or among those run and kept."""
+    if predicted:
+        if objective == "latency":
+            return min(candidates, key=lambda c: c.predicted.latency_s)
+        return max(candidates, key=lambda c: c.predicted.rate_per_s)
     kept = [c for c in candidates if c.kept]
     if not kept:
         worst = ", ".join(f"{c.name}: {c.error:.1e}" for c in candidates if c.error is not None)
         raise AutopartError(f"no plan across the hosts matched onnxruntime ({worst})")
-    if options.objective == "latency":
-        chosen = min(kept, key=lambda c: c.latency_s or np.inf)
-    else:
-        chosen = max(kept, key=lambda c: c.rate_per_s or 0.0)
-    plan_path = Path(options.output or f"{graph.name or 'model'}-hosts.json")
-    chosen.plans[0].notes.append(_note(chosen, options.objective))
-    chosen.plans[0].save(plan_path)
-    return HostTuneReport(profiled, path, candidates, chosen, plan_path)
+    if objective == "latency":
+        return min(kept, key=lambda c: c.latency_s or np.inf)
+    return max(kept, key=lambda c: c.rate_per_s or 0.0)
+
+
+def _check_hosts_named(given: NetworkModel, hosts: Sequence[str]) -> None:
+    """Refuse a ``--link`` naming a host the cluster lacks."""
+    unknown = sorted({name for pair in given.links for name in pair} - set(hosts))
+    if unknown:
+        raise AutopartError(f"--link names {', '.join(unknown)}, not a host of the cluster "
+                            f"({', '.join(hosts)})")  # fmt: skip
+
+
+def _names(hosts: Sequence[Host]) -> list[str]:
+    return [host.name for host in hosts]
+
+
+def _search_and_run(
+    graph: Graph,
+    options: HostTuneOptions,
+    hosts: Sequence[Host],
+    caps: Mapping[str, int],
+    given: NetworkModel,
+    directory: Path,
+    say: Callable[[str], None],
+) -> tuple[list[HostProfile], Path, list[Candidate]]:
+    """Profile ``hosts``, reuse or time their network, search, and run every candidate.
+
+    Links ``given`` replace the measured ones, and then no candidate is run.
+    """
+    profiled = profile_hosts(graph, hosts, options.targets, directory, options.budget_s, say)
+    fingerprints = {p.host: p.fingerprint for p in profiled}
+    if len(hosts) > 1 and not network_path(directory, fingerprints).exists():
+        say("timing the network between the hosts")
+    network, path = network_of(hosts, fingerprints, directory)
+    names = set(_names(hosts))
+    network = network.merged(
+        NetworkModel({pair: link for pair, link in given.links.items() if set(pair) <= names})
+    )
+    costs = {p.host: _host_costs(graph, p, options.targets) for p in profiled}
+    say("searching across hosts")
+    caps_here = {name: cap for name, cap in caps.items() if name in names}
+    latency, rate, replicas = search_hosts(graph, costs, network, caps_here)
+    candidates = _candidates(graph, latency, rate, replicas)
+    feeds = random_inputs(graph, 0)
+    for candidate in candidates if not given.links else ():
+        say(f"running {candidate.name}")
+        _measure(graph, candidate, hosts, feeds, options)
+    return profiled, path, candidates
 
 
 def _host_costs(graph: Graph, profiled: HostProfile, targets: Sequence[str] | None) -> Costs:
@@ -135,7 +209,7 @@ def _host_costs(graph: Graph, profiled: HostProfile, targets: Sequence[str] | No
     node_cost: dict[str, dict[VirtualDevice, float]] = {n.name: {} for n in graph.nodes}
     launch: dict[VirtualDevice, float] = {}
     priced = []
-    for text in targets or sorted({str(t) for t in _profile_targets(profile)}):
+    for text in targets or sorted({str(t) for t in profile_targets(profile)}):
         target = VirtualDevice.parse(text)
         if target.reduced or target.host is not None:
             continue
@@ -151,12 +225,6 @@ def _host_costs(graph: Graph, profiled: HostProfile, targets: Sequence[str] | No
         raise ProfileError(f"host {profiled.host}'s profile prices no f32 target for every "
                            "node; profile it with a larger --budget")  # fmt: skip
     return Costs(graph, priced, node_cost, launch=launch)
-
-
-def _profile_targets(profile: Profile) -> list[VirtualDevice]:
-    from autopart.costmodel.from_profile import profile_targets
-
-    return list(profile_targets(profile))
 
 
 def _caps(memory: Mapping[str, int], hosts: Sequence[str]) -> dict[str, int]:
@@ -215,9 +283,10 @@ def _measure(graph: Graph, candidate: Candidate, hosts: Sequence[Host],
             executor.close()
 
 
-def _note(chosen: Candidate, objective: str) -> str:
+def _note(chosen: Candidate, objective: str, predicted: bool) -> str:
     """The saved plan's note: what was chosen across hosts, and why."""
     hosts = ", ".join(dict.fromkeys(stage[0] for stage in chosen.predicted.stages))
     replicas = " (run one copy per host: replicas)" if chosen.predicted.kind == "replicas" else ""
-    return (f"tune --cluster chose {chosen.name} on {hosts} by measured {objective}{replicas}; "
+    how = "predicted" if predicted else "measured"
+    return (f"tune --cluster chose {chosen.name} on {hosts} by {how} {objective}{replicas}; "
             f"{LOCAL} is the host that runs the command")  # fmt: skip
