@@ -43,6 +43,7 @@ from autopart.tuning.profile_model import profile_model
 if TYPE_CHECKING:
     import pandas as pd
 
+    from autopart.tuning.hosts_tune import HostTuneReport
     from autopart.tuning.workflow import TuneReport
 
 __all__ = [
@@ -282,7 +283,7 @@ def tune(
     *,
     progress: StageProgress | None = None,
     **fields: Any,
-) -> TuneReport:
+) -> TuneReport | HostTuneReport:
     """Take ``model`` to a verified, saved plan (``autopart tune MODEL``).
 
     Profiles what this machine's profile lacks, searches every candidate plan, runs the
@@ -303,10 +304,22 @@ def tune(
     dataset=samples, metric="agreement", max_drop=0.01)`` (:mod:`autopart.tuning.judge`).
     ``progress(stage, done, total, label)`` is called as the stages advance. Raises an
     :class:`AutopartError` subclass (one-line message) for what a user can get wrong.
+
+    Across the hosts of a Ray cluster (``tune --cluster``): ``cluster="local:2"`` (or an
+    address), with ``objective`` ``latency`` or ``throughput``, ``host_memory``,
+    ``replan`` and ``links`` (see :class:`TuneOptions`), e.g. ``tune("resnet50",
+    cluster="local:2", host_memory={"*": 60_000_000})``; it returns a
+    :class:`~autopart.tuning.hosts_tune.HostTuneReport` (:mod:`autopart.tuning.hosts_tune`).
     """
+    chosen = (options or TuneOptions()).updated(**fields)
+    if chosen.across_hosts:
+        from autopart.tuning.hosts_tune import tune_hosts
+
+        graph = load(model, chosen.input_shapes, chosen.freeze)
+        say = None if progress is None else (lambda line: progress("tune", 0, 0, line))
+        return tune_hosts(graph, chosen, say)
     from autopart.tuning.workflow import tune_model  # optuna and scipy load on first use
 
-    chosen = (options or TuneOptions()).updated(**fields)
     return tune_model(model, chosen, progress=progress)
 
 

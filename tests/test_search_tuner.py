@@ -505,7 +505,7 @@ def test_search_options_take_objectives_and_methods_by_name_and_refuse_others() 
     options = SearchOptions(objective="makespan", method="optuna")
     assert options.objective is Objective.MAKESPAN and options.method is Method.OPTUNA
     assert f"{options.objective}" == "makespan"  # study names and saved plans spell the value
-    with pytest.raises(AutopartError, match="latency, makespan or pareto"):
+    with pytest.raises(AutopartError, match="latency, makespan, pareto or throughput"):
         SearchOptions(objective="fastest")
     with pytest.raises(AutopartError, match="ilp, optuna or auto"):
         SearchOptions(method="exhaustive")

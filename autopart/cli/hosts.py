@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from functools import wraps
-from typing import Any
+from typing import Any, cast
 
 import click
 from rich.table import Table
@@ -14,9 +14,9 @@ from autopart import api
 from autopart.cli.common import console, doing, print_peak_memory, print_table, user_errors
 from autopart.cluster.links import RUNS
 from autopart.errors import AutopartError
-from autopart.ir.graph import Graph
 from autopart.search.constraints import parse_bytes
-from autopart.tuning.hosts_tune import HostTuneOptions, tune_hosts
+from autopart.tuning.hosts_tune import HostTuneReport
+from autopart.tuning.options import TuneOptions
 
 CLUSTER_HELP = "a Ray cluster: local:N (N nodes started on this machine) or its address"
 _TUNE_CLUSTER_OPTIONS = (
@@ -35,8 +35,9 @@ _TUNE_CLUSTER_OPTIONS = (
 def tune_cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--cluster``, ``--replan`` and ``--link`` to ``command``, as one ``cluster`` dict.
 
-    The dict is empty without ``--cluster``; ``--replan`` or ``--link`` without it is a
-    usage error.
+    The dict holds the :class:`~autopart.tuning.options.TuneOptions` fields they set
+    (``cluster``, ``replan``, ``links``), and is empty without ``--cluster``; ``--replan``
+    or ``--link`` without it is a usage error.
     """
 
     @wraps(command)
@@ -45,7 +46,7 @@ def tune_cluster_options(command: Callable[..., Any]) -> Callable[..., Any]:
     ) -> Any:
         if cluster_spec is None and (replan or links):
             raise click.UsageError("--replan and --link plan across hosts: give --cluster too")
-        cluster = {} if cluster_spec is None else {"spec": cluster_spec, "replan": replan,
+        cluster = {} if cluster_spec is None else {"cluster": cluster_spec, "replan": replan,
                                                     "links": links}  # fmt: skip
         return command(*args, cluster=cluster, **kwargs)
 
@@ -100,18 +101,8 @@ def network_command(spec: str, profiles: str | None, runs: int) -> None:
     console.print(f"saved: {path}")
 
 
-def tune_on_cluster(
-    model: str,
-    cluster: dict[str, Any],
-    objective: str,
-    targets: tuple[str, ...],
-    memory: tuple[str, ...],
-    profiles: str | None,
-    budget: float | None,
-    output: str | None,
-    load: Callable[[str], Graph],
-) -> None:
-    """``tune --cluster``: profile each host, search across them, run, and save the plan."""
+def parse_host_memory(memory: tuple[str, ...]) -> dict[str, int]:
+    """``--memory HOST=SIZE`` (or ``'*=SIZE'``) with ``--cluster``: each host's weights' cap."""
     caps = {}
     for text in memory:
         host, sep, size = text.rpartition("=")
@@ -119,11 +110,14 @@ def tune_on_cluster(
             raise AutopartError(f"malformed --memory {text!r} with --cluster: expected "
                                 "HOST=SIZE or '*=SIZE', e.g. host1=2GB")  # fmt: skip
         caps[host.strip()] = parse_bytes(size)
-    spec = cluster["spec"]
-    options = HostTuneOptions(spec, objective, targets or None, caps, profiles,
-                              60.0 if budget is None else budget, output=output,
-                              replan=cluster["replan"], links=cluster["links"])  # fmt: skip
-    report = tune_hosts(load(model), options, lambda line: doing("tune", line))
+    return caps
+
+
+def tune_on_cluster(model: str, options: TuneOptions) -> None:
+    """``tune --cluster``: profile each host, search across them, run, and save the plan."""
+    said = api.tune(model, options, progress=lambda _, __, ___, line: doing("tune", line))
+    report = cast(HostTuneReport, said)  # a tune across hosts reports its own way
+    spec, objective = options.cluster, options.search.objective
     table = Table("plan", "kind", "stages", "predicted ms", "measured ms", "predicted /s",
                   "measured /s", "error", title=f"across the hosts of {spec}")  # fmt: skip
     for c in report.candidates:
@@ -138,8 +132,7 @@ def tune_on_cluster(
     for host in report.profiles:
         shared = f" (shared with {host.shared_with})" if host.shared_with else ""
         console.print(f"{host.host}: profile {host.path}{shared}")
-    one_host = not report.network.exists()
-    console.print("network: none (one host)" if one_host else f"network: {report.network}")
+    console.print(f"network: {report.network}")
     for note in report.notes:
         console.print(f"note: {note}")
     how = "predicted" if report.predicted_only else "measured"

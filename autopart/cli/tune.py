@@ -14,7 +14,6 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from autopart import api
 from autopart.cli.common import (
     command_started,
     console,
@@ -35,7 +34,7 @@ from autopart.cli.common import (
     tolerance_option,
     user_errors,
 )
-from autopart.cli.hosts import tune_cluster_options, tune_on_cluster
+from autopart.cli.hosts import parse_host_memory, tune_cluster_options, tune_on_cluster
 from autopart.limits import format_size
 from autopart.search.constraints import Constraints
 from autopart.search.options import Method, Objective, SearchOptions
@@ -50,7 +49,7 @@ from autopart.tuning.workflow import TuneReport, tune_model
 @click.option("--targets", multiple=True, metavar="TARGET", help="targets to use (default: all)")
 @click.option(
     "--objective",
-    type=click.Choice([*(o.value for o in Objective), "throughput"]),
+    type=click.Choice([o.value for o in Objective]),
     default=Objective.LATENCY.value,
     show_default=True,
     help="sequential latency, makespan with unit concurrency, or latency against memory; "
@@ -143,12 +142,12 @@ def tune_command(
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""
     if cluster:
-        shapes, frozen = parse_input_shapes(input_shapes), parse_freeze(freeze)
-        tune_on_cluster(model, cluster, objective, split_list(targets), memory, profiles,
-                        budget, output, lambda m: api.load(m, shapes, frozen))  # fmt: skip
-        return
-    if objective == "throughput":
-        raise click.UsageError("--objective throughput plans a stream across hosts: give --cluster")
+        hosts = TuneOptions(targets=split_list(targets) or None, profiles_dir=profiles,
+                            search=SearchOptions(objective=objective, seed=seed), output=output,
+                            rounds=rounds, input_shapes=parse_input_shapes(input_shapes),
+                            freeze=parse_freeze(freeze), time_budget_s=budget,
+                            host_memory=parse_host_memory(memory), **cluster)  # fmt: skip
+        return tune_on_cluster(model, hosts)
     constraints = Constraints.from_cli(pins, forbids, memory, fallback)
     columns = (
         TextColumn("{task.fields[stage]:<8} {task.description:<36}"),

@@ -122,12 +122,10 @@ def network_of(
     """The network model of ``hosts`` saved in ``directory``, or measured now and saved.
 
     The file is named after the hosts' ``fingerprints`` (host: fingerprint), which the
-    model keeps. With ``remeasure`` it is always measured again. Fewer than two hosts
-    have no network, and nothing is measured or saved for them.
+    model keeps. With ``remeasure`` it is always measured again. One host has no network
+    but its link to itself: the call each stage run there pays.
     """
     path = network_path(directory, fingerprints)
-    if len(hosts) < 2:
-        return NetworkModel(hosts=dict(fingerprints)), path
     if path.exists() and not remeasure:
         return load_network(path), path
     model = measure_links(hosts, runs=runs)

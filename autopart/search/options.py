@@ -27,12 +27,14 @@ class Objective(StrEnum):
 
     ``latency`` is the sequential time (every step one after another, the ILP's exact
     objective); ``makespan`` the end of the concurrent schedule, units running side by
-    side; ``pareto`` the front of (makespan, peak memory).
+    side; ``pareto`` the front of (makespan, peak memory); ``throughput`` a stream's rate
+    across the hosts of a cluster (``tune --cluster`` only: :mod:`autopart.search.hosts`).
     """
 
     LATENCY = "latency"
     MAKESPAN = "makespan"
     PARETO = "pareto"
+    THROUGHPUT = "throughput"
 
     @classmethod
     def parse(cls, value: str) -> Objective:
@@ -41,7 +43,7 @@ class Objective(StrEnum):
             return cls(value)
         except ValueError:
             raise AutopartError(
-                f"unknown objective {value!r}: use latency, makespan or pareto"
+                f"unknown objective {value!r}: use latency, makespan, pareto or throughput"
             ) from None
 
 

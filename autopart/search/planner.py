@@ -82,6 +82,9 @@ def search(
     solve. Raises :class:`ConstraintError` when the constraints cannot hold.
     """
     options = options or SearchOptions()
+    if options.objective == Objective.THROUGHPUT:
+        raise ConstraintError("the throughput objective plans a stream across the hosts of a "
+                              "cluster: tune with --cluster")  # fmt: skip
     constraints = options.constraints or Constraints()
     restricted = apply(keep_precisions(costs, options.precision), constraints)
     fallback = (

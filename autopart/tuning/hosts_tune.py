@@ -1,15 +1,15 @@
 """``tune --cluster``: a plan across the hosts of a Ray cluster, searched, run and measured.
 
 1. **Profile** each host on itself, once per fingerprint (:mod:`.host_profiles`), within
-   ``budget_s`` each; a host's targets are those its profile prices for every node.
+   the tune's budget each; a host's targets are those its profile prices for every node.
 2. **Network**: the model saved for these hosts, or measured now and saved
    (:mod:`autopart.cluster.links`).
 3. **Search** (:mod:`autopart.search.hosts`): the quickest plan for one input, the
    pipeline of the highest rate, and replicas of the whole model where two hosts or more
-   can hold it; weights capped per host by ``memory``.
+   can hold it; weights capped per host by ``host_memory``.
 4. **Verify** by running each distinct candidate on the hosts: outputs against
-   onnxruntime on the whole model, one input at a time (median of ``repeat``), and a
-   stream of ``stream`` inputs. The objective's measurement chooses, never the
+   onnxruntime on the whole model, one input at a time (median of the tune's rounds), and
+   a stream of :data:`STREAM_INPUTS` inputs. The objective's measurement chooses, never the
    prediction; the report puts each beside its prediction.
 
 It plans in f32: every host's targets are f32 ones (a precision budget across hosts is not
@@ -43,32 +43,11 @@ from autopart.runtime.hosts import ClusterPlanExecutor, stream_through
 from autopart.search.hosts import LOCAL, HostStagePlan, parse_links, search_hosts
 from autopart.settings import COMMON
 from autopart.tuning.host_profiles import HostProfile, profile_hosts
+from autopart.tuning.options import TuneOptions
 from autopart.tuning.oracle import oracle_outputs
 
-OBJECTIVES = ("latency", "throughput")
-
-
-@dataclass(frozen=True)
-class HostTuneOptions:
-    """What ``tune --cluster`` takes; ``memory`` maps a host (or ``*``) to its weights' cap.
-
-    ``replan``: a host lost on the way is dropped and the plan made on the hosts left.
-    ``links`` (``A-B=BANDWIDTH,LATENCY``, :func:`~autopart.search.hosts.parse_links`)
-    replace the measured links between those hosts: a plan for a network that is not
-    here, so the candidates are predicted and none is run.
-    """
-
-    cluster: str
-    objective: str = "latency"
-    targets: tuple[str, ...] | None = None
-    memory: Mapping[str, int] = field(default_factory=dict)
-    profiles: str | Path | None = None
-    budget_s: float | None = 60.0
-    stream: int = 40
-    repeat: int = 10
-    output: str | Path | None = None
-    replan: bool = False
-    links: tuple[str, ...] = ()
+STREAM_INPUTS = 40  # the stream each candidate runs, for its rate
+PROFILE_BUDGET_S = 60.0  # each host's profile, where no --budget is given
 
 
 @dataclass
@@ -102,23 +81,28 @@ class HostTuneReport:
 
 
 def tune_hosts(
-    graph: Graph, options: HostTuneOptions, announce: Callable[[str], None] | None = None
+    graph: Graph, options: TuneOptions, announce: Callable[[str], None] | None = None
 ) -> HostTuneReport:
     """Take ``graph`` to a verified plan across the hosts of ``options.cluster``.
+
+    Of ``options`` (:class:`~autopart.tuning.options.TuneOptions`), this reads the
+    cluster, the objective (latency or throughput), the targets, the host memory caps,
+    the profiles folder, the budget (each host's profile), the rounds (single-input runs),
+    the plan file, replan and links.
 
     A host lost on the way (:class:`HostLostError`) ends the tune with its name; with
     ``options.replan`` it is dropped instead, and the tune starts again on the hosts left
     (what they measured is kept), with a note saying so.
     """
-    if options.objective not in OBJECTIVES:
-        raise AutopartError(f"--objective {options.objective} is not one across hosts: "
-                            f"{', '.join(OBJECTIVES)}")  # fmt: skip
+    if options.cluster is None:
+        raise AutopartError("a tune across hosts needs a cluster (--cluster)")
+    objective = str(options.search.objective)
     say = announce or (lambda _: None)
-    directory = Path(options.profiles) if options.profiles else default_profiles_dir()
+    directory = Path(options.profiles_dir) if options.profiles_dir else default_profiles_dir()
     notes: list[str] = []
     given = parse_links(options.links)
     with cluster(options.cluster) as hosts:
-        caps = _caps(options.memory, [h.name for h in hosts])
+        caps = _caps(options.host_memory, [h.name for h in hosts])
         _check_hosts_named(given, _names(hosts))
         left = list(hosts)
         while True:
@@ -132,12 +116,12 @@ def tune_hosts(
                 left = [h for h in left if h.name != lost.host]
                 notes.append(f"{lost}; planned again on {', '.join(_names(left))} (--replan)")
                 say(notes[-1])
-    chosen = _choose(candidates, options.objective, predicted=bool(given.links))
+    chosen = _choose(candidates, objective, predicted=bool(given.links))
     if given.links:
         notes.append(f"planned for the network of --link {' '.join(options.links)}: "
                      "predicted only, nothing was run")  # fmt: skip
     plan_path = Path(options.output or f"{graph.name or 'model'}-hosts.json")
-    chosen.plans[0].notes.extend([*notes, _note(chosen, options.objective, bool(given.links))])
+    chosen.plans[0].notes.extend([*notes, _note(chosen, objective, bool(given.links))])
     chosen.plans[0].save(plan_path)
     return HostTuneReport(profiled, path, candidates, chosen, plan_path, notes, bool(given.links))
 
@@ -171,7 +155,7 @@ def _names(hosts: Sequence[Host]) -> list[str]:
 
 def _search_and_run(
     graph: Graph,
-    options: HostTuneOptions,
+    options: TuneOptions,
     hosts: Sequence[Host],
     caps: Mapping[str, int],
     given: NetworkModel,
@@ -182,10 +166,11 @@ def _search_and_run(
 
     Links ``given`` replace the measured ones, and then no candidate is run.
     """
-    profiled = profile_hosts(graph, hosts, options.targets, directory, options.budget_s, say)
+    budget_s = PROFILE_BUDGET_S if options.time_budget_s is None else options.time_budget_s
+    profiled = profile_hosts(graph, hosts, options.targets, directory, budget_s, say)
     fingerprints = {p.host: p.fingerprint for p in profiled}
-    if len(hosts) > 1 and not network_path(directory, fingerprints).exists():
-        say("timing the network between the hosts")
+    if not network_path(directory, fingerprints).exists():
+        say("timing the network between the hosts" if len(hosts) > 1 else "timing a call")
     network, path = network_of(hosts, fingerprints, directory)
     names = set(_names(hosts))
     network = network.merged(
@@ -264,12 +249,12 @@ def _first_target(assignment: Mapping[str, str]) -> VirtualDevice:
 
 
 def _measure(graph: Graph, candidate: Candidate, hosts: Sequence[Host],
-             feeds: Mapping[str, np.ndarray], options: HostTuneOptions) -> None:  # fmt: skip
+             feeds: Mapping[str, np.ndarray], options: TuneOptions) -> None:  # fmt: skip
     """Run ``candidate`` on ``hosts``: its outputs' error, latency and a stream's rate."""
     executors = [ClusterPlanExecutor(plan, graph, hosts) for plan in candidate.plans]
     try:
-        run = executors[0].run(feeds, repeat=options.repeat, warmup=2)
-        streamed = stream_through(executors, [feeds] * options.stream,
+        run = executors[0].run(feeds, repeat=options.rounds, warmup=2)
+        streamed = stream_through(executors, [feeds] * STREAM_INPUTS,
                                   in_flight=sum(len(e.stages) for e in executors) + 1)  # fmt: skip
         _, expected = oracle_outputs(graph, feeds, candidate.plans[0])
         candidate.error = max(

@@ -14,14 +14,16 @@ the tune hands ``search`` to the search with only what it learns on the way fill
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
 
+from autopart.errors import AutopartError
 from autopart.io import check_writable
 from autopart.loader import FreezeValues, InputShapes
 from autopart.search.options import (
+    Objective,
     SearchOptions,
     check_budget,
     check_count,
@@ -31,6 +33,7 @@ from autopart.tuning.judge import Dataset, check_validation_split
 from autopart.tuning.metrics import ScoreFunction, parse_metric
 from autopart.tuning.settings import SCREEN
 
+_ACROSS_HOSTS = (Objective.LATENCY, Objective.THROUGHPUT)
 # The fields of SearchOptions a tune fills in itself, from the graph and the measurements.
 SET_BY_TUNE = frozenset({"study_name", "source", "accuracy", "cap_s"})
 # The fields of SearchOptions a user sets, as keywords of TuneOptions.build and autopart.tune.
@@ -88,6 +91,14 @@ class ModelOptions:
         self.accuracy_policy  # noqa: B018 - a bad metric or budget fails here, not mid-tune
         if self.memory_limit is not None:
             check_count(self.memory_limit, "memory-limit", 1)
+        if self.search.objective == Objective.THROUGHPUT and not self.across_hosts:
+            raise AutopartError("--objective throughput plans a stream across hosts: "
+                                "give --cluster")  # fmt: skip
+
+    @property
+    def across_hosts(self) -> bool:
+        """Whether these options plan across the hosts of a cluster (only a tune's can)."""
+        return False
 
     @classmethod
     def build(cls, **fields: Any) -> Self:
@@ -138,6 +149,14 @@ class TuneOptions(ModelOptions):
     out by :mod:`autopart.tuning.clock`; ``search.budget_s`` further bounds the search alone.
     ``started`` is when the command began, on the :func:`time.perf_counter` clock, for the
     budget to count from (None: when the tune is called; the CLI's is its process's start).
+
+    Across hosts (``tune --cluster``, :mod:`autopart.tuning.hosts_tune`): ``cluster`` is a
+    Ray cluster (``local:N`` or an address); the objective is ``latency`` or
+    ``throughput``; ``host_memory`` caps the weights of a host (by name, or ``*`` for
+    every host); ``time_budget_s`` bounds each host's profile (None: 60 s); ``rounds`` are
+    the single-input runs of each candidate; ``replan`` drops a host lost on the way and
+    plans on the hosts left; ``links`` (``A-B=BANDWIDTH,LATENCY``) plan for a network that
+    is not here, and then nothing runs.
     """
 
     profile_file: str | Path | None = None
@@ -146,11 +165,27 @@ class TuneOptions(ModelOptions):
     thorough: bool = False
     time_budget_s: float | None = None
     started: float | None = None
+    cluster: str | None = None
+    host_memory: Mapping[str, int] = field(default_factory=dict)
+    replan: bool = False
+    links: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.time_budget_s is not None:
             check_budget(self.time_budget_s, "budget")
+        object.__setattr__(self, "links", tuple(self.links))
+        if self.cluster is None and (self.replan or self.links or self.host_memory):
+            raise AutopartError("replan, links and host memory caps plan across hosts: "
+                                "give a cluster (--cluster)")  # fmt: skip
+        if self.cluster is not None and self.search.objective not in _ACROSS_HOSTS:
+            raise AutopartError(f"--objective {self.search.objective} is not one across "
+                                f"hosts: {', '.join(_ACROSS_HOSTS)}")  # fmt: skip
+
+    @property
+    def across_hosts(self) -> bool:
+        """Whether these options plan across the hosts of a cluster (``cluster`` given)."""
+        return self.cluster is not None
 
     @property
     def wall_budget_s(self) -> float | None:
