@@ -42,7 +42,10 @@ def test_the_search_options_are_stated_once() -> None:
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
-        ({"objective": "fastest"}, "unknown objective 'fastest': use latency, makespan, pareto or throughput"),
+        (
+            {"objective": "fastest"},
+            "unknown objective 'fastest': use latency, makespan, pareto or throughput",
+        ),
         ({"method": "exhaustive"}, "unknown search 'exhaustive': use ilp, optuna or auto"),
         ({"budget_s": -5.0}, "--budget must be a finite number of seconds, more than 0, not -5"),
         ({"budget_s": float("nan")}, "--budget must be a finite number of seconds"),
