@@ -35,7 +35,7 @@ from autopart.costmodel.cuts import cold_cost, cut_cost
 from autopart.costmodel.measurements import RowKind
 from autopart.costmodel.partitions import partition_key
 from autopart.errors import AutopartError
-from autopart.host_memory import retain_freed_memory
+from autopart.host_memory import release_freed_memory, retain_freed_memory
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
@@ -318,8 +318,9 @@ class Profiler:
                 continue
             measuring.commit()
             taken[index] += 1
-            if pass_index + 1 in (job.passes, last_pass):  # its last pass: free what it compiled
-                measuring.compiled.pop((job.target, job.key), None)
+            finished = pass_index + 1 in (job.passes, last_pass)  # free what it compiled
+            if finished and measuring.compiled.pop((job.target, job.key), None) is not None:
+                release_freed_memory()
             if self.path is not None and time.perf_counter() - last_save > interval:
                 began = time.perf_counter()
                 self.profile.save(self.path)

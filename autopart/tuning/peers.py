@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+from autopart.host_memory import release_freed_memory
 from autopart.ir.target import HOST_DEVICE
 from autopart.search.candidates import Candidate
 from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
@@ -61,6 +62,7 @@ def peers(
             notes.append(f"{peer.name} could not run this model: {first[:200]}")
             if failures is not None:
                 failures[peer.name] = first[:200]
+        release_freed_memory()  # the model's copies its compile made and let go
     return found, notes
 
 

@@ -33,6 +33,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from autopart.host_memory import release_freed_memory
 from autopart.ir.graph import Graph, Node
 from autopart.targets import qdq
 from autopart.targets.openvino import library
@@ -62,6 +63,7 @@ def agrees_in_int8(node: Node, graph: Graph) -> bool:
         return False
     if not _AGREEMENT.known(key):
         _probe_graph(node.op_type, graph)
+        release_freed_memory()  # the probe models' weights and compiles, gone
     if not _AGREEMENT.known(key):  # not among the graph's nodes: probed alone
         _AGREEMENT.put(key, (_agree([probe_model(node, graph, static=True)])[0], ""))
     return _AGREEMENT.get(key, lambda: (False, ""))[0]
