@@ -121,6 +121,36 @@ def test_a_configuration_whose_int8_kernel_errs_is_not_offered_at_int8(
         agreement._AGREEMENT.clear()
 
 
+@pytest.mark.parametrize(
+    ("pads", "dilations", "only_padding"),
+    [
+        ([2, 0, 0, 0], [1, 1], True),  # 2 rows above a 2-high kernel: row 0 reads only them
+        ([0, 0, 2, 0], [1, 1], True),  # and below
+        ([0, 0, 0, 2], [1, 1], True),  # a column
+        ([1, 1, 1, 1], [1, 1], False),
+        ([2, 2, 2, 2], [2, 2], False),  # a dilated kernel spans 3
+        ([3, 0, 0, 0], [2, 1], True),
+    ],
+)
+def test_a_conv_whose_padding_fills_an_output_row_is_not_offered_at_int8(
+    pads: list[int], dilations: list[int], only_padding: bool
+) -> None:
+    from autopart.ir.onnx_import import load_graph
+    from autopart.testing.cases import single_node_case
+
+    rng = np.random.default_rng(0)
+    attrs = {"group": 4, "kernel_shape": [2, 2], "pads": pads, "dilations": dilations}
+    x = rng.uniform(-1, 1, (1, 4, 7, 10)).astype(np.float32)
+    w = rng.uniform(-0.5, 0.5, (8, 1, 2, 2)).astype(np.float32)
+    graph = load_graph(single_node_case("Conv", attrs, {"x": x}, {"w": w}).model)
+    conv = graph.nodes[0]
+    assert quantize.reads_only_padding(conv, graph) is only_padding
+    if only_padding:
+        assert not quantize.runs_in_int8(conv, graph)
+    elif INT8:
+        assert quantize.runs_in_int8(conv, graph)
+
+
 def test_a_weight_is_hashed_once_while_it_lives(monkeypatch: pytest.MonkeyPatch) -> None:
     import hashlib
 
