@@ -68,6 +68,21 @@ def test_the_profiler_frees_what_it_compiled_when_the_next_partition_would_not_f
     assert compiled == {}
 
 
+def test_the_profiler_holds_compiles_between_passes_only_within_its_bound() -> None:
+    from autopart.profile.samplers import COMPILED_CACHE, CompiledCache
+
+    bound = COMPILED_CACHE.held_weights
+    cache = CompiledCache()
+    assert cache.keep(("a", "1"), "first", bound // 2)
+    assert cache.keep(("b", "1"), "second", bound // 2)  # exactly the bound: held
+    assert not cache.keep(("c", "1"), "third", 1)  # one byte more: compiled again next pass
+    assert dict(cache) == {("a", "1"): "first", ("b", "1"): "second"}  # the held stay
+    assert cache.pop(("a", "1")) == "first" and cache.keep(("c", "1"), "third", 1)
+    assert cache.weights == {("b", "1"): bound // 2, ("c", "1"): 1}
+    cache.clear()
+    assert not cache and not cache.weights and cache.keep(("d", "1"), "fourth", bound)
+
+
 _RELEASE = """
 import gc
 import numpy as np

@@ -27,6 +27,7 @@ import numpy as np
 
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, RowKind
 from autopart.ir.graph import Graph, Node
+from autopart.profile.samplers import CompiledCache
 from autopart.profile.store import Profile
 from autopart.profile.timing import TimingSettings, median_of_passes, summarise_passes
 from autopart.targets.devices import Machine
@@ -146,7 +147,7 @@ class Measuring:
     measurement is complete. Rows are recorded in the profile at :meth:`commit`, once a
     job's pass is over, so that an interrupt in the middle of one leaves its rows alike.
     ``compiled`` keeps what a kind compiles once for all its passes, by (target, key): a
-    whole partition, whose compile can take seconds.
+    whole partition, whose compile can take seconds (within its bound, :class:`CompiledCache`).
     """
 
     profile: Profile
@@ -158,7 +159,7 @@ class Measuring:
     taken: SamplesByPass = field(default_factory=dict)
     refresh: bool = False
     pending: list[Callable[[], None]] = field(default_factory=list)
-    compiled: dict[tuple[str, str], Any] = field(default_factory=dict)
+    compiled: CompiledCache = field(default_factory=CompiledCache)
 
     @property
     def per_pass(self) -> TimingSettings:

@@ -429,7 +429,7 @@ class PartitionJobs(JobKind):
         if measuring.profile.has(RowKind.UNSUPPORTED, job.target, job.key):
             return
         found = measuring.compiled.get((job.target, job.key))
-        if found is None:  # compiled once, for every pass, while memory allows
+        if found is None:  # compiled once for every pass, while memory and the cache allow
             make_room(measuring.compiled, graph, job.nodes)
             try:
                 with placed_at(job.nodes, resolved.target, job.precisions):
@@ -440,7 +440,7 @@ class PartitionJobs(JobKind):
                     RowKind.UNSUPPORTED, job.target, job.key, UNSUPPORTED, label
                 )
                 return
-            measuring.compiled[(job.target, job.key)] = found
+            measuring.compiled.keep((job.target, job.key), found, graph.parameter_bytes(job.nodes))
         compiled, env = found
         # A partition may be a whole plan of 0.1 ms: sampled for a share of the time, as
         # copies are, the many runs average over the swings a few dozen runs would catch.

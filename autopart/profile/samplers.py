@@ -12,7 +12,7 @@ import gc
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,7 +26,7 @@ from autopart.limits import available_memory_bytes
 from autopart.plan.partition import boundary
 from autopart.profile.probe import launch_probe_graph
 from autopart.profile.timing import TimingSettings, collect
-from autopart.settings import COMMON
+from autopart.settings import COMMON, tuned
 from autopart.targets.codegen import CompiledSubgraph
 from autopart.targets.registry import reference_codegen
 from autopart.targets.resolve import ResolvedTarget
@@ -80,7 +80,59 @@ def placed_at(
             node.virtual_device = device
 
 
-def make_room(compiled: dict[Any, Any], graph: Graph, nodes: Sequence[Node]) -> None:
+@dataclass(frozen=True)
+class CompiledCacheSettings:
+    """How much the profiler keeps compiled from one pass of a partition to the next."""
+
+    held_weights: int = tuned(
+        512 << 20,
+        "most bytes of weights read by the partitions held compiled between passes: with no "
+        "bound but free memory, vgg19's thorough bench (548 MiB of weights) held one whole "
+        "compile per target and peaked at 11.8 GiB in that stage",
+    )
+
+
+COMPILED_CACHE = CompiledCacheSettings()
+
+
+class CompiledCache(dict[tuple[str, str], Any]):
+    """What the profiler keeps compiled between passes, by (target, key), and its weights.
+
+    Entries go in by :meth:`keep`, which holds one only while the weights of all held stay
+    within :attr:`CompiledCacheSettings.held_weights`. ``weights`` holds the bytes of
+    weights each entry's partition reads; an entry taken out with :meth:`pop` or
+    :meth:`clear` leaves it too.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weights: dict[tuple[str, str], int] = {}
+
+    def keep(self, key: tuple[str, str], value: Any, weights: int) -> bool:
+        """Hold ``value`` under ``key`` if its ``weights`` fit beside those held; whether it did.
+
+        One that does not fit is compiled again at each pass, and what is held stays: the
+        passes visit the partitions in turn, so evicting an older entry would only have it
+        compiled again in its place.
+        """
+        if sum(self.weights.values()) + weights > COMPILED_CACHE.held_weights:
+            return False
+        self[key] = value
+        self.weights[key] = weights
+        return True
+
+    def pop(self, key: tuple[str, str], default: Any = None) -> Any:
+        """Take ``key`` out, with its weights; ``default`` when it is not held."""
+        self.weights.pop(key, None)
+        return super().pop(key, default)
+
+    def clear(self) -> None:
+        """Take every entry out."""
+        self.weights.clear()
+        super().clear()
+
+
+def make_room(compiled: dict[tuple[str, str], Any], graph: Graph, nodes: Sequence[Node]) -> None:
     """Empty ``compiled`` when ``nodes`` compiled would not fit in memory beside it.
 
     The profiler keeps each subgraph compiled from its first pass to its last, so a model

@@ -14,6 +14,7 @@ from autopart.costmodel.calibration import CALIBRATION
 from autopart.costmodel.cold import COLD_ENTRY
 from autopart.costmodel.fusion import FUSION
 from autopart.profile.core_sharing import CORE_SHARING
+from autopart.profile.samplers import COMPILED_CACHE
 from autopart.profile.speed import SPEED
 from autopart.profile.timing import TIMING
 from autopart.search.planner import SEARCH
@@ -33,6 +34,7 @@ SETTINGS_GROUPS: dict[str, Any] = {
     "speed": SPEED,
     "common": COMMON,
     "core_sharing": CORE_SHARING,
+    "compiled_cache": COMPILED_CACHE,
 }
 """The groups of tuned values outside the codegens, by the name ``report.json`` records."""
 
