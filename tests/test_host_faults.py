@@ -237,6 +237,8 @@ def test_one_option_model_holds_the_options_across_hosts() -> None:
     across = TuneOptions.build(cluster="local:2", objective="throughput", replan=True,
                                links=["host0-host1=1GB,1ms"], host_memory={"*": 10})  # fmt: skip
     assert across.across_hosts and across.links == ("host0-host1=1GB,1ms",)
+    one = TuneOptions.build(cluster="local:2", links="host0-host1=1GB,1ms")  # one link, a str
+    assert one.links == ("host0-host1=1GB,1ms",)
     assert not TuneOptions().across_hosts
     for fields, said in [
         ({"objective": "throughput"}, "give --cluster"),

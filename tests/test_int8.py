@@ -151,6 +151,41 @@ def test_a_conv_whose_padding_fills_an_output_row_is_not_offered_at_int8(
         assert quantize.runs_in_int8(conv, graph)
 
 
+@needs_int8
+def test_a_node_of_more_weights_than_a_batch_is_probed_alone_and_judged_right(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import onnx
+    from onnx import numpy_helper
+
+    from autopart.ir.onnx_import import load_graph
+    from autopart.testing.cases import single_node_case
+
+    rng = np.random.default_rng(0)
+    columns = agreement.BATCH_BYTES // (4 * 512) + 1  # one node's weights pass a batch's
+    w = rng.uniform(-0.5, 0.5, (512, columns)).astype(np.float32)
+    x = rng.uniform(-1, 1, (2, 512)).astype(np.float32)
+    graph = load_graph(single_node_case("MatMul", {}, {"x": x}, {"w": w}).model)
+    matmul = graph.nodes[0]
+    real = qdq.quantised_once
+
+    def twice_the_weights(model: onnx.ModelProto, ranges: Any, nodes: Any) -> bytes:
+        wrong = onnx.ModelProto()
+        wrong.CopyFrom(model)
+        for tensor in wrong.graph.initializer:
+            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * 2, tensor.name))
+        return real(wrong, ranges, nodes)
+
+    agreement._AGREEMENT.clear()
+    try:
+        assert agreement.agrees_in_int8(matmul, graph)
+        agreement._AGREEMENT.clear()
+        monkeypatch.setattr(qdq, "quantised_once", twice_the_weights)
+        assert not agreement.agrees_in_int8(matmul, graph)
+    finally:
+        agreement._AGREEMENT.clear()
+
+
 def test_a_weight_is_hashed_once_while_it_lives(monkeypatch: pytest.MonkeyPatch) -> None:
     import hashlib
 

@@ -174,7 +174,8 @@ class TuneOptions(ModelOptions):
         super().__post_init__()
         if self.time_budget_s is not None:
             check_budget(self.time_budget_s, "budget")
-        object.__setattr__(self, "links", tuple(self.links))
+        links = (self.links,) if isinstance(self.links, str) else self.links  # one link, as a str
+        object.__setattr__(self, "links", tuple(links))
         if self.cluster is None and (self.replan or self.links or self.host_memory):
             raise AutopartError("replan, links and host memory caps plan across hosts: "
                                 "give a cluster (--cluster)")  # fmt: skip

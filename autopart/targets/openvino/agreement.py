@@ -24,6 +24,7 @@ time.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import weakref
 from collections.abc import Callable, Sequence
@@ -100,7 +101,7 @@ def _digest(array: np.ndarray) -> str:
     known = _DIGESTS.get(id(array))
     if known is not None and known[0]() is array:
         return known[1]
-    digest = hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()
+    digest = hashlib.sha256(np.ascontiguousarray(array).data).hexdigest()  # no copy
     _DIGESTS[id(array)] = (weakref.ref(array), digest)
     return digest
 
@@ -148,24 +149,35 @@ def _agree(models: Sequence[onnx.ModelProto]) -> list[bool]:
     wrong results depended on the data). A batch the library rejects whole is probed one
     model at a time (a model it rejects alone does not agree).
     """
-    merged, outputs = _side_by_side(models)
     draws: list[Feeds] = [{}, {}]
     ranges: dict[str, tuple[float, float]] = {}
     for index, model in enumerate(models):
         for draw, part in zip(draws, _draws(model), strict=True):
             draw.update({_prefixed(index, name): value for name, value in part.items()})
         ranges.update({_prefixed(index, name): span for name, span in _ranges(model).items()})
+    merged, outputs = _side_by_side(models)
     names = [node.name for node in merged.graph.node]
-    try:
-        exact = _reference(merged.SerializeToString())
-        absolute = _reference(with_absolute_weights(merged).SerializeToString())
+    try:  # one library's copy of the weights at a time: each is freed before the next
+        exact = _each(_reference(merged.SerializeToString()), draws)
+        absolute_weights = with_absolute_weights(merged).SerializeToString()
+        absolute = _each(_reference(absolute_weights), [_absolute(d) for d in draws])
+        del absolute_weights
         quantised = _compiled(qdq.quantised_once(merged, ranges, names))
-        results = [(exact(d), absolute(_absolute(d)), _infer(quantised, d)) for d in draws]
+        got = _each(functools.partial(_infer, quantised), draws)
+        del quantised
+        results = list(zip(exact, absolute, got, strict=True))
     except Exception:  # a library that cannot quantise, compile or run it: not int8 here
         if len(models) == 1:
             return [False]
         return [_agree([model])[0] for model in models]
     return [all(_within(result, indices) for result in results) for indices in outputs]
+
+
+def _each(
+    run: Callable[[Feeds], dict[int, np.ndarray]], draws: Sequence[Feeds]
+) -> list[dict[int, np.ndarray]]:
+    """``run``'s outputs on each of ``draws``; ``run`` and what it holds go with this call."""
+    return [run(draw) for draw in draws]
 
 
 def _within(result: tuple[dict[int, np.ndarray], ...], indices: Sequence[int]) -> bool:
@@ -214,7 +226,13 @@ def _prefixed(index: int, name: str) -> str:
 
 
 def _side_by_side(models: Sequence[onnx.ModelProto]) -> tuple[onnx.ModelProto, list[list[int]]]:
-    """One model running ``models``' nodes side by side, and each one's output indices."""
+    """One model running ``models``' nodes side by side, and each one's output indices.
+
+    A single model is renamed in place, not copied: a node probed alone may read hundreds
+    of MiB of weights (vgg19's first FC layer: 392 MiB).
+    """
+    if len(models) == 1:
+        return _renamed_in_place(models[0]), [list(range(len(models[0].graph.output)))]
     nodes: list[onnx.NodeProto] = []
     inputs: list[onnx.ValueInfoProto] = []
     outputs: list[onnx.ValueInfoProto] = []
@@ -237,6 +255,18 @@ def _side_by_side(models: Sequence[onnx.ModelProto]) -> tuple[onnx.ModelProto, l
     merged = helper.make_model(graph, opset_imports=list(first.opset_import))
     merged.ir_version = first.ir_version
     return merged, spans
+
+
+def _renamed_in_place(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model``, its node and tensors renamed as the first of a side-by-side model."""
+    graph = model.graph
+    for node in graph.node:
+        node.name = "probe0"
+        node.input[:] = [_prefixed(0, name) for name in node.input]
+        node.output[:] = [_prefixed(0, name) for name in node.output]
+    for value in (*graph.input, *graph.output, *graph.value_info, *graph.initializer):
+        value.name = _prefixed(0, value.name)
+    return model
 
 
 def _renamed(index: int, proto: Named) -> Named:
