@@ -117,16 +117,14 @@ def _materialise(model: onnx.ModelProto, seed: int) -> onnx.ModelProto:
     used = {name for node in kept_nodes for name in node.input}
     constants = {n: d for n, d in initializers.items() if n in used and n not in params}
     constants.update(params)
+    made = set(params)
     real_inputs = [i for i in graph.input if i.name not in initializers]
+    del params, initializers  # each weight is held once: by ``constants``, till it is stored
     opset = next(o.version for o in model.opset_import if o.domain in ("", "ai.onnx"))
-    _normalise_layers(kept_nodes, real_inputs, constants, set(params), opset, rng)
-    new_graph = helper.make_graph(
-        kept_nodes,
-        graph.name,
-        real_inputs,
-        list(graph.output),
-        initializer=[numpy_helper.from_array(d, n) for n, d in constants.items()],
-    )
+    _normalise_layers(kept_nodes, real_inputs, constants, made, opset, rng)
+    new_graph = helper.make_graph(kept_nodes, graph.name, real_inputs, list(graph.output))
+    for name in list(constants):  # one weight at a time: none is held twice over
+        new_graph.initializer.add().CopyFrom(numpy_helper.from_array(constants.pop(name), name))
     materialised = helper.make_model(new_graph, opset_imports=list(model.opset_import))
     materialised.ir_version = max(model.ir_version, 4)
     return materialised
