@@ -266,6 +266,26 @@ def test_ranges_are_measured_once_and_a_damaged_cache_is_measured_again() -> Non
     assert quant_ranges.calibrations == before + 3
 
 
+def test_a_quantised_model_is_cached_and_a_damaged_cache_is_quantised_again(
+    own_cache: Path,
+) -> None:
+    graph = autopart.load("squeezenet")
+    model = to_onnx(graph)
+    nodes = [n.name for n in graph.nodes if n.op_type == "Conv"]
+    ranges = quant_ranges.tensor_ranges(graph)
+    before = qdq.quantisations
+    first = qdq.quantise(model, ranges, nodes)
+    assert qdq.quantise(model, ranges, nodes) == first and qdq.quantisations == before + 1
+    (path,) = own_cache.rglob("qdq-*.onnx")
+    data = path.read_bytes()
+    assert data.startswith(b"autopart-qdq2 ") and data.endswith(first)
+    for damaged in (data[:-1] + bytes([data[-1] ^ 1]), data[: len(data) // 2], b"x" + data[1:]):
+        path.write_bytes(damaged)  # a flipped bit, a file cut short, a foreign header
+        assert qdq.quantise(model, ranges, nodes) == first
+        assert path.read_bytes() == data  # quantised again and rewritten whole
+    assert qdq.quantisations == before + 4
+
+
 def test_calibration_samples_from_a_sample_axis_and_from_a_folder(tmp_path: Path) -> None:
     graph = autopart.load("squeezenet")
     (name,) = graph.inputs

@@ -32,14 +32,14 @@ import numpy as np
 import onnx
 
 from autopart.errors import TargetError
-from autopart.io import atomic_write_bytes, text_digest
+from autopart.io import atomic_write_bytes
 from autopart.ir.graph import Graph, Node
 from autopart.targets.quant_ranges import Ranges, cache_dir
 
 PRECISION = "int8"
 QUANTISED_OPS = ("Conv", "MatMul", "Gemm")
 QDQ_OPSET = 13  # per-channel DequantizeLinear (its ``axis``) needs opset 13
-_HEADER = b"autopart-qdq "
+_HEADER = b"autopart-qdq2 "  # then the body's BLAKE2b digest in hex, a newline and the body
 
 # How many models were quantised in this process (not read from the cache), for tests.
 quantisations = 0
@@ -100,9 +100,9 @@ def quantise(model: onnx.ModelProto, ranges: Ranges, nodes: Collection[str]) -> 
     read = {name for node in model.graph.node if node.name in nodes for name in node.input}
     used = {name: list(ranges[name]) for name in sorted(read) if name in ranges}
     source = model.SerializeToString()
-    key = hashlib.sha256(
-        source + json.dumps([used, sorted(nodes)], sort_keys=True).encode()
-    ).hexdigest()[:40]
+    keyed = hashlib.sha256(source)  # in two parts: a large model is not copied to be hashed
+    keyed.update(json.dumps([used, sorted(nodes)], sort_keys=True).encode())
+    key = keyed.hexdigest()[:40]
     path = cache_dir() / f"qdq-{key}.onnx"
     cached = _read_model(path)
     if cached is not None:
@@ -112,8 +112,7 @@ def quantise(model: onnx.ModelProto, ranges: Ranges, nodes: Collection[str]) -> 
         quantisations += 1
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        digest = text_digest(rewritten.hex()).encode()
-        atomic_write_bytes(path, _HEADER + digest + b"\n" + rewritten)
+        atomic_write_bytes(path, _HEADER + _digest(rewritten) + b"\n" + rewritten)
     except Exception:  # an unwritable cache only costs quantising again
         pass
     return rewritten
@@ -165,10 +164,19 @@ def _read_model(path: Path) -> bytes | None:
         data = path.read_bytes()
     except OSError:
         return None
-    header, _, body = data.partition(b"\n")
-    if not header.startswith(_HEADER) or header[len(_HEADER) :] != text_digest(body.hex()).encode():
+    end = data.find(b"\n")
+    header, body = data[: max(end, 0)], memoryview(data)[end + 1 :]
+    if end < 0 or not header.startswith(_HEADER) or header[len(_HEADER) :] != _digest(body):
         return None
-    return body
+    return data[end + 1 :]
+
+
+def _digest(body: bytes | memoryview) -> bytes:
+    """The BLAKE2b digest of ``body`` in hex, as the header of a cached model holds it.
+
+    Hashed as it is: a model of hundreds of MiB is not copied, nor spelled out in hex.
+    """
+    return hashlib.blake2b(body, digest_size=16).hexdigest().encode()
 
 
 def _channel_scales(weight: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarray]:
