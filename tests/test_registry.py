@@ -111,6 +111,33 @@ def test_a_plugin_peer_is_named_gets_its_column_and_runs(
     assert library_versions()["hypothesis"] == WithPeer.library_version()
 
 
+def test_a_tool_peer_is_built_first_and_the_runners_keep_the_declared_order(
+    monkeypatch: pytest.MonkeyPatch, tiny_model: onnx.ModelProto
+) -> None:
+    from autopart.tuning import peers as peers_module
+
+    built: list[str] = []
+
+    def building(name: str) -> Any:
+        def build(model: Any, inputs: Any) -> Any:
+            built.append(name)
+            return _reference_runner(model, inputs)
+
+        return build
+
+    declared = (
+        Peer("a", building("a alone")),
+        Peer("b", building("b + int8"), tool="int8"),
+        Peer("c", building("c alone")),
+    )
+    monkeypatch.setattr(peers_module, "declared_peers", lambda available=False: declared)
+    runners, _ = peers(tiny_model)
+    assert built == ["b + int8", "a alone", "c alone"]  # its quantising, before any is held
+    assert list(runners) == ["a alone", "b + int8", "c alone"]
+    assert list(peers(tiny_model, skip={"a alone"})[0]) == ["b + int8", "c alone"]
+    assert list(peers(tiny_model, only="c alone")[0]) == ["c alone"]
+
+
 def test_profiles_record_every_codegen_library_installed() -> None:
     versions = library_versions()
     assert {"python", "autopart", "numpy", "onnx", "scipy"} <= versions.keys()
