@@ -57,7 +57,7 @@ def peers(
     found: dict[str, Runner] = {}
     notes: list[str] = []
     declared = [p for p in declared_peers(available=True) if p.name not in skip]
-    for peer in sorted(declared, key=lambda p: not p.tool):  # see below
+    for peer in sorted(declared, key=lambda p: not p.tool):  # tool peers first: see above
         if only not in (None, peer.name):
             continue
         try:

@@ -147,7 +147,8 @@ def _agree(models: Sequence[onnx.ModelProto]) -> list[bool]:
     Laid side by side in one model; on two seeded draws per node, as if alone: uniform in
     [-2, 2], and +-2 at random (the extremes, where u8 x i8 products are largest: some
     wrong results depended on the data). A batch the library rejects whole is probed one
-    model at a time (a model it rejects alone does not agree).
+    model at a time (a model it rejects alone does not agree). A lone model is renamed in
+    place (:func:`_side_by_side`): ``models`` are the probe's own, used once.
     """
     draws: list[Feeds] = [{}, {}]
     ranges: dict[str, tuple[float, float]] = {}
