@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,23 @@ def run_mixed(graph: Graph, assignment: dict[str, VirtualDevice], feeds: dict[st
     return plan, outputs, ops
 
 
+def quantised_with_twice_the_weights(real: Callable[..., bytes]) -> Callable[..., bytes]:
+    """``real`` (``qdq.quantised_once``) on a copy of the model whose weights are doubled:
+    an int8 kernel that errs."""
+    import onnx
+    from onnx import numpy_helper
+
+    def twice_the_weights(model: onnx.ModelProto, ranges: Any, nodes: Any) -> bytes:
+        wrong = onnx.ModelProto()
+        wrong.CopyFrom(model)
+        for tensor in wrong.graph.initializer:
+            doubled = numpy_helper.to_array(tensor) * 2
+            tensor.CopyFrom(numpy_helper.from_array(doubled, tensor.name))
+        return real(wrong, ranges, nodes)
+
+    return twice_the_weights
+
+
 @needs_int8
 def test_an_int8_model_is_close_to_onnxruntime_and_its_convolutions_run_in_u8() -> None:
     graph = autopart.load("squeezenet")
@@ -94,21 +112,9 @@ def test_an_int8_model_is_close_to_onnxruntime_and_its_convolutions_run_in_u8() 
 def test_a_configuration_whose_int8_kernel_errs_is_not_offered_at_int8(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import onnx
-    from onnx import numpy_helper
-
     graph = autopart.load("squeezenet")
     conv = next(n for n in graph.nodes if n.op_type == "Conv")
-    real = qdq.quantised_once
-
-    def twice_the_weights(model: onnx.ModelProto, ranges: Any, nodes: Any) -> bytes:
-        wrong = onnx.ModelProto()
-        wrong.CopyFrom(model)
-        for tensor in wrong.graph.initializer:
-            doubled = numpy_helper.to_array(tensor) * 2
-            tensor.CopyFrom(numpy_helper.from_array(doubled, tensor.name))
-        return real(wrong, ranges, nodes)
-
+    twice_the_weights = quantised_with_twice_the_weights(qdq.quantised_once)
     agreement._AGREEMENT.clear()
     try:
         assert quantize.agrees_in_int8(conv, graph) and quantize.runs_in_int8(conv, graph)
@@ -155,9 +161,6 @@ def test_a_conv_whose_padding_fills_an_output_row_is_not_offered_at_int8(
 def test_a_node_of_more_weights_than_a_batch_is_probed_alone_and_judged_right(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import onnx
-    from onnx import numpy_helper
-
     from autopart.ir.onnx_import import load_graph
     from autopart.testing.cases import single_node_case
 
@@ -167,15 +170,7 @@ def test_a_node_of_more_weights_than_a_batch_is_probed_alone_and_judged_right(
     x = rng.uniform(-1, 1, (2, 512)).astype(np.float32)
     graph = load_graph(single_node_case("MatMul", {}, {"x": x}, {"w": w}).model)
     matmul = graph.nodes[0]
-    real = qdq.quantised_once
-
-    def twice_the_weights(model: onnx.ModelProto, ranges: Any, nodes: Any) -> bytes:
-        wrong = onnx.ModelProto()
-        wrong.CopyFrom(model)
-        for tensor in wrong.graph.initializer:
-            tensor.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(tensor) * 2, tensor.name))
-        return real(wrong, ranges, nodes)
-
+    twice_the_weights = quantised_with_twice_the_weights(qdq.quantised_once)
     agreement._AGREEMENT.clear()
     try:
         assert agreement.agrees_in_int8(matmul, graph)
