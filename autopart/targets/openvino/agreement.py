@@ -243,10 +243,7 @@ def _side_by_side(models: Sequence[onnx.ModelProto]) -> tuple[onnx.ModelProto, l
         for node in model.graph.node:
             copy = onnx.NodeProto()
             copy.CopyFrom(node)
-            copy.name = f"probe{index}"
-            copy.input[:] = [_prefixed(index, name) for name in node.input]
-            copy.output[:] = [_prefixed(index, name) for name in node.output]
-            nodes.append(copy)
+            nodes.append(_node_renamed(index, copy))
         inputs += [_renamed(index, value) for value in model.graph.input]
         spans.append(list(range(len(outputs), len(outputs) + len(model.graph.output))))
         outputs += [_renamed(index, value) for value in model.graph.output]
@@ -262,12 +259,18 @@ def _renamed_in_place(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model``, its node and tensors renamed as the first of a side-by-side model."""
     graph = model.graph
     for node in graph.node:
-        node.name = "probe0"
-        node.input[:] = [_prefixed(0, name) for name in node.input]
-        node.output[:] = [_prefixed(0, name) for name in node.output]
+        _node_renamed(0, node)
     for value in (*graph.input, *graph.output, *graph.value_info, *graph.initializer):
         value.name = _prefixed(0, value.name)
     return model
+
+
+def _node_renamed(index: int, node: onnx.NodeProto) -> onnx.NodeProto:
+    """``node``, renamed in place as the ``index``-th model's node of a side-by-side model."""
+    node.name = f"probe{index}"
+    node.input[:] = [_prefixed(index, name) for name in node.input]
+    node.output[:] = [_prefixed(index, name) for name in node.output]
+    return node
 
 
 def _renamed(index: int, proto: Named) -> Named:
