@@ -20,14 +20,11 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-from onnx import numpy_helper
-
 from autopart.costmodel.costs import PartitionKey
 from autopart.costmodel.measurements import MeasurementTable, RowKind
 from autopart.ir.graph import Graph, Node
-from autopart.ir.memo import graph_memo
 from autopart.ir.onnx_export import to_onnx
+from autopart.ir.weights import weight_digest
 from autopart.plan.partition import boundary
 
 
@@ -52,7 +49,7 @@ def partition_key(
     model.doc_string = model.graph.doc_string = ""
     hashed = hashlib.sha256(model.SerializeToString())
     for declared in model.graph.input[len(inputs) :]:
-        hashed.update(_weight_digest(graph, declared.name))
+        hashed.update(weight_digest(graph, declared.name))
     if precisions:
         hashed.update(("precisions:" + ",".join(precisions)).encode())
     digest = hashed.hexdigest()[:32]
@@ -60,23 +57,6 @@ def partition_key(
         return f"{digest}:shared"
     whole = len(nodes) == len(graph.nodes) and bool(graph.meta.get("source")) and not precisions
     return f"{digest}:{'shipped' if whole else 'alone'}"
-
-
-def _weight_digest(graph: Graph, name: str) -> bytes:
-    """The SHA-256 of constant ``name``'s bytes, hashed in place once per graph and array."""
-    data = graph.value(name).const
-    assert data is not None
-    memo = graph_memo(graph)
-    known = memo.get(("weight digest", name))
-    if known is None or known[0] is not data:
-        if data.dtype.hasobject:  # strings: their serialised tensor is their bytes
-            hashed = hashlib.sha256(numpy_helper.from_array(data).SerializeToString())
-        else:  # in place; a copy only where the array is a view
-            hashed = hashlib.sha256(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
-        known = (data, hashed.digest())
-        memo[("weight digest", name)] = known
-    digest: bytes = known[1]
-    return digest
 
 
 def measured_partitions(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,6 +56,7 @@ def to_onnx(
     inputs: Sequence[str] | None = None,
     outputs: Sequence[str] | None = None,
     embed_constants: bool | int = True,
+    external: Callable[[str], onnx.TensorProto | None] | None = None,
 ) -> onnx.ModelProto:
     """Export ``nodes`` (default: all) as a model with the given boundary values.
 
@@ -63,6 +64,8 @@ def to_onnx(
     constant that no exported node makes is made by a ``Constant`` node. With ``embed_constants``
     an int, only constants of at most that many bytes are embedded and larger ones are
     declared as typed graph inputs instead, which keeps shape inference cheap.
+    ``external(name)`` may give an embedded constant's initializer instead of its values
+    (ONNX external data, :class:`~autopart.ir.weights.WeightFiles`), or None to embed it.
     """
     chosen = list(graph.nodes if nodes is None else nodes)
     produced = {name for node in chosen for name in node.outputs if name}
@@ -82,7 +85,8 @@ def to_onnx(
         data = graph.value(name).const
         assert data is not None
         if embed_constants is True or (limit is not None and data.nbytes <= limit):
-            initializers.append(numpy_helper.from_array(data, name))
+            elsewhere = None if external is None else external(name)
+            initializers.append(elsewhere or numpy_helper.from_array(data, name))
         else:
             declared.append(name)
     # an output that import folded to a constant is made by a Constant node: every output

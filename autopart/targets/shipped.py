@@ -20,13 +20,16 @@ model whose inputs or outputs are not the graph's by name.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import onnx
 
-from autopart.errors import TargetError
+from autopart.errors import OutputError, TargetError
+from autopart.ir import weights
 from autopart.ir.graph import Graph, Node
+from autopart.ir.weights import WEIGHT_FILES, WeightsElsewhere
 from autopart.targets.codegen import HOST, Codegen, Placement
 from autopart.targets.peer import PeerInputs
 from autopart.zoo import resolve_model
@@ -48,13 +51,19 @@ class ShippedModel:
 
 
 def shipped_whole(
-    graph: Graph, nodes: Sequence[Node], placement: Placement, precisions: Sequence[str | None]
+    graph: Graph,
+    nodes: Sequence[Node],
+    placement: Placement,
+    precisions: Sequence[str | None],
+    weights_apart: bool = False,
 ) -> ShippedModel | None:
     """The model as shipped when ``nodes`` are all of ``graph``, alone, at one precision.
 
     ``precisions`` are the nodes' precisions. None when the partition is not its plan's
     only one, holds fewer nodes than the graph, mixes precisions, or the model as shipped
-    does not correspond to the graph (see the module docstring).
+    does not correspond to the graph (see the module docstring). With ``weights_apart``,
+    a large model's bytes refer to its weights as files
+    (:func:`autopart.ir.weights.weights_apart`), for a library that reads them there.
     """
     source = graph.meta.get("source")
     if not placement.alone or len(nodes) != len(graph.nodes) or len(set(precisions)) > 1:
@@ -65,17 +74,21 @@ def shipped_whole(
         model = resolve_model(source)
     except Exception:  # a source that no longer loads: the export stands in
         return None
-    return _fitted(model, graph)
+    return _fitted(model, graph, weights_apart)
 
 
 def shipped_bytes(
-    graph: Graph, nodes: Sequence[Node], placement: Placement, precisions: Sequence[str | None]
+    graph: Graph,
+    nodes: Sequence[Node],
+    placement: Placement,
+    precisions: Sequence[str | None],
+    weights_apart: bool = False,
 ) -> bytes:
     """The bytes of :func:`shipped_whole` made again, for a compiled model's source.
 
     Raises :class:`~autopart.errors.TargetError` when the model as shipped no longer loads.
     """
-    shipped = shipped_whole(graph, nodes, placement, precisions)
+    shipped = shipped_whole(graph, nodes, placement, precisions, weights_apart)
     if shipped is None:
         raise TargetError(f"the model as shipped ({graph.meta.get('source')}) no longer loads")
     return shipped.model_bytes
@@ -93,8 +106,11 @@ def runs_as_shipped(graph: Graph, nodes: Sequence[Node], codegen: Codegen) -> bo
     return shipped_whole(graph, nodes, replace(HOST, alone=True), [None]) is not None
 
 
-def _fitted(model: onnx.ModelProto, graph: Graph) -> ShippedModel | None:
-    """``model`` with the inputs the peer gets, if its ports are the graph's by name."""
+def _fitted(model: onnx.ModelProto, graph: Graph, apart: bool) -> ShippedModel | None:
+    """``model`` with the inputs the peer gets, if its ports are the graph's by name.
+
+    With ``apart``, its large weights are moved to files first where they can be written.
+    """
     inputs = PeerInputs.of(graph)
     constants = {tensor.name for tensor in model.graph.initializer}
     feeds = [port.name for port in model.graph.input if port.name not in constants]
@@ -103,8 +119,14 @@ def _fitted(model: onnx.ModelProto, graph: Graph) -> ShippedModel | None:
     produced = [port.name for port in model.graph.output]
     if not set(graph.outputs) <= set(produced):
         return None
+    moved = 0
+    if apart:
+        with contextlib.suppress(OutputError):  # a full disk: the weights stay in the bytes
+            moved = weights.weights_apart(model)
     try:
         model_bytes = model.SerializeToString()
     except ValueError:  # over protobuf's 2 GB: the export, with its weights apart, stands in
         return None
+    if moved:
+        model_bytes = WeightsElsewhere(model_bytes, WEIGHT_FILES.folder, moved)
     return ShippedModel(model_bytes, feeds, produced, inputs)

@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from autopart.errors import TargetError
+from autopart.errors import OutputError, TargetError
+from autopart.io import atomic_write_bytes
+from autopart.ir.weights import WeightsElsewhere, model_size
 from autopart.targets.deadline import compile_deadline
 from autopart.targets.openvino import worker
 from autopart.targets.openvino.blobs import BlobStore
@@ -162,7 +164,19 @@ def feed(value: Any) -> np.ndarray:
 
 
 def read_onnx(model_bytes: bytes) -> Any:
-    """An ``openvino.Model`` from serialised ONNX, read from memory (no weights file)."""
+    """An ``openvino.Model`` from serialised ONNX, read from memory (no weights file).
+
+    :class:`WeightsElsewhere` is read from a file in its folder instead (written once);
+    :class:`TargetError` when that file cannot be written.
+    """
+    if isinstance(model_bytes, WeightsElsewhere):
+        path = model_bytes.folder / f"{hashlib.sha256(model_bytes).hexdigest()[:32]}.onnx"
+        try:
+            if not path.is_file():
+                atomic_write_bytes(path, model_bytes)
+        except OutputError as error:
+            raise TargetError(f"openvino could not read the exported model: {error}") from None
+        return core().read_model(str(path))
     empty_weights = load_openvino().Tensor(np.empty(0, np.uint8))
     return core().read_model(model_bytes, empty_weights)
 
@@ -238,7 +252,7 @@ def compiled_model(
         if cached is None:
             cached = _compile(key, model_bytes, config, islands, island_outputs, shapes)
             _COMPILED[key] = cached
-            _COMPILED_BYTES[key] = len(model_bytes)
+            _COMPILED_BYTES[key] = model_size(model_bytes)
         _COMPILED.move_to_end(key)
         while _COMPILED and (
             len(_COMPILED) > COMPILED_CACHE_SIZE

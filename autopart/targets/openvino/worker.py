@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from autopart.errors import TargetError
+from autopart.ir.weights import WeightsElsewhere
 from autopart.targets.deadline import CompileTimeoutError
 
 MODEL, REQUEST, BLOB = "model.onnx", "request.json", "compiled.blob"  # in the folder
@@ -41,7 +42,9 @@ def compile_to_blob(
         folder = Path(name)
         (folder / MODEL).write_bytes(model_bytes)
         fixed = {name: list(shape) for name, shape in (shapes or {}).items()}
-        request = {"config": dict(config), "shapes": fixed}
+        request: dict[str, object] = {"config": dict(config), "shapes": fixed}
+        if isinstance(model_bytes, WeightsElsewhere):  # the child reads them where they are
+            request["weights"] = str(model_bytes.folder)
         (folder / REQUEST).write_text(json.dumps(request))
         command = [sys.executable, "-m", "autopart.targets.openvino.worker_main", str(folder)]
         child = subprocess.Popen(

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from autopart.io import atomic_write_bytes
+from autopart.ir.weights import WeightsElsewhere
 from autopart.targets.openvino import library
 from autopart.targets.openvino.worker import BLOB, MODEL, REQUEST
 
@@ -19,6 +20,8 @@ def serve(folder: Path) -> None:
     """Compile ``folder``'s model under its request's properties; write the export atomically."""
     request = json.loads((folder / REQUEST).read_text())
     model_bytes = (folder / MODEL).read_bytes()
+    if request.get("weights"):  # large weights are files there (ir.weights.WeightsElsewhere)
+        model_bytes = WeightsElsewhere(model_bytes, Path(request["weights"]), 0)
     compiled = library.compile_onnx(model_bytes, request["config"], request["shapes"])
     atomic_write_bytes(folder / BLOB, compiled.export_model().getvalue())
 

@@ -1,0 +1,182 @@
+"""A large model's weights as files beside it: written once, read back the same, never half.
+
+The thresholds are lowered for the tests, so that a small model takes the path vgg19 does.
+The OpenVINO tests are oracle tests against the numpy reference, on the export, the model
+as shipped and the compile in a worker process.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from autopart import api
+from autopart.errors import OutputError
+from autopart.ir import weights
+from autopart.ir.graph import Graph
+from autopart.ir.target import VirtualDevice
+from autopart.ir.weights import WeightFiles, WeightsElsewhere, model_size, weights_apart
+from autopart.plan.build import build_plan_for
+from autopart.runtime import random_inputs
+from autopart.runtime.executor import Executor
+from autopart.runtime.plan_executor import PlanExecutor
+from tests.conftest import make_model
+
+ROWS = 256  # a 256 x 256 f32 weight: 256 KiB
+
+
+def dense_model() -> onnx.ModelProto:
+    """x (2, ROWS) -> MatMul(w1) -> Add(b) -> Relu -> MatMul(w2): two large weights, one small."""
+    rng = np.random.default_rng(0)
+    tensors = {
+        "w1": rng.standard_normal((ROWS, ROWS)) / 16,
+        "b": rng.standard_normal(ROWS),
+        "w2": rng.standard_normal((ROWS, ROWS)) / 16,
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"]),
+        helper.make_node("Add", ["h", "b"], ["a"]),
+        helper.make_node("Relu", ["a"], ["r"]),
+        helper.make_node("MatMul", ["r", "w2"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "dense",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, ROWS])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, ROWS])],
+        [numpy_helper.from_array(v.astype(np.float32), k) for k, v in tensors.items()],
+    )
+    return make_model(graph)
+
+
+@pytest.fixture
+def small_thresholds(monkeypatch: Any, tmp_path: Path) -> WeightFiles:
+    """Weights of 64 KiB or more move apart from models of 128 KiB, into a fresh folder."""
+    monkeypatch.setattr(weights, "MODEL_BYTES", 128 << 10)
+    monkeypatch.setattr(weights, "TENSOR_BYTES", 64 << 10)
+    files = WeightFiles()
+    monkeypatch.setattr(files, "_folder", tmp_path / "weights")
+    (tmp_path / "weights").mkdir()
+    monkeypatch.setattr(weights, "WEIGHT_FILES", files)
+    return files
+
+
+def initializers(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    return {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+
+
+def test_a_large_models_large_weights_move_and_read_back_the_same(
+    small_thresholds: WeightFiles,
+) -> None:
+    model = dense_model()
+    want = initializers(model)
+    moved = weights_apart(model)
+    assert moved == 2 * ROWS * ROWS * 4  # w1 and w2; b (1 KiB) stays inside
+    external = {t.name for t in model.graph.initializer if t.data_location == TensorProto.EXTERNAL}
+    assert external == {"w1", "w2"}
+    path = small_thresholds.folder / "model.onnx"
+    path.write_bytes(model.SerializeToString())
+    back = initializers(onnx.load(str(path)))
+    assert set(back) == set(want)
+    for name, array in want.items():
+        np.testing.assert_array_equal(back[name], array)
+
+
+def test_a_small_model_keeps_its_weights(small_thresholds: WeightFiles, monkeypatch: Any) -> None:
+    monkeypatch.setattr(weights, "MODEL_BYTES", 1 << 30)
+    model = dense_model()
+    before = model.SerializeToString()
+    assert weights_apart(model) == 0
+    assert model.SerializeToString() == before
+    assert not list(small_thresholds.folder.iterdir())
+
+
+def test_one_weight_is_one_file_however_often_it_is_exported(
+    small_thresholds: WeightFiles,
+) -> None:
+    graph = api.load(dense_model())
+    first = small_thresholds.tensor(graph, "w1")
+    again = small_thresholds.tensor(graph, "w1")
+    assert first == again
+    assert len(list(small_thresholds.folder.iterdir())) == 1
+    model = dense_model()
+    weights_apart(model)  # the same bytes moved from a model: the same file
+    assert len(list(small_thresholds.folder.iterdir())) == 2  # w1's and w2's
+
+
+def test_a_file_that_cannot_be_written_leaves_the_model_as_it_was(
+    small_thresholds: WeightFiles, monkeypatch: Any
+) -> None:
+    model = dense_model()
+    before = model.SerializeToString()
+    written: list[str] = []
+
+    def second_fails(location: str, data: Any) -> None:
+        if written:
+            raise OutputError(f"cannot write {location}: no space left")
+        written.append(location)
+
+    monkeypatch.setattr(small_thresholds, "_write", second_fails)
+    with pytest.raises(OutputError):
+        weights_apart(model)
+    assert model.SerializeToString() == before
+
+
+def test_a_model_counts_the_weights_it_refers_to(tmp_path: Path) -> None:
+    assert model_size(b"abc") == 3
+    assert model_size(WeightsElsewhere(b"abc", tmp_path, 1000)) == 1003
+
+
+def _outputs_and_sources(graph: Graph, target: str, source: str) -> tuple[Any, list[bytes]]:
+    chosen = VirtualDevice.parse(target)
+    plan = build_plan_for(graph, {node.name: chosen for node in graph}, chosen, source)
+    executor = PlanExecutor(plan, graph)
+    try:
+        outputs = executor.run(random_inputs(graph, seed=1)).outputs
+        sources = [step.compiled.model_bytes for step in executor.steps.values() if step.compiled]
+    finally:
+        executor.close()
+    return outputs, sources
+
+
+@pytest.mark.parametrize("shipped", [False, True], ids=["export", "as-shipped"])
+def test_openvino_reads_weights_from_files_and_matches_the_reference(
+    small_thresholds: WeightFiles, tmp_path: Path, shipped: bool
+) -> None:
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library
+
+    library.forget_compiled()
+    model = dense_model()
+    source = str(tmp_path / "dense.onnx") if shipped else "in memory"
+    if shipped:
+        onnx.save(model, source)
+    graph = api.load(source if shipped else model)
+    outputs, sources = _outputs_and_sources(graph, "cpu@openvino", source)
+    assert all(isinstance(made, WeightsElsewhere) for made in sources) and sources
+    assert all(len(made) < ROWS * ROWS for made in sources)  # the weights are not in them
+    want = Executor(graph).run(random_inputs(graph, seed=1)).outputs
+    np.testing.assert_allclose(outputs["y"], want["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_the_worker_reads_the_weights_where_they_are(small_thresholds: WeightFiles) -> None:
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library, worker
+
+    model = dense_model()
+    graph = api.load(model)
+    moved = weights_apart(model)
+    made = WeightsElsewhere(model.SerializeToString(), small_thresholds.folder, moved)
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    blob = worker.compile_to_blob(made, config, None, deadline_s=120.0)
+    imported = library.core().import_model(io.BytesIO(blob), library.DEVICE, config)
+    feeds = random_inputs(graph, seed=2)
+    have = imported.create_infer_request().infer([feeds["x"]])[0]
+    want = Executor(graph).run(feeds).outputs["y"]
+    np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
