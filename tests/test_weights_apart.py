@@ -26,6 +26,7 @@ from autopart.plan.build import build_plan_for
 from autopart.runtime import random_inputs
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor
+from autopart.targets.resolve import available_targets
 from tests.conftest import make_model
 
 ROWS = 256  # a 256 x 256 f32 weight: 256 KiB
@@ -145,20 +146,23 @@ def _outputs_and_sources(graph: Graph, target: str, source: str) -> tuple[Any, l
     return outputs, sources
 
 
+@pytest.mark.parametrize("target", ["cpu@onnxruntime", "cpu@openvino"])
 @pytest.mark.parametrize("shipped", [False, True], ids=["export", "as-shipped"])
-def test_openvino_reads_weights_from_files_and_matches_the_reference(
-    small_thresholds: WeightFiles, tmp_path: Path, shipped: bool
+def test_a_library_reads_weights_from_files_and_matches_the_reference(
+    small_thresholds: WeightFiles, tmp_path: Path, shipped: bool, target: str
 ) -> None:
-    pytest.importorskip("openvino")
-    from autopart.targets.openvino import library
+    if target not in {str(t) for t in available_targets()}:
+        pytest.skip(f"{target} is not available here")
+    if target == "cpu@openvino":
+        from autopart.targets.openvino import library
 
-    library.forget_compiled()
+        library.forget_compiled()
     model = dense_model()
     source = str(tmp_path / "dense.onnx") if shipped else "in memory"
     if shipped:
         onnx.save(model, source)
     graph = api.load(source if shipped else model)
-    outputs, sources = _outputs_and_sources(graph, "cpu@openvino", source)
+    outputs, sources = _outputs_and_sources(graph, target, source)
     assert all(isinstance(made, WeightsElsewhere) for made in sources) and sources
     assert all(len(made) < ROWS * ROWS for made in sources)  # the weights are not in them
     want = Executor(graph).run(random_inputs(graph, seed=1)).outputs

@@ -12,6 +12,8 @@ file; the folder is removed at exit.
 from __future__ import annotations
 
 import atexit
+import contextlib
+import functools
 import hashlib
 import shutil
 import tempfile
@@ -23,9 +25,11 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from autopart.errors import OutputError
 from autopart.io import atomic_write_bytes
-from autopart.ir.graph import Graph
+from autopart.ir.graph import Graph, Node
 from autopart.ir.memo import graph_memo
+from autopart.ir.onnx_export import to_onnx
 
 
 class WeightsElsewhere(bytes):
@@ -44,6 +48,16 @@ class WeightsElsewhere(bytes):
         made = super().__new__(cls, data)
         made.folder, made.weight_bytes = folder, weight_bytes
         return made
+
+    def path(self) -> Path:
+        """A file of this model in :attr:`folder`, written once (its weights beside it).
+
+        Raises :class:`~autopart.errors.OutputError` when it cannot be written.
+        """
+        path = self.folder / f"{hashlib.sha256(self).hexdigest()[:32]}.onnx"
+        if not path.is_file():
+            atomic_write_bytes(path, self)
+        return path
 
 
 def model_size(model_bytes: bytes) -> int:
@@ -170,3 +184,31 @@ def weights_apart(model: onnx.ModelProto, files: WeightFiles | None = None) -> i
     moved = sum(len(tensor.raw_data) for tensor in large)
     (files or WEIGHT_FILES).move_out(large)
     return moved
+
+
+def exported_bytes(
+    graph: Graph, nodes: Sequence[Node], feeds: Sequence[str], results: Sequence[str]
+) -> bytes:
+    """``nodes`` exported as a model of ``feeds`` to ``results``, serialised.
+
+    An export of :data:`MODEL_BYTES` of constants or more refers to those of
+    :data:`TENSOR_BYTES` or more as files of :data:`WEIGHT_FILES`
+    (:class:`WeightsElsewhere`), unless they cannot be written: then they are embedded.
+    """
+    names = {name for node in nodes for name in node.present_inputs}
+    values = (graph.value(name).const for name in names)
+    constants = sum(value.nbytes for value in values if value is not None)
+    if constants >= MODEL_BYTES:
+        with contextlib.suppress(OutputError):
+            external = functools.partial(_weight_file, graph)
+            exported = to_onnx(graph, nodes, feeds, results, external=external)
+            return WeightsElsewhere(exported.SerializeToString(), WEIGHT_FILES.folder, constants)
+    return to_onnx(graph, nodes, feeds, results).SerializeToString()
+
+
+def _weight_file(graph: Graph, name: str) -> onnx.TensorProto | None:
+    """Constant ``name`` as external data in its file, if large and numeric (else None)."""
+    data = graph.value(name).const
+    if data is None or data.dtype.hasobject or data.nbytes < TENSOR_BYTES:
+        return None
+    return WEIGHT_FILES.tensor(graph, name)

@@ -37,7 +37,7 @@ import numpy as np
 
 from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
-from autopart.ir.onnx_export import to_onnx
+from autopart.ir.weights import WeightsElsewhere, exported_bytes
 from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import (
     HOST,
@@ -351,19 +351,19 @@ class OnnxRuntimeCodegen(ProbedCodegen):
         alone = placement.alone and unit is None  # the session spins (see _create_session)
         source: Callable[[], bytes] = bytes  # every output folded to a constant: no session
         session = None
-        shipped = shipped_whole(graph, nodes, placement, [None])
+        shipped = shipped_whole(graph, nodes, placement, [None], weights_apart=True)
         fixed: dict[str, np.ndarray] = {}
         if shipped is not None:  # the whole model alone: as shipped (autopart.targets.shipped)
             with contextlib.suppress(TargetError):  # onnxruntime may need import's folding
                 session = _create_session(shipped.model_bytes, unit is not None, cores, alone=alone)
-                source = functools.partial(shipped_bytes, graph, nodes, placement, [None])
+                source = functools.partial(shipped_bytes, graph, nodes, placement, [None], True)
                 feeds, results = shipped.feeds, shipped.produced
                 fixed = dict(shipped.inputs.frozen)
         del shipped
         if session is None:  # its export: each node must be one onnxruntime takes
             self.check_supported(graph, nodes)
         if session is None and results:
-            source = functools.partial(_exported_bytes, graph, nodes, feeds, results)
+            source = functools.partial(exported_bytes, graph, nodes, feeds, results)
             session = _create_session(source(), unit is not None, cores, alone=alone)
         compiled = OnnxRuntimeSubgraph(
             session, source, inputs, outputs, feeds, results, cores, boundary.passthrough,
@@ -434,17 +434,19 @@ def _create_session(
     return _session(model_bytes, options)
 
 
-def _exported_bytes(
-    graph: Graph, nodes: Sequence[Node], feeds: Sequence[str], results: Sequence[str]
-) -> bytes:
-    """``nodes`` exported as one model of ``feeds`` to ``results``, serialised."""
-    return to_onnx(graph, nodes, feeds, results).SerializeToString()
-
-
 def _session(model_bytes: bytes, options: Any) -> Any:
-    """An InferenceSession on the CPU provider; a rejection is a one-line TargetError."""
+    """An InferenceSession on the CPU provider; a rejection is a one-line TargetError.
+
+    :class:`~autopart.ir.weights.WeightsElsewhere` is read from its file, the weights
+    mapped from theirs (vgg19: 0.59 s and 0.90 GiB at the peak, against 1.42 s and 1.89
+    GiB from bytes).
+    """
     assert _ort is not None
     try:
+        if isinstance(model_bytes, WeightsElsewhere):
+            return _ort.InferenceSession(
+                str(model_bytes.path()), options, providers=["CPUExecutionProvider"]
+            )
         return peer.cpu_session(model_bytes, options)
     except Exception as error:  # onnxruntime's own exception types are not importable stably
         raise TargetError(f"onnxruntime rejected the subgraph: {_first_line(error)}") from None

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from autopart.errors import ExecutionError, OutputError, TargetError
+from autopart.errors import ExecutionError, TargetError
 from autopart.ir import weights
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
@@ -345,35 +345,12 @@ def exported_bytes(
 ) -> bytes:
     """``nodes`` exported as a model of ``feeds`` to ``results``, ``int8`` ones in QDQ int8.
 
-    In float, an export of :data:`~autopart.ir.weights.MODEL_BYTES` of constants or more
-    refers to its large weights as files (:class:`~autopart.ir.weights.WeightsElsewhere`),
-    unless they cannot be written: then they are embedded.
+    In float, a large model's weights are files beside it
+    (:func:`autopart.ir.weights.exported_bytes`).
     """
     if int8:
         return quantize.quantised_bytes(graph, to_onnx(graph, nodes, feeds, results), int8)
-    constants = _constant_bytes(graph, nodes)
-    if constants >= weights.MODEL_BYTES:
-        with contextlib.suppress(OutputError):
-            external = functools.partial(_weight_file, graph)
-            exported = to_onnx(graph, nodes, feeds, results, external=external)
-            folder = weights.WEIGHT_FILES.folder
-            return weights.WeightsElsewhere(exported.SerializeToString(), folder, constants)
-    return to_onnx(graph, nodes, feeds, results).SerializeToString()
-
-
-def _constant_bytes(graph: Graph, nodes: Sequence[Node]) -> int:
-    """The bytes of the distinct constants ``nodes`` read."""
-    names = {name for node in nodes for name in node.present_inputs}
-    values = (graph.value(name).const for name in names)
-    return sum(value.nbytes for value in values if value is not None)
-
-
-def _weight_file(graph: Graph, name: str) -> Any:
-    """Constant ``name`` as external data in its file, if large and numeric (else None)."""
-    data = graph.value(name).const
-    if data is None or data.dtype.hasobject or data.nbytes < weights.TENSOR_BYTES:
-        return None
-    return weights.WEIGHT_FILES.tensor(graph, name)
+    return weights.exported_bytes(graph, nodes, feeds, results)
 
 
 def _placement_config(

@@ -22,7 +22,6 @@ from typing import Any
 import numpy as np
 
 from autopart.errors import OutputError, TargetError
-from autopart.io import atomic_write_bytes
 from autopart.ir.weights import WeightsElsewhere, model_size
 from autopart.targets.deadline import compile_deadline
 from autopart.targets.openvino import worker
@@ -170,10 +169,8 @@ def read_onnx(model_bytes: bytes) -> Any:
     :class:`TargetError` when that file cannot be written.
     """
     if isinstance(model_bytes, WeightsElsewhere):
-        path = model_bytes.folder / f"{hashlib.sha256(model_bytes).hexdigest()[:32]}.onnx"
         try:
-            if not path.is_file():
-                atomic_write_bytes(path, model_bytes)
+            path = model_bytes.path()
         except OutputError as error:
             raise TargetError(f"openvino could not read the exported model: {error}") from None
         return core().read_model(str(path))
