@@ -184,3 +184,39 @@ def test_the_worker_reads_the_weights_where_they_are(small_thresholds: WeightFil
     have = imported.create_infer_request().infer([feeds["x"]])[0]
     want = Executor(graph).run(feeds).outputs["y"]
     np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
+
+
+def test_onnx_rewrites_a_model_with_its_large_weights_aside_and_back(monkeypatch: Any) -> None:
+    from autopart.targets import qdq
+
+    monkeypatch.setattr(weights, "TENSOR_BYTES", 64 << 10)
+    model = dense_model()
+    want = initializers(model)
+    seen: list[int] = []
+
+    def infer(light: onnx.ModelProto) -> onnx.ModelProto:
+        seen.append(sum(len(t.raw_data) for t in light.graph.initializer))
+        return onnx.shape_inference.infer_shapes(light)
+
+    made = qdq._weights_aside(model, infer)
+    assert seen == [ROWS * 4]  # only b went through the rewrite
+    assert {v.name for v in made.graph.value_info} >= {"h", "a", "r"}  # shapes inferred
+    back = initializers(made)
+    for name, array in want.items():
+        np.testing.assert_array_equal(back[name], array)
+
+
+def test_a_rewrite_that_loses_a_weight_is_an_error(monkeypatch: Any) -> None:
+    from autopart.errors import TargetError
+    from autopart.targets import qdq
+
+    monkeypatch.setattr(weights, "TENSOR_BYTES", 64 << 10)
+
+    def drop_w2(light: onnx.ModelProto) -> onnx.ModelProto:
+        kept = [t for t in light.graph.initializer if t.name != "w2"]
+        del light.graph.initializer[:]
+        light.graph.initializer.extend(kept)
+        return light
+
+    with pytest.raises(TargetError, match="w2"):
+        qdq._weights_aside(dense_model(), drop_w2)

@@ -186,6 +186,19 @@ def weights_apart(model: onnx.ModelProto, files: WeightFiles | None = None) -> i
     return moved
 
 
+def serialised_apart(model: onnx.ModelProto) -> bytes:
+    """``model`` serialised, its large weights moved to files first (:func:`weights_apart`).
+
+    ``model`` must be the caller's own: its tensors are changed in place. Where the files
+    cannot be written, or the model is small, it is serialised whole.
+    """
+    moved = 0
+    with contextlib.suppress(OutputError):  # a full disk: the weights stay in the bytes
+        moved = weights_apart(model)
+    made = model.SerializeToString()
+    return WeightsElsewhere(made, WEIGHT_FILES.folder, moved) if moved else made
+
+
 def exported_bytes(
     graph: Graph, nodes: Sequence[Node], feeds: Sequence[str], results: Sequence[str]
 ) -> bytes:

@@ -20,6 +20,7 @@ import onnx
 
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_export import to_onnx
+from autopart.ir.weights import serialised_apart
 from autopart.targets import quant_ranges
 from autopart.zoo import resolve_model
 
@@ -67,6 +68,20 @@ def peer_model(model: PeerModel) -> onnx.ModelProto:
     if isinstance(model, Graph):
         return to_onnx(model)
     return resolve_model(model)
+
+
+def peer_model_bytes(model: PeerModel, proto: onnx.ModelProto | None = None) -> bytes:
+    """:func:`peer_model` serialised (``proto``, where the caller made it already).
+
+    A model read fresh from its file or zoo name (or exported from a Graph) keeps its large
+    weights as files the library maps, and ``proto`` is changed so
+    (:func:`autopart.ir.weights.serialised_apart`); a ModelProto given is the caller's,
+    and is serialised whole.
+    """
+    proto = peer_model(model) if proto is None else proto
+    if isinstance(model, onnx.ModelProto):
+        return proto.SerializeToString()
+    return serialised_apart(proto)
 
 
 def in_f32() -> str | None:

@@ -20,16 +20,14 @@ model whose inputs or outputs are not the graph's by name.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import onnx
 
-from autopart.errors import OutputError, TargetError
+from autopart.errors import TargetError
 from autopart.ir import weights
 from autopart.ir.graph import Graph, Node
-from autopart.ir.weights import WEIGHT_FILES, WeightsElsewhere
 from autopart.targets.codegen import HOST, Codegen, Placement
 from autopart.targets.peer import PeerInputs
 from autopart.zoo import resolve_model
@@ -119,14 +117,8 @@ def _fitted(model: onnx.ModelProto, graph: Graph, apart: bool) -> ShippedModel |
     produced = [port.name for port in model.graph.output]
     if not set(graph.outputs) <= set(produced):
         return None
-    moved = 0
-    if apart:
-        with contextlib.suppress(OutputError):  # a full disk: the weights stay in the bytes
-            moved = weights.weights_apart(model)
     try:
-        model_bytes = model.SerializeToString()
+        model_bytes = weights.serialised_apart(model) if apart else model.SerializeToString()
     except ValueError:  # over protobuf's 2 GB: the export, with its weights apart, stands in
         return None
-    if moved:
-        model_bytes = WeightsElsewhere(model_bytes, WEIGHT_FILES.folder, moved)
     return ShippedModel(model_bytes, feeds, produced, inputs)

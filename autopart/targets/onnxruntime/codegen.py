@@ -37,7 +37,7 @@ import numpy as np
 
 from autopart.errors import ExecutionError, TargetError
 from autopart.ir.graph import Graph, Node
-from autopart.ir.weights import WeightsElsewhere, exported_bytes
+from autopart.ir.weights import exported_bytes
 from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import (
     HOST,
@@ -438,15 +438,10 @@ def _session(model_bytes: bytes, options: Any) -> Any:
     """An InferenceSession on the CPU provider; a rejection is a one-line TargetError.
 
     :class:`~autopart.ir.weights.WeightsElsewhere` is read from its file, the weights
-    mapped from theirs (vgg19: 0.59 s and 0.90 GiB at the peak, against 1.42 s and 1.89
-    GiB from bytes).
+    mapped from theirs (:func:`~autopart.targets.onnxruntime.peer.cpu_session`).
     """
     assert _ort is not None
     try:
-        if isinstance(model_bytes, WeightsElsewhere):
-            return _ort.InferenceSession(
-                str(model_bytes.path()), options, providers=["CPUExecutionProvider"]
-            )
         return peer.cpu_session(model_bytes, options)
     except Exception as error:  # onnxruntime's own exception types are not importable stably
         raise TargetError(f"onnxruntime rejected the subgraph: {_first_line(error)}") from None

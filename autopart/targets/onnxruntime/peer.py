@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from autopart.errors import TargetError
+from autopart.ir.weights import WeightsElsewhere
 from autopart.targets.onnxruntime.settings import ONNXRUNTIME
-from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
+from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model_bytes
 
 try:
     import onnxruntime as _ort
@@ -46,7 +47,7 @@ def onnxruntime_alone(
         options.inter_op_num_threads = 2
         options.intra_op_num_threads = 1
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    session = cpu_session(peer_model(model).SerializeToString(), options)
+    session = cpu_session(peer_model_bytes(model), options)
     names = [output.name for output in session.get_outputs()]
     fixed = inputs or PeerInputs()
     wanted = [port.name for port in session.get_inputs()]
@@ -66,6 +67,9 @@ def cpu_session(model_bytes: bytes, options: Any) -> Any:
     none can, so they are let go: resnet50's session held 98 MB of them.
     """
     assert _ort is not None
+    if isinstance(model_bytes, WeightsElsewhere):  # its weights are files: read from its own
+        path = str(model_bytes.path())
+        return _ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
     session = _ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
     if getattr(session, "_model_bytes", None) is model_bytes:
         session._model_bytes = None

@@ -3,7 +3,8 @@
 Like the onnxruntime codegen, this is the bring-your-own-codegen pattern. ``supports`` is
 learnt by probing (:mod:`autopart.targets.openvino.probe`). ``compile`` exports the chosen
 nodes as a standalone model whose inputs and outputs are the boundary values and compiles
-it from memory (``Core.read_model(bytes, empty weights tensor)``): no file is written.
+it from memory (``Core.read_model(bytes, empty weights tensor)``): no file is written,
+but for a large model, whose weights are files it maps (:mod:`autopart.ir.weights`).
 Compiled models are cached per process by the model's hash and the target's settings.
 
 Precision: every model is compiled with the target's precision as

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from autopart.targets.openvino import library
-from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
+from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model, peer_model_bytes
 
 
 def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool = False) -> Runner:
@@ -32,7 +32,7 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     proto = peer_model(model)
     declared = [value.name for value in proto.graph.input]
     wanted = [value.name for value in proto.graph.output]
-    model_bytes = proto.SerializeToString()
+    model_bytes = peer_model_bytes(model, proto)
     del proto  # not held beside its bytes and what compiling them makes
     settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
     compiled = library.compiled_once(model_bytes, settings, fixed.static_shapes())
