@@ -22,6 +22,17 @@ typedef union {
     float s[8];
 } float8_parts;
 #define ABSF(a) ((a) < 0.0f ? -(a) : (a))
+
+/* Compensated (Kahan) summation: `lost` keeps the low-order bits the last addition to `sum`
+ * dropped. A float sum of n terms added one by one drifts by up to n float spacings (a
+ * mean over 45,632 positive values: 2e-4 relative); compensated, by about one. */
+#define KAHAN_ADD(sum, lost, v)              \
+    do {                                     \
+        const float kahan_y = (v) - (lost);  \
+        const float kahan_t = (sum) + kahan_y; \
+        (lost) = (kahan_t - (sum)) - kahan_y; \
+        (sum) = kahan_t;                     \
+    } while (0)
 #define CLAMPF(a, lo, hi) MINF(MAXF(a, lo), hi)
 
 /* Taps k in [tap_lo, tap_hi) of a window starting at `start` with dilation D land inside

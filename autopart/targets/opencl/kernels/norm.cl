@@ -12,11 +12,11 @@ __kernel void softmax(
     __global float* y = Y + base;
     float top = -INFINITY;
     for (int k = 0; k < L; ++k) top = MAXF(top, x[(size_t)k * inner]);
-    float sum = 0.0f;
+    float sum = 0.0f, lost = 0.0f;
     for (int k = 0; k < L; ++k) {
         const float e = exp(x[(size_t)k * inner] - top);
         y[(size_t)k * inner] = e;
-        sum += e;
+        KAHAN_ADD(sum, lost, e);
     }
     const float scale = 1.0f / sum;
     for (int k = 0; k < L; ++k) y[(size_t)k * inner] *= scale;
@@ -32,13 +32,14 @@ __kernel void layer_norm(
     const int o = get_global_id(0);
     const __global float* x = X + (size_t)o * L;
     __global float* y = Y + (size_t)o * L;
-    float mean = 0.0f;
-    for (int k = 0; k < L; ++k) mean += x[k];
+    float mean = 0.0f, lost = 0.0f;
+    for (int k = 0; k < L; ++k) KAHAN_ADD(mean, lost, x[k]);
     mean /= (float)L;
     float var = 0.0f;
+    lost = 0.0f;
     for (int k = 0; k < L; ++k) {
         const float d = x[k] - mean;
-        var += d * d;
+        KAHAN_ADD(var, lost, d * d);
     }
     const float inv = 1.0f / sqrt(var / (float)L + epsilon);
     for (int k = 0; k < L; ++k) {
@@ -56,10 +57,14 @@ __kernel void reduce_rows(
     const int i = get_global_id(0);
     const int o = get_global_id(1);
     const __global float* x = X + (size_t)o * L * inner + i;
-    float acc = x[0];
-    for (int k = 1; k < L; ++k) {
-        const float v = x[(size_t)k * inner];
-        acc = mode < 2 ? acc + v : mode == 2 ? MAXF(acc, v) : MINF(acc, v);
+    float acc = x[0], lost = 0.0f;
+    if (mode < 2) {
+        for (int k = 1; k < L; ++k) KAHAN_ADD(acc, lost, x[(size_t)k * inner]);
+    } else {
+        for (int k = 1; k < L; ++k) {
+            const float v = x[(size_t)k * inner];
+            acc = mode == 2 ? MAXF(acc, v) : MINF(acc, v);
+        }
     }
     Y[(size_t)o * inner + i] = mode == 1 ? acc / (float)L : acc;
 }

@@ -52,8 +52,12 @@ __kernel void global_pool(
 {
     const int z = get_global_id(0);
     const __global float* x = X + (size_t)z * HW;
-    float acc = mode == POOL_MAX ? -INFINITY : 0.0f;
-    for (int i = 0; i < HW; ++i) acc = mode == POOL_MAX ? MAXF(acc, x[i]) : acc + x[i];
+    float acc = mode == POOL_MAX ? -INFINITY : 0.0f, lost = 0.0f;
+    if (mode == POOL_MAX) {
+        for (int i = 0; i < HW; ++i) acc = MAXF(acc, x[i]);
+    } else {
+        for (int i = 0; i < HW; ++i) KAHAN_ADD(acc, lost, x[i]);
+    }
     Y[z] = mode == POOL_MAX ? acc : acc / (float)HW;
 }
 
