@@ -36,8 +36,7 @@ class WeightsElsewhere(bytes):
     """Serialised ONNX whose large weights are files in ``folder`` (ONNX external data).
 
     Hashed, compared and sent as the bytes they are; a library reads them from a file
-    written in ``folder`` (OpenVINO: :func:`~autopart.targets.openvino.library.read_onnx`),
-    and maps the weights.
+    written in ``folder`` (:meth:`path`), and maps the weights.
     """
 
     folder: Path
