@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 CACHE = HERE / "cache"
@@ -225,7 +224,12 @@ def crash_detail(code: int, stderr: str) -> str:
 
 
 def save_rows(rows: list[dict[str, Any]], csv: Path) -> None:
-    """Write ``rows`` to ``csv`` atomically (a stopped run keeps the rows written so far)."""
+    """Write ``rows`` to ``csv`` atomically (a stopped run keeps the rows written so far).
+
+    pandas is imported here: the exporters' torch environment imports this module too.
+    """
+    import pandas as pd
+
     partial = csv.with_suffix(".csv.part")
     pd.DataFrame(rows).to_csv(partial, index=False)
     partial.replace(csv)

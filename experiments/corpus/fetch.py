@@ -32,6 +32,7 @@ HELDOUT_CACHE = HERE.parent / "heldout" / "cache"
 EXPORTERS = {
     "torchvision_recipes": "export_torchvision.py",
     "transformers_recipes": "export_transformers.py",
+    "transformers_recipes_media": "export_transformers.py",
 }
 
 
