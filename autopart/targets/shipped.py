@@ -101,7 +101,8 @@ def runs_as_shipped(graph: Graph, nodes: Sequence[Node], codegen: Codegen) -> bo
     """
     if not codegen.runs_shipped:
         return False
-    return shipped_whole(graph, nodes, replace(HOST, alone=True), [None]) is not None
+    alone = replace(HOST, alone=True)  # weights apart: the answer needs no copy of them
+    return shipped_whole(graph, nodes, alone, [None], weights_apart=True) is not None
 
 
 def _fitted(model: onnx.ModelProto, graph: Graph, apart: bool) -> ShippedModel | None:
