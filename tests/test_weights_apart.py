@@ -220,3 +220,13 @@ def test_a_rewrite_that_loses_a_weight_is_an_error(monkeypatch: Any) -> None:
 
     with pytest.raises(TargetError, match="w2"):
         qdq._weights_aside(dense_model(), drop_w2)
+
+
+def test_a_tensors_raw_size_is_its_raw_datas_length() -> None:
+    from autopart.ir.weights import raw_size
+
+    arrays = [np.zeros((3, 5), np.float32), np.arange(7, dtype=np.int64), np.ones(4, np.float16)]
+    for array in arrays:
+        tensor = numpy_helper.from_array(array, "t")
+        assert raw_size(tensor) == len(tensor.raw_data) == array.nbytes
+    assert raw_size(helper.make_tensor("f", TensorProto.FLOAT, [2], [1.0, 2.0])) == 0

@@ -138,12 +138,13 @@ class WeightFiles:
         Every file is written before any tensor changes: raises
         :class:`~autopart.errors.OutputError` when one cannot be, with ``tensors`` as they were.
         """
-        locations = []
+        placed = []
         for tensor in tensors:
-            locations.append(f"{hashlib.sha256(tensor.raw_data).hexdigest()[:40]}.bin")
-            self._write(locations[-1], tensor.raw_data)
-        for tensor, location in zip(tensors, locations, strict=True):
-            length = len(tensor.raw_data)
+            raw = tensor.raw_data  # each read of the field is a copy: read once
+            placed.append((f"{hashlib.sha256(raw).hexdigest()[:40]}.bin", len(raw)))
+            self._write(placed[-1][0], raw)
+            del raw
+        for tensor, (location, length) in zip(tensors, placed, strict=True):
             tensor.ClearField("raw_data")
             _refer(tensor, location, length)
 
@@ -168,6 +169,18 @@ def _refer(tensor: onnx.TensorProto, location: str, length: int) -> None:
 WEIGHT_FILES = WeightFiles()
 
 
+def raw_size(tensor: onnx.TensorProto) -> int:
+    """The bytes of ``tensor``'s raw data, from its type and dims (0 without raw data).
+
+    Reading ``raw_data`` itself copies the bytes out of the message: a 392 MB weight took
+    0.29 s each time.
+    """
+    if not tensor.HasField("raw_data"):
+        return 0
+    itemsize = helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    return int(np.prod(tensor.dims, dtype=np.int64)) * itemsize
+
+
 def weights_apart(model: onnx.ModelProto, files: WeightFiles | None = None) -> int:
     """Move ``model``'s large initializers' raw data to ``files`` in place, if it is large.
 
@@ -176,11 +189,11 @@ def weights_apart(model: onnx.ModelProto, files: WeightFiles | None = None) -> i
     Raises :class:`~autopart.errors.OutputError` when a file cannot be written (then
     ``model`` is unchanged).
     """
-    tensors = list(model.graph.initializer)
-    if sum(len(tensor.raw_data) for tensor in tensors) < MODEL_BYTES:
+    sizes = [(tensor, raw_size(tensor)) for tensor in model.graph.initializer]
+    if sum(size for _, size in sizes) < MODEL_BYTES:
         return 0
-    large = [tensor for tensor in tensors if len(tensor.raw_data) >= TENSOR_BYTES]
-    moved = sum(len(tensor.raw_data) for tensor in large)
+    large = [tensor for tensor, size in sizes if size >= TENSOR_BYTES]
+    moved = sum(size for _, size in sizes if size >= TENSOR_BYTES)
     (files or WEIGHT_FILES).move_out(large)
     return moved
 

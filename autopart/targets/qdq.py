@@ -176,7 +176,7 @@ def _weights_aside(
     """
     aside: dict[str, bytes] = {}
     for tensor in model.graph.initializer:
-        if len(tensor.raw_data) >= weights.TENSOR_BYTES:
+        if weights.raw_size(tensor) >= weights.TENSOR_BYTES:
             aside[tensor.name] = tensor.raw_data
             tensor.ClearField("raw_data")
     made = rewrite(model)
