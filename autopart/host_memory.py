@@ -25,6 +25,7 @@ import ctypes.util
 import functools
 import gc
 import os
+from pathlib import Path
 
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
@@ -87,6 +88,54 @@ def release_freed_memory() -> bool:
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
     return bool(trim(0))
+
+
+MADV_PAGEOUT = 21  # Linux 5.4 and later
+
+
+def page_out(folder: Path) -> int:
+    """Advise the kernel to drop this process's mapped pages of the files under ``folder``.
+
+    For files a library mapped to read weights from and has since copied into its own
+    layout: OpenVINO keeps the model it compiled, and with it the mapping of every weight
+    file, beside the weights it reordered (vgg19 in f32: 0.55 GiB of mapped file over 0.57
+    of its own, counted twice in the resident set). The pages are clean, so they are
+    dropped, not written (``MADV_PAGEOUT``); a page touched again is read back from its
+    file. Returns the bytes of the mappings advised: 0 where ``/proc/self/maps`` or
+    ``madvise`` is missing, or the kernel refuses the advice (before Linux 5.4).
+    """
+    prefix = f"{folder}/"
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
+            spans = [
+                [int(bound, 16) for bound in fields[0].split("-")]
+                for fields in (line.split(maxsplit=5) for line in handle)
+                if len(fields) == 6 and fields[5].startswith(prefix)
+            ]
+        madvise = _libc().madvise
+    except (OSError, AttributeError, ValueError):
+        return 0
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    madvise.restype = ctypes.c_int
+    return sum(
+        end - start for start, end in spans if madvise(start, end - start, MADV_PAGEOUT) == 0
+    )
+
+
+def mapped_resident_bytes(folder: Path) -> int:
+    """The resident bytes of this process's mappings of files under ``folder`` (0 if unknown)."""
+    prefix, total, inside = f"{folder}/", 0, False
+    try:
+        with open("/proc/self/smaps", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                fields = line.split(maxsplit=5)
+                if fields and "-" in fields[0] and not fields[0].endswith(":"):  # a mapping
+                    inside = len(fields) == 6 and fields[5].startswith(prefix)
+                elif inside and fields[0] == "Rss:":
+                    total += int(fields[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return 0
+    return total
 
 
 def status_bytes(field: str) -> int | None:

@@ -138,3 +138,28 @@ def test_a_compiled_partition_keeps_no_copy_of_its_serialised_model(codegen: str
     assert all(len(value) < weight.nbytes for value in held)
     assert len(compiled.model_bytes) > weight.nbytes  # made again when asked
     assert compiled.model_bytes == compiled.model_bytes
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise advice is Linux's")
+def test_paging_out_drops_a_mapped_files_pages_and_it_reads_back_the_same(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    """A library's mapping of weights it has copied stops counting in the resident set."""
+    import mmap
+    from pathlib import Path
+
+    from autopart.host_memory import mapped_resident_bytes, page_out
+
+    weights = np.random.default_rng(0).standard_normal(1 << 23).astype(np.float32)  # 32 MiB
+    path = Path(str(tmp_path)) / "w.bin"
+    weights.tofile(path)
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        mapped = np.frombuffer(m, np.float32)
+        total = float(mapped.sum(dtype=np.float64))  # every page read: resident
+        assert mapped_resident_bytes(path.parent) >= weights.nbytes * 0.9
+        advised = page_out(path.parent)
+        assert advised >= weights.nbytes
+        assert mapped_resident_bytes(path.parent) < weights.nbytes * 0.1
+        assert page_out(path.parent / "elsewhere") == 0  # only files under the folder
+        assert float(mapped.sum(dtype=np.float64)) == total  # read back from the file
+        del mapped

@@ -173,3 +173,23 @@ def test_an_export_that_cannot_be_written_keeps_nothing_and_the_model_still_comp
     assert store.compile("k", compile_model, import_model).payload == b"model"
     assert store.compile("k", compile_model, import_model).payload == b"model"
     assert counts == {"compiled": 2, "imported": 0}
+
+
+def test_a_store_told_not_to_keep_compiles_every_time_and_keeps_no_file() -> None:
+    """A model whose import would hold more memory than its compile is never exported."""
+    store = BlobStore(min_compile_s=0.0)
+    counts, compile_model, import_model = _calls()
+    for _ in range(2):
+        assert store.compile("k", compile_model, import_model, keep=False).payload == b"model"
+    assert counts == {"compiled": 2, "imported": 0}
+    elsewhere_calls = []
+
+    def elsewhere() -> bytes:
+        elsewhere_calls.append(1)
+        return b"from the worker"
+
+    for _ in range(2):
+        made = store.compile("w", compile_model, import_model, elsewhere, keep=False)
+        assert made.payload == b"from the worker"
+    assert len(elsewhere_calls) == 2 and counts["imported"] == 2 and store.imports == 0
+    assert store._folder is None  # nothing was ever written

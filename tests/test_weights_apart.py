@@ -230,3 +230,35 @@ def test_a_tensors_raw_size_is_its_raw_datas_length() -> None:
         tensor = numpy_helper.from_array(array, "t")
         assert raw_size(tensor) == len(tensor.raw_data) == array.nbytes
     assert raw_size(helper.make_tensor("f", TensorProto.FLOAT, [2], [1.0, 2.0])) == 0
+
+
+def test_openvino_leaves_no_weight_file_resident_and_keeps_no_export_of_it(
+    small_thresholds: WeightFiles, monkeypatch: Any
+) -> None:
+    """OpenVINO keeps its mapping of the weight files beside the weights it reordered:
+    those pages are paged out once it has compiled; and an export, which would hold the
+    weights twice in memory of its own when imported, is never kept."""
+    if "cpu@openvino" not in {str(t) for t in available_targets()}:
+        pytest.skip("cpu@openvino is not available here")
+    from autopart.host_memory import mapped_resident_bytes
+    from autopart.targets.openvino import library
+    from autopart.targets.openvino.blobs import BlobStore
+
+    store = BlobStore(min_compile_s=0.0)  # every compile counts as slow
+    monkeypatch.setattr(library, "BLOBS", store)
+    library.forget_compiled()
+    graph = api.load(dense_model())
+    chosen = VirtualDevice.parse("cpu@openvino")
+    plan = build_plan_for(graph, {node.name: chosen for node in graph}, chosen, "in memory")
+    feeds = random_inputs(graph, seed=1)
+    want = Executor(graph).run(feeds).outputs["y"]
+    for _ in range(2):
+        library.forget_compiled()  # compiled again, not taken from the cache in memory
+        executor = PlanExecutor(plan, graph)
+        try:
+            have = executor.run(feeds).outputs["y"]
+            assert mapped_resident_bytes(small_thresholds.folder) < ROWS * ROWS * 4 // 4
+        finally:
+            executor.close()
+        np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
+    assert store.imports == 0 and store._folder is None

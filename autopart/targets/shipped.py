@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 import onnx
 
 from autopart.errors import TargetError
+from autopart.host_memory import release_freed_memory
 from autopart.ir import weights
 from autopart.ir.graph import Graph, Node
 from autopart.targets.codegen import HOST, Codegen, Placement
@@ -72,7 +73,11 @@ def shipped_whole(
         model = resolve_model(source)
     except Exception:  # a source that no longer loads: the export stands in
         return None
-    return _fitted(model, graph, weights_apart)
+    shipped = _fitted(model, graph, weights_apart)
+    del model
+    if shipped is not None and isinstance(shipped.model_bytes, weights.WeightsElsewhere):
+        release_freed_memory()  # the large model read and parsed: not carried into a compile
+    return shipped
 
 
 def shipped_bytes(

@@ -26,7 +26,8 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     precision hint and nothing else. With ``inputs``, inputs of dynamic shape are reshaped
     to the static shapes given (and frozen inputs to their values' shapes), and frozen
     values are fed with every run. A slow compile is paid once per process: a second
-    runner of the same model imports the first one's export (:mod:`.blobs`).
+    runner of the same model imports the first one's export (:mod:`.blobs`), unless its
+    large weights are files, which OpenVINO maps and reads again instead.
     """
     fixed = inputs or PeerInputs()
     proto = peer_model(model)
