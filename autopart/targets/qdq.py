@@ -108,7 +108,9 @@ def quantise(model: onnx.ModelProto, ranges: Ranges, nodes: Collection[str]) -> 
     cached = _read_model(path)
     if cached is not None:
         return cached
-    rewritten = _quantised(onnx.ModelProto.FromString(source), used, nodes)
+    copy = onnx.ModelProto.FromString(source)
+    del source  # not held beside the copy while it is quantised
+    rewritten = _quantised(copy, used, nodes)
     with _LOCK:
         quantisations += 1
     try:
@@ -157,11 +159,20 @@ def _quantised(model: onnx.ModelProto, ranges: Mapping[str, Any], nodes: Collect
 
 
 def _for_quantiser(model: onnx.ModelProto) -> onnx.ModelProto:
-    """``model`` at opset :data:`QDQ_OPSET` or later, with every shape inferred."""
+    """``model`` at opset :data:`QDQ_OPSET` or later, with every shape inferred.
+
+    It is marked as onnxruntime's quantiser marks a model whose shapes it inferred
+    (``add_infer_metadata``): onnx's inference, which it would otherwise run again on a deep
+    copy saved to disk and loaded back, a whole model more in memory (vgg19: 0.55 GiB).
+    """
+    from onnxruntime.quantization.quant_utils import add_infer_metadata
+
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if opset < QDQ_OPSET:
         model = onnx.version_converter.convert_version(model, QDQ_OPSET)
-    return onnx.shape_inference.infer_shapes(model)
+    inferred = onnx.shape_inference.infer_shapes(model)
+    add_infer_metadata(inferred)
+    return inferred
 
 
 def _weights_aside(
