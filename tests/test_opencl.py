@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import helper, numpy_helper
 
 pytest.importorskip("pyopencl", reason="pyopencl is not installed: opencl tests skipped")
@@ -445,3 +447,36 @@ def test_device_describes_itself_and_its_units() -> None:
     array = np.arange(6, dtype=F).reshape(2, 3)
     np.testing.assert_array_equal(DEVICE.to_host(DEVICE.from_host(array)), array)
     DEVICE.synchronize()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    groups=st.integers(1, 3),
+    rows=st.integers(1, 80),
+    depth=st.integers(1, 12),
+    tile=st.sampled_from([16, 24]),
+    block_bytes=st.sampled_from([1, 4096, 16 << 20]),
+    transposed=st.booleans(),
+)
+def test_packed_weights_hold_each_row_in_its_tile_and_lane_whatever_the_blocks(
+    groups: int, rows: int, depth: int, tile: int, block_bytes: int, transposed: bool
+) -> None:
+    """out[g, t, k, j] is weight row t * tile + j at k, zero past the last row, however
+    many tiles each block packs and whatever the weights' layout."""
+    from autopart.targets.opencl import matmul
+
+    weights = np.arange(groups * rows * depth, dtype=np.float32).reshape(groups, rows, depth) + 1
+    if transposed:  # the view a MatMul's [K, N] weight gives
+        weights = np.ascontiguousarray(weights.swapaxes(1, 2)).swapaxes(1, 2)
+    original = matmul.PACK_BLOCK_BYTES
+    matmul.PACK_BLOCK_BYTES = block_bytes
+    try:
+        packed = matmul.pack(weights, tile)
+    finally:
+        matmul.PACK_BLOCK_BYTES = original
+    tiles = -(-rows // tile)
+    assert packed.shape == (groups, tiles, depth, tile) and packed.flags.c_contiguous
+    want = np.zeros_like(packed)
+    for row in range(rows):
+        want[:, row // tile, :, row % tile] = weights[:, row, :]
+    np.testing.assert_array_equal(packed, want)
