@@ -292,3 +292,26 @@ def test_a_whole_device_partition_timed_while_the_cores_shared_one_is_timed_agai
     )
     assert len(collected) == FAST.passes + retaken
     assert len(profile.rows(RowKind.PARTITION)) == 1
+
+
+@pytest.mark.parametrize(("bound", "released"), [(0, True), (1 << 30, False)])
+def test_a_partition_too_large_to_hold_is_freed_before_the_next_compile(
+    monkeypatch: pytest.MonkeyPatch, bound: int, released: bool
+) -> None:
+    """One that the compiled cache cannot hold is dropped and its memory handed back after
+    each pass, not carried (through its closures' cycles) into the next one's compile."""
+    from dataclasses import replace
+
+    from autopart.profile import samplers
+
+    monkeypatch.setattr(
+        samplers, "COMPILED_CACHE", replace(samplers.COMPILED_CACHE, held_weights=bound)
+    )
+    releases = []
+    monkeypatch.setattr(kinds, "release_freed_memory", lambda: releases.append(1) or True)
+    graph = api.load(tiny_cnn())
+    spec = PartitionKey(tuple(n.name for n in graph.nodes), ORT, True)
+    profile = Profile({"fingerprint": "0" * 16})
+    Profiler(profile, discover(), settings=FAST).profile_partitions(graph, [spec])
+    assert len(profile.rows(RowKind.PARTITION)) == 1
+    assert len(releases) == (FAST.passes if released else 0)
