@@ -308,10 +308,12 @@ def test_a_partition_too_large_to_hold_is_freed_before_the_next_compile(
         samplers, "COMPILED_CACHE", replace(samplers.COMPILED_CACHE, held_weights=bound)
     )
     releases = []
-    monkeypatch.setattr(kinds, "release_freed_memory", lambda: releases.append(1) or True)
+    from autopart.profile import profiler
+
+    monkeypatch.setattr(profiler, "release_freed_memory", lambda: releases.append(1) or True)
     graph = api.load(tiny_cnn())
     spec = PartitionKey(tuple(n.name for n in graph.nodes), ORT, True)
     profile = Profile({"fingerprint": "0" * 16})
     Profiler(profile, discover(), settings=FAST).profile_partitions(graph, [spec])
     assert len(profile.rows(RowKind.PARTITION)) == 1
-    assert len(releases) == (FAST.passes if released else 0)
+    assert len(releases) == (FAST.passes if released else 1)  # held: freed after its last

@@ -22,7 +22,6 @@ from autopart.costmodel.fusion import pairs_to_measure
 from autopart.costmodel.measurements import Measurement, RowKind
 from autopart.costmodel.transfer import pair_name, split_pair
 from autopart.errors import AutopartError
-from autopart.host_memory import release_freed_memory
 from autopart.ir.graph import Node
 from autopart.ir.memo import memoised
 from autopart.ir.signature import op_signature
@@ -430,7 +429,6 @@ class PartitionJobs(JobKind):
         if measuring.profile.has(RowKind.UNSUPPORTED, job.target, job.key):
             return
         found = measuring.compiled.get((job.target, job.key))
-        held = found is not None
         if found is None:  # compiled once for every pass, while memory and the cache allow
             make_room(measuring.compiled, graph, job.nodes)
             try:
@@ -442,8 +440,7 @@ class PartitionJobs(JobKind):
                     RowKind.UNSUPPORTED, job.target, job.key, UNSUPPORTED, label
                 )
                 return
-            weights = graph.parameter_bytes(job.nodes)
-            held = measuring.compiled.keep((job.target, job.key), found, weights)
+            measuring.compiled.keep((job.target, job.key), found, graph.parameter_bytes(job.nodes))
         compiled, env = found
         # A partition may be a whole plan of 0.1 ms: sampled for a share of the time, as
         # copies are, the many runs average over the swings a few dozen runs would catch.
@@ -457,9 +454,6 @@ class PartitionJobs(JobKind):
         time.sleep(compiled.linger_s)  # its threads may still spin: let the next job start clean
         label = f"{len(job.nodes)} ops as one partition"
         measuring.record(self.kind, job, job.key, samples, "wall", label)
-        if not held:  # too large to hold: freed now, not beside the next one's compile
-            del found, compiled, env
-            release_freed_memory()
 
 
 class TransferJobs(JobKind):

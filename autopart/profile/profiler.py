@@ -321,6 +321,8 @@ class Profiler:
             finished = pass_index + 1 in (job.passes, last_pass)  # free what it compiled
             if finished and measuring.compiled.pop((job.target, job.key), None) is not None:
                 release_freed_memory()
+            elif job.kind == RowKind.PARTITION and (job.target, job.key) not in measuring.compiled:
+                release_freed_memory()  # too large to hold: freed before the next one compiles
             if self.path is not None and time.perf_counter() - last_save > interval:
                 began = time.perf_counter()
                 self.profile.save(self.path)
