@@ -499,3 +499,29 @@ def test_the_quantiser_takes_the_shapes_inferred_and_never_copies_the_model_to_d
     made = onnx.ModelProto.FromString(rewritten)
     assert sum(node.op_type == "DequantizeLinear" for node in made.graph.node) > len(convolutions)
     assert model.SerializeToString() == given  # the caller's model as it was
+
+
+def test_a_cached_quantisation_is_found_without_making_the_export(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The cache is keyed by the export's digest: a hit makes no export (vgg19's: 0.55 GiB,
+    and as much again serialised); a changed weight misses."""
+    graph = autopart.load("squeezenet")
+    nodes, convolutions = list(graph.nodes), [n.name for n in graph.nodes if n.op_type == "Conv"]
+    inputs, outputs = list(graph.inputs), list(graph.outputs)
+    made = []
+    real = quantize.to_onnx
+    monkeypatch.setattr(quantize, "to_onnx", lambda *args: made.append(1) or real(*args))
+    first = quantize.quantised_bytes(graph, nodes, inputs, outputs, convolutions)
+    assert first == quantize.quantised_bytes(graph, nodes, inputs, outputs, convolutions)
+    assert len(made) == 1 and qdq.quantisations >= 1
+    want = qdq.quantise(
+        to_onnx(graph, nodes, inputs, outputs), quant_ranges.tensor_ranges(graph), convolutions
+    )
+    assert first == want  # the same model as quantised from the export itself
+    weight = next(n for n in graph.nodes if n.op_type == "Conv").inputs[1]
+    changed = graph.value(weight).const.copy()
+    changed.flat[0] += 1.0
+    graph.value(weight).const = changed
+    quantize.quantised_bytes(graph, nodes, inputs, outputs, convolutions)
+    assert len(made) == 2

@@ -262,3 +262,23 @@ def test_openvino_leaves_no_weight_file_resident_and_keeps_no_export_of_it(
             executor.close()
         np.testing.assert_allclose(have, want, rtol=1e-4, atol=1e-5)
     assert store.imports == 0 and store._folder is None
+
+
+def test_an_exports_digest_follows_its_weights_without_making_them() -> None:
+    import tracemalloc
+
+    graph = api.load(dense_model())
+    nodes, inputs, outputs = list(graph.nodes), list(graph.inputs), list(graph.outputs)
+    first = weights.export_digest(graph, nodes, inputs, outputs)
+    assert first == weights.export_digest(api.load(dense_model()), nodes, inputs, outputs)
+    assert first != weights.export_digest(graph, nodes[:2], inputs, ["a"])
+    fresh = api.load(dense_model())  # its weights not yet hashed
+    tracemalloc.start()
+    weights.export_digest(fresh, list(fresh.nodes), inputs, outputs)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < ROWS * ROWS * 4  # not one weight's bytes
+    changed = graph.value("w2").const.copy()
+    changed[0, 0] += 1.0
+    graph.value("w2").const = changed
+    assert weights.export_digest(graph, nodes, inputs, outputs) != first

@@ -89,6 +89,24 @@ def weight_digest(graph: Graph, name: str) -> bytes:
     return digest
 
 
+def export_digest(
+    graph: Graph, nodes: Sequence[Node], inputs: Sequence[str], outputs: Sequence[str]
+) -> str:
+    """The hex SHA-256 of what ``to_onnx(graph, nodes, inputs, outputs)`` holds, unmade.
+
+    The export with every weight declared as a typed input instead (cheap, however large
+    the weights), then each weight's own digest (:func:`weight_digest`) in the order it is
+    declared: two exports digest alike exactly when their nodes, boundary and weights are
+    alike. For a cache keyed by a large export without making it (vgg19's: 0.55 GiB, and
+    as much again serialised to be hashed).
+    """
+    model = to_onnx(graph, list(nodes), list(inputs), list(outputs), embed_constants=0)
+    hashed = hashlib.sha256(model.SerializeToString())
+    for declared in model.graph.input[len(inputs) :]:
+        hashed.update(weight_digest(graph, declared.name))
+    return hashed.hexdigest()
+
+
 def _flat_bytes(data: np.ndarray) -> np.ndarray:
     """``data``'s bytes as one flat uint8 array, in place unless it is a view (then copied)."""
     return np.ascontiguousarray(data).reshape(-1).view(np.uint8)

@@ -95,22 +95,45 @@ def quantise(model: onnx.ModelProto, ranges: Ranges, nodes: Collection[str]) -> 
 
     ``ranges`` are the calibrated ranges of (at least) the tensors ``nodes`` read. The
     model is converted to opset :data:`QDQ_OPSET` first where older (onnx's version
-    converter). Raises :class:`TargetError` when onnx or onnxruntime cannot.
+    converter). ``model`` is left as it was. Raises :class:`TargetError` when onnx or
+    onnxruntime cannot.
+    """
+    read = {name for node in model.graph.node if node.name in nodes for name in node.input}
+    source = model.SerializeToString()
+    digest = hashlib.sha256(source).hexdigest()
+    del source
+
+    def copied() -> onnx.ModelProto:
+        copy = onnx.ModelProto()
+        copy.CopyFrom(model)
+        return copy
+
+    return quantise_keyed(copied, f"bytes:{digest}", read, ranges, nodes)
+
+
+def quantise_keyed(
+    make: Callable[[], onnx.ModelProto],
+    digest: str,
+    read: Collection[str],
+    ranges: Ranges,
+    nodes: Collection[str],
+) -> bytes:
+    """As :func:`quantise`, for the model ``make()`` returns, made only if not cached.
+
+    ``digest`` names the model's content (two models alike, and only those, share it);
+    ``read`` are the tensors its ``nodes`` read. The cache is keyed by it, the ranges of
+    ``read`` and ``nodes``: a large model is neither made nor serialised to find its
+    cached quantisation. ``make()``'s model is consumed.
     """
     global quantisations
-    read = {name for node in model.graph.node if node.name in nodes for name in node.input}
     used = {name: list(ranges[name]) for name in sorted(read) if name in ranges}
-    source = model.SerializeToString()
-    keyed = hashlib.sha256(source)  # in two parts: a large model is not copied to be hashed
+    keyed = hashlib.sha256(digest.encode())
     keyed.update(json.dumps([used, sorted(nodes)], sort_keys=True).encode())
-    key = keyed.hexdigest()[:40]
-    path = cache_dir() / f"qdq-{key}.onnx"
+    path = cache_dir() / f"qdq-{keyed.hexdigest()[:40]}.onnx"
     cached = _read_model(path)
     if cached is not None:
         return cached
-    copy = onnx.ModelProto.FromString(source)
-    del source  # not held beside the copy while it is quantised
-    rewritten = _quantised(copy, used, nodes)
+    rewritten = _quantised(make(), used, nodes)
     with _LOCK:
         quantisations += 1
     try:

@@ -50,7 +50,6 @@ import numpy as np
 from autopart.errors import ExecutionError, TargetError
 from autopart.ir import weights
 from autopart.ir.graph import Graph, Node
-from autopart.ir.onnx_export import to_onnx
 from autopart.targets import qdq
 from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import HOST, CompiledSubgraph, Environment, Placement, ProbedCodegen
@@ -350,7 +349,7 @@ def exported_bytes(
     (:func:`autopart.ir.weights.exported_bytes`).
     """
     if int8:
-        return quantize.quantised_bytes(graph, to_onnx(graph, nodes, feeds, results), int8)
+        return quantize.quantised_bytes(graph, nodes, feeds, results, int8)
     return weights.exported_bytes(graph, nodes, feeds, results)
 
 

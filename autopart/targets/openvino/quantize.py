@@ -20,7 +20,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from autopart.ir import weights
 from autopart.ir.graph import Graph, Node
+from autopart.ir.onnx_export import to_onnx
 from autopart.targets import qdq
 from autopart.targets.openvino import library
 from autopart.targets.openvino.agreement import agrees_in_int8
@@ -29,13 +31,30 @@ from autopart.targets.quant_ranges import tensor_ranges
 INT8_RUNTIME = frozenset({"u8", "i8"})  # runtimePrecision of ops computing in int8
 
 
-def quantised_bytes(graph: Graph, model: onnx.ModelProto, int8_nodes: Sequence[str]) -> bytes:
-    """``model`` (a subgraph of ``graph``) serialised with ``int8_nodes`` in QDQ int8.
+def quantised_bytes(
+    graph: Graph,
+    nodes: Sequence[Node],
+    feeds: Sequence[str],
+    results: Sequence[str],
+    int8_nodes: Sequence[str],
+) -> bytes:
+    """``nodes`` of ``graph`` exported from ``feeds`` to ``results``, ``int8_nodes`` in QDQ.
 
     The ranges are ``graph``'s, measured once per model and calibration
-    (:func:`~autopart.targets.quant_ranges.tensor_ranges`).
+    (:func:`~autopart.targets.quant_ranges.tensor_ranges`). The cache is looked up by the
+    export's digest (:func:`~autopart.ir.weights.export_digest`): the export is made only
+    to be quantised, not to find a cached one.
     """
-    return qdq.quantise(model, tensor_ranges(graph), int8_nodes)
+    digest = weights.export_digest(graph, nodes, feeds, results)
+    chosen = set(int8_nodes)
+    read = {name for node in nodes if node.name in chosen for name in node.inputs if name}
+    return qdq.quantise_keyed(
+        lambda: to_onnx(graph, list(nodes), list(feeds), list(results)),
+        f"export:{digest}",
+        read,
+        tensor_ranges(graph),
+        int8_nodes,
+    )
 
 
 @dataclass(frozen=True)
