@@ -29,6 +29,7 @@ from rich.table import Table
 from autopart import api
 from autopart.costmodel import costs_from_profile
 from autopart.costmodel.costs import Costs
+from autopart.host_memory import status_bytes
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
@@ -48,6 +49,12 @@ TARGET_COLOURS = {  # darker = whole device
     "opencl:0/0@opencl": "#bf812d",
     "opencl:0/1@opencl": "#dfc27d",
 }
+
+
+def resident_gib() -> float:
+    """This process's resident set now, in GiB (NaN where the kernel does not say)."""
+    resident = status_bytes("VmRSS")
+    return float("nan") if resident is None else resident / 2**30
 
 
 def zoo_arguments(

@@ -25,17 +25,9 @@ import threading
 import time
 
 import pandas as pd
-from _common import show, write_csv
+from _common import resident_gib, show, write_csv
 
 TARGETS = ("cpu@onnxruntime", "cpu@openvino", "cpu@openvino:bf16")
-
-
-def _resident_gib() -> float:
-    with open("/proc/self/status", encoding="ascii") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 2**20
-    return float("nan")
 
 
 def child(model: str, target: str, weights_mode: str) -> None:
@@ -51,11 +43,11 @@ def child(model: str, target: str, weights_mode: str) -> None:
     graph = autopart.load(model)
     plan = plan_from_rules(graph, [f"re:.*={target}"], "cpu@numpy", model)
     release_freed_memory()
-    before, peak, running = _resident_gib(), [0.0], [True]
+    before, peak, running = resident_gib(), [0.0], [True]
 
     def sample() -> None:
         while running[0]:
-            peak[0] = max(peak[0], _resident_gib())
+            peak[0] = max(peak[0], resident_gib())
             time.sleep(0.005)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -66,9 +58,9 @@ def child(model: str, target: str, weights_mode: str) -> None:
     running[0] = False
     sampler.join()
     release_freed_memory()
-    held = _resident_gib() - before
+    held = resident_gib() - before
     executor.close()
-    print(json.dumps({"peak": max(peak[0], _resident_gib()) - before, "held": held, "s": seconds}))
+    print(json.dumps({"peak": max(peak[0], resident_gib()) - before, "held": held, "s": seconds}))
 
 
 def main() -> None:

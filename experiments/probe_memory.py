@@ -1,8 +1,8 @@
 """Where an autopart command's resident memory goes: its peak per stage, and what made it.
 
 Runs one autopart command in this process while a thread samples the resident set
-(``VmRSS``) and the main thread's stack every 0.5 s, writing a log line at each new peak
-and every 5 s otherwise. Then it attributes each sample to the stage its stack is in
+(``VmRSS``) and the main thread's stack every 0.5 s, and writes every sample to LOG.txt
+at the end. It attributes each sample to the stage its stack is in
 (the first of :data:`STAGES` whose function appears in it) and writes, per stage, the
 highest sample and the call that was running then.
 
@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from autopart.host_memory import status_bytes  # not _common: its imports would count
+
 # (stage, a function in the main thread's stack that places a sample in it), in order:
 # the first that matches wins, so inner stages come before the outer ones.
 STAGES = (
@@ -36,14 +38,6 @@ STAGES = (
 )
 
 
-def _resident_gib() -> float:
-    with open("/proc/self/status", encoding="ascii") as handle:
-        for line in handle:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 2**20
-    return float("nan")
-
-
 def _sample(log: list[tuple[float, float, list[str]]], main_id: int, stop: threading.Event) -> None:
     """Append (seconds, GiB, the main thread's functions, innermost first) every 0.5 s."""
     start = time.perf_counter()
@@ -54,7 +48,8 @@ def _sample(log: list[tuple[float, float, list[str]]], main_id: int, stop: threa
             if frame
             else []
         )
-        log.append((time.perf_counter() - start, _resident_gib(), stack[::-1]))
+        resident = (status_bytes("VmRSS") or 0) / 2**30
+        log.append((time.perf_counter() - start, resident, stack[::-1]))
 
 
 def stage_of(stack: list[str]) -> str:
