@@ -15,6 +15,7 @@ from autopart.tuning.choice import (
     contested,
     decide,
     explain,
+    paired_ratio,
     ratio_interval,
     within_tolerance,
 )
@@ -55,6 +56,20 @@ def test_rounds_pair_by_their_index_not_their_position() -> None:
     other = _rounds([1.0] * 5 + [2.0] * 5, list(range(5)) + list(range(10, 15)))
     interval = ratio_interval(leader, other)
     assert interval.rounds == 5 and interval.ratio == 1.0
+
+
+def test_a_runner_timed_only_in_a_slow_spell_is_compared_over_that_spell() -> None:
+    """The bench's ratios: a plan raced only in rounds 10-14, where the machine ran at half
+    speed, is as quick as the peer timed in every round, not twice as slow."""
+    speed = [1.0] * 10 + [2.0] * 5
+    peer = _rounds([10.0 * s for s in speed])
+    plan = _rounds([10.0 * s for s in speed[10:]], list(range(10, 15)))
+    assert plan.median_s / peer.median_s == 2.0
+    assert paired_ratio(plan, peer) == 1.0 == ratio_interval(plan, peer).ratio
+    apart = _rounds([20.0] * 6, list(range(20, 26)))  # no round shared: over its own rounds
+    assert paired_ratio(apart, peer) == ratio_interval(apart, peer).ratio == 2.0
+    few = _rounds([20.0] * 2, [30, 31])  # nothing paired, too few to compare apart
+    assert paired_ratio(few, peer) == few.median_s / peer.median_s
 
 
 def test_too_few_paired_rounds_give_no_interval() -> None:
@@ -241,6 +256,18 @@ def test_the_noise_spread_is_the_widest_reach_of_the_tuned_plans_two_timings() -
     assert 0.05 < spread <= 0.25
     assert math.isnan(noise_spread({TUNED: _rounds(steady)}))  # no second timing
     assert math.isnan(noise_spread({TUNED: _rounds([1.0]), AGAIN: _rounds([1.1])}))
+
+
+def test_the_noise_floor_compares_the_tuned_plans_two_timings_over_their_shared_rounds() -> None:
+    """The cold vgg19 bench: the quicker copy stays in the heats and the other leaves after
+    a few rounds in a slow spell; their medians were 28% apart, their shared rounds not."""
+    from autopart.tuning.bench import AGAIN, TUNED, _noise_floor
+
+    speed = [2.0] * 6 + [1.0] * 30
+    again = _rounds([10.0 * s for s in speed])
+    tuned = _rounds([10.0 * s for s in speed[:6]])
+    assert tuned.median_s / again.median_s == 2.0
+    assert _noise_floor({TUNED: tuned, AGAIN: again}) == 0.0
 
 
 def test_runners_measurably_behind_the_kept_one_or_wrong_leave_the_race() -> None:

@@ -30,7 +30,7 @@ from autopart.profile.core_sharing import process_probe
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.targets.registry import declared_peers
-from autopart.tuning.choice import best_peer, ratio_interval
+from autopart.tuning.choice import best_peer, paired_ratio, ratio_interval
 from autopart.tuning.heats import Heats
 from autopart.tuning.judge import Judge
 from autopart.tuning.options import BenchOptions, TuneOptions
@@ -62,7 +62,9 @@ def bench_models(
     drop is within the budget) with ``vs_best_peer_low`` and ``vs_best_peer_high``, the
     bounds of its interval over paired rounds (:func:`autopart.tuning.choice.ratio_interval`),
     ``noise_floor`` (the model's: how far apart the tuned plan's two timings are,
-    ``|again / tuned - 1|``) and ``noise_spread`` (how far apart they may fall: the larger
+    ``|again / tuned - 1|``; this and every ``vs_`` ratio but ``vs_best_single`` are taken
+    over the rounds both runners ran, :func:`autopart.tuning.choice.paired_ratio`, never
+    over medians of different rounds) and ``noise_spread`` (how far apart they may fall: the larger
     distance from 1 of the 95% interval of ``again / tuned`` over the paired rounds),
     ``vs_best_single``, ``partitions``, ``codegens`` (the distinct codegens of the plan's
     partitions, sorted and joined by ``+``, e.g. ``onnxruntime+opencl``; empty for the
@@ -120,7 +122,6 @@ def _bench_model(
         raise AutopartError(f"no plan of {model} could run: {why}")
     peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
     best = best_peer({name: measured[name] for name in peer_medians})
-    best_median = float("nan") if best is None else peer_medians[best]
     best_single = _best_single(measured, candidates)
     floor = _noise_floor(measured)
     spread = noise_spread(measured)
@@ -135,10 +136,10 @@ def _bench_model(
                 "median_ms": result.median_s * 1e3,
                 "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
                 **{
-                    column: result.median_s / peer_medians.get(peer, float("nan"))
+                    column: paired_ratio(result, measured[peer]) if peer in peer_medians else np.nan
                     for peer, column in columns.items()
                 },
-                "vs_best_peer": result.median_s / best_median,
+                "vs_best_peer": np.nan if best is None else paired_ratio(result, measured[best]),
                 "vs_best_peer_low": np.nan if versus is None else versus.low,
                 "vs_best_peer_high": np.nan if versus is None else versus.high,
                 "noise_floor": floor,
@@ -230,10 +231,13 @@ def _contenders(
 
 
 def _noise_floor(measured: Mapping[str, Measured]) -> float:
-    """How far apart the tuned plan's two timings are: |second / first - 1| (NaN if absent)."""
+    """How far apart the tuned plan's two timings are: |second / first - 1| (NaN if absent).
+
+    The ratio over the rounds both ran (:func:`paired_ratio`), as every ``vs_`` column.
+    """
     if TUNED not in measured or AGAIN not in measured:
         return float("nan")
-    return abs(measured[AGAIN].median_s / measured[TUNED].median_s - 1.0)
+    return abs(paired_ratio(measured[AGAIN], measured[TUNED]) - 1.0)
 
 
 def noise_spread(measured: Mapping[str, Measured]) -> float:

@@ -88,6 +88,23 @@ def paired_rounds(first: Measured, second: Measured) -> tuple[list[float], list[
     return [a for a, _ in pairs], [b for _, b in pairs]
 
 
+def paired_ratio(first: Measured, second: Measured) -> float:
+    """``first``'s median over ``second``'s, estimated as :func:`ratio_interval` does.
+
+    Over their paired rounds; over their own rounds unpaired when too few rounds pair but
+    each ran enough (different heats); else, with no round paired, the ratio of their
+    whole medians. Never a ratio of medians taken over different rounds while enough pair:
+    on a shared machine one runner's rounds may all fall in a slow spell.
+    """
+    a, b = paired_rounds(first, second)
+    enough = VERIFY.min_paired_rounds
+    if len(a) < enough and min(len(first.round_medians), len(second.round_medians)) >= enough:
+        return statistics.median(first.round_medians) / statistics.median(second.round_medians)
+    if not a:
+        return first.median_s / second.median_s
+    return statistics.median(a) / statistics.median(b)
+
+
 def ratio_interval(first: Measured, second: Measured) -> Interval:
     """``first``'s median over ``second``'s on their paired rounds, with its interval.
 
@@ -100,7 +117,7 @@ def ratio_interval(first: Measured, second: Measured) -> Interval:
         return _unpaired_interval(first.round_medians, second.round_medians)
     if not a:
         return Interval(math.nan, 0.0, math.inf, 0)
-    ratio = statistics.median(a) / statistics.median(b)
+    ratio = paired_ratio(first, second)
     if len(a) < enough:
         return Interval(ratio, 0.0, math.inf, len(a))
     if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:
