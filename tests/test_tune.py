@@ -278,8 +278,13 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     assert {kinds["openvino alone"], kinds["openvino alone f32"]} == {"peer"}
     peer_rows = table[table["kind"] == "peer"]
     best = peer_rows[peer_rows["within_budget"]].set_index("plan")["median_ms"].min()
-    ratios = (table["median_ms"] / best).to_numpy()  # of rounded medians
-    assert table["vs_best_peer"].to_numpy() == pytest.approx(ratios, rel=5e-3)
+    best_name = peer_rows[peer_rows["median_ms"] == best]["plan"].iloc[0]
+    assert table.set_index("plan").loc[best_name, "vs_best_peer"] == pytest.approx(1.0)
+    # over the rounds both ran (test_choice checks paired_ratio), inside its own interval
+    timed = table[table["runs"] > 0]
+    assert (timed["vs_best_peer"] > 0).all()
+    assert (timed["vs_best_peer_low"] <= timed["vs_best_peer"] * (1 + 1e-9)).all()
+    assert (timed["vs_best_peer"] <= timed["vs_best_peer_high"] * (1 + 1e-9)).all()
     assert table.loc[table["plan"] == "openvino alone", "vs_openvino"].iloc[0] == pytest.approx(1.0)
     # f32 plans match the reference; the budget is OpenVINO as installed's error (+10%)
     as_installed = table.set_index("plan").loc["openvino alone"]
@@ -302,9 +307,10 @@ def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
     # the tuned plan is timed twice, compiled apart: the gap is the run's noise floor
     tuned = table.set_index("plan").loc[["autopart (tuned)", "autopart (tuned, timed again)"]]
     assert list(tuned["kind"]) == ["chosen", "chosen-again"]
-    floor = abs(tuned["median_ms"].iloc[1] / tuned["median_ms"].iloc[0] - 1)
-    assert table["noise_floor"].to_numpy() == pytest.approx(floor, rel=5e-3, abs=1e-3)
+    floor = table["noise_floor"].unique()  # over their paired rounds: test_choice
+    assert len(floor) == 1 and 0.0 <= floor[0] < np.inf
     spread = table["noise_spread"].unique()
+    assert np.isnan(spread[0]) or floor[0] <= spread[0] + 1e-12  # the spread reaches the gap
     # the reach of their ratio's interval: one value, no upper bound (two rounds on a
     # loaded CI machine reached 1.10), NaN when the two rounds asked were not stretched to
     # VERIFY.min_paired_rounds; its meaning is tested on set timings in test_choice

@@ -33,6 +33,7 @@ from autopart.targets.registry import declared_peers
 from autopart.tuning.choice import best_peer, paired_ratio, ratio_interval
 from autopart.tuning.heats import Heats
 from autopart.tuning.judge import Judge
+from autopart.tuning.locate import Located, locate
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.peers import PeerInputs, peer_lingers, peer_names, peers
 from autopart.tuning.settings import VERIFY
@@ -91,8 +92,11 @@ def _bench_model(
     model: str, options: BenchOptions, progress: StageProgress | None
 ) -> list[dict[str, object]]:
     """The rows of one model (see :func:`bench_models`)."""
-    prepared = prepare(model, _tune_options(options), progress=progress)
-    graph, tuned = prepared.graph, _tuned_plan(model, options, prepared, progress)
+    tune_options = _tune_options(options)
+    located = locate(model, tune_options, progress)
+    tuned = _tuned_plan(model, options, located, progress)  # before the bench holds its own
+    prepared = prepare(model, tune_options, progress=progress, located=located)
+    graph = prepared.graph
     judge = prepared.judge or Judge(graph)
     candidates, plans, predicted = _contenders(prepared, tuned)
     twins = _twins(plans)
@@ -274,17 +278,19 @@ def peer_columns() -> dict[str, str]:
 
 
 def _tuned_plan(
-    model: str, options: BenchOptions, prepared: Prepared, progress: StageProgress | None
+    model: str, options: BenchOptions, located: Located, progress: StageProgress | None
 ) -> Plan | None:
     """The plan `tune` saved for ``model`` if it still matches; else tuned at the defaults now.
 
-    None only when the plan the tune saved does not read back as one for the graph.
+    The tune shares ``located``'s graph, and runs before the bench profiles and searches
+    for itself, so nothing of the bench's is held while it runs. None only when the plan
+    the tune saved does not read back as one for the graph.
     """
-    path = prepared.directory / "plan.json"
-    saved = _saved_plan(path, prepared.graph)
+    path = located.directory / "plan.json"
+    saved = _saved_plan(path, located.graph)
     if saved is None:
-        tune_model(model, TuneOptions(**options.shared()), progress=progress)
-        saved = _saved_plan(path, prepared.graph)
+        tune_model(model, TuneOptions(**options.shared()), progress=progress, located=located)
+        saved = _saved_plan(path, located.graph)
     return saved
 
 

@@ -154,11 +154,17 @@ class TuneReport:
 
 
 def tune_model(
-    model: ModelLike, options: TuneOptions | None = None, *, progress: StageProgress | None = None
+    model: ModelLike,
+    options: TuneOptions | None = None,
+    *,
+    progress: StageProgress | None = None,
+    located: Located | None = None,
 ) -> TuneReport:
     """Take ``model`` to a verified, saved plan (see the module docstring).
 
-    ``progress`` is called at every step of every stage. Raises an
+    ``progress`` is called at every step of every stage. ``located`` is :func:`locate`'s
+    answer for ``model`` and ``options`` when the caller holds it already (its graph is
+    then shared, not loaded twice). Raises an
     :class:`~autopart.errors.AutopartError` subclass for bad options, constraints that
     cannot hold, or a profile that lacks what the model needs. Every file the tune writes,
     and the study storage, are checked before anything is measured. An interrupt
@@ -171,7 +177,7 @@ def tune_model(
     options.check_outputs()
     if options.search.storage is not None:
         check_storage(options.search.storage)
-    located = locate(model, options, progress)
+    located = located or locate(model, options, progress)
     plan_path = located.directory / "plan.json"
     for name, what in (("plan.json", "plan file"), (REPORT_JSON, "report"), (REPORT_CSV, "report")):
         check_writable(located.directory / name, what)
