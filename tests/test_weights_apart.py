@@ -7,7 +7,10 @@ as shipped and the compile in a worker process.
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -282,3 +285,48 @@ def test_an_exports_digest_follows_its_weights_without_making_them() -> None:
     changed[0, 0] += 1.0
     graph.value("w2").const = changed
     assert weights.export_digest(graph, nodes, inputs, outputs) != first
+
+
+def test_a_large_model_as_shipped_is_read_once_however_often_it_is_asked(
+    small_thresholds: WeightFiles, monkeypatch: Any, tmp_path: Path
+) -> None:
+    """A plan's check and every compile of the whole model as shipped ask for it: vgg19's
+    bench read and parsed it each time, 1.1 GiB over what it held. A large model is read
+    once; a changed file, or its weights' folder gone, is read again."""
+    from autopart.targets import shipped
+    from autopart.targets.codegen import HOST
+
+    reads: list[object] = []
+
+    def counted(source: Any) -> onnx.ModelProto:
+        reads.append(source)
+        return shipped_model_reader(source)
+
+    shipped_model_reader = shipped.resolve_model
+    monkeypatch.setattr(shipped, "resolve_model", counted)
+    path = tmp_path / "dense.onnx"
+    onnx.save(dense_model(), str(path))
+    graph = api.load(str(path))
+    alone = dataclasses.replace(HOST, alone=True)
+    asked = [shipped.shipped_whole(graph, graph.nodes, alone, [None], True) for _ in range(3)]
+    assert len(reads) == 1
+    first = asked[0]
+    assert first is not None and isinstance(first.model_bytes, WeightsElsewhere)
+    assert all(a is not None and a.model_bytes == first.model_bytes for a in asked)
+    back = initializers(onnx.load(str(first.model_bytes.path())))
+    for name, array in initializers(dense_model()).items():
+        np.testing.assert_array_equal(back[name], array)
+    small = shipped.shipped_whole(graph, graph.nodes, alone, [None], False)  # embedded
+    assert small is not None and not isinstance(small.model_bytes, WeightsElsewhere)
+    assert len(reads) == 2  # weights embedded are never kept
+    changed = dense_model()
+    changed.graph.initializer[0].raw_data = np.ones((ROWS, ROWS), np.float32).tobytes()
+    onnx.save(changed, str(path))
+    os.utime(path, ns=(1, 1))  # another mtime, whatever the clock's resolution
+    again = shipped.shipped_whole(graph, graph.nodes, alone, [None], True)
+    assert len(reads) == 3 and again is not None and again.model_bytes != first.model_bytes
+    shutil.rmtree(small_thresholds.folder)
+    (tmp_path / "other").mkdir()
+    monkeypatch.setattr(small_thresholds, "_folder", tmp_path / "other")
+    shipped.shipped_whole(graph, graph.nodes, alone, [None], True)
+    assert len(reads) == 4  # the weights' folder it referred to is gone
