@@ -162,15 +162,13 @@ def tune_model(
 ) -> TuneReport:
     """Take ``model`` to a verified, saved plan (see the module docstring).
 
-    ``progress`` is called at every step of every stage. ``located`` is :func:`locate`'s
-    answer for ``model`` and ``options`` when the caller holds it already (its graph is
-    then shared, not loaded twice). Raises an
-    :class:`~autopart.errors.AutopartError` subclass for bad options, constraints that
-    cannot hold, or a profile that lacks what the model needs. Every file the tune writes,
-    and the study storage, are checked before anything is measured. An interrupt
-    (KeyboardInterrupt) propagates with a note of what each stage kept; the plan files are
-    written only once every plan has run all its rounds, so an interrupted tune leaves the
-    saved plan as it was.
+    ``progress`` is called at every step of every stage; ``located`` as :func:`prepare`'s
+    (a graph shared). Raises an :class:`~autopart.errors.AutopartError` subclass for bad
+    options, constraints that cannot hold, or a profile that lacks what the model needs.
+    Every file the tune writes, and the study storage, are checked before anything is
+    measured. An interrupt (KeyboardInterrupt) propagates with a note of what each stage
+    kept; the plan files are written only once every plan has run all its rounds: an
+    interrupted tune leaves the saved plan as it was.
     """
     options = options or TuneOptions()
     clock = Clock(options.wall_budget_s, options.started or time.perf_counter())
