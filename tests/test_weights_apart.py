@@ -290,25 +290,27 @@ def test_an_exports_digest_follows_its_weights_without_making_them() -> None:
 def test_a_large_model_as_shipped_is_read_once_however_often_it_is_asked(
     small_thresholds: WeightFiles, monkeypatch: Any, tmp_path: Path
 ) -> None:
-    """A plan's check and every compile of the whole model as shipped ask for it: vgg19's
-    bench read and parsed it each time, 1.1 GiB over what it held. A large model is read
-    once; a changed file, or its weights' folder gone, is read again."""
-    from autopart.targets import shipped
+    """Each peer, a plan's check and every compile of the whole model as shipped ask for
+    it: vgg19's bench read and parsed it each time, 1.1 GiB over what it held. A large
+    model is read once; a changed file, or its weights' folder gone, is read again."""
+    from autopart.targets import peer, shipped
     from autopart.targets.codegen import HOST
+    from autopart.targets.onnxruntime.peer import onnxruntime_alone
 
     reads: list[object] = []
+    read_model = peer.resolve_model
 
     def counted(source: Any) -> onnx.ModelProto:
         reads.append(source)
-        return shipped_model_reader(source)
+        return read_model(source)
 
-    shipped_model_reader = shipped.resolve_model
-    monkeypatch.setattr(shipped, "resolve_model", counted)
+    monkeypatch.setattr(peer, "resolve_model", counted)
     path = tmp_path / "dense.onnx"
     onnx.save(dense_model(), str(path))
     graph = api.load(str(path))
     alone = dataclasses.replace(HOST, alone=True)
     asked = [shipped.shipped_whole(graph, graph.nodes, alone, [None], True) for _ in range(3)]
+    runner = onnxruntime_alone(str(path))
     assert len(reads) == 1
     first = asked[0]
     assert first is not None and isinstance(first.model_bytes, WeightsElsewhere)
@@ -316,17 +318,18 @@ def test_a_large_model_as_shipped_is_read_once_however_often_it_is_asked(
     back = initializers(onnx.load(str(first.model_bytes.path())))
     for name, array in initializers(dense_model()).items():
         np.testing.assert_array_equal(back[name], array)
-    small = shipped.shipped_whole(graph, graph.nodes, alone, [None], False)  # embedded
-    assert small is not None and not isinstance(small.model_bytes, WeightsElsewhere)
-    assert len(reads) == 2  # weights embedded are never kept
+    feeds = random_inputs(graph, seed=1)
+    np.testing.assert_allclose(
+        runner(feeds)["y"], Executor(graph).run(feeds).outputs["y"], rtol=1e-4, atol=1e-5
+    )
     changed = dense_model()
     changed.graph.initializer[0].raw_data = np.ones((ROWS, ROWS), np.float32).tobytes()
     onnx.save(changed, str(path))
     os.utime(path, ns=(1, 1))  # another mtime, whatever the clock's resolution
     again = shipped.shipped_whole(graph, graph.nodes, alone, [None], True)
-    assert len(reads) == 3 and again is not None and again.model_bytes != first.model_bytes
+    assert len(reads) == 2 and again is not None and again.model_bytes != first.model_bytes
     shutil.rmtree(small_thresholds.folder)
     (tmp_path / "other").mkdir()
     monkeypatch.setattr(small_thresholds, "_folder", tmp_path / "other")
     shipped.shipped_whole(graph, graph.nodes, alone, [None], True)
-    assert len(reads) == 4  # the weights' folder it referred to is gone
+    assert len(reads) == 3  # the weights' folder it referred to is gone

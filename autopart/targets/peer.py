@@ -18,11 +18,12 @@ from typing import Any
 import numpy as np
 import onnx
 
+from autopart.host_memory import release_freed_memory
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_export import to_onnx
-from autopart.ir.weights import serialised_apart
+from autopart.ir.weights import WeightsElsewhere, serialised_apart
 from autopart.targets import quant_ranges
-from autopart.zoo import resolve_model
+from autopart.zoo import resolve_model, zoo_names
 
 Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 PeerModel = str | Path | onnx.ModelProto | Graph
@@ -75,13 +76,86 @@ def peer_model_bytes(model: PeerModel, proto: onnx.ModelProto | None = None) -> 
 
     A model read fresh from its file or zoo name (or exported from a Graph) keeps its large
     weights as files the library maps, and ``proto`` is changed so
-    (:func:`autopart.ir.weights.serialised_apart`); a ModelProto given is the caller's,
+    (:func:`autopart.ir.weights.serialised_apart`); a file or zoo name with no ``proto``
+    is :func:`source_model`'s, read once per process; a ModelProto given is the caller's,
     and is serialised whole.
     """
+    if isinstance(model, str | Path) and proto is None:
+        return source_model(model).model_bytes
     proto = peer_model(model) if proto is None else proto
     if isinstance(model, onnx.ModelProto):
         return proto.SerializeToString()
     return serialised_apart(proto)
+
+
+@dataclass(frozen=True)
+class SourceModel:
+    """A model as shipped, serialised, and its ports by name.
+
+    ``inputs`` are all its declared inputs, ``feeds`` those that are not initializers (what
+    it is fed), ``outputs`` its outputs; ``model_bytes`` refer to its large weights as files
+    (:class:`~autopart.ir.weights.WeightsElsewhere`) where it is large.
+    """
+
+    model_bytes: bytes
+    inputs: tuple[str, ...]
+    feeds: tuple[str, ...]
+    outputs: tuple[str, ...]
+
+
+# Large models as shipped, serialised with their weights apart, by source: asking again
+# (each peer, a plan's check, its compile, the next plan's) reads nothing. Each holds the
+# graph's structure only; its weights are files that live as long as the process.
+_SOURCES: dict[tuple[str, ...], SourceModel] = {}
+_SOURCES_KEPT = 8
+
+
+def source_model(source: str | Path) -> SourceModel:
+    """The model a file or zoo name holds, serialised with its large weights apart.
+
+    A large model (its weights apart, :func:`~autopart.ir.weights.serialised_apart`) is
+    read once per process and kept by source (a zoo name, or a file's path, size and
+    modification time) while its weights' folder is there; a vgg19 read and parsed held
+    1.1 GiB for the moment. Raises what :func:`~autopart.zoo.resolve_model` raises.
+    """
+    key = _source_key(str(source))
+    kept = None if key is None else _SOURCES.get(key)
+    if kept is not None and _weights_there(kept.model_bytes):
+        return kept
+    proto = resolve_model(source)
+    constants = {tensor.name for tensor in proto.graph.initializer}
+    inputs = tuple(port.name for port in proto.graph.input)
+    feeds = tuple(name for name in inputs if name not in constants)
+    outputs = tuple(port.name for port in proto.graph.output)
+    made = SourceModel(serialised_apart(proto), inputs, feeds, outputs)
+    del proto
+    if isinstance(made.model_bytes, WeightsElsewhere):
+        release_freed_memory()  # the large model read and parsed: not carried into a compile
+        if key is not None:
+            while len(_SOURCES) >= _SOURCES_KEPT:
+                del _SOURCES[next(iter(_SOURCES))]
+            _SOURCES[key] = made
+    return made
+
+
+def _weights_there(model_bytes: bytes) -> bool:
+    """Whether the folder of the weights ``model_bytes`` refers to is still there."""
+    return not isinstance(model_bytes, WeightsElsewhere) or model_bytes.folder.is_dir()
+
+
+def _source_key(source: str) -> tuple[str, ...] | None:
+    """What identifies ``source``'s model: a zoo name, or a file's path, size and mtime.
+
+    None for a file that cannot be read (nothing is kept for it).
+    """
+    if source in zoo_names():  # made the same from its name in every process
+        return ("zoo", source)
+    try:
+        path = Path(source).resolve()
+        stat = path.stat()
+    except OSError:
+        return None
+    return ("file", str(path), str(stat.st_size), str(stat.st_mtime_ns))
 
 
 def in_f32() -> str | None:

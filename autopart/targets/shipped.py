@@ -22,15 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from autopart.errors import TargetError
-from autopart.host_memory import release_freed_memory
-from autopart.ir import weights
 from autopart.ir.graph import Graph, Node
 from autopart.targets.codegen import HOST, Codegen, Placement
-from autopart.targets.peer import PeerInputs
-from autopart.zoo import resolve_model, zoo_names
+from autopart.targets.peer import PeerInputs, source_model
+from autopart.zoo import resolve_model
 
 
 @dataclass(frozen=True)
@@ -68,82 +65,7 @@ def shipped_whole(
         return None
     if not isinstance(source, str) or not source:
         return None
-    made = _serialised(source, graph, weights_apart)
-    if made is None or not _fits(made, graph):
-        return None
-    return ShippedModel(
-        made.model_bytes, list(made.feeds), list(made.produced), PeerInputs.of(graph)
-    )
-
-
-@dataclass(frozen=True)
-class _Serialised:
-    """A model as shipped, serialised, with its fed inputs and its outputs by name."""
-
-    model_bytes: bytes
-    feeds: tuple[str, ...]
-    produced: tuple[str, ...]
-
-
-# Large models as shipped, serialised with their weights apart, by source: asking again
-# (a plan's check, then its compile, then the next plan's) reads nothing. Each holds the
-# graph's structure only; its weights are files that live as long as the process.
-_APART: dict[tuple[str, ...], _Serialised] = {}
-_APART_KEPT = 8
-
-
-def _serialised(source: str, graph: Graph, apart: bool) -> _Serialised | None:
-    """The model ``source`` names, serialised (its weights apart with ``apart``).
-
-    None if it no longer loads, cannot be serialised, or does not fit ``graph``
-    (:func:`_fits`). A large model serialised apart is kept by :func:`_source_key`, and
-    not read again.
-    """
-    key = _source_key(source) if apart else None
-    kept = None if key is None else _APART.get(key)
-    if kept is not None and _weights_there(kept.model_bytes):
-        return kept
-    try:
-        model = resolve_model(source)
-    except Exception:  # a source that no longer loads: the export stands in
-        return None
-    constants = {tensor.name for tensor in model.graph.initializer}
-    feeds = tuple(port.name for port in model.graph.input if port.name not in constants)
-    produced = tuple(port.name for port in model.graph.output)
-    if not _fits(_Serialised(b"", feeds, produced), graph):
-        return None
-    try:
-        model_bytes = weights.serialised_apart(model) if apart else model.SerializeToString()
-    except ValueError:  # over protobuf's 2 GB: the export, with its weights apart, stands in
-        return None
-    del model
-    made = _Serialised(model_bytes, feeds, produced)
-    if isinstance(model_bytes, weights.WeightsElsewhere):
-        release_freed_memory()  # the large model read and parsed: not carried into a compile
-        if key is not None:
-            while len(_APART) >= _APART_KEPT:
-                del _APART[next(iter(_APART))]
-            _APART[key] = made
-    return made
-
-
-def _weights_there(model_bytes: bytes) -> bool:
-    """Whether the folder of the weights ``model_bytes`` refers to is still there."""
-    return not isinstance(model_bytes, weights.WeightsElsewhere) or model_bytes.folder.is_dir()
-
-
-def _source_key(source: str) -> tuple[str, ...] | None:
-    """What identifies ``source``'s model: a zoo name, or a file's path, size and mtime.
-
-    None for a file that cannot be read (nothing is kept for it).
-    """
-    if source in zoo_names():  # made the same from its name in every process
-        return ("zoo", source)
-    try:
-        stat = Path(source).resolve().stat()
-    except OSError:
-        return None
-    return ("file", str(Path(source).resolve()), str(stat.st_size), str(stat.st_mtime_ns))
+    return _serialised(source, graph, weights_apart)
 
 
 def shipped_bytes(
@@ -176,7 +98,30 @@ def runs_as_shipped(graph: Graph, nodes: Sequence[Node], codegen: Codegen) -> bo
     return shipped_whole(graph, nodes, alone, [None], weights_apart=True) is not None
 
 
-def _fits(model: _Serialised, graph: Graph) -> bool:
+def _serialised(source: str, graph: Graph, apart: bool) -> ShippedModel | None:
+    """The model ``source`` names, serialised (its weights apart with ``apart``).
+
+    None if it no longer loads, cannot be serialised, or does not fit ``graph``
+    (:func:`_fits`). With ``apart`` it is :func:`~autopart.targets.peer.source_model`'s,
+    read once per process for a large model.
+    """
+    try:
+        if apart:
+            made = source_model(source)
+            feeds, produced, model_bytes = made.feeds, made.outputs, made.model_bytes
+        else:
+            model = resolve_model(source)
+            constants = {tensor.name for tensor in model.graph.initializer}
+            feeds = tuple(p.name for p in model.graph.input if p.name not in constants)
+            produced = tuple(port.name for port in model.graph.output)
+            model_bytes = model.SerializeToString()
+    except Exception:  # no longer loads, or over protobuf's 2 GB: the export stands in
+        return None
+    shipped = ShippedModel(model_bytes, list(feeds), list(produced), PeerInputs.of(graph))
+    return shipped if _fits(shipped, graph) else None
+
+
+def _fits(model: ShippedModel, graph: Graph) -> bool:
     """Whether ``model``'s ports are ``graph``'s by name.
 
     It is fed the graph's inputs and the frozen ones (:class:`PeerInputs`), and makes every
