@@ -102,6 +102,15 @@ class SourceModel:
     feeds: tuple[str, ...]
     outputs: tuple[str, ...]
 
+    @classmethod
+    def of(cls, proto: onnx.ModelProto, model_bytes: bytes) -> SourceModel:
+        """``proto``'s ports, with ``model_bytes`` (its serialisation) beside them."""
+        constants = {tensor.name for tensor in proto.graph.initializer}
+        inputs = tuple(port.name for port in proto.graph.input)
+        feeds = tuple(name for name in inputs if name not in constants)
+        outputs = tuple(port.name for port in proto.graph.output)
+        return cls(model_bytes, inputs, feeds, outputs)
+
 
 # Large models as shipped, serialised with their weights apart, by source: asking again
 # (each peer, a plan's check, its compile, the next plan's) reads nothing. Each holds the
@@ -123,11 +132,7 @@ def source_model(source: str | Path) -> SourceModel:
     if kept is not None and _weights_there(kept.model_bytes):
         return kept
     proto = resolve_model(source)
-    constants = {tensor.name for tensor in proto.graph.initializer}
-    inputs = tuple(port.name for port in proto.graph.input)
-    feeds = tuple(name for name in inputs if name not in constants)
-    outputs = tuple(port.name for port in proto.graph.output)
-    made = SourceModel(serialised_apart(proto), inputs, feeds, outputs)
+    made = SourceModel.of(proto, serialised_apart(proto))
     del proto
     if isinstance(made.model_bytes, WeightsElsewhere):
         release_freed_memory()  # the large model read and parsed: not carried into a compile

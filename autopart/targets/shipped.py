@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from autopart.errors import TargetError
 from autopart.ir.graph import Graph, Node
 from autopart.targets.codegen import HOST, Codegen, Placement
-from autopart.targets.peer import PeerInputs, source_model
+from autopart.targets.peer import PeerInputs, SourceModel, source_model
 from autopart.zoo import resolve_model
 
 
@@ -108,26 +108,22 @@ def _serialised(source: str, graph: Graph, apart: bool) -> ShippedModel | None:
     try:
         if apart:
             made = source_model(source)
-            feeds, produced, model_bytes = made.feeds, made.outputs, made.model_bytes
         else:
             model = resolve_model(source)
-            constants = {tensor.name for tensor in model.graph.initializer}
-            feeds = tuple(p.name for p in model.graph.input if p.name not in constants)
-            produced = tuple(port.name for port in model.graph.output)
-            model_bytes = model.SerializeToString()
+            made = SourceModel.of(model, model.SerializeToString())
     except Exception:  # no longer loads, or over protobuf's 2 GB: the export stands in
         return None
-    shipped = ShippedModel(model_bytes, list(feeds), list(produced), PeerInputs.of(graph))
+    inputs = PeerInputs.of(graph)
+    shipped = ShippedModel(made.model_bytes, list(made.feeds), list(made.outputs), inputs)
     return shipped if _fits(shipped, graph) else None
 
 
 def _fits(model: ShippedModel, graph: Graph) -> bool:
     """Whether ``model``'s ports are ``graph``'s by name.
 
-    It is fed the graph's inputs and the frozen ones (:class:`PeerInputs`), and makes every
-    output of the graph.
+    It is fed the graph's inputs and the frozen ones (its :class:`PeerInputs`), and makes
+    every output of the graph.
     """
-    inputs = PeerInputs.of(graph)
-    if set(model.feeds) != set(graph.inputs) | set(inputs.frozen):
+    if set(model.feeds) != set(graph.inputs) | set(model.inputs.frozen):
         return False
     return set(graph.outputs) <= set(model.produced)

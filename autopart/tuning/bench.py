@@ -124,8 +124,8 @@ def _bench_model(
     if not any(name in measured for name in plans):
         why = next(iter(failures.values()), "no plan ran")
         raise AutopartError(f"no plan of {model} could run: {why}")
-    peer_medians = {name: measured[name].median_s for name in peers_run if name in measured}
-    best = best_peer({name: measured[name] for name in peer_medians})
+    timed_peers = [name for name in peers_run if name in measured]
+    best = best_peer({name: measured[name] for name in timed_peers})
     best_single = _best_single(measured, candidates)
     floor = _noise_floor(measured)
     spread = noise_spread(measured)
@@ -140,7 +140,7 @@ def _bench_model(
                 "median_ms": result.median_s * 1e3,
                 "predicted_ms": predicted[name] * 1e3 if name in predicted else np.nan,
                 **{
-                    column: paired_ratio(result, measured[peer]) if peer in peer_medians else np.nan
+                    column: paired_ratio(result, measured[peer]) if peer in timed_peers else np.nan
                     for peer, column in columns.items()
                 },
                 "vs_best_peer": np.nan if best is None else paired_ratio(result, measured[best]),

@@ -117,7 +117,7 @@ def ratio_interval(first: Measured, second: Measured) -> Interval:
         return _unpaired_interval(first.round_medians, second.round_medians)
     if not a:
         return Interval(math.nan, 0.0, math.inf, 0)
-    ratio = paired_ratio(first, second)
+    ratio = statistics.median(a) / statistics.median(b)  # paired_ratio's, pairs in hand
     if len(a) < enough:
         return Interval(ratio, 0.0, math.inf, len(a))
     if np.ptp(a) == 0.0 and np.ptp(b) == 0.0:
