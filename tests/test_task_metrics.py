@@ -24,7 +24,7 @@ from autopart.plan.schema import Plan
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.openvino import codegen as ovgen
-from autopart.targets.peer import PeerInputs
+from autopart.targets.peer import PeerInputs, Runner
 from autopart.targets.registry import declared_peers
 from autopart.tuning.accuracy import AccuracyPolicy
 from autopart.tuning.judge import Judge, load_dataset, split_samples
@@ -327,8 +327,6 @@ def test_the_qdq_peer_is_quantize_static_at_its_defaults_on_the_calibration_samp
     """squeezenet is opset 9, which the quantiser converts to 11 first: the peer converts
     the structure alone, its weights left in their files (vgg19: 3.1 GiB less), and the
     quantiser converts nothing more."""
-    from onnxruntime.quantization import CalibrationDataReader, quantize_static
-
     from autopart.ir.weights import raw_size
 
     converted: list[int] = []  # the largest weight each conversion was given
@@ -344,7 +342,39 @@ def test_the_qdq_peer_is_quantize_static_at_its_defaults_on_the_calibration_samp
     assert not notes
     assert len(converted) == 1 and converted[0] < 1024  # the small ones stay inline
     monkeypatch.setattr(onnx.version_converter, "convert_version", convert)
-    source, quantised = tmp_path / "m.onnx", tmp_path / "q.onnx"
+    _assert_quantize_static_by_hand(runner["onnxruntime + qdq int8"], inputs, probes, tmp_path)
+
+
+def test_a_structure_the_converter_rejects_is_left_to_the_quantiser_to_convert_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from autopart.ir.weights import raw_size
+
+    converted: list[int] = []  # the largest weight each conversion was given
+    convert = onnx.version_converter.convert_version
+
+    def structure_rejected(model: onnx.ModelProto, opset: int) -> onnx.ModelProto:
+        converted.append(max(raw_size(t) for t in model.graph.initializer))
+        if len(converted) == 1:
+            raise RuntimeError("no adapter for the structure alone")
+        return convert(model, opset)
+
+    monkeypatch.setattr(onnx.version_converter, "convert_version", structure_rejected)
+    _, inputs, probes = _calibrated("squeezenet")
+    runner, notes = peers("squeezenet", inputs, only="onnxruntime + qdq int8")
+    assert not notes
+    assert len(converted) == 2 and converted[0] < 1024 < converted[1]  # then whole
+    monkeypatch.setattr(onnx.version_converter, "convert_version", convert)
+    _assert_quantize_static_by_hand(runner["onnxruntime + qdq int8"], inputs, probes, tmp_path)
+
+
+def _assert_quantize_static_by_hand(
+    runner: Runner, inputs: PeerInputs, probes: list[dict[str, np.ndarray]], folder: Path
+) -> None:
+    """``runner`` computes what squeezenet quantised by ``quantize_static`` by hand does."""
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
+
+    source, quantised = folder / "m.onnx", folder / "q.onnx"
     onnx.save(resolve_model("squeezenet"), str(source))
 
     class Reader(CalibrationDataReader):  # type: ignore[misc]
@@ -357,7 +387,7 @@ def test_the_qdq_peer_is_quantize_static_at_its_defaults_on_the_calibration_samp
     quantize_static(str(source), str(quantised), Reader())
     for feeds in probes:
         (expected,) = run_onnxruntime(quantised, feeds)
-        (got,) = runner["onnxruntime + qdq int8"](feeds).values()
+        (got,) = runner(feeds).values()
         np.testing.assert_array_equal(got, expected)
 
 

@@ -88,6 +88,18 @@ def peer_model_bytes(model: PeerModel, proto: onnx.ModelProto | None = None) -> 
     return serialised_apart(proto)
 
 
+def peer_source(model: PeerModel) -> SourceModel:
+    """:func:`peer_model` serialised as :func:`peer_model_bytes` does, with its ports.
+
+    A file or zoo name is :func:`source_model`'s, read once per process; the parsed model
+    of anything else is not kept beside its bytes.
+    """
+    if isinstance(model, str | Path):
+        return source_model(model)
+    proto = peer_model(model)
+    return SourceModel.of(proto, peer_model_bytes(model, proto))
+
+
 @dataclass(frozen=True)
 class SourceModel:
     """A model as shipped, serialised, and its ports by name.

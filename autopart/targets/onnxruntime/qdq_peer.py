@@ -90,11 +90,18 @@ def _convert_structure(source: Path, opset: int) -> None:
     their files, which the converted model still names. The quantiser, finding the opset
     it wants, converts nothing: converting vgg19 whole (opset 9) held it three times over,
     3.1 GiB. The model that reaches the quantiser is the same, weights and structure
-    (checked on the zoo's opset-9 models).
+    (checked on the zoo's opset-9 models). Where the converter rejects the structure
+    alone, ``source`` is left as it was, for the quantiser to convert whole as it would.
     """
     structure = onnx.load(str(source), load_external_data=False)
-    converted = onnx.version_converter.convert_version(structure, opset)
-    onnx.save(converted, str(source))
+    try:
+        converted = onnx.version_converter.convert_version(structure, opset)
+    except Exception:  # the converter's errors are of many types; the quantiser's own try
+        return
+    del structure
+    written = source.with_name(f"{source.stem}.converted{source.suffix}")
+    onnx.save(converted, str(written))
+    written.replace(source)
 
 
 def _quantize(source: Path, target: Path, samples: Sequence[dict[str, Any]], large: bool) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from autopart.errors import TargetError
 from autopart.targets.openvino import library
 from autopart.targets.openvino.peer import compiled_runner
-from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model
+from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_source
 
 PRECISION = "int8"
 MISSING = "NNCF is not installed: pip install -e '.[int8-peers]' (or pip install nncf)"
@@ -41,11 +41,10 @@ def nncf_int8(model: PeerModel, inputs: PeerInputs | None = None) -> Runner:
     fixed = inputs or PeerInputs()
     if not fixed.calibration:
         raise TargetError("openvino + nncf int8 needs calibration samples")
-    proto = peer_model(model)
-    declared = [value.name for value in proto.graph.input]
-    wanted = [value.name for value in proto.graph.output]
-    ov_model = library.read_onnx(proto.SerializeToString())
-    del proto
+    source = peer_source(model)  # a large file or zoo name: read once, its weights as files
+    declared, wanted = list(source.inputs), list(source.outputs)
+    ov_model = library.read_onnx(source.model_bytes)
+    del source
     shapes = fixed.static_shapes()
     if shapes:
         library.reshape_dynamic(ov_model, shapes)

@@ -11,21 +11,12 @@ and that precision: OpenVINO's own defaults.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from autopart.targets.openvino import library
-from autopart.targets.peer import (
-    Peer,
-    PeerInputs,
-    PeerModel,
-    Runner,
-    peer_model,
-    peer_model_bytes,
-    source_model,
-)
+from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_source
 
 
 def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool = False) -> Runner:
@@ -39,16 +30,10 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     large weights are files, which OpenVINO maps and reads again instead.
     """
     fixed = inputs or PeerInputs()
-    if isinstance(model, str | Path):  # read once per process (source_model)
-        source = source_model(model)
-        declared, wanted = list(source.inputs), list(source.outputs)
-        model_bytes = source.model_bytes
-    else:
-        proto = peer_model(model)
-        declared = [value.name for value in proto.graph.input]
-        wanted = [value.name for value in proto.graph.output]
-        model_bytes = peer_model_bytes(model, proto)
-        del proto  # not held beside its bytes and what compiling them makes
+    source = peer_source(model)  # a file or zoo name: read once per process
+    declared, wanted = list(source.inputs), list(source.outputs)
+    model_bytes = source.model_bytes
+    del source
     settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
     compiled = library.compiled_once(model_bytes, settings, fixed.static_shapes())
     del model_bytes
