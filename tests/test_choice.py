@@ -16,6 +16,7 @@ from autopart.tuning.choice import (
     decide,
     explain,
     paired_ratio,
+    peers_behind,
     ratio_interval,
     within_tolerance,
 )
@@ -280,6 +281,37 @@ def test_runners_measurably_behind_the_kept_one_or_wrong_leave_the_race() -> Non
     }
     measured["wrong"].tolerance, measured["wrong"].max_error = 1.0, 2.0  # quickest, but wrong
     assert sorted(behind(measured, runners)) == ["slow", "wrong"]
+
+
+def test_peers_measurably_behind_the_best_peer_leave_once_done_with_their_rounds() -> None:
+    """The bench holds every peer for its rounds; then one that cannot be the bar leaves."""
+    measured = {
+        "best": _rounds(_noisy(8.0, 6, 0.01, 1)),
+        "close": _rounds(_noisy(8.05, 6, 0.03, 2)),
+        "slow": _rounds(_noisy(12.0, 6, 0.01, 3)),
+        "wrong": _rounds(_noisy(4.0, 6, 0.01, 4)),
+        "plan": _rounds(_noisy(20.0, 6, 0.01, 5)),
+    }
+    measured["wrong"].tolerance, measured["wrong"].max_error = 1.0, 2.0  # quicker, no bar
+    peers = ["best", "close", "slow", "wrong"]
+    assert peers_behind(measured, peers, rounds=6) == ["slow"]  # never a plan
+    assert peers_behind(measured, peers, rounds=7) == []  # not done with its rounds
+    assert peers_behind(measured, ["slow"], rounds=6) == []  # the best peer stays
+    assert peers_behind({}, peers, rounds=6) == []
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    centres=st.lists(st.floats(1.0, 20.0), min_size=2, max_size=5),
+    seed=st.integers(0, 1000),
+)
+def test_the_best_peer_never_leaves_the_rounds(centres: list[float], seed: int) -> None:
+    names = [f"p{i}" for i in range(len(centres))]
+    measured = {
+        name: _rounds(_noisy(centre, 6, 0.02, seed + i))
+        for i, (name, centre) in enumerate(zip(names, centres, strict=True))
+    }
+    assert best_peer(measured) not in peers_behind(measured, names, rounds=6)
 
 
 @settings(max_examples=40, deadline=None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Mapping
 
 import numpy as np
@@ -81,6 +82,40 @@ def test_heats_hold_at_most_so_many_plans_and_measure_every_one(
     assert entered["numpy"] < entered["ort relu"]  # the last plan entered in a later heat
     every_round = set(measured["reference alone"].round_indices)  # the peer ran in all
     assert all(set(r.round_indices) <= every_round for r in measured.values())
+
+
+def test_a_peer_leaving_the_rounds_is_freed_then() -> None:
+    """The rounds own the peers handed to them: one eliminated is not held beside the plans
+    still racing (vgg19's bench held five peers, 2 GiB, to its last heat)."""
+    plans, graph = _plans()
+    feeds = random_inputs(graph, 0)
+    outputs = Executor(graph).run(feeds).outputs
+    peers = {name: _Peer(outputs) for name in ("slow", "quick")}
+    slow = weakref.ref(peers["slow"])
+    alive_after: list[bool] = []
+
+    def eliminate(so_far: Mapping[str, Measured]) -> list[str]:
+        alive_after.append(slow() is not None)
+        return ["slow"]
+
+    measured = measure_plans(
+        graph, plans, feeds, rounds=5, min_timed_s=0.0, heats=Heats(held=2),
+        peers=peers, eliminate=eliminate,
+    )  # fmt: skip
+    assert peers == {}  # handed over
+    assert alive_after[0] and not any(alive_after[1:]) and len(alive_after) > 1
+    assert set(measured) == {*plans, "slow", "quick"}  # what it measured stays
+    assert len(measured["slow"].round_medians) < len(measured["quick"].round_medians)
+
+
+class _Peer:
+    """A peer runner that answers with fixed outputs (a class, to be weakly referenced)."""
+
+    def __init__(self, outputs: Mapping[str, np.ndarray]) -> None:
+        self.outputs = dict(outputs)
+
+    def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return self.outputs
 
 
 def test_without_heats_every_plan_is_compiled_at_once(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -472,8 +472,9 @@ def test_contested_plans_race_on_alone_in_batches_of_rounds() -> None:
         return ["b", "a", "unknown"]  # names that are not runners are ignored
 
     measured = measure_plans(
-        graph, {}, feeds, rounds=4, min_timed_s=0.0, peers=peers, race=race, race_batches=2
-    )
+        graph, {}, feeds, rounds=4, min_timed_s=0.0, peers=dict(peers), race=race,
+        race_batches=2,
+    )  # fmt: skip
     assert [len(measured[n].round_medians) for n in "abc"] == [12, 12, 4]
     assert looks == [{"a": 4, "b": 4, "c": 4}, {"a": 8, "b": 8, "c": 4}]
 

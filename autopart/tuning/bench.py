@@ -30,7 +30,7 @@ from autopart.profile.core_sharing import process_probe
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.targets.registry import declared_peers
-from autopart.tuning.choice import best_peer, paired_ratio, ratio_interval
+from autopart.tuning.choice import best_peer, paired_ratio, peers_behind, ratio_interval
 from autopart.tuning.heats import Heats
 from autopart.tuning.judge import Judge
 from autopart.tuning.locate import Located, locate
@@ -103,20 +103,22 @@ def _bench_model(
     twins[AGAIN] = AGAIN  # compiled and timed on its own: the run's noise floor
     plans[AGAIN] = plans[TUNED]
     failures: dict[str, str] = {}
-    peers_run, _ = peers(model, PeerInputs.of(graph), failures=failures)
+    peer_runners, _ = peers(model, PeerInputs.of(graph), failures=failures)
+    peers_run = list(peer_runners)  # handed to the rounds, which free each peer it retires
     measured = measure_plans(
         graph,
         _first_what_the_bench_is_for(plans, twins),
         random_inputs(graph, 0),
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("bench", d, t, s),
-        peers=peers_run,
+        peers=peer_runners,
         peer_linger_s=peer_lingers(),
         failures=failures,
         judge=judge,
         tolerance=options.accuracy_policy.tolerance_rule(graph, judge.metric),
         probe=process_probe(),
         heats=Heats(VERIFY.race_held),  # the tuned plan and its second copy first
+        eliminate=functools.partial(peers_behind, peers=peers_run, rounds=options.rounds),
     )
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     measured = {n: measured[n] for n in [*plans, *peers_run] if n in measured}

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,6 +161,32 @@ def best_peer(peers: Mapping[str, Measured]) -> str | None:
     """
     within = [name for name, result in peers.items() if result.correct]
     return min(within, key=lambda name: peers[name].median_s, default=None)
+
+
+def peers_behind(
+    measured: Mapping[str, Measured], peers: Collection[str], rounds: int
+) -> list[str]:
+    """The peers that can no longer be the best peer, once done with their ``rounds``.
+
+    Those of ``peers`` with ``rounds`` timed rounds in ``measured`` whose ratio's interval
+    against :func:`best_peer` lies above 1: measurably slower. The best peer itself never;
+    a peer over its tolerance never (it may be quicker than the bar, and its column says
+    by how much). Once such a peer leaves the rounds, the plans racing later are compared
+    with it over its own rounds (:func:`ratio_interval`, unpaired).
+    """
+    timed = {name: measured[name] for name in peers if name in measured}
+    best = best_peer(timed)
+    if best is None:
+        return []
+    bar = timed[best]
+    return [
+        name
+        for name, result in timed.items()
+        if name != best
+        and result.correct
+        and len(result.round_medians) >= rounds
+        and ratio_interval(result, bar).low > 1.0
+    ]
 
 
 @dataclass(frozen=True)

@@ -125,7 +125,7 @@ def measure_plans(
     rounds: int = 10,
     warmup: int = WARMUP_ROUNDS,
     progress: Progress | None = None,
-    peers: Mapping[str, Runner] | None = None,
+    peers: dict[str, Runner] | None = None,
     peer_linger_s: Mapping[str, float] | None = None,
     min_timed_s: float = 2.0,
     race: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
@@ -153,7 +153,9 @@ def measure_plans(
     so many plans are compiled at once (:class:`Heats`).
 
     ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in every
-    round: each takes the feeds and returns the outputs by name. After a block of a runner
+    round: each takes the feeds and returns the outputs by name. They are handed over:
+    ``peers`` is emptied, so that a peer leaving the rounds (eliminated, failed) is freed
+    then, not held to the end beside the plans still compiling. After a block of a runner
     whose library keeps cores busy once it returns (a plan's ``linger_s``, a peer's
     ``peer_linger_s``), the next runner waits that long, not to be timed on busy cores.
 
@@ -179,8 +181,8 @@ def measure_plans(
     is dropped for every runner (counted in its ``shared_rounds``) and run again, at most
     as many times as rounds were planned; later ones are kept.
     """
-    peers = dict(peers or {})
-    results = {name: Measured() for name in [*plans, *peers]}
+    handed = {name: peers.pop(name) for name in list(peers)} if peers else {}
+    results = {name: Measured() for name in [*plans, *handed]}
     if reference is None:
         reference = Executor(graph).run(feeds).outputs
     check_reference_finite(graph, reference, "the inputs timed")
@@ -189,13 +191,14 @@ def measure_plans(
     state.probe = probe
     with contextlib.ExitStack() as stack:
         lingers = dict(peer_linger_s or {})
-        state.runners = {name: _peer_block(p, lingers.get(name, 0.0)) for name, p in peers.items()}
+        for name in list(handed):  # the rounds' own reference is the only one left
+            state.runners[name] = _peer_block(handed.pop(name), lingers.get(name, 0.0))
         state.eliminate, state.heats = eliminate, heats
         state.judge = judge or Judge(graph)
         state.compile(plans, stack)
         state.check_samples(list(state.runners))
         state.hold_to(tolerance)
-        state.run_rounds([*plans, *peers], rounds, min_timed_s, race, race_batches)
+        state.run_rounds(list(results), rounds, min_timed_s, race, race_batches)
     return {name: result for name, result in results.items() if result.latencies}
 
 

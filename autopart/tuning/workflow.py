@@ -333,7 +333,7 @@ def _verify(
     )
     release_freed_memory()  # what compiling the peers left behind
     failures: dict[str, str] = {}
-    runners = choice.runners_of(candidates, twins, peer_runs)
+    runners, peer_names = choice.runners_of(candidates, twins, peer_runs), list(peer_runs)
     race = choice.BudgetedRace(runners, prepared.clock)
     notes.extend(entry.notes)
     measured = measure_plans(
@@ -353,7 +353,7 @@ def _verify(
         heats=None if options.thorough else Heats(VERIFY.race_held, race.admitting),
     )
     notes.extend(shared_note(measured))
-    peer_results = {name: measured.pop(name) for name in peer_runs if name in measured}
+    peer_results = {name: measured.pop(name) for name in peer_names if name in measured}
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     notes.extend(race_note(measured, twins))
     notes.extend(failure_notes(failures))
