@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from autopart.tuning.hosts_tune import HostTuneReport
-    from autopart.tuning.workflow import TuneReport
+    from autopart.tuning.tune_report import TuneReport
 
 __all__ = [
     "BenchOptions",

@@ -41,7 +41,8 @@ from autopart.search.options import Method, Objective, SearchOptions
 from autopart.tuning.metrics import AGREEMENT, MAX_REL, TOPK, Metric
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.plan_rows import PlanRow, plan_precisions
-from autopart.tuning.workflow import TuneReport, tune_model
+from autopart.tuning.tune_report import TuneReport
+from autopart.tuning.workflow import tune_model
 
 
 @click.command("tune")

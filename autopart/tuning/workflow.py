@@ -57,7 +57,6 @@ from autopart.tuning.peers import PeerInputs, peer_lingers, peers
 from autopart.tuning.plan_rows import (
     REPORT_CSV,
     REPORT_JSON,
-    PlanRow,
     drift_note,
     failure_notes,
     plan_rows,
@@ -67,6 +66,7 @@ from autopart.tuning.plan_rows import (
 from autopart.tuning.profiling import profile_stage
 from autopart.tuning.screen import Screening
 from autopart.tuning.settings import ACCURACY, VERIFY
+from autopart.tuning.tune_report import TuneReport
 from autopart.tuning.verify import Measured, measure_plans
 
 SEARCH_FLOOR_S = 1.0  # the search's least budget, the clock spent or not: an ILP's moment
@@ -107,50 +107,6 @@ class Prepared:
     screening: Screening | None = None
     clock: Clock = field(default_factory=lambda: Clock(None))
     judge: Judge | None = None
-
-
-@dataclass
-class TuneReport:
-    """What a tune did and where it saved it.
-
-    ``chosen`` names the plan kept (``plan``, saved at ``plan_path``), ``search_pick`` the
-    one the search preferred before running; ``rows`` has every candidate's predicted and
-    measured figures; ``planned_only`` says nothing ran (another machine's profile);
-    ``decision`` is how the measurements chose (None when nothing was measured);
-    ``partitions_measured`` reports the candidate partitions timed whole before the race;
-    ``screening`` what the screen measured and kept (None: no screen ran); ``judge`` what
-    judged the outputs (:mod:`autopart.tuning.judge`; None: nothing was judged here).
-    """
-
-    model: str
-    directory: Path
-    plan_path: Path
-    plan: Plan
-    chosen: str
-    search_pick: str
-    outcome: SearchOutcome
-    rows: list[PlanRow]
-    profiled: ProfileReport | None
-    planned_only: bool
-    notes: list[str] = field(default_factory=list)
-    peers: dict[str, Measured] = field(default_factory=dict)
-    decision: choice.Decision | None = None
-    partitions_measured: ProfileReport | None = None
-    screening: Screening | None = None
-    judge: Judge | None = None
-
-    @property
-    def vs_best_peer(self) -> float | None:
-        """The chosen plan's measured median over the quickest peer's within the tolerance.
-
-        As ``bench``'s best peer: a peer whose outputs are beyond the tolerance (OpenVINO as
-        installed under ``--precision f32``) is no bar. None when no such peer ran.
-        """
-        chosen = next((row for row in self.rows if row.name == self.chosen), None)
-        best = choice.best_peer(self.peers)
-        if chosen is None or chosen.measured_s is None or best is None:
-            return None
-        return chosen.measured_s / self.peers[best].median_s
 
 
 def tune_model(
@@ -305,7 +261,7 @@ def _tune(
     return TuneReport(
         graph.name, prepared.directory, Path(options.output) if options.output else plan_path,
         plan, final, pick, outcome, rows, prepared.profiled, prepared.planned_only, notes,
-        peer_results, decision, prepared.measured, prepared.screening, prepared.judge,
+        peer_results, decision, prepared.measured, prepared.screening, prepared.judge, measured,
     )  # fmt: skip
 
 
