@@ -143,6 +143,7 @@ def measure(
     same rounds and are returned under their names.
     """
     kept, twins = distinct_plans(plans)
+    twins.update({name: name for name in peers or {}})
     with Progress(
         TextColumn("{task.description:<40}"), BarColumn(), TimeElapsedColumn(), console=console
     ) as bar:
@@ -153,9 +154,14 @@ def measure(
             bar.update(task, completed=done, total=total, description=label[:40])
 
         measured = measure_plans(
-            graph, kept, random_inputs(graph, 0), rounds, warmup, progress=progress, peers=peers
+            graph,
+            kept,
+            random_inputs(graph, 0),
+            rounds,
+            warmup,
+            progress=progress,
+            peers=dict(peers or {}),
         )
-    twins.update({name: name for name in peers or {}})
     return {name: measured[twin] for name, twin in twins.items() if twin in measured}
 
 
