@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 
@@ -36,3 +39,50 @@ def test_a_bench_with_no_saved_plan_tunes_first_and_benches_the_plan_the_tune_ke
         == next((tmp_path / "search").glob("*/plan.json")).stat().st_mtime_ns
     )
     assert (again["kind"] == "chosen").sum() == 1
+
+
+@pytest.mark.slow
+def test_a_bench_lets_a_peer_measurably_behind_go_once_done_with_its_rounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bench races its plans in heats beside the peers; a peer measurably slower than
+    the best one leaves once it has had the rounds asked, freeing what it compiled for the
+    later heats (vgg19's bench held five peers, 2 GiB, to its last heat)."""
+    from autopart import api
+    from autopart.runtime.executor import Executor
+    from autopart.tuning import bench
+    from autopart.tuning.peers import peer_names
+    from autopart.tuning.verify import Measured, measure_plans
+
+    model = tmp_path / "tiny_cnn.onnx"
+    onnx.save(tiny_cnn(), model)
+    options = BenchOptions.build(
+        targets=["cpu@numpy", "cpu@onnxruntime"], rounds=6,
+        profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+    )  # fmt: skip
+    bench_models([str(model)], options)  # the tune, with the real peers, saves its plan
+    executor = Executor(api.load(str(model)))
+
+    def quick(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return executor.run(feeds).outputs
+
+    def slow(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        time.sleep(0.02)
+        return quick(feeds)
+
+    fast_name, slow_name = peer_names()[:2]  # two peers' names, these runners behind them
+    runners = {fast_name: quick, slow_name: slow}
+    monkeypatch.setattr(bench, "peers", lambda *_, **__: (dict(runners), []))
+    rounds: dict[str, int] = {}
+
+    def measured(*args: object, **kwargs: object) -> dict[str, Measured]:
+        result = measure_plans(*args, **kwargs)  # type: ignore[arg-type]
+        rounds.update({name: len(m.round_medians) for name, m in result.items()})
+        return result
+
+    monkeypatch.setattr(bench, "measure_plans", measured)
+    table = bench_models([str(model)], options).set_index("plan")
+    assert 6 <= rounds[slow_name] < rounds[fast_name]  # its rounds, then it left
+    assert table.loc[slow_name, "vs_best_peer_low"] > 1.0
+    plans = table[(table["kind"] != "peer") & (table["error"] == "")]
+    assert len(plans) > 2 and plans["vs_best_peer"].notna().all()  # each against the bar
