@@ -72,6 +72,8 @@ def profile_stage(
     if located.given is not None:
         return Profiled(located.given, None, None, targets, None, unscreened)
     if options.search.constraints is not None:  # a bad pin fails before anything is timed
+        if progress is not None:  # the first ask probes the libraries (int8 agreement: 9 s)
+            progress("targets", 0, 0, f"which nodes each of {len(targets)} targets runs")
         apply(support_costs(graph, targets), options.search.constraints)
     screening = None
     if screens(options, targets):
