@@ -152,12 +152,10 @@ def measure_plans(
     to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``. With ``heats``, only
     so many plans are compiled at once (:class:`Heats`).
 
-    ``peers`` are other runners (e.g. onnxruntime alone) timed by wall clock in every
-    round: each takes the feeds and returns the outputs by name. They are handed over:
-    ``peers`` is emptied, so that a peer leaving the rounds (eliminated, failed) is freed
-    then, not held to the end beside the plans still compiling. After a block of a runner
-    whose library keeps cores busy once it returns (a plan's ``linger_s``, a peer's
-    ``peer_linger_s``), the next runner waits that long, not to be timed on busy cores.
+    ``peers``, runners from feeds to outputs by name (onnxruntime alone), are timed in every
+    round; ``peers`` is emptied, so one leaving the rounds is freed then. After a block of
+    a runner whose library keeps cores busy once it returns (a plan's ``linger_s``, a
+    peer's ``peer_linger_s``), the next runner waits that long, not to be timed on them.
 
     ``race`` names, given the results so far, the plans still in contention (none, or
     fewer than two: the race is over). Those race on alone, ``rounds`` more rounds at a
