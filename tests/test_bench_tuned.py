@@ -16,16 +16,22 @@ from autopart.tuning.options import BenchOptions
 from tests.test_profile import tiny_cnn
 
 
+def _tiny_bench(folder: Path, rounds: int) -> tuple[Path, BenchOptions]:
+    """A small CNN saved in ``folder``, and a bench of it on two targets in ``rounds``."""
+    model = folder / "tiny_cnn.onnx"
+    onnx.save(tiny_cnn(), model)
+    options = BenchOptions.build(
+        targets=["cpu@numpy", "cpu@onnxruntime"], rounds=rounds,
+        profiles_dir=folder / "profiles", search_dir=folder / "search",
+    )  # fmt: skip
+    return model, options
+
+
 @pytest.mark.slow
 def test_a_bench_with_no_saved_plan_tunes_first_and_benches_the_plan_the_tune_kept(
     tmp_path: Path,
 ) -> None:
-    model = tmp_path / "tiny_cnn.onnx"
-    onnx.save(tiny_cnn(), model)
-    options = BenchOptions.build(
-        targets=["cpu@numpy", "cpu@onnxruntime"], rounds=2,
-        profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
-    )  # fmt: skip
+    model, options = _tiny_bench(tmp_path, rounds=2)
     table = bench_models([str(model)], options)
     (saved,) = (tmp_path / "search").glob("*/plan.json")  # the tune saved it
     kept = Plan.load(saved)
@@ -54,12 +60,7 @@ def test_a_bench_lets_a_peer_measurably_behind_go_once_done_with_its_rounds(
     from autopart.tuning.peers import peer_names
     from autopart.tuning.verify import Measured, measure_plans
 
-    model = tmp_path / "tiny_cnn.onnx"
-    onnx.save(tiny_cnn(), model)
-    options = BenchOptions.build(
-        targets=["cpu@numpy", "cpu@onnxruntime"], rounds=6,
-        profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
-    )  # fmt: skip
+    model, options = _tiny_bench(tmp_path, rounds=6)
     bench_models([str(model)], options)  # the tune, with the real peers, saves its plan
     executor = Executor(api.load(str(model)))
 
