@@ -33,6 +33,14 @@ def _noisy(centre: float, count: int, spread: float, seed: int) -> list[float]:
     return [float(centre * (1 + spread * x)) for x in rng.standard_normal(count)]
 
 
+def _around(prefix: str, centres: list[float], seed: int) -> dict[str, Measured]:
+    """Runners ``<prefix>0``, ``<prefix>1``... of 6 rounds each, 2% around their centres."""
+    return {
+        f"{prefix}{i}": _rounds(_noisy(centre, 6, 0.02, seed + i))
+        for i, centre in enumerate(centres)
+    }
+
+
 def test_a_clear_difference_gives_an_interval_that_excludes_one() -> None:
     quick, slow = _rounds(_noisy(8.0, 20, 0.01, 1)), _rounds(_noisy(10.0, 20, 0.01, 2))
     interval = ratio_interval(quick, slow)
@@ -306,11 +314,8 @@ def test_peers_measurably_behind_the_best_peer_leave_once_done_with_their_rounds
     seed=st.integers(0, 1000),
 )
 def test_the_best_peer_never_leaves_the_rounds(centres: list[float], seed: int) -> None:
-    names = [f"p{i}" for i in range(len(centres))]
-    measured = {
-        name: _rounds(_noisy(centre, 6, 0.02, seed + i))
-        for i, (name, centre) in enumerate(zip(names, centres, strict=True))
-    }
+    measured = _around("p", centres, seed)
+    names = list(measured)
     assert best_peer(measured) not in peers_behind(measured, names, rounds=6)
 
 
@@ -320,12 +325,8 @@ def test_the_best_peer_never_leaves_the_rounds(centres: list[float], seed: int) 
     seed=st.integers(0, 1000),
 )
 def test_the_runner_kept_never_leaves_the_race(centres: list[float], seed: int) -> None:
-    names = [f"r{i}" for i in range(len(centres))]
-    runners = {name: Runner(1, name) for name in names}
-    measured = {
-        name: _rounds(_noisy(centre, 6, 0.02, seed + i))
-        for i, (name, centre) in enumerate(zip(names, centres, strict=True))
-    }
+    measured = _around("r", centres, seed)
+    runners = {name: Runner(1, name) for name in measured}
     decision = decide(measured, runners)
     assert decision is not None and decision.chosen not in behind(measured, runners)
 
