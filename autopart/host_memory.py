@@ -70,6 +70,21 @@ def retain_freed_memory() -> bool:
     return _applied
 
 
+def freeze_loaded_objects() -> None:
+    """Exempt every object alive now from the cyclic collector's passes, for good.
+
+    For a process that owns its interpreter (the console script), once its modules are
+    imported: their ~140k functions, types and dicts live as long as the process, yet every
+    full collection walked them. Each of a resnet50 tune's 45 collections in
+    :func:`release_freed_memory` took 0.09-0.14 s and found nothing but the stage's
+    garbage: 4.7 s of a 57 s tune. Garbage already in cycles is collected first, so that
+    freezing keeps nothing that was dead. Never for a library's caller: their objects are
+    theirs to collect.
+    """
+    gc.collect()
+    gc.freeze()
+
+
 def release_freed_memory() -> bool:
     """Collect cyclic garbage, then hand the heap's free pages back to the kernel.
 

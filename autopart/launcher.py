@@ -4,7 +4,9 @@ Importing :mod:`autopart` changes nothing in the process. The command line owns 
 process, so before numpy is loaded it asks OpenBLAS's idle threads to stop spinning soon
 (``OPENBLAS_THREAD_TIMEOUT``, unless the user set it: their spin slowed the next lane's run
 by up to 1.7x on a machine whose cores onnxruntime and OpenCL also use) and keeps freed
-host memory in the heap (:func:`autopart.host_memory.retain_freed_memory`). SIGINT and
+host memory in the heap (:func:`autopart.host_memory.retain_freed_memory`); once the
+command line is imported, its modules' objects are left out of the collector's passes
+(:func:`autopart.host_memory.freeze_loaded_objects`). SIGINT and
 SIGTERM are taken first of all (:func:`autopart.interrupts.run_interruptible`), so that
 one line and exit status 130 or 143 end the process whenever they come. Memory is watched
 (:func:`autopart.limits.memory_watch`): a command about to run the machine out of memory,
@@ -34,12 +36,14 @@ def main() -> None:
 
 def _prepared_main(started: float) -> None:
     os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", OPENBLAS_THREAD_TIMEOUT)
-    from autopart.host_memory import retain_freed_memory
+    from autopart.host_memory import freeze_loaded_objects, retain_freed_memory
 
     retain_freed_memory()
     from autopart.cli import main as cli_main
     from autopart.cli.common import COMMAND_STARTED, now_doing
     from autopart.limits import memory_watch
+
+    freeze_loaded_objects()
 
     with memory_watch(now_doing):
         cli_main(obj={COMMAND_STARTED: started})
