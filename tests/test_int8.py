@@ -25,7 +25,7 @@ from autopart.runtime.plan_executor import PlanExecutor
 from autopart.search.candidates import CandidateKind
 from autopart.settings import COMMON
 from autopart.targets import qdq, quant_ranges
-from autopart.targets.openvino import agreement, library, quantize
+from autopart.targets.openvino import agreement, agreement_store, library, quantize
 from autopart.targets.openvino import codegen as ovgen
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.workflow import tune_model
@@ -49,6 +49,12 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     quant_ranges.forget_memo()
     library.clear_compiled()
     return folder
+
+
+def forget_every_answer() -> None:
+    """Forget the int8 agreement answers, in this process and on disk: probe afresh."""
+    agreement.forget_answers()
+    agreement_store.store_path(agreement.INT8_AGREEMENT).unlink(missing_ok=True)
 
 
 def onnxruntime_outputs(graph: Graph, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -115,16 +121,16 @@ def test_a_configuration_whose_int8_kernel_errs_is_not_offered_at_int8(
     graph = autopart.load("squeezenet")
     conv = next(n for n in graph.nodes if n.op_type == "Conv")
     twice_the_weights = quantised_with_twice_the_weights(qdq.quantised_once)
-    agreement._AGREEMENT.clear()
+    forget_every_answer()
     try:
         assert quantize.agrees_in_int8(conv, graph) and quantize.runs_in_int8(conv, graph)
-        agreement._AGREEMENT.clear()
+        forget_every_answer()
         monkeypatch.setattr(qdq, "quantised_once", twice_the_weights)  # an int8 kernel that errs
         assert not quantize.agrees_in_int8(conv, graph)
         assert not quantize.runs_in_int8(conv, graph)
         assert not ovgen.OpenVinoCodegen().supports_at(conv, graph, qdq.PRECISION)
     finally:
-        agreement._AGREEMENT.clear()
+        forget_every_answer()
 
 
 @pytest.mark.parametrize(
@@ -171,14 +177,14 @@ def test_a_node_of_more_weights_than_a_batch_is_probed_alone_and_judged_right(
     graph = load_graph(single_node_case("MatMul", {}, {"x": x}, {"w": w}).model)
     matmul = graph.nodes[0]
     twice_the_weights = quantised_with_twice_the_weights(qdq.quantised_once)
-    agreement._AGREEMENT.clear()
+    forget_every_answer()
     try:
         assert agreement.agrees_in_int8(matmul, graph)
-        agreement._AGREEMENT.clear()
+        forget_every_answer()
         monkeypatch.setattr(qdq, "quantised_once", twice_the_weights)
         assert not agreement.agrees_in_int8(matmul, graph)
     finally:
-        agreement._AGREEMENT.clear()
+        forget_every_answer()
 
 
 def test_a_weight_is_hashed_once_while_it_lives(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -465,7 +471,7 @@ def test_a_graphs_configurations_are_probed_in_one_batch(
         return real(model)
 
     monkeypatch.setattr(agreement, "_compiled", counting)
-    agreement._AGREEMENT.clear()
+    forget_every_answer()
     try:
         convs = [node for node in graph.nodes if node.op_type == "Conv"]
         first = agreement.agrees_in_int8(convs[0], graph)
@@ -475,7 +481,7 @@ def test_a_graphs_configurations_are_probed_in_one_batch(
         agreement.agrees_in_int8(graph.node("n4"), graph)  # the MatMul: its own batch
         assert len(compiled) == 2
     finally:
-        agreement._AGREEMENT.clear()
+        forget_every_answer()
 
 
 def test_the_quantiser_takes_the_shapes_inferred_and_never_copies_the_model_to_disk(

@@ -19,7 +19,9 @@ onnxruntime, the numerical oracle where it is installed (its session is built in
 fraction of OpenVINO's compile: 16.7 s against 24.0 s for the 2,400 configurations of a
 12,400-node stack), and in int8 by OpenVINO. Each node is judged on its own outputs, fed
 what it would be fed alone. A batch either library cannot take is probed one node at a
-time.
+time. Each answer is also kept on disk for the next process on this machine and these
+libraries (:mod:`~autopart.targets.openvino.agreement_store`): a second tune of a model
+probes nothing.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from onnx import helper, numpy_helper
 from autopart.host_memory import release_freed_memory
 from autopart.ir.graph import Graph, Node
 from autopart.targets import qdq
-from autopart.targets.openvino import library
+from autopart.targets.openvino import agreement_store, library
 from autopart.targets.probe_cache import ProbeCache
 from autopart.targets.probe_model import node_signature, probe_model, with_absolute_weights
 
@@ -62,12 +64,29 @@ def agrees_in_int8(node: Node, graph: Graph) -> bool:
     key = _key(node, graph)
     if key is None:
         return False
-    if not _AGREEMENT.known(key):
+    if not _known(key):
         _probe_graph(node.op_type, graph)
         release_freed_memory()  # the probe models' weights and compiles, gone
-    if not _AGREEMENT.known(key):  # not among the graph's nodes: probed alone
-        _AGREEMENT.put(key, (_agree([probe_model(node, graph, static=True)])[0], ""))
+    if not _known(key):  # not among the graph's nodes: probed alone
+        _record([(key, probe_model(node, graph, static=True))])
     return _AGREEMENT.get(key, lambda: (False, ""))[0]
+
+
+def forget_answers() -> None:
+    """Forget this process's answers and what it read from disk (the files stay)."""
+    _AGREEMENT.clear()
+    agreement_store.forget_loaded()
+
+
+def _known(key: tuple[Any, ...]) -> bool:
+    """Whether ``key``'s answer is known: in this process, else from the answers on disk."""
+    if _AGREEMENT.known(key):
+        return True
+    saved = agreement_store.saved_answers(INT8_AGREEMENT).get(agreement_store.key_digest(key))
+    if saved is None:
+        return False
+    _AGREEMENT.put(key, (saved, ""))
+    return True
 
 
 def _key(node: Node, graph: Graph) -> tuple[Any, ...] | None:
@@ -113,7 +132,7 @@ def _probe_graph(op_type: str, graph: Graph) -> None:
         if node.op_type != op_type or not qdq.quantisable(node, graph):
             continue
         key = _key(node, graph)
-        if key is not None and key not in pending and not _AGREEMENT.known(key):
+        if key is not None and key not in pending and not _known(key):
             pending[key] = node
     batch: list[tuple[tuple[Any, ...], onnx.ModelProto]] = []
     size = 0
@@ -135,10 +154,13 @@ def _count(dims: Sequence[int]) -> int:
 
 
 def _record(batch: list[tuple[tuple[Any, ...], onnx.ModelProto]]) -> None:
-    """Probe ``batch`` together and keep each configuration's answer."""
+    """Probe ``batch`` together and keep each configuration's answer, here and on disk."""
     answers = _agree([model for _, model in batch])
+    saved: dict[str, bool] = {}
     for (key, _), agrees in zip(batch, answers, strict=True):
         _AGREEMENT.put(key, (agrees, ""))
+        saved[agreement_store.key_digest(key)] = agrees
+    agreement_store.save_answers(INT8_AGREEMENT, saved)
 
 
 def _agree(models: Sequence[onnx.ModelProto]) -> list[bool]:
