@@ -23,8 +23,16 @@ from autopart.ir.target import VirtualDevice
 from autopart.loader import load_model
 from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.testing.scale_models import op_chain, synthetic_costs
+from autopart.tuning.clock import Clock
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.screen import Screening, choose_targets, could_save, scaled_costs
+from autopart.tuning.screen import (
+    Screening,
+    by_promise,
+    choose_targets,
+    could_save,
+    scaled_costs,
+)
+from autopart.tuning.settings import VERIFY
 from autopart.tuning.verify import Measured
 from autopart.tuning.workflow import tune_model
 from tests.test_profile import tiny_cnn
@@ -361,7 +369,55 @@ def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_
     assert set(skipped.split(", ")) == {
         "onnxruntime alone", "openvino alone f32", f"single:{NUMPY}"
     }  # fmt: skip
-    assert ORT not in report.screening.unpriced and "cpu@openvino" not in report.screening.unpriced
+    whole, unpriced = report.screening.whole, report.screening.unpriced
+    reach = VERIFY.race_within * whole[report.screening.incumbent].median_s
+    for target in (ORT, "cpu@openvino"):  # plans the peers stand for, where they could race
+        if whole[f"single:{target}"].median_s <= reach:
+            assert target not in unpriced
+
+
+def test_the_op_pass_prices_the_quickest_devices_first_and_units_after_their_device() -> None:
+    whole = {
+        "single:cpu@openvino:int8": measured(0.017),
+        "single:cpu@openvino": measured(0.050),
+        "single:opencl:0@opencl": measured(0.140),
+    }
+    targets = [
+        "opencl:0/0@opencl", "cpu/0@openvino", "cpu@openvino", "cpu@openvino:int8",
+        "cpu/1@openvino:int8", "opencl:0@opencl", "cpu@numpy",
+    ]  # fmt: skip
+    assert by_promise(targets, whole) == [
+        "cpu@openvino:int8", "cpu/1@openvino:int8", "cpu@openvino", "cpu/0@openvino",
+        "opencl:0@opencl", "opencl:0/0@opencl", "cpu@numpy",
+    ]  # fmt: skip
+
+
+def test_a_peers_plan_timed_beyond_the_races_reach_is_priced_only_if_the_budget_allows(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The plans the peers stand for are priced whatever the budget only where they could
+    race: one timed at 10x the incumbent waits its turn, and a spent budget leaves it out."""
+    pytest.importorskip("openvino")
+    from autopart.tuning import screen
+    from autopart.tuning.whole_timing import WholeTimings
+
+    def timed(*_: object, **__: object) -> WholeTimings:
+        seconds = {
+            "single:cpu@openvino": 1e-3, "openvino alone f32": 1e-3,
+            "single:cpu@onnxruntime": 1e-2, "onnxruntime alone": 1e-2, f"single:{NUMPY}": 5e-2,
+        }  # fmt: skip
+        return WholeTimings(whole={name: measured(s) for name, s in seconds.items()})
+
+    monkeypatch.setattr(screen, "time_whole", timed)
+    built = TuneOptions.build(
+        targets=[NUMPY, ORT, "cpu@openvino"], profiles_dir=tmp_path / "profiles",
+        search_dir=tmp_path / "search", rounds=2, time_budget_s=0.01,
+    )  # fmt: skip
+    screening = screen.screen_targets(str(tiny), load_model(str(tiny)), built.targets, built,
+                                      Clock(0.01))  # fmt: skip
+    assert screening.incumbent == "single:cpu@openvino"
+    assert screening.unpriced == [ORT]
+    assert "cpu@openvino" in screening.kept and NUMPY in screening.kept
 
 
 @pytest.mark.slow

@@ -14,9 +14,12 @@ target running the whole model wins. So, unless ``--thorough``, a tune first scr
 2. one pass of the op, launch and copy timings
    (:meth:`~autopart.profile.profiler.Profiler.profile_graph` with ``screen``): every node
    gets a price at a third of a full profile's passes, which the full profile later resumes
-   instead of repeating. The incumbent's targets and the fallback first, then whole devices
-   before units, within what the tune's clock leaves after the race's reserve; a target the
-   budget left unpriced is dropped;
+   instead of repeating. First, whatever the clock says, the incumbent's targets, the
+   fallback, and the targets of the plans the peers stand for where those were timed
+   within the race's reach of the incumbent
+   (:attr:`~autopart.tuning.settings.VerifySettings.race_within`); then the others, the
+   quickest whole device first (:func:`by_promise`), within what the tune's clock leaves
+   after the race's reserve; a target the budget left unpriced is dropped;
 3. what each other target could save against the incumbent: its nodes' one-pass costs,
    scaled so that its single-target plan's sum is that plan's measured whole time, less
    the incumbent's costs scaled alike, summed over the nodes where it is quicker, less the
@@ -57,7 +60,7 @@ from autopart.tuning.clock import Clock, race_reserve
 from autopart.tuning.judge import Judge
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.profile_model import profile_model
-from autopart.tuning.settings import SCREEN
+from autopart.tuning.settings import SCREEN, VERIFY
 from autopart.tuning.verify import Measured
 from autopart.tuning.whole_timing import (
     single_name,
@@ -171,11 +174,13 @@ def screen_targets(
         screening.incumbent = min(correct, key=lambda name: correct[name].median_s)
         incumbent_target = stands_for(screening.incumbent, assignments)
         needed = {fallback, *(assignments.get(incumbent_target, {}).values())}
-        for job in jobs:  # the plans the peers stand for stay candidates
+        reach = VERIFY.race_within * correct[screening.incumbent].median_s
+        for job in jobs:  # the plans the peers stand for, where they could race
             stood = stands_for(job.name, assignments) if job.needed else None
-            if stood is not None and job.name in correct:
+            if stood is not None and job.name in correct and correct[job.name].median_s <= reach:
                 needed.update(assignments[stood].values())
-        costs, unpriced = _price(graph, targets, needed, options, clock, timing_s, progress)
+        order = by_promise(targets, whole)
+        costs, unpriced = _price(graph, order, needed, options, clock, timing_s, progress)
         priced = {  # plans that run only on priced targets
             t: a for t, a in assignments.items() if not {str(w) for w in a.values()} & set(unpriced)
         }
@@ -249,13 +254,14 @@ def _price(
     """One pass of op timings: the costs of the targets priced, and those left unpriced.
 
     ``needed`` (the targets of the incumbent's plan, of the plans the peers stand for,
-    and the fallback) are priced whatever the clock says; then whole devices before units,
-    within what ``clock`` leaves after the race's reserve
-    (:func:`~autopart.tuning.clock.race_reserve` of ``timing_s``).
+    and the fallback) are priced whatever the clock says; then the others in the order of
+    ``targets`` (:func:`by_promise`), within what ``clock`` leaves after the race's reserve
+    (:func:`~autopart.tuning.clock.race_reserve` of ``timing_s``). The op pass measures
+    target by target in that order, so a budget cut short leaves the least promising
+    unpriced.
     """
     first = [t for t in targets if VirtualDevice.parse(t) in needed]
     rest = [t for t in targets if t not in first]
-    rest.sort(key=lambda t: VirtualDevice.parse(t).unit is not None)  # whole devices first
     stage = None if progress is None else lambda d, t, s: progress("screen", d, t, s)
     _, profile, _ = profile_model(graph, first, options.profiles_dir, screen=True, progress=stage)
     if rest:
@@ -274,6 +280,23 @@ def _price(
     if unpriced:
         clock.cut.append(f"the screen's op pass ({', '.join(unpriced)} not priced, not profiled)")
     return costs_from_profile(graph, profile, [t for t in targets if t in priced]), unpriced
+
+
+def by_promise(targets: Sequence[str], whole: Mapping[str, Measured]) -> list[str]:
+    """``targets``, the most promising first: by their whole device's single-target time.
+
+    A unit's device is timed whole, the unit is not, so a unit ranks right after its
+    device. Targets whose device was not timed whole (the budget cut the timings short, or
+    it failed) come last, in their order. The time counts whether or not it was within the
+    tolerance: a target too coarse for the whole model may still run some nodes.
+    """
+
+    def whole_s(target: str) -> float:
+        parsed = VirtualDevice.parse(target)
+        measured = whole.get(single_name(whole_device(parsed) or parsed))
+        return math.inf if measured is None else measured.median_s
+
+    return sorted(targets, key=lambda t: (whole_s(t), VirtualDevice.parse(t).unit is not None))
 
 
 def _single_assignments(costs: Costs, fallback: VirtualDevice) -> dict[VirtualDevice, Assignment]:
@@ -404,6 +427,7 @@ def _summary(screening: Screening) -> str:
 
 __all__ = [
     "Screening",
+    "by_promise",
     "choose_targets",
     "could_save",
     "scaled_costs",

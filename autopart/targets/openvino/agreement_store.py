@@ -67,9 +67,9 @@ def scope(threshold: float) -> dict[str, Any]:
         "format": FORMAT,
         "threshold": threshold,
         "openvino": library.load_openvino().__version__,
-        "onnxruntime": reference,
+        "reference": reference,  # onnxruntime, the oracle that judges
         "onnx": onnx.__version__,
-        "numpy": numpy.__version__,
+        "arrays": numpy.__version__,  # the draws
         "machine": platform.machine(),
         "processor": platform.processor(),
         "cpu_flags": None if flags is None else sorted(flags),
