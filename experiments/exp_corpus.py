@@ -8,7 +8,8 @@ outputs are compared with onnxruntime alone running the original file on the sam
 (frozen inputs fed their values). Each (model, target) gets one status:
 
 - ``ok``: every output within the check tolerance of onnxruntime's (a model shipped
-  quantised: within a few steps of its 8-bit range, :func:`tolerance_for`);
+  quantised: within a few steps of its 8-bit range, :func:`tolerance_for`), in order or
+  once rows of tied scores are put in onnxruntime's order (:func:`compare`);
 - ``mismatch``: an output beyond it (or of another shape, or missing);
 - ``refused``: one ``error:`` line and exit 2 (the line names the construct);
 - ``crash``: a traceback, a signal or any other exit;
@@ -52,6 +53,7 @@ from autopart.settings import COMMON
 from autopart.targets.resolve import available_targets
 from autopart.tuning.accuracy import QUANTISED_MODEL_OPS
 from autopart.tuning.oracle import relative_error
+from autopart.tuning.ties import tie_reorderings
 
 RESULTS = Path(__file__).parent / "results"
 QUANTISED_STEPS = 5  # of 255: what a model shipped quantised may differ by
@@ -120,6 +122,31 @@ def compare(
     tolerance: float = COMMON.check_tolerance,
 ) -> tuple[str, float, str]:
     """(status, largest relative error, detail) of ``got`` against the oracle's ``want``.
+
+    As :func:`compare_in_order`; where that finds a mismatch, the outputs also match when
+    they do once rows of tied scores are put in the oracle's order
+    (:func:`autopart.tuning.ties.tie_reorderings`): a detector's boxes of scores a few
+    ulps apart, sorted another way. The detail says so.
+    """
+    verdict = compare_in_order(got, want, tolerance)
+    if verdict[0] == "ok":
+        return verdict
+    for key, reordered in tie_reorderings(got, want, tolerance):
+        status, error, detail = compare_in_order(reordered, want, tolerance)
+        if status == "ok":
+            tied = (
+                f"rows of tied {key} in another order (in order: {verdict[1]:.3g} on {verdict[2]})"
+            )
+            return "ok", error, "; ".join(part for part in (tied, detail) if part)
+    return verdict
+
+
+def compare_in_order(
+    got: dict[str, np.ndarray],
+    want: dict[str, np.ndarray],
+    tolerance: float = COMMON.check_tolerance,
+) -> tuple[str, float, str]:
+    """(status, largest relative error, detail) of ``got`` against ``want``, row by row.
 
     An output matches when its largest error relative to its largest magnitude is within
     ``tolerance``, or, elementwise, within ``ABSOLUTE + COMMON.check_tolerance * |want|``

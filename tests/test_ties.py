@@ -1,0 +1,113 @@
+"""Outputs that agree but for the order of tied rows: rows move only within a tie, and
+detections shuffled within their ties line up again."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autopart.tuning.oracle import relative_error
+from autopart.tuning.ties import tie_reorderings
+
+TOLERANCE = 1e-4
+
+
+def detections(sizes: list[int], seed: int) -> dict[str, np.ndarray]:
+    """Boxes, labels and descending scores, ``sizes`` rows per distinct score (a tie)."""
+    rng = np.random.default_rng(seed)
+    levels = np.sort(rng.choice(np.arange(1, 1000), len(sizes), replace=False))[::-1] / 1000
+    scores = np.repeat(levels, sizes).astype(np.float32)
+    scores += rng.uniform(-1e-7, 1e-7, scores.shape).astype(np.float32)  # ulps apart
+    scores = np.sort(scores)[::-1]
+    rows = len(scores)
+    return {
+        "boxes": rng.uniform(0, 300, (rows, 4)).astype(np.float32),
+        "labels": rng.integers(0, 90, rows).astype(np.int64),
+        "scores": scores,
+        "row": np.arange(rows),
+        "image": rng.uniform(size=(1, 3)).astype(np.float32),  # another length: stays put
+    }
+
+
+def runs_of(scores: np.ndarray) -> np.ndarray:
+    """The tie of each row (the rule the module states, computed here in a loop)."""
+    scale = float(np.abs(scores).max())
+    runs, run = [0], 0
+    for before, after in itertools.pairwise(scores):
+        run += abs(float(after) - float(before)) > TOLERANCE * scale
+        runs.append(run)
+    return np.asarray(runs)
+
+
+def agree(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> bool:
+    return all(relative_error(got[name], want[name]) <= TOLERANCE for name in want)
+
+
+sizes_strategy = st.lists(st.integers(1, 6), min_size=2, max_size=12)
+
+
+@settings(max_examples=80, deadline=None)
+@given(sizes=sizes_strategy, seed=st.integers(0, 10_000))
+def test_rows_shuffled_within_their_ties_line_up_again(sizes: list[int], seed: int) -> None:
+    want = detections(sizes, seed)
+    runs = runs_of(want["scores"])
+    rng = np.random.default_rng(seed + 1)
+    order = np.concatenate([rng.permutation(np.flatnonzero(runs == r)) for r in np.unique(runs)])
+    got = {name: values[order] if len(values) == len(runs) else values
+           for name, values in want.items()}  # fmt: skip
+    got["scores"] = want["scores"]
+    if any(size > 1 for size in sizes):
+        assert any(agree(reordered, want) for _, reordered in tie_reorderings(got, want, TOLERANCE))
+
+
+@settings(max_examples=80, deadline=None)
+@given(sizes=sizes_strategy, seed=st.integers(0, 10_000))
+def test_no_row_ever_leaves_its_tie(sizes: list[int], seed: int) -> None:
+    want = detections(sizes, seed)
+    rng = np.random.default_rng(seed + 2)
+    got = dict(want)
+    got["boxes"] = rng.uniform(0, 300, want["boxes"].shape).astype(np.float32)  # any rows
+    got["labels"] = rng.permutation(want["labels"])
+    runs = runs_of(want["scores"])
+    for key, reordered in tie_reorderings(got, want, TOLERANCE):
+        assert key == "scores"
+        moved_from = reordered["row"]  # where each row was in got
+        assert sorted(moved_from) == list(range(len(runs)))
+        assert np.array_equal(runs[moved_from], runs)
+        assert np.array_equal(reordered["image"], got["image"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=sizes_strategy, seed=st.integers(0, 10_000), pair=st.tuples(st.integers(), st.integers())
+)
+def test_rows_swapped_across_ties_still_differ(
+    sizes: list[int], seed: int, pair: tuple[int, int]
+) -> None:
+    """Two rows of different scores swapped (boxes and labels, the scores kept sorted)
+    never pass as a reordering."""
+    want = detections(sizes, seed)
+    runs = runs_of(want["scores"])
+    first = pair[0] % len(runs)
+    others = np.flatnonzero(runs != runs[first])
+    second = int(others[pair[1] % len(others)])
+    got = {name: values.copy() for name, values in want.items()}
+    for name in ("boxes", "labels"):
+        got[name][[first, second]] = got[name][[second, first]]
+    if np.array_equal(want["labels"][first], want["labels"][second]) and np.allclose(
+        want["boxes"][first], want["boxes"][second]
+    ):
+        return
+    assert not any(agree(reordered, want) for _, reordered in tie_reorderings(got, want, TOLERANCE))
+
+
+def test_without_a_tie_or_a_sorted_key_nothing_is_reordered() -> None:
+    want = detections([1, 1, 1, 1], 0)
+    assert list(tie_reorderings(want, want, TOLERANCE)) == []
+    tied = detections([3, 2], 0)
+    shuffled = dict(tied, scores=tied["scores"][::-1].copy())  # ascending where want descends
+    assert list(tie_reorderings(shuffled, tied, TOLERANCE)) == []
+    assert list(tie_reorderings({}, tied, TOLERANCE)) == []
