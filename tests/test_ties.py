@@ -4,12 +4,14 @@ detections shuffled within their ties line up again."""
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from autopart.tuning.oracle import relative_error
+from autopart.tuning.oracle import errors_up_to_ties, relative_error
 from autopart.tuning.ties import tie_reorderings
 
 TOLERANCE = 1e-4
@@ -111,3 +113,58 @@ def test_without_a_tie_or_a_sorted_key_nothing_is_reordered() -> None:
     shuffled = dict(tied, scores=tied["scores"][::-1].copy())  # ascending where want descends
     assert list(tie_reorderings(shuffled, tied, TOLERANCE)) == []
     assert list(tie_reorderings({}, tied, TOLERANCE)) == []
+
+
+def test_errors_up_to_ties_name_the_key_only_when_a_reordering_was_needed() -> None:
+    want = detections([3, 1, 2], 5)
+    errors, tied = errors_up_to_ties(want, want, TOLERANCE)
+    assert tied is None and max(errors.values()) == 0.0
+    order = np.array([2, 0, 1, 3, 5, 4])  # within the ties of 3 and 2 rows
+    got = {name: v[order] if len(v) == 6 else v for name, v in want.items()}
+    got["scores"] = want["scores"]
+    got["row"] = want["row"][order]
+    errors, tied = errors_up_to_ties(got, want, TOLERANCE)
+    assert tied == "scores" and max(errors.values()) <= TOLERANCE
+    across = np.array([3, 1, 2, 0, 4, 5])  # the lone row 3 swapped into the first tie
+    got = {name: v[across] if len(v) == 6 and name != "scores" else v for name, v in want.items()}
+    errors, tied = errors_up_to_ties(got, want, TOLERANCE)
+    assert tied is None and max(errors.values()) > TOLERANCE
+
+
+def test_run_check_accepts_rows_of_tied_scores_in_another_order_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``autopart run --check``: an oracle that sorted tied boxes another way still agrees."""
+    import importlib
+
+    import onnx
+    from onnx import TensorProto, helper
+
+    from autopart.io import save_tensors
+    from tests.test_errors import invoke
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["s"], ["scores"]), helper.make_node("Abs", ["b"], ["boxes"])],
+        "detector",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [4, 4])],
+    )  # fmt: skip
+    model = tmp_path / "detector.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    scores = np.array([0.9, 0.5, 0.5, 0.1], np.float32)
+    boxes = np.arange(16, dtype=np.float32).reshape(4, 4)
+    save_tensors(tmp_path / "x.npz", {"s": scores, "b": boxes})
+    run_command = importlib.import_module("autopart.cli.run")  # the package names the command
+    swapped = boxes[[0, 2, 1, 3]]
+    monkeypatch.setattr(
+        run_command, "oracle_outputs",
+        lambda *_: ("an oracle", {"scores": scores, "boxes": swapped}),
+    )  # fmt: skip
+    code, output = invoke("run", str(model), "--inputs", str(tmp_path / "x.npz"), "--check")
+    assert code == 0, output
+    assert "once rows of tied scores are put in its order (ok)" in " ".join(output.split())
+    swapped = boxes[[1, 0, 2, 3]]  # across scores 0.9 and 0.5: a real mismatch
+    code, output = invoke("run", str(model), "--inputs", str(tmp_path / "x.npz"), "--check")
+    assert "(MISMATCH)" in output and "tied" not in output

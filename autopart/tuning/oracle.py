@@ -21,6 +21,7 @@ from autopart.plan.schema import Plan
 from autopart.runtime.executor import Executor
 from autopart.targets.codegen import HOST, Codegen, Role
 from autopart.targets.registry import codegen_for, reference_codegen
+from autopart.tuning.ties import tie_reorderings
 
 
 def check_outputs(
@@ -41,6 +42,29 @@ def check_outputs(
     for name, expected in reference.items():
         errors[name] = relative_error(np.asarray(outputs[name]), np.asarray(expected))
     return errors
+
+
+def errors_up_to_ties(
+    outputs: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tolerance: float
+) -> tuple[dict[str, float], str | None]:
+    """Each output's relative error, and the sort key whose ties had to be reordered.
+
+    In order first; where an error passes ``tolerance``, the outputs reordered within the
+    ties of a sorted score (:func:`autopart.tuning.ties.tie_reorderings`) are tried, and
+    the first reordering that brings every output within ``tolerance`` gives the errors,
+    with its key's name. Else the errors in order, and None.
+    """
+    errors = {name: relative_error(np.asarray(outputs[name]), np.asarray(want))
+              for name, want in expected.items()}  # fmt: skip
+    if max(errors.values(), default=0.0) <= tolerance:
+        return errors, None
+    got = {name: np.asarray(value) for name, value in outputs.items()}
+    want = {name: np.asarray(value) for name, value in expected.items()}
+    for key, reordered in tie_reorderings(got, want, tolerance):
+        again = {name: relative_error(reordered[name], value) for name, value in want.items()}
+        if max(again.values(), default=0.0) <= tolerance:
+            return again, key
+    return errors, None
 
 
 def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
