@@ -8,14 +8,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from autopart.ir.graph import Graph
 from autopart.targets import quant_ranges
 from autopart.targets.openvino import agreement, agreement_store, library
-from tests.test_int8 import _conv_zoo, needs_int8
+from tests.test_int8 import _conv_zoo, counting_compiles, needs_int8
 
 THRESHOLD = agreement.INT8_AGREEMENT
 
@@ -32,19 +31,6 @@ def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]
     agreement.forget_answers()
 
 
-def _counting_compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The int8 probe models compiled from now on, one entry each."""
-    compiled: list[int] = []
-    real = agreement._compiled
-
-    def counting(model: bytes) -> Any:
-        compiled.append(len(model))
-        return real(model)
-
-    monkeypatch.setattr(agreement, "_compiled", counting)
-    return compiled
-
-
 def _answers(graph: Graph) -> list[bool]:
     return [agreement.agrees_in_int8(node, graph) for node in graph.nodes]
 
@@ -54,7 +40,7 @@ def test_a_second_process_reads_the_answers_back_and_probes_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     graph = _conv_zoo(tmp_path / "zoo.onnx")
-    compiled = _counting_compiles(monkeypatch)
+    compiled = counting_compiles(monkeypatch)
     first = _answers(graph)
     assert len(compiled) == 2 and any(first)  # the convolutions, then the MatMul
     assert agreement_store.store_path(THRESHOLD).is_file()
@@ -74,7 +60,7 @@ def test_a_damaged_file_is_not_trusted_and_its_configurations_are_probed_again(
     document["answers"] = {key: not answer for key, answer in document["answers"].items()}
     path.write_text(json.dumps(document))  # answers changed, digest left: damaged
     agreement.forget_answers()
-    compiled = _counting_compiles(monkeypatch)
+    compiled = counting_compiles(monkeypatch)
     assert _answers(graph) == first
     assert len(compiled) == 2
     agreement.forget_answers()

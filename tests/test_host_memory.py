@@ -166,7 +166,7 @@ def test_paging_out_drops_a_mapped_files_pages_and_it_reads_back_the_same(
 
 
 _FREEZE = """
-import atexit, gc, sys, weakref
+import gc, weakref
 import numpy as np
 from autopart.host_memory import freeze_loaded_objects
 

@@ -458,11 +458,8 @@ def test_configurations_probed_side_by_side_agree_as_they_do_alone(tmp_path: Pat
     assert any(alone)
 
 
-@needs_int8
-def test_a_graphs_configurations_are_probed_in_one_batch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    graph = _conv_zoo(tmp_path / "zoo.onnx")
+def counting_compiles(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The int8 probe models OpenVINO compiles from now on, one entry (its size) each."""
     compiled: list[int] = []
     real = agreement._compiled
 
@@ -471,6 +468,15 @@ def test_a_graphs_configurations_are_probed_in_one_batch(
         return real(model)
 
     monkeypatch.setattr(agreement, "_compiled", counting)
+    return compiled
+
+
+@needs_int8
+def test_a_graphs_configurations_are_probed_in_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = _conv_zoo(tmp_path / "zoo.onnx")
+    compiled = counting_compiles(monkeypatch)
     forget_every_answer()
     try:
         convs = [node for node in graph.nodes if node.op_type == "Conv"]

@@ -43,14 +43,15 @@ class HostDevice(Device):
         """
         return {
             "kind": "cpu",
-            "processor": _cpu_model(),
+            "processor": cpu_model(),
             "machine": platform.machine(),
             "cores": len(self.units) or os.cpu_count(),
             "numpy": np.__version__,
         }
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what the platform module says."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:

@@ -38,10 +38,17 @@ def check_outputs(
     """
     if reference is None:
         reference = Executor(graph).run(inputs).outputs
-    errors = {}
-    for name, expected in reference.items():
-        errors[name] = relative_error(np.asarray(outputs[name]), np.asarray(expected))
-    return errors
+    return _errors(outputs, reference)
+
+
+def _errors(
+    outputs: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray]
+) -> dict[str, float]:
+    """Each expected output's :func:`relative_error`, by name."""
+    return {
+        name: relative_error(np.asarray(outputs[name]), np.asarray(want))
+        for name, want in expected.items()
+    }
 
 
 def errors_up_to_ties(
@@ -54,14 +61,13 @@ def errors_up_to_ties(
     the first reordering that brings every output within ``tolerance`` gives the errors,
     with its key's name. Else the errors in order, and None.
     """
-    errors = {name: relative_error(np.asarray(outputs[name]), np.asarray(want))
-              for name, want in expected.items()}  # fmt: skip
+    errors = _errors(outputs, expected)
     if max(errors.values(), default=0.0) <= tolerance:
         return errors, None
     got = {name: np.asarray(value) for name, value in outputs.items()}
     want = {name: np.asarray(value) for name, value in expected.items()}
     for key, reordered in tie_reorderings(got, want, tolerance):
-        again = {name: relative_error(reordered[name], value) for name, value in want.items()}
+        again = _errors(reordered, want)
         if max(again.values(), default=0.0) <= tolerance:
             return again, key
     return errors, None

@@ -31,6 +31,7 @@ from typing import Any
 
 from autopart.io import atomic_write_bytes, json_digest, locked
 from autopart.targets.cpu_units import cpu_flags
+from autopart.targets.host import cpu_model
 from autopart.targets.quant_ranges import cache_dir
 
 FORMAT = "autopart-int8-agreement/1"  # bump when the probe judges differently
@@ -71,22 +72,9 @@ def scope(threshold: float) -> dict[str, Any]:
         "onnx": onnx.__version__,
         "arrays": numpy.__version__,  # the draws
         "machine": platform.machine(),
-        "processor": platform.processor(),
+        "cpu_model": cpu_model(),
         "cpu_flags": None if flags is None else sorted(flags),
-        "cpu_model": _cpu_model(),
     }
-
-
-def _cpu_model() -> str | None:
-    """The CPU's model name from ``/proc/cpuinfo``, or None where it cannot be read."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name") and ":" in line:
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
 
 
 def store_path(threshold: float) -> Path:
