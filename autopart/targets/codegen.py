@@ -303,6 +303,16 @@ class Codegen(ABC):
         """
         return self.supports(node, graph)
 
+    @classmethod
+    def support_probes(cls, precision: str | None) -> bool:
+        """Whether :meth:`supports_at` at ``precision`` runs probe models to answer.
+
+        Such an answer costs seconds per graph the first time (OpenVINO's int8: 36 s for a
+        12,400-node stack), so a tune's screen asks it only once such a target is due. The
+        default: False, :meth:`supports_at` is cheap.
+        """
+        return False
+
     @abstractmethod
     def compile(
         self,

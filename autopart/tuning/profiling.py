@@ -28,7 +28,8 @@ from autopart.tuning.locate import Located
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import record_screened
 from autopart.tuning.profile_model import profile_model
-from autopart.tuning.screen import Screening, screen_targets, screens, support_costs
+from autopart.tuning.screen import Screening, screen_targets, screens
+from autopart.tuning.single_plans import support_costs
 
 UNSCREENED_RESERVE = 0.25  # of the budget kept for the race when no screen timed anything
 PROFILE_SHARE = 0.5  # of what a budget leaves before the race, for the full profile

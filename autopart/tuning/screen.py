@@ -7,9 +7,10 @@ target running the whole model wins. So, unless ``--thorough``, a tune first scr
    few settled rounds, one at a time (so one is compiled at once), each checked against
    the numpy reference, most needed first and within the budget
    (:mod:`~autopart.tuning.whole_timing`); the quickest within the tolerance is the
-   **incumbent**. The plans
-   need only which target runs which node (:func:`support_costs`); a unit's plan (one
-   core) is not timed: its costs are scaled as its device's at the same codegen and
+   **incumbent**. The plans need only which target runs which node
+   (:mod:`~autopart.tuning.single_plans`: a target whose codegen probes to answer, as
+   OpenVINO's int8 does, is asked only when its plan is due); a unit's plan (one core) is
+   not timed: its costs are scaled as its device's at the same codegen and
    precision are;
 2. one pass of the op, launch and copy timings
    (:meth:`~autopart.profile.profiler.Profiler.profile_graph` with ``screen``): every node
@@ -38,7 +39,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from autopart.costmodel import costs_from_profile
@@ -46,30 +47,21 @@ from autopart.costmodel.costs import Costs
 from autopart.errors import ProfileError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
-from autopart.ir.signature import op_signature
 from autopart.ir.target import VirtualDevice
 from autopart.loader import ModelLike
 from autopart.plan.schema import Plan
 from autopart.progress import StageProgress
 from autopart.runtime.executor import Executor
-from autopart.search.baselines import Assignment, BaselineError, default_fallback, single_target
+from autopart.search.baselines import Assignment
 from autopart.search.options import Objective
-from autopart.targets.devices import discover
-from autopart.targets.resolve import resolve
 from autopart.tuning.clock import Clock, race_reserve
 from autopart.tuning.judge import Judge
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.profile_model import profile_model
 from autopart.tuning.settings import SCREEN, VERIFY
+from autopart.tuning.single_plans import SinglePlans, single_name, whole_device
 from autopart.tuning.verify import Measured
-from autopart.tuning.whole_timing import (
-    single_name,
-    stands_for,
-    time_whole,
-    whole_device,
-    whole_jobs,
-    whole_plans,
-)
+from autopart.tuning.whole_timing import stands_for, time_whole, whole_jobs
 
 
 @dataclass
@@ -147,18 +139,15 @@ def screen_targets(
             progress("screen", 0, 0, label)
 
     step(f"which nodes each of {len(targets)} targets runs")
-    support = support_costs(graph, targets)
-    fallback = default_fallback(support)
-    assignments = _single_assignments(support, fallback)
-    source = str(graph.meta.get("source", graph.name))
+    single = SinglePlans(graph, targets, str(graph.meta.get("source", graph.name)))
+    fallback, assignments, plans = single.fallback, single.assignments, single.plans
     feeds = random_inputs(graph, options.search.seed)
     step("the numpy reference's outputs")
     reference = Executor(graph).run(feeds).outputs
     timing = time.perf_counter()
     step("the single-target plans")
-    plans = whole_plans(graph, assignments, fallback, source)
     judge = judge or Judge(graph)
-    jobs = whole_jobs(plans, assignments, options.peers, tools=judge.real)
+    jobs = whole_jobs(single, options.peers, tools=judge.real)
     found = time_whole(model, graph, jobs, feeds, reference, clock, progress, judge)
     whole, untimed = found.whole, found.notes
     timing_s = time.perf_counter() - timing - found.abandoned_s  # not compiled in the race
@@ -180,7 +169,10 @@ def screen_targets(
             if stood is not None and job.name in correct and correct[job.name].median_s <= reach:
                 needed.update(assignments[stood].values())
         order = by_promise(targets, whole)
-        costs, unpriced = _price(graph, order, needed, options, clock, timing_s, progress)
+        later = list(single.deferred)
+        costs, unpriced = _price(graph, order, needed, options, clock, timing_s, progress, later)
+        if set(later) - set(unpriced):  # priced: what they run is learnt (probed) by now
+            single.learn()
         priced = {  # plans that run only on priced targets
             t: a for t, a in assignments.items() if not {str(w) for w in a.values()} & set(unpriced)
         }
@@ -218,30 +210,6 @@ def _drop_too_slow(
         )
 
 
-def support_costs(graph: Graph, targets: Sequence[str]) -> Costs:
-    """Which of ``targets`` runs which node of ``graph``, as :class:`Costs` priced at 0.
-
-    Only what a baseline's assignment needs (:func:`single_target`): each node's entry
-    holds the targets that run it (:meth:`ResolvedTarget.supports`, asked once per
-    signature), none yet with a price.
-    """
-    machine = discover()
-    resolved = [resolve(target, machine) for target in targets]
-    runs: dict[tuple[str, VirtualDevice], bool] = {}
-    node_cost: dict[str, dict[VirtualDevice, float]] = {}
-    for node in graph.nodes:
-        signature = op_signature(node, graph)
-        entry: dict[VirtualDevice, float] = {}
-        for target in resolved:
-            key = (signature, target.target)
-            if key not in runs:
-                runs[key] = target.supports(node, graph)
-            if runs[key]:
-                entry[target.target] = 0.0
-        node_cost[node.name] = entry
-    return Costs(graph, [r.target for r in resolved], node_cost)
-
-
 def _price(
     graph: Graph,
     targets: Sequence[str],
@@ -250,6 +218,7 @@ def _price(
     clock: Clock,
     timing_s: float,
     progress: StageProgress | None,
+    later: Collection[str] = (),
 ) -> tuple[Costs, list[str]]:
     """One pass of op timings: the costs of the targets priced, and those left unpriced.
 
@@ -259,16 +228,21 @@ def _price(
     (:func:`~autopart.tuning.clock.race_reserve` of ``timing_s``). The op pass measures
     target by target in that order, so a budget cut short leaves the least promising
     unpriced.
+    Targets whose support is not learnt yet (``later``, the ``deferred`` of
+    :class:`~autopart.tuning.single_plans.SinglePlans`) come after all the others, and
+    only while the clock has time left: planning their jobs runs their probes.
     """
     first = [t for t in targets if VirtualDevice.parse(t) in needed]
     rest = [t for t in targets if t not in first]
     stage = None if progress is None else lambda d, t, s: progress("screen", d, t, s)
     _, profile, _ = profile_model(graph, first, options.profiles_dir, screen=True, progress=stage)
-    if rest:
+    now, deferred = [t for t in rest if t not in later], [t for t in rest if t in later]
+    for batch in (now, deferred):
         budget = clock.until(race_reserve(timing_s))
-        _, profile, _ = profile_model(
-            graph, rest, options.profiles_dir, screen=True, budget_s=budget, progress=stage
-        )
+        if batch and (batch is now or budget is None or budget > 0):
+            _, profile, _ = profile_model(
+                graph, batch, options.profiles_dir, screen=True, budget_s=budget, progress=stage
+            )
     priced, unpriced = list(first), []
     for target in rest:
         try:
@@ -297,17 +271,6 @@ def by_promise(targets: Sequence[str], whole: Mapping[str, Measured]) -> list[st
         return math.inf if measured is None else measured.median_s
 
     return sorted(targets, key=lambda t: (whole_s(t), VirtualDevice.parse(t).unit is not None))
-
-
-def _single_assignments(costs: Costs, fallback: VirtualDevice) -> dict[VirtualDevice, Assignment]:
-    """Each target's single-target assignment (targets no baseline can place are left out)."""
-    found: dict[VirtualDevice, Assignment] = {}
-    for target in costs.targets:
-        try:
-            found[target] = single_target(costs, target, fallback)
-        except BaselineError:
-            continue
-    return found
 
 
 def _tolerance(

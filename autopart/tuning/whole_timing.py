@@ -9,9 +9,10 @@ under a budget, the least needed are skipped once the screen's share of it is sp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,37 +21,16 @@ from autopart.host_memory import release_freed_memory
 from autopart.ir.graph import Graph
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.loader import ModelLike
-from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
 from autopart.progress import StageProgress
-from autopart.search.baselines import Assignment
-from autopart.search.candidates import CandidateKind, candidate_name
 from autopart.targets.deadline import compile_deadline, compiling_within
 from autopart.targets.registry import declared_peers
 from autopart.tuning.clock import SCREEN_WARMUP, Clock
 from autopart.tuning.judge import Judge
 from autopart.tuning.peers import Peer, PeerInputs, Runner, peer_lingers, peers
 from autopart.tuning.settings import SCREEN
+from autopart.tuning.single_plans import SinglePlans, single_name
 from autopart.tuning.verify import Measured, measure_plans
-
-
-def whole_plans(
-    graph: Graph,
-    assignments: Mapping[VirtualDevice, Assignment],
-    fallback: VirtualDevice,
-    source: str,
-) -> dict[str, Plan]:
-    """The single-target plans to time whole, by candidate name (see the module)."""
-    plans: dict[str, Plan] = {}
-    seen: set[tuple[str, ...]] = set()
-    for target, assignment in assignments.items():
-        key = tuple(str(assignment[node.name]) for node in graph.nodes)
-        if key not in seen and whole_device(target) not in assignments:
-            # a target running nothing of its own repeats another's plan; a unit is scaled
-            # as its whole device is (choose_targets)
-            seen.add(key)
-            plans[single_name(target)] = build_plan_for(graph, assignment, fallback, source)
-    return plans
 
 
 @dataclass(frozen=True)
@@ -58,7 +38,9 @@ class WholeJob:
     """One runner the screen times whole: a single-target plan, or a peer built when due.
 
     A ``needed`` job runs whatever the budget: the peer that sets the tolerance and the
-    plans the peers stand for (a peer gives way only to its own plan).
+    plans the peers stand for (a peer gives way only to its own plan). A job with a
+    ``build`` and no ``plan`` builds its plan when due (None: it repeats another's), for
+    a target whose support is learnt only then (:mod:`~autopart.tuning.single_plans`).
     """
 
     name: str
@@ -66,25 +48,28 @@ class WholeJob:
     plan: Plan | None = None
     peer: Peer | None = None
     needed: bool = False
+    build: Callable[[], Plan | None] | None = None
 
 
-def whole_jobs(
-    plans: Mapping[str, Plan],
-    assignments: Mapping[VirtualDevice, Assignment],
-    with_peers: bool,
-    tools: bool = True,
-) -> list[WholeJob]:
+def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> list[WholeJob]:
     """The screen's runners, most needed first.
 
     The peer that sets the tolerance, then its own plan, the other peers' plans (these are
-    ``needed``), the other peers, the other single-target plans, and the peers that run a
-    tool on the model first (an int8 quantiser, tens of seconds; only with ``tools``): a
-    budget that runs out skips from the end.
+    ``needed``), the other peers, the other single-target plans (those of ``single``'s
+    deferred targets last, each built when due), and the peers that run a tool on the model
+    first (an int8 quantiser, tens of seconds; only with ``tools``): a budget that runs out
+    skips from the end. A deferred target that a peer stands for is learnt now.
     """
     available = [
         peer for peer in (declared_peers(available=True) if with_peers else ())
         if tools or not peer.tool
     ]  # fmt: skip
+    later = dict.fromkeys(single.due_later())
+    if any(stands_for(peer.name, later) is not None for peer in available):
+        for target in later:  # a peer's own plan is needed: built now
+            single.plan_of(target)
+        later = {}
+    assignments = single.assignments
     equivalent = {  # a plan's name -> the peer it stands for
         single_name(target): peer
         for peer in available
@@ -99,15 +84,14 @@ def whole_jobs(
 
     codegens = {single_name(target): target.codegen for target in assignments}
     jobs = [
-        *(WholeJob(name, codegens[name], plan=plan) for name, plan in plans.items()),
+        *(WholeJob(name, codegens[name], plan=plan) for name, plan in single.plans.items()),
+        *(
+            WholeJob(single_name(t), str(t.codegen), build=functools.partial(single.plan_of, t))
+            for t in later
+        ),
         *(WholeJob(peer.name, peer.codegen, peer=peer) for peer in available),
     ]
     return [dataclasses.replace(job, needed=rank(job) <= 2) for job in sorted(jobs, key=rank)]
-
-
-def single_name(target: VirtualDevice) -> str:
-    """The name of ``target``'s single-target plan."""
-    return candidate_name(CandidateKind.SINGLE, target)
 
 
 @dataclass
@@ -200,25 +184,33 @@ def _time_job(
 ) -> dict[str, Measured]:
     """One job's runner compiled (a peer: built) and timed; empty when it could not be.
 
+    A plan built when due that repeats another's is not timed again.
+
     ``timed_on`` holds the feeds and the reference's outputs on them.
     """
     feeds, reference = timed_on
     runners: dict[str, Runner] = {}
+    plan = job.build() if job.build is not None else job.plan
     if job.peer is not None:
         runners, failed = peers(model, PeerInputs.of(graph), only=job.peer.name)
         notes.extend(failed)
         if not runners:
             return {}
+    elif plan is None:  # it repeats another's plan
+        return {}
     return measure_plans(
-        graph, {} if job.plan is None else {job.name: job.plan}, feeds, SCREEN.rounds,
+        graph, {} if plan is None else {job.name: plan}, feeds, SCREEN.rounds,
         warmup=SCREEN_WARMUP, peers=runners, peer_linger_s=peer_lingers(),
         min_timed_s=SCREEN.min_timed_s, failures=failures, tolerance=math.inf,
         reference=reference, judge=judge,
     )  # fmt: skip
 
 
-def stands_for(name: str, assignments: Mapping[VirtualDevice, Assignment]) -> VirtualDevice | None:
-    """The target whose single-target plan the runner ``name`` is (a peer: its equivalent)."""
+def stands_for(name: str, assignments: Collection[VirtualDevice]) -> VirtualDevice | None:
+    """The target whose single-target plan the runner ``name`` is (a peer: its equivalent).
+
+    ``assignments`` are the targets (or their single-target assignments, by target).
+    """
     for target in assignments:
         if single_name(target) == name:
             return target
@@ -237,8 +229,3 @@ def stands_for(name: str, assignments: Mapping[VirtualDevice, Assignment]) -> Vi
                 None,
             )
     return None
-
-
-def whole_device(target: VirtualDevice) -> VirtualDevice | None:
-    """The same codegen and precision on the whole of ``target``'s device (None: it is)."""
-    return None if target.unit is None else dataclasses.replace(target, unit=None)

@@ -234,6 +234,11 @@ class OpenVinoCodegen(ProbedCodegen):
         """f32, and bf16 or int8 where OpenVINO and the CPU flags both show their units."""
         return library.offered_precisions(cpu_flags()) if cls.available() else ("f32",)
 
+    @classmethod
+    def support_probes(cls, precision: str | None) -> bool:
+        """At int8: each configuration's kernel is probed against f32 (:mod:`.agreement`)."""
+        return precision == qdq.PRECISION
+
     def supports_at(self, node: Node, graph: Graph, precision: str | None) -> bool:
         """As :meth:`supports`; at int8, only quantisable ops OpenVINO runs in int8 here.
 
