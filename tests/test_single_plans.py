@@ -13,6 +13,7 @@ import onnx
 import pytest
 
 from autopart.loader import load_model
+from autopart.search.constraints import Constraints
 from autopart.targets.openvino import codegen as ovgen
 from autopart.targets.openvino import quantize
 from autopart.testing.scale_models import transformer_stack
@@ -20,6 +21,7 @@ from autopart.tuning import single_plans
 from autopart.tuning.clock import Clock
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.screen import screen_targets
+from autopart.tuning.workflow import tune_model
 from autopart.tuning.single_plans import SinglePlans, support_probes
 from tests.test_profile import tiny_cnn
 
@@ -106,3 +108,17 @@ def test_with_time_the_int8_plan_is_learnt_timed_whole_and_priced(
     assert "single:cpu@openvino:int8" in screening.plans
     assert screening.unpriced == []
     assert set(screening.could_save) == set(TARGETS)
+
+
+def test_a_tune_whose_budget_runs_out_first_runs_no_int8_probe(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not the screen alone: no stage of a tune asks what int8 runs before it is due."""
+    asked = counted_probes(monkeypatch)
+    built = TuneOptions.build(
+        targets=TARGETS, profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+        rounds=2, time_budget_s=0.01, constraints=Constraints.from_cli(),
+    )  # fmt: skip
+    report = tune_model(str(tiny), built)
+    assert asked == []
+    assert report.screening is not None and "cpu@openvino:int8" in report.screening.dropped

@@ -56,6 +56,11 @@ class Constraints:
     fallback: str | None = None
     memory: dict[str, int] = field(default_factory=dict)
 
+    @property
+    def imposes_anything(self) -> bool:
+        """Whether any pin, forbid, fallback or memory cap is set (the CLI always builds one)."""
+        return bool(self.pins or self.forbids or self.fallback is not None or self.memory)
+
     @classmethod
     def from_cli(
         cls,

@@ -72,10 +72,11 @@ def profile_stage(
     unscreened = UNSCREENED_RESERVE * (clock.budget_s or 0.0)
     if located.given is not None:
         return Profiled(located.given, None, None, targets, None, unscreened)
-    if options.search.constraints is not None:  # a bad pin fails before anything is timed
+    constraints = options.search.constraints
+    if constraints is not None and constraints.imposes_anything:  # a bad pin fails first
         if progress is not None:  # the first ask probes the libraries (int8 agreement: 9 s)
             progress("targets", 0, 0, f"which nodes each of {len(targets)} targets runs")
-        apply(support_costs(graph, targets), options.search.constraints)
+        apply(support_costs(graph, targets), constraints)
     screening = None
     if screens(options, targets):
         screening = screen_targets(
