@@ -21,8 +21,8 @@ from autopart.tuning import single_plans
 from autopart.tuning.clock import Clock
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.screen import screen_targets
-from autopart.tuning.workflow import tune_model
 from autopart.tuning.single_plans import SinglePlans, support_probes
+from autopart.tuning.workflow import tune_model
 from tests.test_profile import tiny_cnn
 
 INT8 = ovgen.OpenVinoCodegen.available() and "int8" in ovgen.OpenVinoCodegen.precisions()
