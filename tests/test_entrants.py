@@ -10,7 +10,7 @@ import pytest
 
 from autopart import api
 from autopart.ir.target import VirtualDevice
-from autopart.tuning.entrants import Entrants, _measured_wrong, _peers_behind
+from autopart.tuning.entrants import Entrants, _measured_wrong, _peers_behind, _variants_untimed
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.screen import Screening
 from autopart.tuning.settings import VERIFY
@@ -46,6 +46,19 @@ def test_peers_beyond_reach_are_not_built_but_never_the_quickest_or_the_toleranc
     assert len(notes) == 1 and "openvino alone f32 (20 ms)" in notes[0]
     assert _peers_behind(None, []) == set()
     assert _peers_behind(Screening([], [], whole=whole), []) == set()  # no incumbent
+
+
+def test_a_variant_peer_races_only_where_the_screen_had_time_to_time_it() -> None:
+    """The bar is the libraries as installed: a variant (its library set otherwise) the
+    screen's budget cut does not race; the libraries as installed always do."""
+    pytest.importorskip("openvino")
+    cut = Screening([], [], whole={"openvino alone": timed(0.03), "onnxruntime alone": timed(0.02)})
+    notes: list[str] = []
+    assert _variants_untimed(cut, notes) == {"openvino alone f32"}
+    assert len(notes) == 1 and notes[0].endswith("budget: openvino alone f32")
+    timed_all = Screening([], [], whole={**cut.whole, "openvino alone f32": timed(0.04)})
+    assert _variants_untimed(timed_all, []) == set()
+    assert _variants_untimed(None, []) == set()
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ only those that could still be kept:
   peers; never the quickest peer, nor the peer whose error sets the tolerance;
 - a peer whose codegen the screen saw miss its compile deadline on the whole model (the
   screen's note says so): compiled again without one, it would take as long;
+- a variant peer (its library set otherwise than as installed, ``openvino alone f32``)
+  that the screen did not time within its budget: the bar is the libraries as installed;
 - a peer that runs a tool on the model first (an int8 quantiser,
   :attr:`~autopart.targets.peer.Peer.tool`) that the screen did not time, or measured
   beyond the tolerance: building it again costs tens of seconds, and such a peer is never
@@ -91,6 +93,7 @@ def entrants(
     skipped = set() if thorough else _peers_behind(screening, skipped_notes)
     skipped |= set() if thorough else _peers_too_slow(screening)
     skipped |= set() if thorough else _tools_left_out(screening, skipped_notes)
+    skipped |= set() if thorough else _variants_untimed(screening, skipped_notes)
     keep = {plan for peer, plan in peer_equivalents(candidates).items() if peer not in skipped}
     found = Entrants(first=[*sorted(keep), outcome.chosen.name])
     split = {c.name for c in too_split_to_race(outcome)}
@@ -195,6 +198,29 @@ def _tools_left_out(screening: Screening | None, notes: list[str]) -> set[str]:
         named = ", ".join(f"{n} ({screening.whole[n].max_error:.3g})" for n in wrong)
         notes.append(f"peers not raced, beyond the tolerance in the screen: {named}")
     return {*untimed, *wrong}
+
+
+def _variants_untimed(screening: Screening | None, notes: list[str]) -> set[str]:
+    """The variant peers the screen's budget left untimed; a note names them.
+
+    A variant (``openvino alone f32``) is its library set otherwise than as installed: the
+    bar a plan must meet is the libraries as installed, so a variant races only where the
+    screen had the time to weigh it (compiling a large model again costs as long).
+    """
+    if screening is None:
+        return set()
+    untimed = sorted(
+        peer.name
+        for peer in declared_peers(available=True)
+        if peer.variant and not peer.tool and not peer.sets_tolerance
+        and peer.name not in screening.whole
+    )  # fmt: skip
+    if untimed:
+        notes.append(
+            "peers not raced, not the library as installed and not timed in the screen's "
+            f"budget: {', '.join(untimed)}"
+        )
+    return set(untimed)
 
 
 def _peers_behind(screening: Screening | None, notes: list[str]) -> set[str]:
