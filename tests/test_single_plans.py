@@ -16,12 +16,14 @@ from autopart.loader import load_model
 from autopart.search.constraints import Constraints
 from autopart.targets.openvino import codegen as ovgen
 from autopart.targets.openvino import quantize
+from autopart.targets.openvino.peer import as_installed_precision
 from autopart.testing.scale_models import transformer_stack
 from autopart.tuning import single_plans
 from autopart.tuning.clock import Clock
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.screen import screen_targets
 from autopart.tuning.single_plans import SinglePlans, support_probes
+from autopart.tuning.whole_timing import whole_jobs
 from autopart.tuning.workflow import tune_model
 from tests.test_profile import tiny_cnn
 
@@ -122,3 +124,15 @@ def test_a_tune_whose_budget_runs_out_first_runs_no_int8_probe(
     report = tune_model(str(tiny), built)
     assert asked == []
     assert report.screening is not None and "cpu@openvino:int8" in report.screening.dropped
+
+
+def test_only_the_libraries_as_installed_make_their_plans_needed(tiny: Path) -> None:
+    """openvino alone f32 is a variant, not the bar: its plan waits its turn."""
+    offered = ovgen.OpenVinoCodegen.precisions()
+    own = "cpu@openvino" + ("" if as_installed_precision() is None else ":bf16")
+    targets = ["cpu@numpy", "cpu@onnxruntime", "cpu@openvino"]
+    targets += ["cpu@openvino:bf16"] if "bf16" in offered else []
+    jobs = whole_jobs(SinglePlans(load_model(str(tiny)), targets, "m"), with_peers=True)
+    needed = {job.name for job in jobs if job.needed}
+    assert needed == {"openvino alone", f"single:{own}", "single:cpu@onnxruntime"}
+    assert [job.name for job in jobs][:2] == ["openvino alone", f"single:{own}"]

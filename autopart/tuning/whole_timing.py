@@ -2,8 +2,10 @@
 
 A tune's screen (:mod:`autopart.tuning.screen`) times every whole device's single-target
 plan and every peer whole, one compiled at a time. The peer that sets the tolerance and
-its own plan come first, then the other peers' plans and the peers, then the other plans;
-under a budget, the least needed are skipped once the screen's share of it is spent.
+its own plan come first, then the plans of the other libraries as installed, the peers,
+then the other plans; under a budget, the least needed are skipped once the screen's share
+of it is spent. The bar is the libraries as installed: a variant peer (``openvino alone
+f32``) and its plan are not needed.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ class WholeJob:
     """One runner the screen times whole: a single-target plan, or a peer built when due.
 
     A ``needed`` job runs whatever the budget: the peer that sets the tolerance and the
-    plans the peers stand for (a peer gives way only to its own plan). A job with a
+    plans the libraries as installed stand for (a peer gives way only to its own plan). A job with a
     ``build`` and no ``plan`` builds its plan when due (None: it repeats another's), for
     a target whose support is learnt only then (:mod:`~autopart.tuning.single_plans`).
     """
@@ -54,25 +56,27 @@ class WholeJob:
 def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> list[WholeJob]:
     """The screen's runners, most needed first.
 
-    The peer that sets the tolerance, then its own plan, the other peers' plans (these are
-    ``needed``), the other peers, the other single-target plans (those of ``single``'s
-    deferred targets last, each built when due), and the peers that run a tool on the model
-    first (an int8 quantiser, tens of seconds; only with ``tools``): a budget that runs out
-    skips from the end. A deferred target that a peer stands for is learnt now.
+    The peer that sets the tolerance, then its own plan, the plans of the other peers that
+    are their library as installed, not a variant (these are ``needed``), the other peers,
+    the other single-target plans (those of ``single``'s deferred targets last, each built
+    when due), and the peers that run a tool on the model first (an int8 quantiser, tens
+    of seconds; only with ``tools``): a budget that runs out skips from the end. A
+    deferred target that a peer as installed stands for is learnt now.
     """
     available = [
         peer for peer in (declared_peers(available=True) if with_peers else ())
         if tools or not peer.tool
     ]  # fmt: skip
+    bar = [peer for peer in available if not peer.variant]
     later = dict.fromkeys(single.due_later())
-    if any(stands_for(peer.name, later) is not None for peer in available):
+    if any(stands_for(peer.name, later) is not None for peer in bar):
         for target in later:  # a peer's own plan is needed: built now
             single.plan_of(target)
         later = {}
     assignments = single.assignments
-    equivalent = {  # a plan's name -> the peer it stands for
+    equivalent = {  # a plan's name -> the peer as installed it stands for
         single_name(target): peer
-        for peer in available
+        for peer in bar
         if (target := stands_for(peer.name, assignments)) is not None
     }
 
