@@ -3,7 +3,8 @@
 The targets come from the registry (:func:`~autopart.targets.resolve.available_targets`):
 each whole device at every precision its codegens offer on this machine, and one unit per
 codegen and device (the last, so that a unit index other than 0 is exercised where there
-are several), in f32, to keep the time bounded. One test class per target is made from
+are several), in f32, to keep the time bounded (int8's class, 44 s, is in the slow tier).
+One test class per target is made from
 :class:`~autopart.testing.conformance.CodegenConformance`; a codegen this machine cannot
 run (no package, no device) has no target and says so in a skipped test. Plugins ship
 their own subclass (``tests/test_byoc.py``).
@@ -43,7 +44,10 @@ TARGETS = conformance_targets(
 )
 for _target in TARGETS:
     _name = "Test_" + re.sub(r"\W+", "_", str(_target)).strip("_")
-    globals()[_name] = type(_name, (CodegenConformance,), {"target": str(_target)})
+    _marks = [pytest.mark.slow] if _target.precision == "int8" else []  # 44 s: the slow tier
+    globals()[_name] = type(
+        _name, (CodegenConformance,), {"target": str(_target), "pytestmark": _marks}
+    )
 
 
 def test_the_conformance_targets_are_whole_devices_at_each_precision_and_one_unit() -> None:

@@ -157,6 +157,7 @@ def test_run_takes_a_symbolic_batch_from_the_inputs(tmp_path: Path) -> None:
     assert_one_line_error(code, output, "bad.npz")
 
 
+@pytest.mark.slow
 @needs_bf16
 def test_tune_reports_the_predicted_drop_beside_the_measured_one(tmp_path: Path) -> None:
     model, inputs = _saved(tmp_path)

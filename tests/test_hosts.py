@@ -198,6 +198,7 @@ def test_stages_cover_the_graph_in_order_and_hand_on_every_value_read_later(
     assert set(graph.outputs) <= available
 
 
+@pytest.mark.slow
 def test_a_plan_split_across_hosts_runs_there_and_matches_onnxruntime(tmp_path: Path) -> None:
     _two_cores()
     from autopart import api
@@ -252,6 +253,7 @@ def test_a_plan_on_hosts_run_without_a_cluster_is_one_error_line(tmp_path: Path)
     assert result.exit_code == 2 and "give --cluster too" in result.output
 
 
+@pytest.mark.slow
 def test_each_host_profiles_itself_once_per_fingerprint_and_reuses_it(tmp_path: Path) -> None:
     _two_cores()
     from autopart import api
@@ -285,6 +287,7 @@ def test_a_host_profile_that_comes_back_damaged_is_refused_and_nothing_is_writte
     assert not target.exists()
 
 
+@pytest.mark.slow
 def test_tune_across_hosts_splits_a_model_too_big_for_one_and_its_plan_runs_again(
     tmp_path: Path,
 ) -> None:

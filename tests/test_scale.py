@@ -282,7 +282,7 @@ def _fabricated_profile(graph: Graph, targets: list[str]) -> Profile:
     return profile
 
 
-@pytest.mark.parametrize("family", ["transformer", "chain"])
+@pytest.mark.parametrize("family", [pytest.param("transformer", marks=pytest.mark.slow), "chain"])
 def test_five_thousand_nodes_are_costed_planned_and_searched_exactly(family: str) -> None:
     started = time.perf_counter()
     model = transformer_stack(5000) if family == "transformer" else op_chain(5000)

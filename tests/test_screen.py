@@ -126,6 +126,7 @@ def tune(model: Path, tmp: Path, **options: object) -> object:
     return tune_model(str(model), built)
 
 
+@pytest.mark.slow
 def test_a_tune_screens_then_profiles_only_what_it_kept(tiny: Path, tmp_path: Path) -> None:
     report = tune(tiny, tmp_path)
     screening = report.screening

@@ -40,9 +40,10 @@ class WholeJob:
     """One runner the screen times whole: a single-target plan, or a peer built when due.
 
     A ``needed`` job runs whatever the budget: the peer that sets the tolerance and the
-    plans the libraries as installed stand for (a peer gives way only to its own plan). A job with a
-    ``build`` and no ``plan`` builds its plan when due (None: it repeats another's), for
-    a target whose support is learnt only then (:mod:`~autopart.tuning.single_plans`).
+    plans the libraries as installed stand for (a peer gives way only to its own plan). A
+    job with a ``build`` and no ``plan`` builds its plan when due (None: it repeats
+    another's), for a target whose support is learnt only then
+    (:mod:`~autopart.tuning.single_plans`).
     """
 
     name: str
