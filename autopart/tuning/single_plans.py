@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from autopart.costmodel.costs import Costs
 from autopart.ir.graph import Graph
 from autopart.ir.signature import op_signature
-from autopart.ir.target import VirtualDevice
+from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
 from autopart.search.baselines import Assignment, BaselineError, default_fallback, single_target
@@ -61,6 +61,12 @@ def support_probes(target: str) -> bool:
     )
 
 
+def _may_fall_back(target: str) -> bool:
+    """Whether ``target`` is a whole host device, as a fallback must be."""
+    parsed = VirtualDevice.parse(target)
+    return parsed.device == HOST_DEVICE and parsed.unit is None
+
+
 def single_name(target: VirtualDevice) -> str:
     """The name of ``target``'s single-target plan."""
     return candidate_name(CandidateKind.SINGLE, target)
@@ -79,12 +85,15 @@ class SinglePlans:
     distinct assignment (a target running nothing of its own repeats another's plan).
     ``deferred`` are the targets whose support is learnt only when due (:meth:`learn`).
     ``fallback`` is the host target that runs the most nodes; a deferred target runs a
-    subset of what its library runs at a more exact precision, so never more.
+    subset of what its library runs at a more exact precision, so never more. Where no
+    target but deferred ones could be the fallback, nothing is deferred.
     """
 
     def __init__(self, graph: Graph, targets: Sequence[str], source: str) -> None:
         self.graph, self.source, self.order = graph, source, list(targets)
         self.deferred = [t for t in targets if support_probes(t)]
+        if not any(_may_fall_back(t) for t in targets if t not in self.deferred):
+            self.deferred = []  # the fallback is then chosen among them: learnt at once
         self.support = support_costs(graph, [t for t in targets if t not in self.deferred])
         self.fallback = default_fallback(self.support)
         self.assignments: dict[VirtualDevice, Assignment] = {}
@@ -117,7 +126,7 @@ class SinglePlans:
     def plan_of(self, target: VirtualDevice) -> Plan | None:
         """``target``'s single-target plan, learnt first (None: it repeats another's)."""
         self.learn()
-        return self._build(target)
+        return self.plans.get(single_name(target)) or self._build(target)
 
     def _assign(self, targets: Sequence[VirtualDevice]) -> None:
         """The assignments of ``targets`` (those no baseline can place are left out)."""
