@@ -56,6 +56,14 @@ def counted_probes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return asked
 
 
+def options(tmp_path: Path, **fields: object) -> TuneOptions:
+    """A tune over :data:`TARGETS` in two rounds, saving under ``tmp_path``."""
+    return TuneOptions.build(
+        targets=TARGETS, profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+        rounds=2, **fields,
+    )  # fmt: skip
+
+
 def test_only_openvinos_int8_targets_probe_to_say_what_they_run() -> None:
     assert [t for t in TARGETS if support_probes(t)] == TARGETS[3:]
 
@@ -90,10 +98,7 @@ def test_a_budget_spent_before_the_int8_plans_turn_runs_no_probe(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked = counted_probes(monkeypatch)
-    built = TuneOptions.build(
-        targets=TARGETS, profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
-        rounds=2, time_budget_s=0.01,
-    )  # fmt: skip
+    built = options(tmp_path, time_budget_s=0.01)
     graph = load_model(str(tiny))
     screening = screen_targets(str(tiny), graph, built.targets, built, Clock(0.01))
     assert asked == []
@@ -105,10 +110,7 @@ def test_with_time_the_int8_plan_is_learnt_timed_whole_and_priced(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     asked = counted_probes(monkeypatch)
-    built = TuneOptions.build(
-        targets=TARGETS, profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
-        rounds=2, peers=False,
-    )  # fmt: skip
+    built = options(tmp_path, peers=False)
     graph = load_model(str(tiny))
     screening = screen_targets(str(tiny), graph, built.targets, built, Clock(None))
     assert asked
@@ -123,10 +125,7 @@ def test_a_tune_whose_budget_runs_out_first_runs_no_int8_probe(
 ) -> None:
     """Not the screen alone: no stage of a tune asks what int8 runs before it is due."""
     asked = counted_probes(monkeypatch)
-    built = TuneOptions.build(
-        targets=TARGETS, profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
-        rounds=2, time_budget_s=0.01, constraints=Constraints.from_cli(),
-    )  # fmt: skip
+    built = options(tmp_path, time_budget_s=0.01, constraints=Constraints.from_cli())
     report = tune_model(str(tiny), built)
     assert asked == []
     assert report.screening is not None and "cpu@openvino:int8" in report.screening.dropped
