@@ -168,3 +168,49 @@ def test_run_check_accepts_rows_of_tied_scores_in_another_order_and_says_so(
     swapped = boxes[[1, 0, 2, 3]]  # across scores 0.9 and 0.5: a real mismatch
     code, output = invoke("run", str(model), "--inputs", str(tmp_path / "x.npz"), "--check")
     assert "(MISMATCH)" in output and "tied" not in output
+
+
+def test_the_tuning_judge_forgives_the_order_of_tied_rows_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """A race judges a detector whose tied boxes come in another order as agreeing.
+
+    A peer that swaps two boxes of equal score is within the tolerance; one that swaps boxes
+    of different scores keeps its error, in the race's results and in ``Judge.tally``.
+    """
+    import onnx
+    from onnx import TensorProto, helper
+
+    from autopart import api
+    from autopart.tuning.judge import Judge
+    from autopart.tuning.verify import measure_plans
+
+    graph_proto = helper.make_graph(
+        [helper.make_node("Identity", ["s"], ["scores"]), helper.make_node("Abs", ["b"], ["boxes"])],
+        "detector",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [4, 4])],
+    )  # fmt: skip
+    path = tmp_path / "detector.onnx"
+    onnx.save(helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)]), path)
+    graph = api.load(path)
+    scores = np.array([0.9, 0.5, 0.5, 0.1], np.float32)
+    boxes = np.arange(16, dtype=np.float32).reshape(4, 4) + 1
+    feeds = {"s": scores, "b": boxes}
+
+    def peer(order: list[int]):  # type: ignore[no-untyped-def]
+        return lambda _feeds: {"scores": scores, "boxes": boxes[order]}
+
+    within, across = [0, 2, 1, 3], [1, 0, 2, 3]
+    judge = Judge(graph)
+    reference = {"scores": scores, "boxes": boxes}
+    assert judge.tally(reference, peer(within)(feeds))[1] == 0.0
+    assert judge.tally(reference, peer(across)(feeds))[1] > 0.1
+    measured = measure_plans(
+        graph, {}, feeds, rounds=2, min_timed_s=0.0,
+        peers={"tied": peer(within), "swapped": peer(across)},
+    )  # fmt: skip
+    assert measured["tied"].max_error == 0.0 and measured["tied"].correct
+    assert measured["swapped"].max_error > 0.1 and not measured["swapped"].correct

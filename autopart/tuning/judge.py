@@ -25,10 +25,12 @@ from autopart.io import tensor_shapes
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.runtime.executor import Executor
+from autopart.settings import COMMON
 from autopart.targets import quant_ranges
 from autopart.tuning.finite import check_reference_finite
 from autopart.tuning.metrics import MAX_REL, Metric, Outputs, Tally
 from autopart.tuning.settings import ACCURACY
+from autopart.tuning.ties import tie_reorderings
 
 Feeds = dict[str, np.ndarray]
 Dataset = str | Path | Iterable[Mapping[str, np.ndarray]]
@@ -72,8 +74,13 @@ class Judge:
         return self._references[index]
 
     def tally(self, reference: Outputs, outputs: Outputs) -> tuple[Tally, float]:
-        """One sample's tally on the metric, and its largest relative error beside it."""
-        rel, _ = Metric(MAX_REL).tally(reference, outputs)
+        """One sample's tally on the metric, and its largest relative error beside it.
+
+        Both are taken on ``outputs`` as :func:`lined_up` puts them: rows of a sorted score
+        that are tied within the check's tolerance may line up with the reference's first,
+        so that a detector's boxes of equal score, kept in another order, are no error.
+        """
+        outputs, rel = lined_up(reference, outputs)
         if self.metric.name == MAX_REL and not self.metric.outputs:
             return (rel, 0.0), rel
         return self.metric.tally(reference, outputs), rel
@@ -95,6 +102,28 @@ class Judge:
         if self.real:
             return self
         return Judge(self.graph, self.metric)
+
+
+def lined_up(reference: Outputs, outputs: Outputs) -> tuple[Outputs, float]:
+    """``outputs``, or them with rows moved within ties where that lowers the error; its error.
+
+    The error is the largest relative error of any output (``max-rel``). Where it is not
+    0, each reordering of :func:`~autopart.tuning.ties.tie_reorderings` is tried, ties
+    being runs of a sorted score within ``COMMON.check_tolerance``; the one of least error
+    is kept if it is less than in order. Rows never leave their tie, so outputs that differ
+    in anything but the order of tied rows keep their error.
+    """
+    error, _ = Metric(MAX_REL).tally(reference, outputs)
+    if error == 0.0:
+        return outputs, error
+    got = {name: np.asarray(value) for name, value in outputs.items()}
+    want = {name: np.asarray(value) for name, value in reference.items()}
+    best: Outputs = outputs
+    for _, reordered in tie_reorderings(got, want, COMMON.check_tolerance):
+        again, _ = Metric(MAX_REL).tally(reference, reordered)
+        if again < error:
+            best, error = reordered, again
+    return best, error
 
 
 def evaluation_samples(graph: Graph, seed: int) -> list[Feeds]:
