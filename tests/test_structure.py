@@ -8,6 +8,7 @@ check imports the modules it names.
 from __future__ import annotations
 
 import ast
+import functools
 import importlib
 import re
 from collections.abc import Iterator
@@ -222,35 +223,47 @@ def _codegen_mentions(codegen: str) -> list[str]:
     literal is a string constant other than a docstring that is the name or a target spec
     naming it; prose that mentions it (help texts, messages, docstrings) is documentation.
     """
-    modules = _modules()
     folder = f"autopart.targets.{codegen}"
     path_text = re.compile(
         rf"autopart\.targets\.{re.escape(codegen)}\b|autopart/targets/{re.escape(codegen)}/"
     )
     found = []
-    for name, path in modules.items():
+    for name, (where, text, imported, literals) in _module_facts().items():
         if name == folder or name.startswith(folder + "."):
             continue
-        where = str(path.relative_to(ROOT))
-        text = path.read_text(encoding="utf-8")
         found += [f"{where}: {m.group(0)}" for m in path_text.finditer(text)]
         found += [
             f"{where}: imports {target}"
-            for target in sorted(_imported(name, path, modules))
+            for target in sorted(imported)
             if target == folder or target.startswith(folder + ".")
         ]
+        found += [
+            f"{where}:{line}: {value!r}"
+            for line, value in literals
+            if _names_codegen(value, codegen) and (where, value) not in CODEGEN_NAME_ALLOWED
+        ]
+    return sorted(set(found))
+
+
+@functools.cache
+def _module_facts() -> dict[str, tuple[str, str, set[str], list[tuple[int, str]]]]:
+    """Each module's path, text, imports and non-docstring string literals, parsed once."""
+    modules = _modules()
+    facts = {}
+    for name, path in modules.items():
+        text = path.read_text(encoding="utf-8")
         tree = ast.parse(text)
         docstrings = _docstrings(tree)
-        found += [
-            f"{where}:{node.lineno}: {node.value!r}"
+        literals = [
+            (node.lineno, node.value)
             for node in ast.walk(tree)
             if isinstance(node, ast.Constant)
             and isinstance(node.value, str)
             and id(node) not in docstrings
-            and _names_codegen(node.value, codegen)
-            and (where, node.value) not in CODEGEN_NAME_ALLOWED
         ]
-    return sorted(set(found))
+        where = str(path.relative_to(ROOT))
+        facts[name] = (where, text, _imported(name, path, modules), literals)
+    return facts
 
 
 def test_the_codegen_name_check_tells_names_from_prose() -> None:
