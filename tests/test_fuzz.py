@@ -169,7 +169,7 @@ def mutations(base: bytes) -> st.SearchStrategy[bytes]:
     return mutate()
 
 
-@settings(FUZZ, max_examples=450)
+@settings(FUZZ, max_examples=300)
 @given(data=st.one_of(st.binary(max_size=512), mutations(MODEL_BYTES)))
 def test_fuzzed_onnx_bytes(worker: Worker, data: bytes) -> None:
     for command in (["info"], ["run", "--repeat", "1"]):
@@ -203,7 +203,7 @@ def declared_shapes(draw: st.DrawFn) -> onnx.ModelProto:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-@settings(FUZZ, max_examples=150)
+@settings(FUZZ, max_examples=80)
 @given(model=declared_shapes())
 def test_declared_sizes_are_weighed_before_allocating(
     worker: Worker, model: onnx.ModelProto
@@ -296,7 +296,7 @@ def plan_documents(draw: st.DrawFn, base: str) -> str:
     return json.dumps(_replace(document, path, draw(JSON_VALUES)))
 
 
-@settings(FUZZ, max_examples=500)
+@settings(FUZZ, max_examples=350)
 @given(data=st.data())
 def test_fuzzed_plans(worker: Worker, plan_text: str, data: st.DataObject) -> None:
     document = data.draw(plan_documents(plan_text))
@@ -365,7 +365,7 @@ def profile_documents(draw: st.DrawFn, base: str) -> str:
     return "\n".join([*header, *(",".join(row) for row in rows)]) + "\n"
 
 
-@settings(FUZZ, max_examples=250)
+@settings(FUZZ, max_examples=150)
 @given(data=st.data())
 def test_fuzzed_profile_rows(worker: Worker, profile_text: str, data: st.DataObject) -> None:
     document = data.draw(profile_documents(profile_text))

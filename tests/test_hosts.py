@@ -130,6 +130,7 @@ def _two_cores() -> None:
         pytest.skip("a local:2 cluster needs 2 cores")
 
 
+@pytest.mark.slow  # starts a Ray cluster: 13-20 s
 def test_devices_of_a_local_cluster_are_found_on_each_host_with_its_own_core() -> None:
     _two_cores()
     result = CliRunner().invoke(main, ["devices", "--cluster", "local:2"])
@@ -142,6 +143,7 @@ def test_devices_of_a_local_cluster_are_found_on_each_host_with_its_own_core() -
     assert len(prints) == 2 and all(len(p) == 16 for p in prints)
 
 
+@pytest.mark.slow  # starts a Ray cluster: 13-20 s
 def test_the_network_command_times_fits_and_saves_each_link(tmp_path: Path) -> None:
     _two_cores()
     result = CliRunner().invoke(

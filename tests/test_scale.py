@@ -195,7 +195,7 @@ def test_series_points_are_those_of_the_definition(seed: int, blocks: int, reach
 
 
 # -- the search by segments is exact ---------------------------------------------------------
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), blocks=st.integers(2, 6), tried=st.sampled_from([0, 16]))
 def test_search_by_segments_finds_the_brute_force_optimum(
     seed: int, blocks: int, tried: int
