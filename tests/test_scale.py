@@ -472,3 +472,35 @@ def test_search_by_segments_is_exact_under_a_tolerance(
     assert result.optimal
     assert math.isclose(result.objective_s, best, rel_tol=1e-6)
     assert result.bound_s <= best * (1 + 1e-9)
+
+
+def test_plans_the_search_simulated_already_are_not_built_again_by_the_ilp(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The baselines' simulations reach the ILP: it builds none of those plans again.
+
+    On 50,000 nodes a plan takes seconds to build; the ILP by segments offered the per-node
+    quickest assignment and every single target, which the baselines had just priced.
+    The answer is the same either way.
+    """
+    graph = load_model(op_chain(1200))
+    costs = synthetic_costs(graph, MANY)
+    built: list[int] = []
+    real_plan_for = ilp.plan_for
+
+    def counting(assignment, costs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        built.append(len(set(assignment.values())))
+        return real_plan_for(assignment, costs, *args, **kwargs)
+
+    monkeypatch.setattr(ilp, "plan_for", counting)
+    alone = ilp.solve_ilp(costs, time_limit_s=60)
+    rebuilt = len(built)
+    built.clear()
+    outcome = search(costs)
+    baselines = [c for c in outcome.candidates.values() if c.kind.value != "ilp"]
+    assert rebuilt >= 2 and len(built) <= rebuilt - 2  # the single targets, at least
+    assert {c.kind.value for c in baselines} >= {"single", "per-op-best"}
+    ilp_result = outcome.ilp
+    assert ilp_result is not None
+    assert ilp_result.objective_s == pytest.approx(alone.objective_s, rel=1e-12)
+    assert ilp_result.bound_s == pytest.approx(alone.bound_s, rel=1e-12)

@@ -15,7 +15,7 @@ codegen).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from autopart.errors import TargetError
 
@@ -52,8 +52,20 @@ class VirtualDevice:
     codegen: str | None = None
     precision: str | None = None
     host: str | None = None
+    _hash: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        self._normalise()
+        # searches hash targets millions of times (dict keys): hash the fields once
+        object.__setattr__(
+            self, "_hash", hash((self.device, self.unit, self.codegen, self.precision, self.host))
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def _normalise(self) -> None:
+        """The local host as None, f32 as None; :class:`TargetError` for a bad host or precision."""
         if self.host == LOCAL_HOST:
             object.__setattr__(self, "host", None)
         elif self.host is not None and not _HOST.match(self.host):

@@ -65,6 +65,8 @@ from autopart.search.simulator import plan_for, simulate
 __all__ = ["IlpError", "IlpResult", "memory_estimate", "solve_ilp"]
 
 Assignment = dict[str, VirtualDevice]
+# assignments the caller simulated already, each with its sequential latency (s)
+Known = Sequence[tuple[Mapping[str, VirtualDevice], float]]
 SERIES_MIN_NODES = 400  # below this the whole-graph ILP is quick: solve it as one
 
 
@@ -105,6 +107,7 @@ def solve_ilp(
     progress: Progress | None = None,
     by_segments: bool | None = None,
     accuracy: ErrorModel | None = None,
+    known: Known = (),
 ) -> IlpResult:
     """The assignment of least sequential latency, proven within ``rel_gap`` if time allows.
 
@@ -116,7 +119,9 @@ def solve_ilp(
     nodes on; never with memory caps or partitions measured whole). The accuracy row spans
     the whole graph, so segments are solved without it and only plans within the tolerance
     are kept; when that leaves a gap, the whole ILP with the row runs too. Always returns
-    the best assignment found, its simulated cost and a valid lower bound. Raises
+    the best assignment found, its simulated cost and a valid lower bound. ``known`` holds
+    assignments already simulated by the caller, with their sequential latency on
+    ``costs``: offered again, they are not rebuilt and simulated twice. Raises
     :class:`IlpError` when a node has no target or nothing was found in time, and
     :class:`ConstraintError` when no assignment fits the memory caps.
     """
@@ -127,13 +132,15 @@ def solve_ilp(
         deadline = started + time_limit_s
         series = solve_by_segments(costs, deadline, rel_gap, _solve_part, progress)
         if series is not None:
-            joined = _joined(costs, series, started, rel_gap, accuracy)
+            joined = _joined(costs, series, started, rel_gap, accuracy, known)
             if joined is not None and (joined.optimal or accuracy is None):
                 return joined
             left = max(deadline - time.perf_counter(), 1.0)
-            whole = _solve_whole(costs, None, left, rel_gap, started, progress, (), accuracy)
+            whole = _solve_whole(costs, None, left, rel_gap, started, progress, (), accuracy, known)
             return whole if joined is None else _better(joined, whole, rel_gap)
-    return _solve_whole(costs, memory, time_limit_s, rel_gap, started, progress, (), accuracy)
+    return _solve_whole(
+        costs, memory, time_limit_s, rel_gap, started, progress, (), accuracy, known
+    )
 
 
 def _solve_part(
@@ -172,12 +179,13 @@ def _solve_whole(
     progress: Progress | None = None,
     banned: Sequence[Assignment] = (),
     accuracy: ErrorModel | None = None,
+    known: Known = (),
 ) -> IlpResult:
     """The whole-graph ILP (see the module docstring), ``banned`` assignments excluded."""
     form = Formulation(costs, memory or {}, accuracy)
     excluded = [[assignment[node.name] for node in form.nodes] for assignment in banned]
     form.nogoods.extend(excluded)
-    incumbent = _Incumbent(costs, [node.name for node in form.nodes], accuracy)
+    incumbent = _Incumbent(costs, [node.name for node in form.nodes], accuracy, known)
     for candidate in form.heuristics():
         if form.feasible(candidate) and candidate not in excluded:
             incumbent.offer(candidate)
@@ -207,6 +215,7 @@ def _joined(
     started: float,
     rel_gap: float,
     accuracy: ErrorModel | None = None,
+    known: Known = (),
 ) -> IlpResult | None:
     """The answer by segments, beside every plan on one target, priced by the simulator.
 
@@ -219,7 +228,7 @@ def _joined(
     ran out before the segments gave a plan.
     """
     names = [node.name for node in costs.graph.nodes]
-    incumbent = _Incumbent(costs, names, accuracy)
+    incumbent = _Incumbent(costs, names, accuracy, known)
     if series.assignment:
         incumbent.offer([series.assignment[name] for name in names])
     entries = [costs.node_cost[name] for name in names]
@@ -272,11 +281,24 @@ def _one_target_floor(costs: Costs, names: list[str], target: VirtualDevice) -> 
 
 
 class _Incumbent:
-    """The best assignment found so far, with every assignment's true cost computed once."""
+    """The best assignment found so far, with every assignment's true cost computed once.
 
-    def __init__(self, costs: Costs, names: list[str], accuracy: ErrorModel | None = None) -> None:
+    ``known`` assignments (the caller's, simulated on the same costs) start with theirs.
+    """
+
+    def __init__(
+        self,
+        costs: Costs,
+        names: list[str],
+        accuracy: ErrorModel | None = None,
+        known: Known = (),
+    ) -> None:
         self.costs, self.names, self.accuracy = costs, names, accuracy
-        self.truth: dict[tuple[VirtualDevice, ...], float] = {}
+        self.truth: dict[tuple[VirtualDevice, ...], float] = {
+            tuple(assignment[name] for name in names): cost
+            for assignment, cost in known
+            if all(name in assignment for name in names)
+        }
         self.best: list[VirtualDevice] | None = None
         self.cost = math.inf
 

@@ -18,7 +18,7 @@ from autopart.progress import Progress
 from autopart.search.baselines import Baseline, baselines, default_fallback, whole_models
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.constraints import ConstraintError, Constraints, apply, keep_precisions
-from autopart.search.ilp import IlpResult, memory_estimate, solve_ilp
+from autopart.search.ilp import IlpResult, Known, memory_estimate, solve_ilp
 from autopart.search.options import Objective, SearchOptions
 from autopart.search.optuna_search import OptunaResult, SearchProgress, optuna_search
 from autopart.search.simulator import Simulation, SimulationError, plan_for, simulate
@@ -115,7 +115,8 @@ def search(
     for baseline in baselines(restricted, fallback):
         made = candidate(baseline.kind, baseline.assignment, baseline.target)
         candidates[made.name] = made
-    ilp, notes = _solve(restricted, constraints.memory, options, steps)
+    known = [(c.assignment, c.simulation.sequential_s) for c in candidates.values()]
+    ilp, notes = _solve(restricted, constraints.memory, options, steps, known)
     made = candidate(CandidateKind.ILP, ilp.assignment)
     candidates[made.name] = made
     optuna: OptunaResult | None = None
@@ -145,9 +146,15 @@ def search(
 
 
 def _solve(
-    costs: Costs, memory: dict[str, int], options: SearchOptions, steps: Progress | None
+    costs: Costs,
+    memory: dict[str, int],
+    options: SearchOptions,
+    steps: Progress | None,
+    known: Known = (),
 ) -> tuple[IlpResult, list[str]]:
     """The ILP's answer within ``options``' time, and a note if it dropped the accuracy row.
+
+    ``known`` are the baselines' assignments with their simulated latency on ``costs``.
 
     A tolerance that no assignment keeps (as predicted) must not refuse a model the
     race could still check: the ILP is then solved without it, and a note says so. Memory
@@ -158,12 +165,13 @@ def _solve(
     accuracy = options.accuracy
     try:
         return solve_ilp(
-            costs, memory, time_limit_s=time_limit, progress=steps, accuracy=accuracy
-        ), []
+            costs, memory, time_limit_s=time_limit, progress=steps, accuracy=accuracy,
+            known=known,
+        ), []  # fmt: skip
     except ConstraintError:
         if accuracy is None:
             raise
-    ilp = solve_ilp(costs, memory, time_limit_s=time_limit, progress=steps)
+    ilp = solve_ilp(costs, memory, time_limit_s=time_limit, progress=steps, known=known)
     return ilp, [
         "no assignment keeps the predicted error within the tolerance "
         f"({accuracy.tolerance:.3g}), so the ILP was solved without it; every plan's "
