@@ -504,3 +504,28 @@ def test_plans_the_search_simulated_already_are_not_built_again_by_the_ilp(
     assert ilp_result is not None
     assert ilp_result.objective_s == pytest.approx(alone.objective_s, rel=1e-12)
     assert ilp_result.bound_s == pytest.approx(alone.bound_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("source", ["", "elsewhere.onnx"])
+def test_the_ilp_hands_its_plan_to_the_search_as_a_fresh_build_would_make_it(source: str) -> None:
+    """The ILP candidate's plan, where the solver built it, equals building it again."""
+    from dataclasses import replace as replaced
+
+    from autopart.search.options import SearchOptions
+    from autopart.search.simulator import plan_for
+
+    handed = 0
+    for seed, by_parts in itertools.product(range(12), (False, True)):
+        rng = np.random.default_rng(seed)
+        costs = random_costs(rng, block_graph(rng, 6), combinations=None)
+        kept, ilp.SERIES_MIN_NODES = ilp.SERIES_MIN_NODES, 0 if by_parts else 10**9
+        try:
+            outcome = search(costs, replaced(SearchOptions(), source=source))
+        finally:
+            ilp.SERIES_MIN_NODES = kept
+        assert outcome.ilp is not None
+        chosen = outcome.candidates["ilp"]
+        fallback = VirtualDevice.parse(chosen.plan.fallback)
+        assert chosen.plan == plan_for(chosen.assignment, costs, source, fallback)
+        handed += outcome.ilp.plan is not None
+    assert handed >= 6  # mixed answers: the plan the solver built was handed over

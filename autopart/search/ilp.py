@@ -48,12 +48,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from autopart.costmodel.accuracy import ErrorModel
 from autopart.costmodel.alone import FLOOR as ALONE_FLOOR
 from autopart.costmodel.costs import Costs, PartitionKey
 from autopart.ir.target import VirtualDevice
+from autopart.plan.schema import Plan
 from autopart.progress import Progress
 from autopart.search.constraints import ConstraintError
 from autopart.search.ilp_copies import memory_estimate
@@ -81,7 +82,9 @@ class IlpResult:
     ``variables`` and ``constraints`` give the size of the last model solved, ``iterations``
     the number of solves and ``cuts`` the cuts learnt between them. Solved by segments,
     ``segments`` and ``kinds`` count them and their distinct kinds (0 otherwise), and the
-    sizes are the largest sub-problem's.
+    sizes are the largest sub-problem's. ``plan`` is the plan of ``assignment`` as the
+    solver built it to simulate it (:func:`~autopart.search.simulator.plan_for`'s default
+    source and fallback), where it built one.
     """
 
     assignment: Assignment
@@ -97,6 +100,7 @@ class IlpResult:
     cuts: int = 0
     segments: int = 0
     kinds: int = 0
+    plan: Plan | None = field(default=None, repr=False, compare=False)
 
 
 def solve_ilp(
@@ -196,6 +200,7 @@ def _solve_whole(
     bound = min(loop.bound, best_cost)
     return IlpResult(
         assignment=dict(zip(incumbent.names, best, strict=True)),
+        plan=incumbent.plan,
         objective_s=best_cost,
         bound_s=bound,
         gap=(best_cost - bound) / best_cost if best_cost > 0 else 0.0,
@@ -252,6 +257,7 @@ def _joined(
     optimal = gap <= max(rel_gap, 1e-9)
     return IlpResult(
         assignment=dict(zip(names, incumbent.best, strict=True)),
+        plan=incumbent.plan,
         objective_s=best,
         bound_s=bound,
         gap=gap,
@@ -299,6 +305,8 @@ class _Incumbent:
             for assignment, cost in known
             if all(name in assignment for name in names)
         }
+        self.plan: Plan | None = None  # the best's, where it was built here
+        self._built: tuple[tuple[VirtualDevice, ...], Plan] | None = None
         self.best: list[VirtualDevice] | None = None
         self.cost = math.inf
 
@@ -308,6 +316,7 @@ class _Incumbent:
         if key not in self.truth:
             plan = plan_for(dict(zip(self.names, assignment, strict=True)), self.costs)
             self.truth[key] = simulate(plan, self.costs).sequential_s
+            self._built = (key, plan)
         return self.truth[key]
 
     def offer(self, assignment: list[VirtualDevice]) -> float:
@@ -322,6 +331,9 @@ class _Incumbent:
         cost = self.true_cost(assignment)
         if cost < self.cost:
             self.best, self.cost = assignment, cost
+            built = self._built
+            self.plan = built[1] if built is not None and built[0] == tuple(assignment) else None
+        self._built = None
         return cost
 
 

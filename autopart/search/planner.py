@@ -9,7 +9,7 @@ a memory cap are kept for comparison but never chosen.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
@@ -99,10 +99,11 @@ def search(
         target: VirtualDevice | None = None,
         index: int | None = None,
         stand_in: Candidate | None = None,
+        built: Plan | None = None,
     ) -> Candidate:
         if steps is not None:
             steps(len(candidates), 0, f"pricing {kind.value} plan")
-        plan = plan_for(assignment, restricted, options.source, fallback)
+        plan = built or plan_for(assignment, restricted, options.source, fallback)
         fits = _fits(restricted, assignment, constraints.memory)
         other = None if stand_in is None else stand_in.plan
         accurate = options.accuracy is None or options.accuracy.fits(assignment)
@@ -117,7 +118,9 @@ def search(
         candidates[made.name] = made
     known = [(c.assignment, c.simulation.sequential_s) for c in candidates.values()]
     ilp, notes = _solve(restricted, constraints.memory, options, steps, known)
-    made = candidate(CandidateKind.ILP, ilp.assignment)
+    made = candidate(
+        CandidateKind.ILP, ilp.assignment, built=_as_planned(ilp.plan, options, fallback)
+    )
     candidates[made.name] = made
     optuna: OptunaResult | None = None
     pareto: list[Candidate] = []
@@ -177,6 +180,18 @@ def _solve(
         f"({accuracy.tolerance:.3g}), so the ILP was solved without it; every plan's "
         "error is measured in the race"
     ]
+
+
+def _as_planned(plan: Plan | None, options: SearchOptions, fallback: VirtualDevice) -> Plan | None:
+    """``plan`` as :func:`plan_for` builds it with the search's source and fallback.
+
+    The solver builds its answer's plan with :func:`plan_for`'s defaults; the two differ
+    in nothing else, so the plan need not be built again.
+    """
+    if plan is None:
+        return None
+    model = plan.model if not options.source else replace(plan.model, source=options.source)
+    return replace(plan, model=model, fallback=str(fallback))
 
 
 def _whole_models(
