@@ -229,3 +229,29 @@ def test_simplification_preserves_results(case: tuple) -> None:
     expected = _outputs(raw)
     for name, got in _outputs(simplified).items():
         np.testing.assert_allclose(got, expected[name], rtol=1e-6)
+
+
+def test_a_target_sent_to_another_process_hashes_as_that_process_hashes_it() -> None:
+    """A target's hash is kept on it; one pickled elsewhere must not bring its old hash.
+
+    Ray sends targets between processes whose string hashes differ (``PYTHONHASHSEED``);
+    a dict keyed by targets, unpickled here, must find targets made here.
+    """
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    other = "8" if os.environ.get("PYTHONHASHSEED") == "7" else "7"
+    made_elsewhere = subprocess.run(
+        [sys.executable, "-c",
+         "import pickle, sys\n"
+         "from autopart.ir.target import VirtualDevice\n"
+         "keyed = {VirtualDevice.parse('host1:cpu/0@openvino:bf16'): 1}\n"
+         "sys.stdout.write(pickle.dumps(keyed).hex())"],
+        env={**os.environ, "PYTHONHASHSEED": other}, capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    keyed = pickle.loads(bytes.fromhex(made_elsewhere))
+    here = VirtualDevice.parse("host1:cpu/0@openvino:bf16")
+    assert keyed[here] == 1
+    assert hash(next(iter(keyed))) == hash(here)

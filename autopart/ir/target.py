@@ -64,6 +64,11 @@ class VirtualDevice:
     def __hash__(self) -> int:
         return self._hash
 
+    def __reduce__(self) -> tuple[type[VirtualDevice], tuple[str | int | None, ...]]:
+        # rebuilt by its fields, so that the hash is the receiving process's (Ray sends
+        # targets between processes whose string hashes differ)
+        return VirtualDevice, (self.device, self.unit, self.codegen, self.precision, self.host)
+
     def _normalise(self) -> None:
         """The local host as None, f32 as None; :class:`TargetError` for a bad host or precision."""
         if self.host == LOCAL_HOST:
