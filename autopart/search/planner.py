@@ -116,11 +116,9 @@ def search(
     for baseline in baselines(restricted, fallback):
         made = candidate(baseline.kind, baseline.assignment, baseline.target)
         candidates[made.name] = made
-    known = [(c.assignment, c.simulation.sequential_s) for c in candidates.values()]
-    ilp, notes = _solve(restricted, constraints.memory, options, steps, known)
-    made = candidate(
-        CandidateKind.ILP, ilp.assignment, built=_as_planned(ilp.plan, options, fallback)
-    )
+    ilp, notes = _solve(restricted, constraints.memory, options, steps, _known(candidates))
+    built = _as_planned(ilp.plan, options, fallback)
+    made = candidate(CandidateKind.ILP, ilp.assignment, built=built)
     candidates[made.name] = made
     optuna: OptunaResult | None = None
     pareto: list[Candidate] = []
@@ -180,6 +178,11 @@ def _solve(
         f"({accuracy.tolerance:.3g}), so the ILP was solved without it; every plan's "
         "error is measured in the race"
     ]
+
+
+def _known(candidates: dict[str, Candidate]) -> Known:
+    """Each candidate's assignment with its simulated sequential latency."""
+    return [(c.assignment, c.simulation.sequential_s) for c in candidates.values()]
 
 
 def _as_planned(plan: Plan | None, options: SearchOptions, fallback: VirtualDevice) -> Plan | None:
