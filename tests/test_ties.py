@@ -48,6 +48,23 @@ def agree(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> bool:
     return all(relative_error(got[name], want[name]) <= TOLERANCE for name in want)
 
 
+def detector_model(path: Path) -> Path:
+    """A model whose outputs are its inputs: 4 scores and 4 boxes, saved at ``path``."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Identity", ["s"], ["scores"]), helper.make_node("Abs", ["b"], ["boxes"])],
+        "detector",
+        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 4])],
+        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [4]),
+         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [4, 4])],
+    )  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
 sizes_strategy = st.lists(st.integers(1, 6), min_size=2, max_size=12)
 
 
@@ -137,22 +154,10 @@ def test_run_check_accepts_rows_of_tied_scores_in_another_order_and_says_so(
     """``autopart run --check``: an oracle that sorted tied boxes another way still agrees."""
     import importlib
 
-    import onnx
-    from onnx import TensorProto, helper
-
     from autopart.io import save_tensors
     from tests.test_errors import invoke
 
-    graph = helper.make_graph(
-        [helper.make_node("Identity", ["s"], ["scores"]), helper.make_node("Abs", ["b"], ["boxes"])],
-        "detector",
-        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]),
-         helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 4])],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [4]),
-         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [4, 4])],
-    )  # fmt: skip
-    model = tmp_path / "detector.onnx"
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), model)
+    model = detector_model(tmp_path / "detector.onnx")
     scores = np.array([0.9, 0.5, 0.5, 0.1], np.float32)
     boxes = np.arange(16, dtype=np.float32).reshape(4, 4)
     save_tensors(tmp_path / "x.npz", {"s": scores, "b": boxes})
@@ -178,24 +183,11 @@ def test_the_tuning_judge_forgives_the_order_of_tied_rows_and_nothing_else(
     A peer that swaps two boxes of equal score is within the tolerance; one that swaps boxes
     of different scores keeps its error, in the race's results and in ``Judge.tally``.
     """
-    import onnx
-    from onnx import TensorProto, helper
-
     from autopart import api
     from autopart.tuning.judge import Judge
     from autopart.tuning.verify import measure_plans
 
-    graph_proto = helper.make_graph(
-        [helper.make_node("Identity", ["s"], ["scores"]), helper.make_node("Abs", ["b"], ["boxes"])],
-        "detector",
-        [helper.make_tensor_value_info("s", TensorProto.FLOAT, [4]),
-         helper.make_tensor_value_info("b", TensorProto.FLOAT, [4, 4])],
-        [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [4]),
-         helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [4, 4])],
-    )  # fmt: skip
-    path = tmp_path / "detector.onnx"
-    onnx.save(helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)]), path)
-    graph = api.load(path)
+    graph = api.load(detector_model(tmp_path / "detector.onnx"))
     scores = np.array([0.9, 0.5, 0.5, 0.1], np.float32)
     boxes = np.arange(16, dtype=np.float32).reshape(4, 4) + 1
     feeds = {"s": scores, "b": boxes}

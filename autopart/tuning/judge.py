@@ -29,8 +29,8 @@ from autopart.settings import COMMON
 from autopart.targets import quant_ranges
 from autopart.tuning.finite import check_reference_finite
 from autopart.tuning.metrics import MAX_REL, Metric, Outputs, Tally
+from autopart.tuning.oracle import least_error_order
 from autopart.tuning.settings import ACCURACY
-from autopart.tuning.ties import tie_reorderings
 
 Feeds = dict[str, np.ndarray]
 Dataset = str | Path | Iterable[Mapping[str, np.ndarray]]
@@ -107,23 +107,12 @@ class Judge:
 def lined_up(reference: Outputs, outputs: Outputs) -> tuple[Outputs, float]:
     """``outputs``, or them with rows moved within ties where that lowers the error; its error.
 
-    The error is the largest relative error of any output (``max-rel``). Where it is not
-    0, each reordering of :func:`~autopart.tuning.ties.tie_reorderings` is tried, ties
-    being runs of a sorted score within ``COMMON.check_tolerance``; the one of least error
-    is kept if it is less than in order. Rows never leave their tie, so outputs that differ
-    in anything but the order of tied rows keep their error.
+    The error is the largest relative error of any output (``max-rel``); ties are runs of a
+    sorted score within ``COMMON.check_tolerance``
+    (:func:`~autopart.tuning.oracle.least_error_order`).
     """
-    error, _ = Metric(MAX_REL).tally(reference, outputs)
-    if error == 0.0:
-        return outputs, error
-    got = {name: np.asarray(value) for name, value in outputs.items()}
-    want = {name: np.asarray(value) for name, value in reference.items()}
-    best: Outputs = outputs
-    for _, reordered in tie_reorderings(got, want, COMMON.check_tolerance):
-        again, _ = Metric(MAX_REL).tally(reference, reordered)
-        if again < error:
-            best, error = reordered, again
-    return best, error
+    lined, _, error = least_error_order(outputs, reference, COMMON.check_tolerance)
+    return lined, error
 
 
 def evaluation_samples(graph: Graph, seed: int) -> list[Feeds]:

@@ -57,20 +57,41 @@ def errors_up_to_ties(
     """Each output's relative error, and the sort key whose ties had to be reordered.
 
     In order first; where an error passes ``tolerance``, the outputs reordered within the
-    ties of a sorted score (:func:`autopart.tuning.ties.tie_reorderings`) are tried, and
-    the first reordering that brings every output within ``tolerance`` gives the errors,
-    with its key's name. Else the errors in order, and None.
+    ties of a sorted score (:func:`least_error_order`) are tried, and where that brings
+    every output within ``tolerance`` it gives the errors, with its key's name. Else the
+    errors in order, and None.
     """
     errors = _errors(outputs, expected)
     if max(errors.values(), default=0.0) <= tolerance:
         return errors, None
+    reordered, key, worst = least_error_order(outputs, expected, tolerance)
+    if key is not None and worst <= tolerance:
+        return _errors(reordered, expected), key
+    return errors, None
+
+
+def least_error_order(
+    outputs: Mapping[str, np.ndarray], expected: Mapping[str, np.ndarray], tolerance: float
+) -> tuple[dict[str, np.ndarray], str | None, float]:
+    """``outputs`` in the order of least largest relative error, the key moved, that error.
+
+    As given, or with rows moved within the ties of a sorted score
+    (:func:`autopart.tuning.ties.tie_reorderings`, ties ``tolerance`` wide), whichever has
+    the least error over ``expected``'s outputs; the key is None where the order as given
+    is kept. Rows never leave their tie, so outputs that differ in anything but the order
+    of tied rows keep their error.
+    """
     got = {name: np.asarray(value) for name, value in outputs.items()}
     want = {name: np.asarray(value) for name, value in expected.items()}
-    for key, reordered in tie_reorderings(got, want, tolerance):
-        again = _errors(reordered, want)
-        if max(again.values(), default=0.0) <= tolerance:
-            return again, key
-    return errors, None
+    best, key = got, None
+    error = max(_errors(got, want).values(), default=0.0)
+    if error == 0.0:
+        return best, key, error
+    for name, reordered in tie_reorderings(got, want, tolerance):
+        again = max(_errors(reordered, want).values(), default=0.0)
+        if again < error:
+            best, key, error = reordered, name, again
+    return best, key, error
 
 
 def relative_error(got: np.ndarray, expected: np.ndarray) -> float:
