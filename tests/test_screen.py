@@ -365,7 +365,11 @@ def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_
     report = tune_model(str(tiny), built)
     assert report.screening is not None
     timed = {peer, f"single:{own}", f"single:{ORT}"}
-    assert set(report.screening.whole) == timed
+    stand_in = report.screening.whole[f"single:{NUMPY}"]  # the reference run's one timing
+    assert len(stand_in.latencies) == 1 and stand_in.max_error == 0.0
+    assert set(report.screening.whole) == timed | {f"single:{NUMPY}"}
+    priced = report.outcome.candidates[f"single:{NUMPY}"].simulation.sequential_s
+    assert priced == pytest.approx(stand_in.median_s, rel=0.05)  # not its op sum
     (note,) = [note for note in report.notes if note.startswith("budget 0.01 s")]
     skipped = note.split("the screen's whole timings (")[1].split(" not timed whole)")[0]
     variants_plan = {"single:cpu@openvino"} - {f"single:{own}"}  # openvino alone f32's
@@ -479,3 +483,28 @@ def test_an_accuracy_round_starts_only_if_the_budget_left_covers_another_race(
         workflow._tighten("m", prepared, None, None, ({"ilp": over}, {}, []), verify_s)  # type: ignore[arg-type]
         assert len(raced) == expected
         assert ("the accuracy rounds" in " ".join(clock.cut)) is (expected == 0)
+
+
+def test_a_whole_timing_of_one_run_is_recorded_measured_but_not_complete() -> None:
+    """The screen's whole timings price their partition; one from a single run (the
+    reference run standing in for the reference's plan) counts as one pass, so a later
+    profile with the time for it completes the row instead of trusting one cold run."""
+    from autopart.costmodel.measurements import RowKind
+    from autopart.profile.store import Profile
+    from autopart.tuning.partitions import record_screened
+    from autopart.tuning.single_plans import SinglePlans, single_name
+
+    graph = load_model(op_chain(6, 3))
+    single = SinglePlans(graph, [NUMPY, ORT], "chain")
+    runs = {
+        single_name(VirtualDevice.parse(NUMPY)): Measured(latencies=[4e-3]),
+        single_name(VirtualDevice.parse(ORT)): Measured(
+            latencies=[1e-3] * 9, round_medians=[1e-3, 1.1e-3, 0.9e-3]
+        ),
+    }
+    profile = Profile({"fingerprint": "test"})
+    assert record_screened(graph, profile, None, single.plans, runs) == 2
+    rows = profile.table[profile.table["kind"] == RowKind.PARTITION.value]
+    passes = dict(zip(rows["target"], rows["passes"], strict=True))
+    assert passes == {NUMPY: 1, ORT: profile.passes_asked()}
+    assert dict(zip(rows["target"], rows["median_s"], strict=True))[NUMPY] == 4e-3

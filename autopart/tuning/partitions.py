@@ -208,7 +208,8 @@ def _record_whole(
 ) -> int:
     """Record each one-partition plan's timing in ``measured`` as its partition's row.
 
-    Complete (as many passes as the profile's profiler asks for), labelled ``N ops <how>``;
+    Complete (as many passes as the profile's profiler asks for) when timed in as many
+    rounds (a one-run timing is one pass: measured, not complete), labelled ``N ops <how>``;
     with ``only_saved``, only where the profile has that row already; never where it marks
     the partition unsupported. Stamps the speed and saves to ``path`` when anything was
     recorded. Returns how many rows were.
@@ -226,7 +227,7 @@ def _record_whole(
             RowKind.UNSUPPORTED, target, key
         ):
             continue
-        row = replace(result.summary(), passes=passes)
+        row = replace(result.summary(), passes=min(passes, len(result.samples)))
         profile.record(RowKind.PARTITION, target, key, row, f"{len(nodes)} ops {how}")
         recorded += 1
     if recorded:
