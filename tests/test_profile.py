@@ -181,8 +181,10 @@ def test_profiling_twice_reuses_every_measurement(tmp_path: Path) -> None:
     assert len(Profile.load(path).rows("layout")) == 3
     assert set(Profile.load(path).rows("enqueue")["target"]) == {"opencl:0/0@opencl"}
     # copies are sampled for a share of the time budget, past the op settings' max_runs
+    # (those of 1 MiB or less: a loaded machine's 64 MiB copy can take the share in fewer)
     most = FAST.passes * FAST.per_pass().max_runs
-    assert (Profile.load(path).rows("transfer")["runs"] > most).all()
+    copies = Profile.load(path).rows("transfer")
+    assert (copies[copies["nbytes"] <= 1 << 20]["runs"] > most).all()
     assert path.exists() and not report.missing
     again, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
     assert again.new == 0 and again.reused == report.new
@@ -207,6 +209,43 @@ def test_a_spent_budget_leaves_measurements_missing_and_a_rerun_completes(
     report, _, _ = api.profile(tiny_cnn(), TARGETS, tmp_path, settings=FAST)
     assert report.new == jobs and report.missing == 0
 
+
+@pytest.fixture(scope="module")
+def tiny_profile(tmp_path_factory: pytest.TempPathFactory) -> Profile:
+    """The tiny CNN profiled in full on TARGETS (FAST settings)."""
+    _, profile, _ = api.profile(
+        tiny_cnn(), TARGETS, tmp_path_factory.mktemp("cut"), settings=FAST
+    )
+    return profile
+
+
+@needs_opencl
+@settings(max_examples=60, deadline=None)
+@given(
+    cuts=st.dictionaries(
+        st.sampled_from([kind.value for kind in RowKind]), st.sampled_from([0, 1, 2]), max_size=2
+    )
+)
+def test_a_profile_cut_anywhere_prices_or_says_what_it_lacks(
+    tiny_profile: Profile, cuts: dict[str, int]
+) -> None:
+    """A budget or an interrupt can stop any kind of measurement part way: pricing from
+    what is left gives costs, or a ProfileError naming what is missing, never another
+    exception (a device pair's copies timed at one size once crashed the fit). Each kind
+    cut keeps that many of its first rows on each target."""
+    table = tiny_profile.table
+    parts = [
+        rows.iloc[: cuts.get(str(kind), len(rows))]
+        for (kind, _), rows in table.groupby(["kind", "target"], sort=False)
+    ]
+    cut = Profile(dict(tiny_profile.meta), pd.concat(parts).reset_index(drop=True))
+    graph = api.load(tiny_cnn())
+    for targets in (TARGETS, [TARGETS[0], TARGETS[-1]]):
+        try:
+            costs = costs_from_profile(graph, cut, targets)
+        except ProfileError:
+            continue
+        assert {str(t) for t in costs.targets} == set(targets)
 
 _KILLED_RUN = """
 import sys

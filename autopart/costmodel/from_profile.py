@@ -39,10 +39,16 @@ def profile_targets(profile: MeasurementTable) -> list[VirtualDevice]:
 
 
 def transfer_fits(profile: MeasurementTable) -> dict[tuple[str, str], TransferFit]:
-    """The fitted transfer model of every device pair the profile measured."""
+    """The fitted transfer model of every device pair the profile measured at two sizes or more.
+
+    A pair measured at fewer sizes (its measurements were cut short by a budget or an
+    interrupt) has no fit: a plan crossing it is unpriced, as if it were not measured.
+    """
     fits = {}
     rows = profile.rows(RowKind.TRANSFER)
     for pair, group in rows.groupby("target"):
+        if group["nbytes"].nunique() < 2:
+            continue
         fits[split_pair(str(pair))] = fit_transfer(
             group["nbytes"].to_numpy(), group["median_s"].to_numpy()
         )
