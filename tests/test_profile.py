@@ -213,9 +213,7 @@ def test_a_spent_budget_leaves_measurements_missing_and_a_rerun_completes(
 @pytest.fixture(scope="module")
 def tiny_profile(tmp_path_factory: pytest.TempPathFactory) -> Profile:
     """The tiny CNN profiled in full on TARGETS (FAST settings)."""
-    _, profile, _ = api.profile(
-        tiny_cnn(), TARGETS, tmp_path_factory.mktemp("cut"), settings=FAST
-    )
+    _, profile, _ = api.profile(tiny_cnn(), TARGETS, tmp_path_factory.mktemp("cut"), settings=FAST)
     return profile
 
 
@@ -246,6 +244,7 @@ def test_a_profile_cut_anywhere_prices_or_says_what_it_lacks(
         except ProfileError:
             continue
         assert {str(t) for t in costs.targets} == set(targets)
+
 
 _KILLED_RUN = """
 import sys
