@@ -176,3 +176,33 @@ def test_a_late_plan_is_held_to_the_tolerance_chosen_before_it_entered() -> None
         heats=Heats(held=2), tolerance=tolerance,
     )  # fmt: skip
     assert {result.tolerance for result in measured.values()} == {0.5}
+
+
+def test_a_compile_past_its_deadline_fails_its_plan_and_the_others_race() -> None:
+    """A plan whose library compiles past the race's deadline is stopped and left out,
+    with the reason, while the others are measured (a budgeted tune once compiled OpenVINO
+    on a 50,000-node chain for minutes past its budget)."""
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino.library import clear_compiled
+    from autopart.tuning.choice import BudgetedRace
+    from autopart.tuning.clock import Clock
+    from autopart.tuning.settings import VERIFY
+
+    clear_compiled()  # a compile kept from an earlier test would be imported, not compiled
+    plans, graph = _plans()
+    plans = {"numpy": plans["numpy"]}
+    plans["ov"], _ = api.make_plan(tiny_cnn(), ["re:.*=cpu@openvino"], fallback="cpu@numpy")
+    race = BudgetedRace({}, Clock(0.0), frozenset({"numpy"}))  # the budget is spent
+    assert race.compile_within(plans["numpy"]) is None  # the screen saw numpy compile whole
+    assert race.compile_within(plans["ov"]) == 0.0
+    failures: dict[str, str] = {}
+    measured = measure_plans(
+        graph, plans, random_inputs(graph, seed=0), rounds=2, failures=failures,
+        compile_within=race.compile_within,
+    )  # fmt: skip
+    assert set(measured) == {"numpy"}
+    assert "did not finish compiling within 0 s" in failures["ov"]
+    roomy = BudgetedRace({}, Clock(100.0), frozenset({"numpy"}))
+    assert 0.0 < (roomy.compile_within(plans["ov"]) or 0.0) <= 100.0 - VERIFY.finish_s
+    assert BudgetedRace({}, Clock(100.0)).compile_within(plans["ov"]) is None  # no screen
+    assert BudgetedRace({}, Clock(None), frozenset()).compile_within(plans["ov"]) is None

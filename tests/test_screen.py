@@ -508,3 +508,22 @@ def test_a_whole_timing_of_one_run_is_recorded_measured_but_not_complete() -> No
     passes = dict(zip(rows["target"], rows["passes"], strict=True))
     assert passes == {NUMPY: 1, ORT: profile.passes_asked()}
     assert dict(zip(rows["target"], rows["median_s"], strict=True))[NUMPY] == 4e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("budget_s", [0.3, 1.0, 3.0, 9.0])
+def test_a_budget_running_out_anywhere_still_returns_a_verified_plan(
+    tiny: Path, tmp_path: Path, budget_s: float
+) -> None:
+    """Budgets that run out in each stage (screen, op pass, copies, full profile, race),
+    over a device with copies: every one returns a measured plan, never a traceback (a
+    pair's copies cut at one size once crashed the op pass)."""
+    from tests.opencl_here import SECOND_UNIT_TARGET
+
+    built = TuneOptions.build(
+        targets=[NUMPY, ORT, SECOND_UNIT_TARGET], profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+        rounds=3, peers=False, time_budget_s=budget_s,
+    )  # fmt: skip
+    report = tune_model(str(tiny), built)
+    chosen = next(row for row in report.rows if row.name == report.chosen)
+    assert chosen.measured_s is not None and chosen.max_error is not None, report.notes

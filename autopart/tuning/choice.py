@@ -28,6 +28,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.stats import bootstrap
 
+from autopart.ir.target import VirtualDevice
+from autopart.plan.schema import Plan
 from autopart.search.candidates import Candidate
 from autopart.tuning.accuracy import own_runtimes
 from autopart.tuning.clock import Clock
@@ -366,10 +368,13 @@ class BudgetedRace:
     what follows the race
     (:attr:`~autopart.tuning.settings.VerifySettings.finish_s`); then the race is over, and
     every runner but the one :func:`decide` keeps is behind, the race noted as cut short.
+    ``compiled``: the codegens known to compile the whole model within the budget (those
+    the screen compiled whole; None: no screen ran, and no compile is bounded).
     """
 
     runners: Mapping[str, Runner]
     clock: Clock
+    compiled: Collection[str] | None = None
 
     def racing(self) -> bool:
         """Whether the budget left covers another round and what follows the race."""
@@ -391,6 +396,22 @@ class BudgetedRace:
     def admitting(self, heat_s: float) -> bool:
         """Whether a heat of ``heat_s`` seconds fits the budget left (:class:`Heats`)."""
         return self.clock.covers(heat_s + VERIFY.finish_s)
+
+    def compile_within(self, plan: Plan) -> float | None:
+        """The seconds ``plan`` may take to compile: what the budget leaves after the race.
+
+        None (unbounded) with no budget or no screen, and for a plan whose every codegen
+        the screen saw compile the whole model: that compile is known to end. A codegen
+        the screen never compiled whole (its share of the budget ran out first) may take
+        minutes on a large model (OpenVINO, a 50,000-node chain: over 4 minutes), so it is
+        stopped where its library can be, and the plan fails with the reason.
+        """
+        if self.compiled is None or self.clock.budget_s is None:
+            return None
+        codegens = {VirtualDevice.parse(spec.target).codegen for spec in plan.partitions}
+        if codegens <= set(self.compiled):
+            return None
+        return self.clock.until(VERIFY.finish_s)
 
 
 def runners_of(

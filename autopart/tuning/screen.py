@@ -82,7 +82,8 @@ class Screening:
     ``elapsed_s`` is the screen's time, ``timing_s`` the part spent timing whole models,
     ``plans`` the single-target plans it timed, by name. ``too_slow``: each codegen that
     did not compile the whole model within its deadline, with the deadline (s); its targets
-    are dropped and its peers not raced. ``notes`` say what the screen did, one line each.
+    are dropped and its peers not raced; ``compiled``: the codegens that compiled a whole
+    model (and ran it) here. ``notes`` say what the screen did, one line each.
     ``tools`` says it timed the peers that run a tool first (int8 quantisers): only on the
     user's samples, for int8 on random inputs says nothing of the task.
     """
@@ -101,6 +102,7 @@ class Screening:
     unpriced: list[str] = field(default_factory=list)
     priced: bool = False
     too_slow: dict[str, float] = field(default_factory=dict)
+    compiled: set[str] = field(default_factory=set)
     tools: bool = False
 
 
@@ -165,7 +167,7 @@ def screen_targets(
         result.tolerance = tolerance
     screening = Screening(list(targets), list(targets), whole, tolerance=tolerance)
     screening.tools = judge.real
-    screening.timing_s, screening.plans = timing_s, plans
+    screening.timing_s, screening.plans, screening.compiled = timing_s, plans, found.compiled
     screening.notes.extend(f"screen: {note}" for note in untimed)
     correct = {name: result for name, result in whole.items() if result.correct}
     if correct:

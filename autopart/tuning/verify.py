@@ -27,6 +27,7 @@ from autopart.progress import Progress
 from autopart.runtime.executor import Executor
 from autopart.runtime.plan_executor import PlanExecutor, StepTiming
 from autopart.settings import COMMON
+from autopart.targets.deadline import compiling_within
 from autopart.tuning.blocks import (
     WARMUP_ROUNDS,
     Block,
@@ -137,6 +138,7 @@ def measure_plans(
     reference: Mapping[str, np.ndarray] | None = None,
     eliminate: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
     heats: Heats | None = None,
+    compile_within: Callable[[Plan], float | None] | None = None,
 ) -> dict[str, Measured]:
     """Run every plan in ``warmup`` + ``rounds`` rounds or more, interleaved; check outputs once.
 
@@ -150,7 +152,8 @@ def measure_plans(
     untimed runs and is timed several times back to back, as a user's loop would see it.
     Rounds under ``min_timed_s`` seconds (as the first timed round shows) are stretched
     to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``. With ``heats``, only
-    so many plans are compiled at once (:class:`Heats`).
+    so many plans are compiled at once (:class:`Heats`). ``compile_within`` gives the
+    seconds each plan may take to compile (None: unbounded; :mod:`~autopart.targets.deadline`).
 
     ``peers``, runners from feeds to outputs by name (onnxruntime alone), are timed in every
     round; ``peers`` is emptied, so one leaving the rounds is freed then. After a block of
@@ -191,7 +194,7 @@ def measure_plans(
         lingers = dict(peer_linger_s or {})
         for name in list(handed):  # the rounds' own reference is the only one left
             state.runners[name] = _peer_block(handed.pop(name), lingers.get(name, 0.0))
-        state.eliminate, state.heats = eliminate, heats
+        state.eliminate, state.heats, state.compile_within = eliminate, heats, compile_within
         state.judge = judge or Judge(graph)
         state.compile(plans, stack)
         state.check_samples(list(state.runners))
@@ -226,6 +229,7 @@ class _Rounds:
         self.executors: dict[str, PlanExecutor] = {}
         self.eliminate: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None
         self.heats: Heats | None = None
+        self.compile_within: Callable[[Plan], float | None] | None = None
         self.judge = Judge(graph)
         self.tallies: dict[str, list[Tally]] = {}
         self.pending: list[tuple[str, Plan]] = []  # plans waiting for their heat
@@ -269,7 +273,9 @@ class _Rounds:
             try:
                 held = len(self.runners)
                 check_fits(needed, f"compiling {name} beside the {held} runners compiled before it")
-                executor = PlanExecutor(plan, self.graph)
+                deadline = None if self.compile_within is None else self.compile_within(plan)
+                with compiling_within(deadline):
+                    executor = PlanExecutor(plan, self.graph)
             except AutopartError as error:
                 self.fail(name, error)
                 continue

@@ -106,13 +106,15 @@ class WholeTimings:
     ``whole``: each runner measured, by name; ``notes``: why any other was not, one line
     each; ``too_slow``: each codegen that did not compile the whole model within its
     deadline, with the deadline in seconds (its other runners were skipped);
-    ``abandoned_s``: the seconds spent on those compiles.
+    ``abandoned_s``: the seconds spent on those compiles; ``compiled``: the codegens that
+    compiled a whole model and ran it.
     """
 
     whole: dict[str, Measured] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     too_slow: dict[str, float] = field(default_factory=dict)
     abandoned_s: float = 0.0
+    compiled: set[str] = field(default_factory=set)
 
 
 def time_whole(
@@ -139,7 +141,7 @@ def time_whole(
     found = WholeTimings()
     reserve = (clock.budget_s or 0.0) * (1.0 - SCREEN.whole_share)
     large = clock.budget_s is not None and len(graph.nodes) >= SCREEN.deadline_nodes
-    compiled: set[str] = set()
+    compiled = found.compiled
     for done, job in enumerate(jobs):
         left = clock.until(reserve)
         if (

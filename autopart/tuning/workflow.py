@@ -290,7 +290,10 @@ def _verify(
     release_freed_memory()  # what compiling the peers left behind
     failures: dict[str, str] = {}
     runners, peer_names = choice.runners_of(candidates, twins, peer_runs), list(peer_runs)
-    race = choice.BudgetedRace(runners, prepared.clock)
+    screening = prepared.screening
+    race = choice.BudgetedRace(
+        runners, prepared.clock, None if screening is None else frozenset(screening.compiled)
+    )
     notes.extend(entry.notes)
     measured = measure_plans(
         graph,
@@ -307,6 +310,7 @@ def _verify(
         tolerance=options.accuracy_policy.tolerance_rule(graph, judge.metric),
         probe=process_probe(),
         heats=None if options.thorough else Heats(VERIFY.race_held, race.admitting),
+        compile_within=race.compile_within,
     )
     notes.extend(shared_note(measured))
     peer_results = {name: measured.pop(name) for name in peer_names if name in measured}
