@@ -151,9 +151,8 @@ def measure_plans(
     round runs each plan in a :func:`block_for` that run's time: a quick plan settles with
     untimed runs and is timed several times back to back, as a user's loop would see it.
     Rounds under ``min_timed_s`` seconds (as the first timed round shows) are stretched
-    to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``. With ``heats``, only
-    so many plans are compiled at once (:class:`Heats`). ``compile_within`` gives the
-    seconds each plan may take to compile (None: unbounded; :mod:`~autopart.targets.deadline`).
+    to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``. ``heats`` compile so
+    many plans at once; ``compile_within`` gives each its compile deadline (s; None: none).
 
     ``peers``, runners from feeds to outputs by name (onnxruntime alone), are timed in every
     round; ``peers`` is emptied, so one leaving the rounds is freed then. After a block of
@@ -188,14 +187,13 @@ def measure_plans(
         reference = Executor(graph).run(feeds).outputs
     check_reference_finite(graph, reference, "the inputs timed")
     state = _Rounds(graph, feeds, reference, results, warmup, warmup + rounds, progress)
-    state.failures = failures if failures is not None else {}
-    state.probe = probe
+    state.failures, state.probe = failures if failures is not None else {}, probe
+    state.eliminate, state.heats, state.compile_within = eliminate, heats, compile_within
+    state.judge = judge or state.judge
     with contextlib.ExitStack() as stack:
-        lingers = dict(peer_linger_s or {})
         for name in list(handed):  # the rounds' own reference is the only one left
-            state.runners[name] = _peer_block(handed.pop(name), lingers.get(name, 0.0))
-        state.eliminate, state.heats, state.compile_within = eliminate, heats, compile_within
-        state.judge = judge or Judge(graph)
+            linger = (peer_linger_s or {}).get(name, 0.0)
+            state.runners[name] = _peer_block(handed.pop(name), linger)
         state.compile(plans, stack)
         state.check_samples(list(state.runners))
         state.hold_to(tolerance)
