@@ -54,6 +54,7 @@ class Judge:
     given: int = 0
     calibrated: int = 0
     _references: dict[int, Outputs] = field(default_factory=dict, repr=False)
+    _executor: Executor | None = field(default=None, repr=False)  # compiled once, run per sample
 
     @property
     def feeds_judged(self) -> bool:
@@ -67,7 +68,9 @@ class Judge:
         (:func:`~autopart.tuning.finite.check_reference_finite`).
         """
         if index not in self._references:
-            outputs = Executor(self.graph).run(self.samples[index]).outputs
+            if self._executor is None:
+                self._executor = Executor(self.graph)
+            outputs = self._executor.run(self.samples[index]).outputs
             where = f"validation sample {index}" if self.real else "an evaluation sample"
             check_reference_finite(self.graph, outputs, where)
             self._references[index] = outputs

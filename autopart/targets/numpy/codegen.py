@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
@@ -32,6 +33,7 @@ class ShapeMismatchError(ModelError):
 _TYPE_EXACT = frozenset({"Cast", "CastLike"})
 
 
+@functools.cache
 def _is_narrow_float(dtype: Any) -> bool:
     """bfloat16 and the float8 types: numpy computes with them poorly, float32 exactly."""
     return dtype is not None and np.dtype(dtype).name.startswith(("bfloat16", "float8"))
