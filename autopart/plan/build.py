@@ -121,7 +121,12 @@ def build_plan_for(
     source: str,
     notes: list[str] | None = None,
 ) -> Plan:
-    """:func:`build_plan` of ``graph`` placed by ``assignment`` (for callers holding a dict)."""
+    """:func:`build_plan` of ``graph`` placed by ``assignment`` (for callers holding a dict).
+
+    ``graph``'s hash is taken (and kept, :func:`~autopart.ir.hashing.graph_hash`) before
+    it is placed, so that plans built from one graph hash it once, not once per copy.
+    """
+    graph_hash(graph)
     return build_plan(place(graph, assignment), fallback, source, notes)
 
 

@@ -47,9 +47,11 @@ def single_target(costs: Costs, target: VirtualDevice, fallback: VirtualDevice) 
     order = [target, *_more_exact(target, costs.targets), fallback]
     assignment: Assignment = {}
     stuck: list[str] = []
+    allowed = set(costs.targets)
+    order = [choice for choice in order if choice in allowed]
     for node in costs.graph.nodes:
-        supported = costs.supported(node)
-        found = next((choice for choice in order if choice in supported), None)
+        runs_on = costs.node_cost.get(node.name, {})  # a dict: no list of targets per node
+        found = next((choice for choice in order if choice in runs_on), None)
         if found is None:
             stuck.append(node.name)
         else:
