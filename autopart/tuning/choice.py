@@ -400,7 +400,7 @@ class BudgetedRace:
     def compile_within(self, plan: Plan) -> float | None:
         """The seconds ``plan`` may take to compile: what the budget leaves after the race.
 
-        None (unbounded) with no budget or no screen, and for a plan whose every codegen
+        None (no deadline) with no budget or no screen, and for a plan whose every codegen
         the screen saw compile the whole model: that compile is known to end. A codegen
         the screen never compiled whole (its share of the budget ran out first) may take
         minutes on a large model (OpenVINO, a 50,000-node chain: over 4 minutes), so it is

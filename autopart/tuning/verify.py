@@ -152,7 +152,7 @@ def measure_plans(
     untimed runs and is timed several times back to back, as a user's loop would see it.
     Rounds under ``min_timed_s`` seconds (as the first timed round shows) are stretched
     to it, to at most ``VERIFY.max_round_stretch`` times ``rounds``. ``heats`` compile so
-    many plans at once; ``compile_within`` gives each its compile deadline (s; None: none).
+    many plans at once; ``compile_within`` gives each a compile deadline (s; None: none).
 
     ``peers``, runners from feeds to outputs by name (onnxruntime alone), are timed in every
     round; ``peers`` is emptied, so one leaving the rounds is freed then. After a block of
@@ -271,9 +271,9 @@ class _Rounds:
             try:
                 held = len(self.runners)
                 check_fits(needed, f"compiling {name} beside the {held} runners compiled before it")
-                deadline = None if self.compile_within is None else self.compile_within(plan)
-                with compiling_within(deadline):
-                    executor = PlanExecutor(plan, self.graph)
+                bound = None if self.compile_within is None else self.compile_within(plan)
+                with contextlib.nullcontext() if bound is None else compiling_within(bound):
+                    executor = PlanExecutor(plan, self.graph)  # (None: the caller's deadline)
             except AutopartError as error:
                 self.fail(name, error)
                 continue
