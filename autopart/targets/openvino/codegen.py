@@ -39,7 +39,6 @@ and ``compile`` raises a one-line :class:`~autopart.errors.TargetError`.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +53,7 @@ from autopart.targets import qdq
 from autopart.targets.boundary import exported_boundary
 from autopart.targets.codegen import HOST, CompiledSubgraph, Environment, Placement, ProbedCodegen
 from autopart.targets.cpu_units import cpu_flags, pinned_to
+from autopart.targets.deadline import CompileTimeoutError
 from autopart.targets.openvino import library, nncf_peer, peer, quantize
 from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph, compile_in_pieces
 from autopart.targets.openvino.probe import probe
@@ -279,10 +279,14 @@ class OpenVinoCodegen(ProbedCodegen):
         shipped = shipped_whole(graph, nodes, placement, own, weights_apart=True)
         if shipped is not None and own[0] != qdq.PRECISION:
             source = functools.partial(shipped_bytes, graph, nodes, placement, own, True)
-            with contextlib.suppress(TargetError):  # OpenVINO may need import's folding
+            try:
                 return self._compile_shipped(
                     shipped, source, graph, nodes, inputs, outputs, placement
                 )
+            except CompileTimeoutError:
+                raise  # the deadline is spent: compiling the export instead cannot finish
+            except TargetError:
+                pass  # OpenVINO may need import's folding
         del shipped
         self.check_supported(graph, nodes)  # its export: each node must be one OpenVINO takes
         if len(nodes) > PIECE_NODES:
