@@ -529,3 +529,36 @@ def test_the_ilp_hands_its_plan_to_the_search_as_a_fresh_build_would_make_it(sou
         assert chosen.plan == plan_for(chosen.assignment, costs, source, fallback)
         handed += outcome.ilp.plan is not None
     assert handed >= 6  # mixed answers: the plan the solver built was handed over
+
+
+@settings(max_examples=10, deadline=None)
+@given(nodes=st.integers(2, 60), seed=st.integers(0, 500))
+def test_the_search_builds_each_distinct_assignment_once(nodes: int, seed: int) -> None:
+    """Baselines often repeat one another (a single target, HEFT and ONNX Runtime's rule on
+    a model one target wins): each distinct assignment's plan is built once, and a repeat
+    gets a plan of its own, equal to the first."""
+    from autopart.search import planner
+    from autopart.testing.scale_models import op_chain, synthetic_costs
+
+    costs = synthetic_costs(load_model(op_chain(nodes, seed)), ["cpu@numpy", "cpu@onnxruntime"])
+    calls: list[int] = []
+    real = planner.plan_for
+
+    def counted(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(planner, "plan_for", counted)
+        outcome = planner.search(costs)
+    distinct: list[dict[str, VirtualDevice]] = []
+    for candidate in outcome.candidates.values():
+        if candidate.assignment not in distinct:
+            distinct.append(candidate.assignment)
+    assert len(calls) <= len(distinct)
+    by_assignment: dict[str, object] = {}
+    for candidate in outcome.candidates.values():
+        key = repr(sorted(candidate.assignment.items()))
+        first = by_assignment.setdefault(key, candidate.plan)
+        if first is not candidate.plan:  # a repeat: its own object, the same plan
+            assert first == candidate.plan and first.notes is not candidate.plan.notes
