@@ -514,6 +514,12 @@ def test_a_whole_timing_of_one_run_is_recorded_measured_but_not_complete() -> No
     passes = dict(zip(rows["target"], rows["passes"], strict=True))
     assert passes == {NUMPY: 1, ORT: profile.passes_asked()}
     assert dict(zip(rows["target"], rows["median_s"], strict=True))[NUMPY] == 4e-3
+    # a one-run timing never replaces a row of more passes
+    record_screened(graph, profile, None, single.plans, {
+        single_name(VirtualDevice.parse(ORT)): Measured(latencies=[9e-3]),
+    })  # fmt: skip
+    rows = profile.table[profile.table["kind"] == RowKind.PARTITION.value]
+    assert dict(zip(rows["target"], rows["median_s"], strict=True))[ORT] == pytest.approx(1e-3)
 
 
 @pytest.mark.slow

@@ -209,7 +209,8 @@ def _record_whole(
     """Record each one-partition plan's timing in ``measured`` as its partition's row.
 
     Complete (as many passes as the profile's profiler asks for) when timed in as many
-    rounds (a one-run timing is one pass: measured, not complete), labelled ``N ops <how>``;
+    rounds (a one-run timing is one pass: measured, not complete; it never replaces a row
+    of more passes), labelled ``N ops <how>``;
     with ``only_saved``, only where the profile has that row already; never where it marks
     the partition unsupported. Stamps the speed and saves to ``path`` when anything was
     recorded. Returns how many rows were.
@@ -228,6 +229,9 @@ def _record_whole(
         ):
             continue
         row = replace(result.summary(), passes=min(passes, len(result.samples)))
+        held = profile.measurement(RowKind.PARTITION, target, key)
+        if held is not None and held.passes > row.passes:
+            continue  # a timing of fewer passes never replaces one of more
         profile.record(RowKind.PARTITION, target, key, row, f"{len(nodes)} ops {how}")
         recorded += 1
     if recorded:
