@@ -193,3 +193,21 @@ def test_a_store_told_not_to_keep_compiles_every_time_and_keeps_no_file() -> Non
         assert made.payload == b"from the worker"
     assert len(elsewhere_calls) == 2 and counts["imported"] == 2 and store.imports == 0
     assert store._folder is None  # nothing was ever written
+
+
+def test_a_nested_deadline_only_ever_comes_sooner() -> None:
+    """Within an enclosing deadline, the earlier holds; None keeps the enclosing one (a
+    race plan with no deadline of its own once lifted the screen's)."""
+    from autopart.targets.deadline import compile_deadline, compiling_within
+
+    assert compile_deadline() is None
+    with compiling_within(10.0):
+        with compiling_within(None):
+            assert 9.0 < (compile_deadline() or 0.0) <= 10.0
+        with compiling_within(100.0):
+            assert (compile_deadline() or 0.0) <= 10.0
+        with compiling_within(1.0):
+            assert (compile_deadline() or 0.0) <= 1.0
+        assert 9.0 < (compile_deadline() or 0.0) <= 10.0
+    with compiling_within(None):
+        assert compile_deadline() is None

@@ -26,8 +26,14 @@ class CompileTimeoutError(TargetError):
 
 @contextlib.contextmanager
 def compiling_within(seconds: float | None) -> Iterator[None]:
-    """Within the block, compiles that can be stopped end ``seconds`` from now (None: never)."""
-    token = _DEADLINE.set(None if seconds is None else time.perf_counter() + max(seconds, 0.0))
+    """Within the block, compiles that can be stopped end ``seconds`` from now.
+
+    A deadline only ever comes sooner: within an enclosing block, the earlier of the two
+    holds, and None (no deadline of its own) keeps the enclosing one.
+    """
+    outer = _DEADLINE.get()
+    own = None if seconds is None else time.perf_counter() + max(seconds, 0.0)
+    token = _DEADLINE.set(own if outer is None else outer if own is None else min(own, outer))
     try:
         yield
     finally:

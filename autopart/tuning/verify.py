@@ -272,8 +272,8 @@ class _Rounds:
                 held = len(self.runners)
                 check_fits(needed, f"compiling {name} beside the {held} runners compiled before it")
                 bound = None if self.compile_within is None else self.compile_within(plan)
-                with contextlib.nullcontext() if bound is None else compiling_within(bound):
-                    executor = PlanExecutor(plan, self.graph)  # (None: the caller's deadline)
+                with compiling_within(bound):
+                    executor = PlanExecutor(plan, self.graph)
             except AutopartError as error:
                 self.fail(name, error)
                 continue
