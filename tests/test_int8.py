@@ -343,10 +343,14 @@ def test_tune_under_a_loose_tolerance_can_choose_int8_and_stays_within_it(tmp_pa
     (name,) = graph.inputs
     samples = tmp_path / "samples.npz"
     save_tensors(samples, {name: np.stack([random_inputs(graph, 50 + i)[name] for i in range(4)])})
+    # loose on every CPU: OpenVINO's int8 kernels differ by instruction set, so the bound is
+    # a multiple of int8's own error here (emulated, as the budget predicts it), never below 5%
+    emulated = measure_error_model(graph, random_inputs(graph, 53), "int8", None).all_reduced
+    loose = max(0.05, 3 * emulated)
     options = TuneOptions.build(
         targets=["cpu@openvino", "cpu@openvino:int8"],
         precision="f32,bf16,int8",
-        tolerance=0.05,
+        tolerance=loose,
         dataset=samples,
         validation_split=0.25,
         profiles_dir=tmp_path / "p",
@@ -357,7 +361,9 @@ def test_tune_under_a_loose_tolerance_can_choose_int8_and_stays_within_it(tmp_pa
     report = tune_model("squeezenet", options)
     assert "int8: calibrated on 3 samples given" in report.notes
     reduced = [r for r in report.rows if ":int8" in r.name and r.measured_s is not None]
-    assert reduced and all(r.max_error is not None and r.max_error > 0 for r in reduced)
+    assert reduced and all(r.max_error is not None and r.max_error > 0 for r in reduced), (
+        report.notes
+    )
     ilp = next(c for c in report.outcome.candidates.values() if c.kind is CandidateKind.ILP)
     assert ilp.fits_accuracy
     chosen = [n for n, t in ilp.assignment.items() if t.precision == "int8"]
@@ -368,7 +374,7 @@ def test_tune_under_a_loose_tolerance_can_choose_int8_and_stays_within_it(tmp_pa
         assert all(costs.cost(n, AT_INT8) >= costs.cost(n, F32) for n in convs)
     measured = report.plan.measured
     assert measured is not None and measured.max_error is not None
-    assert measured.tolerance == 0.05 and measured.max_error <= 0.05
+    assert measured.tolerance == loose and measured.max_error <= loose
 
 
 def test_devices_lists_int8_where_it_is_offered() -> None:
