@@ -54,6 +54,24 @@ def _weighted_model(weight: np.ndarray, names: list[str] | None = None) -> onnx.
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
 
 
+def test_the_graph_hash_reads_weights_in_place_and_strings_by_value() -> None:
+    """A string constant's array holds pointers: hashed by them, two loads of one model
+    hashed apart; a weight hashed by ``tobytes`` was copied whole."""
+    import tracemalloc
+
+    from autopart.ir.hashing import graph_hash
+
+    weight = np.random.default_rng(1).standard_normal((1024, 1024)).astype(np.float32)
+    graphs = [api.load(_weighted_model(weight, ["cat", "dog"])) for _ in range(2)]
+    tracemalloc.start()
+    first = graph_hash(graphs[0])
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert peak < weight.nbytes / 4
+    assert first == graph_hash(graphs[1])
+    assert first != graph_hash(api.load(_weighted_model(weight, ["cat", "cow"])))
+
+
 def test_the_key_covers_every_weight_byte_and_string_without_copying_the_weights() -> None:
     import tracemalloc
 

@@ -502,6 +502,8 @@ def test_a_whole_timing_of_one_run_is_recorded_measured_but_not_complete() -> No
 
     graph = load_model(op_chain(6, 3))
     single = SinglePlans(graph, [NUMPY, ORT], "chain")
+    for target in single.due_now():
+        single.built(target)
     runs = {
         single_name(VirtualDevice.parse(NUMPY)): Measured(latencies=[4e-3]),
         single_name(VirtualDevice.parse(ORT)): Measured(

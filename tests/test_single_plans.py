@@ -85,6 +85,9 @@ def test_a_target_learnt_late_gets_the_plan_it_would_have_got_at_once(
         assert late.plan_of(target) is late.plan_of(target)  # built once
     monkeypatch.setattr(single_plans, "support_probes", lambda _: False)
     once = SinglePlans(graph, targets, "m")
+    for plans in (late, once):  # every plan due, built
+        for target in plans.due_now():
+            plans.built(target)
     assert late.deferred == [] and once.deferred == []
     assert late.fallback == once.fallback
     assert late.assignments == once.assignments

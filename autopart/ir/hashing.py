@@ -35,7 +35,7 @@ def graph_hash(graph: Graph) -> str:
         value = graph.values[name]
         feed("value", name, value.shape, str(value.dtype))
         if value.const is not None:
-            digest.update(np.ascontiguousarray(value.const).tobytes())
+            digest.update(_const_bytes(value.const))
     result = digest.hexdigest()
     graph.meta["hash"] = result
     return result
@@ -49,3 +49,16 @@ def _attr_repr(value: object) -> object:
     if isinstance(value, np.ndarray):
         return (value.dtype.str, value.shape, hashlib.sha256(value.tobytes()).hexdigest())
     return value
+
+
+def _const_bytes(data: np.ndarray) -> bytes | memoryview:
+    """A constant's bytes for hashing: in place where contiguous (a weight is never copied).
+
+    Strings (object arrays) hash as their serialised tensor: an object array's own bytes
+    are pointers, which differ from one load to the next.
+    """
+    if data.dtype.hasobject:
+        from onnx import numpy_helper
+
+        return numpy_helper.from_array(data).SerializeToString()
+    return memoryview(np.ascontiguousarray(data).reshape(-1).view(np.uint8))

@@ -14,6 +14,7 @@ codegen).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -86,7 +87,14 @@ class VirtualDevice:
 
     @classmethod
     def parse(cls, spec: str) -> VirtualDevice:
-        """Parse ``[host:]device[/unit][@codegen[:precision]]``; :class:`TargetError` if bad."""
+        """Parse ``[host:]device[/unit][@codegen[:precision]]``; :class:`TargetError` if bad.
+
+        Memoised: a plan's assignment names a handful of targets across up to 50,000 nodes.
+        """
+        return _parsed(cls, spec)
+
+    @classmethod
+    def _parse_uncached(cls, spec: str) -> VirtualDevice:
         match = _SPEC.match(spec.strip())
         named_host = match.group("host") if match else None
         if (
@@ -186,3 +194,9 @@ def _agree(mine: object, theirs: object) -> bool:
 
 
 UNPLANNED = VirtualDevice()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parsed(cls: type[VirtualDevice], spec: str) -> VirtualDevice:
+    """:meth:`VirtualDevice.parse`, remembered (a target is immutable; errors are not kept)."""
+    return cls._parse_uncached(spec)

@@ -62,6 +62,7 @@ from autopart.tuning.settings import SCREEN, VERIFY
 from autopart.tuning.single_plans import SinglePlans, single_name, whole_device
 from autopart.tuning.verify import Measured
 from autopart.tuning.whole_timing import (
+    WholeTimings,
     reference_stand_in,
     stands_for,
     time_whole,
@@ -189,20 +190,19 @@ def screen_targets(
         screening.kept = [t for t in screening.kept if t not in unpriced]
         screening.dropped = [t for t in screening.targets if t not in screening.kept]
         screening.unpriced, screening.priced = unpriced, True
-    _drop_too_slow(screening, found.too_slow, fallback)
+    _drop_too_slow(screening, found, fallback)
     screening.elapsed_s = time.perf_counter() - started
     screening.notes.insert(0, _summary(screening))
     return screening
 
 
-def _drop_too_slow(
-    screening: Screening, too_slow: Mapping[str, float], fallback: VirtualDevice
-) -> None:
+def _drop_too_slow(screening: Screening, found: WholeTimings, fallback: VirtualDevice) -> None:
     """Drop the targets whose codegen did not compile the whole model within its deadline.
 
-    Any plan running much of the model on them would compile as long in the race; the
-    fallback stays. A note names them.
+    Or was forecast not to. Any plan running much of the model on them would compile as
+    long in the race; the fallback stays. A note names them, and any forecast's reasons.
     """
+    too_slow = found.too_slow
     if not too_slow:
         return
     slow = [
@@ -213,9 +213,11 @@ def _drop_too_slow(
     screening.kept = [t for t in screening.kept if t not in slow]
     screening.dropped = [t for t in screening.targets if t not in screening.kept]
     for codegen, seconds in too_slow.items():
+        forecast = found.forecasts.get(codegen)
+        why = f": {forecast.reason()}" if forecast and forecast.beyond(seconds) else ""
         screening.notes.append(
-            f"screen: {codegen} did not compile the whole model within {seconds:.3g} s (the "
-            "budget), so its targets are left out" + (f": {', '.join(slow)}" if slow else "")
+            f"screen: {found.missed(codegen)} (the budget){why}, so its targets are left out"
+            + (f": {', '.join(slow)}" if slow else "")
         )
 
 
@@ -252,6 +254,10 @@ def _price(
             _, profile, _ = profile_model(
                 graph, batch, options.profiles_dir, screen=True, budget_s=budget, progress=stage
             )
+    try:  # every target priced, as a full pass mostly leaves them: one costing, not two
+        return costs_from_profile(graph, profile, targets), []
+    except ProfileError:
+        pass
     priced, unpriced = list(first), []
     for target in rest:
         try:

@@ -121,6 +121,23 @@ class ScreenSettings:
         "chain for over 10 minutes and a 2,000-op one in 18 s, but a 2,000-node transformer "
         "stack in 1.1 s, a 12,400-node one in 16 s and resnet50's 122 nodes in 0.4 s",
     )
+    forecast_nodes: int = tuned(
+        500,
+        "the smaller of the two run-order prefixes a codegen compiles to forecast its whole "
+        "compile (the larger is twice it): OpenVINO compiled 500 nodes of a 50,000-op chain "
+        "in 0.86 s and of a transformer stack in 0.31 s, so both prefixes cost a few seconds",
+    )
+    forecast_margin: float = tuned(
+        2.0,
+        "a codegen is skipped only when its whole compile is forecast past this many times "
+        "the deadline: the forecast from two prefixes is a power law, and a 1.7x swing of "
+        "this machine's speed between them moves its exponent by up to 0.8",
+    )
+    forecast_max_exponent: float = tuned(
+        3.0,
+        "the largest exponent of the forecast's power law: OpenVINO's chain compile grew "
+        "n^2.1 to n^2.9 from 500 to 4,000 nodes, a transformer stack's n^0.9 to n^1.7",
+    )
 
 
 @dataclass(frozen=True)

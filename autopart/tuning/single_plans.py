@@ -80,9 +80,11 @@ def whole_device(target: VirtualDevice) -> VirtualDevice | None:
 class SinglePlans:
     """Each target's single-target assignment, and the plans the screen times whole.
 
-    ``assignments`` are those known so far, by target; ``plans`` the plans built, by name
-    (:func:`single_name`): one per whole device (a unit's plan is not timed whole) and per
-    distinct assignment (a target running nothing of its own repeats another's plan).
+    ``assignments`` are those known so far, by target; ``plans`` the plans built so far,
+    by name (:func:`single_name`), each when first asked for (:meth:`built`: a plan of a
+    50,000-node model takes 1.5 s to build, and a budget may never time it): one per whole
+    device (a unit's plan is not timed whole) and per distinct assignment (a target
+    running nothing of its own repeats another's plan).
     ``deferred`` are the targets whose support is learnt only when due (:meth:`learn`).
     ``fallback`` is the host target that runs the most nodes; a deferred target runs a
     subset of what its library runs at a more exact precision, so never more. Where no
@@ -100,8 +102,6 @@ class SinglePlans:
         self.plans: dict[str, Plan] = {}
         self._built: set[tuple[str, ...]] = set()
         self._assign(self.support.targets)
-        for target in self.support.targets:
-            self._build(target)
 
     def due_later(self) -> list[VirtualDevice]:
         """The deferred whole devices (or units alone), whose plans :meth:`plan_of` builds."""
@@ -126,7 +126,25 @@ class SinglePlans:
     def plan_of(self, target: VirtualDevice) -> Plan | None:
         """``target``'s single-target plan, learnt first (None: it repeats another's)."""
         self.learn()
+        return self.built(target)
+
+    def built(self, target: VirtualDevice) -> Plan | None:
+        """``target``'s plan, built now if due and not yet (None: none is due, see the class).
+
+        Learns nothing: a deferred target not learnt yet has no assignment, so no plan.
+        """
         return self.plans.get(single_name(target)) or self._build(target)
+
+    def due_now(self) -> list[VirtualDevice]:
+        """The targets known now whose plans are due and not built yet, in the asked order."""
+        return [
+            target for target in self.assignments
+            if single_name(target) not in self.plans and self._due(target)
+        ]  # fmt: skip
+
+    def _due(self, target: VirtualDevice) -> bool:
+        """Whether ``target`` is due a plan: a whole device, or a unit whose device is not."""
+        return target in self.assignments and whole_device(target) not in self.assignments
 
     def _assign(self, targets: Sequence[VirtualDevice]) -> None:
         """The assignments of ``targets`` (those no baseline can place are left out)."""
@@ -138,9 +156,9 @@ class SinglePlans:
 
     def _build(self, target: VirtualDevice) -> Plan | None:
         """Build and keep ``target``'s plan where it is due one (see the class)."""
-        assignment = self.assignments.get(target)
-        if assignment is None or whole_device(target) in self.assignments:
+        if not self._due(target):
             return None
+        assignment = self.assignments[target]
         key = tuple(str(assignment[node.name]) for node in self.graph.nodes)
         if key in self._built:
             return None

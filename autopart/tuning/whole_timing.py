@@ -28,6 +28,7 @@ from autopart.progress import StageProgress
 from autopart.targets.deadline import compile_deadline, compiling_within
 from autopart.targets.registry import declared_peers, reference_codegen
 from autopart.tuning.clock import SCREEN_WARMUP, Clock
+from autopart.tuning.compile_forecast import CompileForecast, forecast_peer, forecast_plan
 from autopart.tuning.judge import Judge
 from autopart.tuning.peers import Peer, PeerInputs, Runner, peer_lingers, peers
 from autopart.tuning.settings import SCREEN
@@ -91,6 +92,10 @@ def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> lis
     jobs = [
         *(WholeJob(name, codegens[name], plan=plan) for name, plan in single.plans.items()),
         *(
+            WholeJob(single_name(t), str(t.codegen), build=functools.partial(single.built, t))
+            for t in single.due_now()
+        ),
+        *(
             WholeJob(single_name(t), str(t.codegen), build=functools.partial(single.plan_of, t))
             for t in later
         ),
@@ -106,8 +111,9 @@ class WholeTimings:
     ``whole``: each runner measured, by name; ``notes``: why any other was not, one line
     each; ``too_slow``: each codegen that did not compile the whole model within its
     deadline, with the deadline in seconds (its other runners were skipped);
-    ``abandoned_s``: the seconds spent on those compiles; ``compiled``: the codegens that
-    compiled a whole model and ran it.
+    ``abandoned_s``: the seconds spent on those compiles and on forecasts; ``compiled``:
+    the codegens that compiled a whole model and ran it; ``forecasts``: each codegen's
+    forecast compile time (:mod:`~autopart.tuning.compile_forecast`), where one was made.
     """
 
     whole: dict[str, Measured] = field(default_factory=dict)
@@ -115,6 +121,15 @@ class WholeTimings:
     too_slow: dict[str, float] = field(default_factory=dict)
     abandoned_s: float = 0.0
     compiled: set[str] = field(default_factory=set)
+    forecasts: dict[str, CompileForecast] = field(default_factory=dict)
+
+    def missed(self, codegen: str) -> str:
+        """Why ``codegen``, in ``too_slow``, runs no job: its missed or forecast deadline."""
+        seconds = self.too_slow[codegen]
+        forecast = self.forecasts.get(codegen)
+        if forecast is not None and forecast.beyond(seconds):
+            return f"{codegen} is forecast to compile the whole model far past {seconds:.3g} s"
+        return f"{codegen} did not compile the whole model within {seconds:.3g} s"
 
 
 def time_whole(
@@ -135,7 +150,9 @@ def time_whole(
     ``clock.cut``. Under a budget, a model of at least
     :attr:`~autopart.tuning.settings.ScreenSettings.deadline_nodes` nodes is compiled by each
     codegen's first job within the whole budget (:func:`compiling_within`): a codegen that
-    misses it gets no further job. ``judge`` judges the outputs.
+    misses it gets no further job, nor does one whose compile is forecast far past it
+    (:mod:`~autopart.tuning.compile_forecast`, before its first job).
+    ``judge`` judges the outputs.
     """
     failures: dict[str, str] = {}
     found = WholeTimings()
@@ -156,14 +173,14 @@ def time_whole(
             )  # fmt: skip
             break
         if job.codegen in found.too_slow:
-            found.notes.append(
-                f"{job.name} was not timed: {job.codegen} did not compile the whole model "
-                f"within {found.too_slow[job.codegen]:.3g} s"
-            )
+            found.notes.append(f"{job.name} was not timed: {found.missed(job.codegen)}")
             continue
         if progress is not None:
             progress("screen", done, len(jobs), f"{job.name} whole")
         deadline = clock.budget_s if large and job.codegen not in compiled else None
+        if deadline is not None and _forecast_beyond(graph, job, deadline, found):
+            found.notes.append(f"{job.name} was not timed: {found.missed(job.codegen)}")
+            continue
         job_started = time.perf_counter()
         with compiling_within(deadline):
             timed = _time_job(model, graph, job, (feeds, reference), judge, failures, found.notes)
@@ -178,6 +195,29 @@ def time_whole(
         progress("screen", len(jobs), len(jobs), f"{len(found.whole)} timed whole")
     found.notes[:0] = [f"{name} was not timed: {why}" for name, why in failures.items()]
     return found
+
+
+def _forecast_beyond(graph: Graph, job: WholeJob, deadline_s: float, found: WholeTimings) -> bool:
+    """Whether ``job``'s compile of the whole model is forecast far past ``deadline_s``.
+
+    Made for a codegen's first job (:mod:`~autopart.tuning.compile_forecast`): a peer's
+    build, or the compile of its plan (built if due). A job forecast past marks its codegen
+    too slow in ``found``, as a missed deadline does. The prefixes' compile time is added to
+    ``found.abandoned_s`` (no race compiles them).
+    """
+    if job.peer is not None:
+        forecast = forecast_peer(graph, job.peer, deadline_s)
+    else:
+        plan = job.plan if job.build is None else job.build()
+        forecast = None if plan is None else forecast_plan(graph, plan, job.codegen, deadline_s)
+    if forecast is None:
+        return False
+    found.forecasts[job.codegen] = forecast
+    found.abandoned_s += forecast.spent_s
+    if not forecast.beyond(deadline_s):
+        return False
+    found.too_slow[job.codegen] = deadline_s
+    return True
 
 
 def _time_job(
@@ -230,11 +270,10 @@ def reference_stand_in(
     codegen = reference_codegen().name
     for target in single.assignments:
         name = single_name(target)
-        plan = single.plans.get(name)
-        if (
-            target.codegen == codegen and target.unit is None and name not in whole
-            and plan is not None and len(plan.partitions) == 1
-        ):  # fmt: skip
+        if target.codegen != codegen or target.unit is not None or name in whole:
+            continue
+        plan = single.built(target)
+        if plan is not None and len(plan.partitions) == 1:
             note = (
                 f"{name} is timed by the reference run alone ({reference_s * 1e3:.3g} ms, one "
                 "cold run): the budget left no time for its settled timing"
