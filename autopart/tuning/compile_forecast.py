@@ -4,10 +4,12 @@ Compile time is not linear in a model's size on every library: OpenVINO compiled
 prefixes of a 50,000-op elementwise chain in 0.86 s (500 nodes), 3.8 s (1,000), 22 s
 (2,000) and 168 s (4,000), so the whole chain would take hours; a transformer stack's
 500 to 8,000-node prefixes took 0.31 s to 12 s, about n^1.5. Under a budget the screen
-compiles each codegen's first whole model within a deadline (:mod:`~autopart.tuning.whole_timing`), and a
-compile that will never finish spends all of it. So, first, the codegen compiles the
-first ``k`` and ``2k`` nodes of its largest partition of that model (a prefix of a
-topological order of a convex set is convex), and a power law through the two times,
+compiles each codegen's first whole model within a deadline
+(:mod:`~autopart.tuning.whole_timing`), and a compile that will never finish spends all
+of it. So, first, the job compiles the first ``k`` and ``2k`` nodes of what it would
+compile: a plan, of its largest partition on that codegen (a prefix of a topological
+order of a convex set is convex); a peer, of the model's run order, as models of their
+own built as the peer builds. A power law through the two times,
 ``t(n) = t(2k) * (n / 2k) ** b`` with ``b`` held within
 [1, :attr:`~autopart.tuning.settings.ScreenSettings.forecast_max_exponent`], forecasts the
 whole. A fixed cost per compile (OpenVINO's worker process, ~1 s) weighs more on the
