@@ -112,6 +112,18 @@ def test_a_prediction_never_overrules_the_measurement() -> None:
     assert "measurably quicker" in explain(decision, measured)
 
 
+def test_two_rounds_say_too_few_to_tell_never_within_the_noise() -> None:
+    """A plan 11x slower, timed in 2 rounds beside the kept one: no interval, so they are
+    not told apart, and the sentence says so rather than calling 11x noise."""
+    measured = {"single:a": _rounds(_noisy(30.0, 2, 0.05, 3)),
+                "split": _rounds(_noisy(340.0, 2, 0.05, 4))}  # fmt: skip
+    runners = {"single:a": Runner(1, "single:a"), "split": Runner(12501, "split")}
+    decision = decide(measured, runners)
+    assert decision is not None and decision.chosen == "single:a"
+    sentence = explain(decision, measured)
+    assert "too few rounds to tell them apart" in sentence and "noise" not in sentence
+
+
 def test_within_the_noise_the_simpler_plan_is_kept_and_the_interval_reported() -> None:
     measured = {"ilp": _rounds(_noisy(10.0, 15, 0.05, 7)),
                 "single:a": _rounds(_noisy(10.1, 15, 0.05, 8))}  # fmt: skip

@@ -314,6 +314,8 @@ def explain(decision: Decision, measured: Mapping[str, Measured]) -> str:
     versus = f" against {decision.rival} ({rival.median_s * 1e3:.3f} ms): {decision.interval}"
     if decision.interval.excludes_one:
         verdict = "measurably quicker" if decision.interval.high < 1.0 else "measurably slower"
+    elif math.isinf(decision.interval.high):
+        verdict = "too few rounds to tell them apart, the simpler kept"
     else:
         verdict = "within the noise, the simpler kept"
     tied = [n for n in decision.tied if n != decision.chosen]
