@@ -127,7 +127,7 @@ def _forecast(
             seconds.append(_compile_s(compile_prefix, nodes[:size], deadline_s))
         except CompileTimeoutError:
             break
-        except Exception:
+        except Exception:  # a library's own error (no specific types): the whole says why
             return None
     spent = time.perf_counter() - started
     if len(seconds) < 2:

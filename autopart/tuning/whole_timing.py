@@ -88,12 +88,14 @@ def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> lis
         peer = equivalent.get(job.name)
         return 4 if peer is None else 1 if peer.sets_tolerance else 2
 
-    codegens = {single_name(target): target.codegen for target in assignments}
+    due = set(single.due_now())
     jobs = [
-        *(WholeJob(name, codegens[name], plan=plan) for name, plan in single.plans.items()),
-        *(
-            WholeJob(single_name(t), str(t.codegen), build=functools.partial(single.built, t))
-            for t in single.due_now()
+        *(  # in the asked order: those built already, the others built when due
+            WholeJob(single_name(t), str(t.codegen), plan=single.plans[single_name(t)])
+            if t not in due
+            else WholeJob(single_name(t), str(t.codegen), build=functools.partial(single.built, t))
+            for t in assignments
+            if t in due or single_name(t) in single.plans
         ),
         *(
             WholeJob(single_name(t), str(t.codegen), build=functools.partial(single.plan_of, t))
