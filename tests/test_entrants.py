@@ -118,6 +118,7 @@ def test_a_peer_left_out_no_longer_holds_its_own_plan_in_the_race(
 ) -> None:
     """Its plan is as far behind as the peer: only a racing peer's plan is kept from the cut."""
     from autopart.tuning import entrants as module
+    from autopart.tuning import screen
 
     options = TuneOptions.build(
         targets=["cpu@numpy", "cpu@onnxruntime"], rounds=3,
@@ -129,7 +130,7 @@ def test_a_peer_left_out_no_longer_holds_its_own_plan_in_the_race(
     assert own in candidates
     kept: list[set[str]] = []
     monkeypatch.setattr(module, "far_behind", lambda _o, _c, _q, keep: kept.append(keep) or [])
-    monkeypatch.setattr(module, "tolerance_peer", lambda: "openvino alone")
+    monkeypatch.setattr(screen, "tolerance_peer", lambda: "openvino alone")
     plan = candidates["single:cpu@numpy"].plan
     for peer_s, expected in ((0.001, True), (1.0, False)):
         whole = {

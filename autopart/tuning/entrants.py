@@ -41,10 +41,9 @@ from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import Objective
 from autopart.search.planner import SearchOutcome
 from autopart.targets.registry import declared_peers
-from autopart.tuning.accuracy import tolerance_peer
 from autopart.tuning.partitions import far_behind, too_split_to_race
 from autopart.tuning.peers import peer_equivalents
-from autopart.tuning.screen import Screening
+from autopart.tuning.screen import Screening, peers_out_of_reach
 from autopart.tuning.settings import VERIFY
 
 
@@ -224,29 +223,14 @@ def _variants_untimed(screening: Screening | None, notes: list[str]) -> set[str]
 
 
 def _peers_behind(screening: Screening | None, notes: list[str]) -> set[str]:
-    """The peers the screen timed beyond reach (see the module); a note names them."""
-    if screening is None or screening.incumbent is None:
+    """The peers the screen timed beyond reach (:func:`peers_out_of_reach`); a note names them."""
+    if screening is None:
         return set()
-    whole = screening.whole
-    peers = {
-        name: result.median_s
-        for name, result in whole.items()
-        if name not in screening.plans and result.correct
-    }
-    if not peers or screening.incumbent not in whole:
-        return set()
-    quickest_peer = min(peers, key=peers.__getitem__)
-    reach = VERIFY.race_within * min(whole[screening.incumbent].median_s, peers[quickest_peer])
-    sets_tolerance = tolerance_peer()
-    skipped = {
-        name
-        for name, seconds in peers.items()
-        if seconds > reach and name not in (quickest_peer, sets_tolerance)
-    }
+    skipped = peers_out_of_reach(screening)
     if skipped:
-        named = ", ".join(f"{name} ({peers[name] * 1e3:.3g} ms)" for name in sorted(skipped))
+        named = ", ".join(f"{name} ({skipped[name] * 1e3:.3g} ms)" for name in sorted(skipped))
         notes.append(
             f"peers not raced, timed whole in the screen at over {VERIFY.race_within:g}x the "
             f"quickest: {named}"
         )
-    return skipped
+    return set(skipped)

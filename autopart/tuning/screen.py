@@ -16,11 +16,11 @@ target running the whole model wins. So, unless ``--thorough``, a tune first scr
    (:meth:`~autopart.profile.profiler.Profiler.profile_graph` with ``screen``): every node
    gets a price at a third of a full profile's passes, which the full profile later resumes
    instead of repeating. First, whatever the clock says, the incumbent's targets, the
-   fallback, and the targets of the plans the peers stand for where those were timed
-   within the race's reach of the incumbent
-   (:attr:`~autopart.tuning.settings.VerifySettings.race_within`); then the others, the
-   quickest whole device first (:func:`by_promise`), within what the tune's clock leaves
-   after the race's reserve; a target the budget left unpriced is dropped;
+   fallback, and the targets of the plans the racing peers stand for
+   (:func:`racing_peers_plans`: a peer kept means its plan, so that plan is never dropped);
+   then the others, the quickest whole device first (:func:`by_promise`), within what the
+   tune's clock leaves after the race's reserve; a target the budget left unpriced is
+   dropped;
 3. what each other target could save against the incumbent: its nodes' one-pass costs,
    scaled so that its single-target plan's sum is that plan's measured whole time, less
    the incumbent's costs scaled alike, summed over the nodes where it is quicker, less the
@@ -54,6 +54,8 @@ from autopart.progress import StageProgress
 from autopart.runtime.executor import Executor
 from autopart.search.baselines import Assignment
 from autopart.search.options import Objective
+from autopart.targets.registry import declared_peers
+from autopart.tuning.accuracy import tolerance_peer
 from autopart.tuning.clock import Clock, race_reserve
 from autopart.tuning.judge import Judge
 from autopart.tuning.options import TuneOptions
@@ -173,11 +175,8 @@ def screen_targets(
         screening.incumbent = min(correct, key=lambda name: correct[name].median_s)
         incumbent_target = stands_for(screening.incumbent, assignments)
         needed = {fallback, *(assignments.get(incumbent_target, {}).values())}
-        reach = VERIFY.race_within * correct[screening.incumbent].median_s
-        for job in jobs:  # the plans the peers stand for, where they could race
-            stood = stands_for(job.name, assignments) if job.needed else None
-            if stood is not None and job.name in correct and correct[job.name].median_s <= reach:
-                needed.update(assignments[stood].values())
+        for target in racing_peers_plans(screening, assignments, options.peers):
+            needed.update(assignments[target].values())
         order = by_promise(targets, whole)
         later = list(single.deferred)
         costs, unpriced = _price(graph, order, needed, options, clock, timing_s, progress, later)
@@ -186,7 +185,7 @@ def screen_targets(
         priced = {  # plans that run only on priced targets
             t: a for t, a in assignments.items() if not {str(w) for w in a.values()} & set(unpriced)
         }
-        choose_targets(screening, costs, priced, fallback)
+        choose_targets(screening, costs, priced, fallback, protect=needed)
         screening.kept = [t for t in screening.kept if t not in unpriced]
         screening.dropped = [t for t in screening.targets if t not in screening.kept]
         screening.unpriced, screening.priced = unpriced, True
@@ -194,6 +193,56 @@ def screen_targets(
     screening.elapsed_s = time.perf_counter() - started
     screening.notes.insert(0, _summary(screening))
     return screening
+
+
+def peers_out_of_reach(screening: Screening) -> dict[str, float]:
+    """The peers the screen timed whole beyond the race's reach, with their seconds.
+
+    Those timed under their own name at more than
+    :attr:`~autopart.tuning.settings.VerifySettings.race_within` times the quickest of the
+    incumbent and the peers, but never the quickest peer nor the peer whose error sets the
+    tolerance: the race leaves them out. Empty with no incumbent.
+    """
+    whole = screening.whole
+    if screening.incumbent is None or screening.incumbent not in whole:
+        return {}
+    named = {peer.name for peer in declared_peers()}
+    peers = {
+        name: result.median_s for name, result in whole.items() if name in named and result.correct
+    }
+    if not peers:
+        return {}
+    quickest = min(peers, key=peers.__getitem__)
+    reach = VERIFY.race_within * min(whole[screening.incumbent].median_s, peers[quickest])
+    spared = (quickest, tolerance_peer())
+    return {name: s for name, s in peers.items() if s > reach and name not in spared}
+
+
+def racing_peers_plans(
+    screening: Screening, assignments: Collection[VirtualDevice], with_peers: bool
+) -> list[VirtualDevice]:
+    """The targets of the plans the peers as installed that will race stand for.
+
+    Each library as installed races after the screen as the bar (unless
+    :func:`peers_out_of_reach`), and a peer kept means the plan it stands for, so that plan
+    must stay keepable: its target is priced whatever the budget and never dropped. Not
+    left to the screen's whole timing of the plan: those timings are taken one at a time,
+    seconds apart, and a shared machine drifts by up to 2x between them (a 12,400-node
+    stack's onnxruntime plan timed 40 ms in the screen and 23.9 ms in the race, where it
+    led). Not a plan the screen measured beyond the tolerance; none without peers.
+    """
+    if not with_peers:
+        return []
+    out = peers_out_of_reach(screening)
+    found: list[VirtualDevice] = []
+    for peer in declared_peers(available=True):
+        if not peer.stands_for_plan or peer.variant or peer.tool or peer.name in out:
+            continue
+        target = stands_for(peer.name, assignments)
+        timed = None if target is None else screening.whole.get(single_name(target))
+        if target is not None and target not in found and (timed is None or timed.correct):
+            found.append(target)
+    return found
 
 
 def _drop_too_slow(screening: Screening, found: WholeTimings, fallback: VirtualDevice) -> None:
@@ -339,6 +388,7 @@ def choose_targets(
     costs: Costs,
     assignments: Mapping[VirtualDevice, Assignment],
     fallback: VirtualDevice,
+    protect: Collection[VirtualDevice] = (),
 ) -> None:
     """Fill in ``screening``'s ``could_save``, ``kept`` and ``dropped`` against its incumbent.
 
@@ -349,8 +399,9 @@ def choose_targets(
     whose plan was not timed is scaled as its whole device at the same codegen and
     precision, the library's fusion being the same; any other untimed target as the most
     favourably scaled one), and the targets
-    each kept target's own plan runs the rest on. An incumbent that stands for no plan
-    here (a peer with no single-target equivalent) keeps every target.
+    each kept target's own plan runs the rest on; and those in ``protect`` (the plans the
+    racing peers stand for: :func:`racing_peers_plans`). An incumbent that stands for no
+    plan here (a peer with no single-target equivalent) keeps every target.
     """
     assert screening.incumbent is not None
     incumbent_target = stands_for(screening.incumbent, assignments)
@@ -365,7 +416,7 @@ def choose_targets(
         if (name := single_name(target)) in whole
     }
     optimistic = min(factors.values(), default=1.0)
-    protected = {fallback, *assignments[incumbent_target].values()}
+    protected = {fallback, *assignments[incumbent_target].values(), *protect}
     for target, assignment in assignments.items():
         factor = factors.get(target, factors.get(whole_device(target), optimistic))
         screening.could_save[str(target)] = could_save(costs, assignment, incumbent, factor, target)
@@ -408,6 +459,8 @@ __all__ = [
     "by_promise",
     "choose_targets",
     "could_save",
+    "peers_out_of_reach",
+    "racing_peers_plans",
     "scaled_costs",
     "screen_targets",
     "screens",
