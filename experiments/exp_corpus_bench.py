@@ -100,9 +100,9 @@ def bench_one(model: CorpusModel, work: Path, args: argparse.Namespace) -> dict[
     row = table[table["plan"] == TUNED].iloc[0]
     ratio, high = float(row["vs_best_peer"]), float(row["vs_best_peer_high"])
     spread = float(row["noise_spread"])
-    within = bool(row["within_tolerance"])
+    within = bool(row["within_budget"])
     fast = ratio <= LIMIT or (math.isfinite(spread) and ratio <= 1 + spread)
-    peers = table[(table["kind"] == "peer") & table["within_tolerance"].astype(bool)]
+    peers = table[(table["kind"] == "peer") & table["within_budget"].astype(bool)]
     return {
         "status": "ok",
         "verdict": "ok" if within and fast else ("outside tolerance" if not within else "slow"),
@@ -116,7 +116,7 @@ def bench_one(model: CorpusModel, work: Path, args: argparse.Namespace) -> dict[
         "vs_best_peer_high": high,
         "noise_spread": spread,
         "max_rel_error": float(row["max_rel_error"]),
-        "tolerance": float(row["tolerance"]),
+        "tolerance": float(row["budget"]),
         "within_tolerance": within,
     }
 

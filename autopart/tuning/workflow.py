@@ -68,6 +68,8 @@ from autopart.tuning.screen import Screening
 from autopart.tuning.settings import ACCURACY, VERIFY
 from autopart.tuning.tune_report import TuneReport
 from autopart.tuning.verify import Measured, measure_plans
+from autopart.tuning.whole_scale import note as whole_scale_note
+from autopart.tuning.whole_scale import scale_to_whole
 
 SEARCH_FLOOR_S = 1.0  # the search's least budget, the clock spent or not: an ILP's moment
 
@@ -372,6 +374,9 @@ def prepare(
     chosen_targets, screening = stage.targets, stage.screening
     speed = None if located.planned_only else measure_speed()
     costs = costs_from_profile(graph, at_speed(profile, speed)[0], chosen_targets)
+    if screening is not None and not located.planned_only:
+        scaled = scale_to_whole(costs, profile, screening.plans, screening.whole)
+        screening.notes.extend(whole_scale_note(scaled))
 
     def search_progress(update: SearchProgress) -> None:
         if progress is not None:
