@@ -10,7 +10,14 @@ import pytest
 
 from autopart import api
 from autopart.ir.target import VirtualDevice
-from autopart.tuning.entrants import Entrants, _measured_wrong, _peers_behind, _variants_untimed
+from autopart.targets.registry import declared_peers
+from autopart.tuning.entrants import (
+    Entrants,
+    _measured_wrong,
+    _peers_behind,
+    _tools_left_out,
+    _variants_untimed,
+)
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.screen import Screening
 from autopart.tuning.settings import VERIFY
@@ -59,6 +66,18 @@ def test_a_variant_peer_races_only_where_the_screen_had_time_to_time_it() -> Non
     timed_all = Screening([], [], whole={**cut.whole, "openvino alone f32": timed(0.04)})
     assert _variants_untimed(timed_all, []) == set()
     assert _variants_untimed(None, []) == set()
+
+
+def test_without_a_screen_the_tool_peers_race_only_on_the_users_samples() -> None:
+    """int8 on random inputs says nothing of the task: a tune with no screen (``--profile``,
+    another objective, constraints) leaves its quantisers out too, unless given samples."""
+    tools = {peer.name for peer in declared_peers(available=True) if peer.tool}
+    if not tools:
+        pytest.skip("no int8 tool peer is installed")
+    notes: list[str] = []
+    assert _tools_left_out(None, notes, samples=False) == tools
+    assert len(notes) == 1 and notes[0].startswith("int8 peers not run without --inputs")
+    assert _tools_left_out(None, [], samples=True) == set()
 
 
 @pytest.fixture(scope="module")

@@ -81,17 +81,19 @@ def entrants(
     candidates: Mapping[str, Candidate],
     screening: Screening | None,
     thorough: bool = False,
+    samples: bool = True,
 ) -> Entrants:
     """Which of ``candidates`` and of the peers race (see the module).
 
     With ``thorough`` (``--thorough``: the exhaustive tune) every candidate races but those
     too split to compile, as does every peer. The ``pareto`` objective keeps candidates
-    measured far behind: a front trades time for memory.
+    measured far behind: a front trades time for memory. ``samples`` says the tune judges
+    on the user's samples; without them the tool peers do not race, screened or not.
     """
     skipped_notes: list[str] = []
     skipped = set() if thorough else _peers_behind(screening, skipped_notes)
     skipped |= set() if thorough else _peers_too_slow(screening)
-    skipped |= set() if thorough else _tools_left_out(screening, skipped_notes)
+    skipped |= set() if thorough else _tools_left_out(screening, skipped_notes, samples)
     skipped |= set() if thorough else _variants_untimed(screening, skipped_notes)
     keep = {plan for peer, plan in peer_equivalents(candidates).items() if peer not in skipped}
     found = Entrants(first=[*sorted(keep), outcome.chosen.name])
@@ -176,25 +178,30 @@ def _peers_too_slow(screening: Screening | None) -> set[str]:
     return {peer.name for peer in declared_peers() if peer.codegen in screening.too_slow}
 
 
-def _tools_left_out(screening: Screening | None, notes: list[str]) -> set[str]:
-    """The tool peers the screen did not time, or timed beyond the tolerance; a note says so."""
-    if screening is None:
-        return set()
+def _tools_left_out(
+    screening: Screening | None, notes: list[str], samples: bool = True
+) -> set[str]:
+    """The tool peers the screen did not time, or timed beyond the tolerance; a note says so.
+
+    Without a screen, every tool peer where the tune has no samples of the user's
+    (``samples`` false), and none where it has.
+    """
     tools = [peer.name for peer in declared_peers(available=True) if peer.tool]
-    untimed = sorted(name for name in tools if name not in screening.whole)
-    if untimed and not screening.tools:
+    if screening is None and samples:
+        return set()
+    whole = {} if screening is None else screening.whole
+    untimed = sorted(name for name in tools if name not in whole)
+    if untimed and (screening is None or not screening.tools):
         notes.append(
             "int8 peers not run without --inputs (int8 on random inputs says nothing of the "
             f"task; bench runs them): {', '.join(untimed)}"
         )
         return set(untimed)
-    wrong = sorted(
-        name for name in tools if name in screening.whole and not screening.whole[name].correct
-    )
+    wrong = sorted(name for name in tools if name in whole and not whole[name].correct)
     if untimed:
         notes.append(f"peers not raced, not timed in the screen's budget: {', '.join(untimed)}")
     if wrong:
-        named = ", ".join(f"{n} ({screening.whole[n].max_error:.3g})" for n in wrong)
+        named = ", ".join(f"{n} ({whole[n].max_error:.3g})" for n in wrong)
         notes.append(f"peers not raced, beyond the tolerance in the screen: {named}")
     return {*untimed, *wrong}
 

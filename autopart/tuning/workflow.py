@@ -285,7 +285,9 @@ def _verify(
     if progress is not None and options.peers:
         progress("peers", 0, 0, "compiling the libraries alone")
     screened = prepared.screening if options.peers else None  # peers it timed are skippable
-    entry = entrants(prepared.outcome, prepared.costs, candidates, screened, options.thorough)
+    entry = entrants(
+        prepared.outcome, prepared.costs, candidates, screened, options.thorough, judge.real
+    )
     peer_runs, notes = (
         peers(model, PeerInputs.of(graph), skip=entry.skipped_peers) if options.peers else ({}, [])
     )
