@@ -131,3 +131,25 @@ def test_the_screen_leaves_out_a_codegen_forecast_far_past_its_budget_without_sp
     (note,) = [n for n in screening.notes if "it compiled 40 nodes in" in n]
     assert "onnxruntime is forecast to compile the whole model far past 30 s" in note
     assert "(the budget)" in note
+
+
+def test_a_codegen_forecast_within_its_deadline_is_not_forecast_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its first job failed for another reason: the next job of that codegen compiles at
+    once, without paying for the prefixes again."""
+    graph = load_model(op_chain(40))
+    calls: list[str] = []
+
+    def forecast(_graph: object, _plan: object, codegen: str, _deadline: float) -> CompileForecast:
+        calls.append(codegen)
+        return CompileForecast(codegen, 40, (10, 20), (0.01, 0.02), 0.04, 0.03)
+
+    monkeypatch.setattr(whole_timing, "forecast_plan", forecast)
+    ort = VirtualDevice.parse(ORT)
+    plan = build_plan_for(graph, {n.name: ort for n in graph.nodes}, ort, "chain")
+    job = whole_timing.WholeJob("single:cpu@onnxruntime", "onnxruntime", plan=plan)
+    found = whole_timing.WholeTimings()
+    assert not whole_timing._forecast_beyond(graph, job, 30.0, found)
+    assert not whole_timing._forecast_beyond(graph, job, 30.0, found)
+    assert calls == ["onnxruntime"] and found.abandoned_s == pytest.approx(0.03)

@@ -205,8 +205,11 @@ def _forecast_beyond(graph: Graph, job: WholeJob, deadline_s: float, found: Whol
     Made for a codegen's first job (:mod:`~autopart.tuning.compile_forecast`): a peer's
     build, or the compile of its plan (built if due). A job forecast past marks its codegen
     too slow in ``found``, as a missed deadline does. The prefixes' compile time is added to
-    ``found.abandoned_s`` (no race compiles them).
+    ``found.abandoned_s`` (no race compiles them). A codegen already forecast within the
+    deadline (its first job then failed for another reason) is not forecast again.
     """
+    if job.codegen in found.forecasts:
+        return False
     if job.peer is not None:
         forecast = forecast_peer(graph, job.peer, deadline_s)
     else:
