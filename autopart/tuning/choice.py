@@ -31,6 +31,7 @@ from scipy.stats import bootstrap
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.search.candidates import Candidate
+from autopart.targets.registry import declared_peers
 from autopart.tuning.accuracy import own_runtimes
 from autopart.tuning.clock import Clock
 from autopart.tuning.peers import peer_equivalents
@@ -158,10 +159,13 @@ def _bootstrap_ratio(a: list[float], b: list[float], paired: bool) -> tuple[floa
 def best_peer(peers: Mapping[str, Measured]) -> str | None:
     """The quickest of ``peers`` whose outputs are within its tolerance (None: none is).
 
-    The bar a tuned plan is held to, in ``tune`` and ``bench`` alike: a peer over the
-    tolerance (OpenVINO as installed under ``--precision f32``) is no bar.
+    The bar a tuned plan is held to, in ``tune`` and ``bench`` alike: a library as set
+    up by the user without a tool, so never a peer that quantises the model first (an int8
+    tool peer: compared on its own, by its column and the task's drop); and a peer over
+    the tolerance (OpenVINO as installed under ``--precision f32``) is no bar.
     """
-    within = [name for name, result in peers.items() if result.correct]
+    tools = {peer.name for peer in declared_peers() if peer.tool}
+    within = [name for name, result in peers.items() if result.correct and name not in tools]
     return min(within, key=lambda name: peers[name].median_s, default=None)
 
 
