@@ -61,8 +61,9 @@ def bench_models(
     ``vs_openvino_f32``; NaN where the peer did not run), ``vs_best_peer`` (each peer a
     library as installed, :mod:`autopart.tuning.peers`; the best is the quickest peer whose
     drop is within the budget, never an int8 tool peer:
-    :func:`~autopart.tuning.choice.best_peer`) with ``vs_best_peer_low`` and ``vs_best_peer_high``, the
-    bounds of its interval over paired rounds (:func:`autopart.tuning.choice.ratio_interval`),
+    :func:`~autopart.tuning.choice.best_peer`) with ``vs_best_peer_low`` and
+    ``vs_best_peer_high``, the bounds of its interval over paired rounds
+    (:func:`autopart.tuning.choice.ratio_interval`),
     ``noise_floor`` (the model's: how far apart the tuned plan's two timings are,
     ``|again / tuned - 1|``; this and every ``vs_`` ratio but ``vs_best_single`` are taken
     over the rounds both runners ran, :func:`autopart.tuning.choice.paired_ratio`, never
