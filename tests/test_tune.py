@@ -611,6 +611,46 @@ def test_a_peer_that_rejects_the_model_is_left_out_with_a_note(
     ]
 
 
+def test_a_peer_that_fails_on_a_run_is_dropped_with_its_reason_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch,
+    tiny_path: Path,  # noqa: F811
+) -> None:
+    """A peer built may still fail to run (onnxruntime's QuantizeLinear on a model shipped
+    quantised): the rounds drop it with one line, and the plans are measured on."""
+    import dataclasses
+
+    from autopart.errors import ExecutionError
+    from autopart.ir.feeds import random_inputs
+    from autopart.tuning import peers as peers_module
+    from autopart.tuning.verify import measure_plans
+
+    (real,) = [
+        p for p in peers_module.declared_peers(available=True) if p.name == "onnxruntime alone"
+    ]
+
+    def build(model: object, inputs: object = None) -> object:
+        def run(feeds: object) -> object:
+            raise RuntimeError("[ONNXRuntimeError] : 1 : FAIL : while running QuantizeLinear")
+
+        return run
+
+    broken = dataclasses.replace(real, build=build)
+    monkeypatch.setattr(peers_module, "declared_peers", lambda available=False: [broken])
+    runners, notes = peers_module.peers(str(tiny_path))
+    assert notes == [] and list(runners) == ["onnxruntime alone"]
+    graph = autopart.load(str(tiny_path))
+    feeds = random_inputs(graph, 0)
+    with pytest.raises(
+        ExecutionError, match=r"^onnxruntime alone failed to run: .*QuantizeLinear$"
+    ):
+        runners["onnxruntime alone"](feeds)
+    plan, _ = autopart.api.make_plan(graph, fallback="cpu@numpy")
+    failures: dict[str, str] = {}
+    measured = measure_plans(graph, {"plan": plan}, feeds, 2, peers=runners, failures=failures)
+    assert measured["plan"].latencies and "onnxruntime alone" not in measured
+    assert failures["onnxruntime alone"].endswith("while running QuantizeLinear")
+
+
 def test_a_single_target_plan_on_onnxruntime_is_compiled_as_onnxruntime_alone_is(
     tiny_path: Path,  # noqa: F811
 ) -> None:

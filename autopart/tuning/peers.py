@@ -14,6 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
+import numpy as np
+
+from autopart.errors import ExecutionError
 from autopart.host_memory import release_freed_memory
 from autopart.ir.target import HOST_DEVICE
 from autopart.search.candidates import Candidate
@@ -61,14 +64,36 @@ def peers(
         if only not in (None, peer.name):
             continue
         try:
-            found[peer.name] = peer.build(model, inputs)
+            found[peer.name] = _guarded(peer.name, peer.build(model, inputs))
         except Exception as error:  # no library's exception types are specific
-            first = (str(error).strip().splitlines() or [type(error).__name__])[-1]
-            notes.append(f"{peer.name} could not run this model: {first[:200]}")
+            first = _last_line(error)
+            notes.append(f"{peer.name} could not run this model: {first}")
             if failures is not None:
-                failures[peer.name] = first[:200]
+                failures[peer.name] = first
         release_freed_memory()  # the model's copies its compile made and let go
     return {p.name: found[p.name] for p in declared if p.name in found}, notes
+
+
+def _last_line(error: BaseException) -> str:
+    """A library's error in one line: its last (the cause, in OpenVINO's), at most 200 chars."""
+    return (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
+
+
+def _guarded(name: str, runner: Runner) -> Runner:
+    """``runner``, whose library's failure to run becomes one :class:`ExecutionError` line.
+
+    A peer built may still fail on a run (onnxruntime's QuantizeLinear on an already
+    quantised model's int8 weights): the measurement then drops that peer with its reason,
+    as it drops a plan a library rejects, instead of the command ending in a traceback.
+    """
+
+    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        try:
+            return runner(feeds)
+        except Exception as error:  # no library's exception types are specific
+            raise ExecutionError(f"{name} failed to run: {_last_line(error)}") from None
+
+    return run
 
 
 def peer_names() -> list[str]:
