@@ -640,15 +640,35 @@ def test_a_peer_that_fails_on_a_run_is_dropped_with_its_reason_not_a_traceback(
     assert notes == [] and list(runners) == ["onnxruntime alone"]
     graph = autopart.load(str(tiny_path))
     feeds = random_inputs(graph, 0)
-    with pytest.raises(
-        ExecutionError, match=r"^onnxruntime alone failed to run: .*QuantizeLinear$"
-    ):
+    with pytest.raises(ExecutionError, match=r"^\[ONNXRuntimeError\] .*QuantizeLinear$"):
         runners["onnxruntime alone"](feeds)
     plan, _ = autopart.api.make_plan(graph, fallback="cpu@numpy")
     failures: dict[str, str] = {}
     measured = measure_plans(graph, {"plan": plan}, feeds, 2, peers=runners, failures=failures)
     assert measured["plan"].latencies and "onnxruntime alone" not in measured
     assert failures["onnxruntime alone"].endswith("while running QuantizeLinear")
+
+
+def test_a_failed_run_of_onnxruntime_alone_logs_nothing_to_stderr(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """The error comes back as the exception, reported in one line; onnxruntime's own log
+    of it would be a second, unasked line on stderr."""
+    from autopart.errors import ExecutionError
+    from autopart.tuning.peers import peers
+
+    graph = onnx.helper.make_graph(
+        [onnx.helper.make_node("Reshape", ["x", "shape"], ["y"])], "bad_reshape",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [6]),
+         onnx.helper.make_tensor_value_info("shape", onnx.TensorProto.INT64, [1])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)],
+    )  # fmt: skip
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)])
+    found, _ = peers(model, only="onnxruntime alone")
+    capfd.readouterr()
+    with pytest.raises(ExecutionError):
+        found["onnxruntime alone"]({"x": np.ones(6, np.float32), "shape": np.array([4])})
+    assert capfd.readouterr().err == ""
 
 
 def test_a_single_target_plan_on_onnxruntime_is_compiled_as_onnxruntime_alone_is(

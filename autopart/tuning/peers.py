@@ -64,7 +64,7 @@ def peers(
         if only not in (None, peer.name):
             continue
         try:
-            found[peer.name] = _guarded(peer.name, peer.build(model, inputs))
+            found[peer.name] = _guarded(peer.build(model, inputs))
         except Exception as error:  # no library's exception types are specific
             first = _last_line(error)
             notes.append(f"{peer.name} could not run this model: {first}")
@@ -79,7 +79,7 @@ def _last_line(error: BaseException) -> str:
     return (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
 
 
-def _guarded(name: str, runner: Runner) -> Runner:
+def _guarded(runner: Runner) -> Runner:
     """``runner``, whose library's failure to run becomes one :class:`ExecutionError` line.
 
     A peer built may still fail on a run (onnxruntime's QuantizeLinear on an already
@@ -91,7 +91,7 @@ def _guarded(name: str, runner: Runner) -> Runner:
         try:
             return runner(feeds)
         except Exception as error:  # no library's exception types are specific
-            raise ExecutionError(f"{name} failed to run: {_last_line(error)}") from None
+            raise ExecutionError(_last_line(error)) from None
 
     return run
 

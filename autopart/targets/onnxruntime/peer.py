@@ -38,9 +38,10 @@ def onnxruntime_alone(
     if _ort is None:
         raise TargetError("onnxruntime alone needs the onnxruntime package")
     options = _ort.SessionOptions()
-    # Errors only: a value whose shape depends on the data warns on stderr at every run
-    # (maskrcnn's masks). The level changes what is logged, not how the session runs.
-    options.log_severity_level = 3
+    # Fatal only: a value whose shape depends on the data warns on stderr at every run
+    # (maskrcnn's masks), and a failed run logs its error there before raising it, which
+    # the run reports in one line. The level changes what is logged, not how it runs.
+    options.log_severity_level = 4
     if parallel:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.execution_mode = _ort.ExecutionMode.ORT_PARALLEL

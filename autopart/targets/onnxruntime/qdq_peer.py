@@ -56,7 +56,7 @@ def qdq_int8(model: PeerModel, inputs: PeerInputs | None = None) -> Runner:
             with _quiet_quantiser():
                 _quantize(source, quantised, samples, large)
             options = _ort.SessionOptions()
-            options.log_severity_level = 3  # errors only, as the f32 peer
+            options.log_severity_level = 4  # fatal only, as the f32 peer
             session = cpu_session(_model_bytes(quantised, large), options)
         except Exception as error:  # the quantiser's and onnxruntime's errors are of many types
             line = (str(error).strip().splitlines() or [type(error).__name__])[0]
