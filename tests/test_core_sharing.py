@@ -132,3 +132,24 @@ def test_there_is_no_probe_on_one_core() -> None:
     with pinned_to(cores[:1]):
         assert CoreSharing.open() is None
     assert os.sched_getaffinity(0) == set(cores)
+
+
+def test_the_screens_whole_timings_run_again_a_round_timed_in_a_spell(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The screen times one runner at a time, so a spell slows that runner alone: its rounds
+    in a spell are run again, as the race's are."""
+    from autopart import api
+    from autopart.ir.feeds import random_inputs
+    from autopart.runtime.executor import Executor
+    from autopart.tuning import whole_timing
+    from autopart.tuning.judge import Judge
+
+    plan, graph = api.make_plan(tiny_cnn(), fallback="cpu@numpy")
+    feeds = random_inputs(graph, 0)
+    reference = Executor(graph).run(feeds).outputs
+    spell = _ScriptedSpell([False, True, False])
+    monkeypatch.setattr(whole_timing, "process_probe", lambda: spell)
+    job = whole_timing.WholeJob("single:cpu@numpy", "numpy", plan=plan)
+    timed = whole_timing._time_job(graph, graph, job, (feeds, reference), Judge(graph), {}, [])
+    assert timed["single:cpu@numpy"].shared_rounds == 1

@@ -24,6 +24,7 @@ from autopart.ir.graph import Graph
 from autopart.ir.target import HOST_DEVICE, VirtualDevice
 from autopart.loader import ModelLike
 from autopart.plan.schema import Plan
+from autopart.profile.core_sharing import process_probe
 from autopart.progress import StageProgress
 from autopart.targets.deadline import compile_deadline, compiling_within
 from autopart.targets.registry import declared_peers, reference_codegen
@@ -236,7 +237,11 @@ def _time_job(
 ) -> dict[str, Measured]:
     """One job's runner compiled (a peer: built) and timed; empty when it could not be.
 
-    A plan built when due that repeats another's is not timed again.
+    A plan built when due that repeats another's is not timed again. A round timed while
+    the cores shared one core's speed is run again (:mod:`~autopart.profile.core_sharing`),
+    as in the race: the screen times one runner at a time, so a spell of it would slow
+    that runner alone (a 12,400-node stack's onnxruntime plan: 40 ms in the screen, 23.9
+    in the race).
 
     ``timed_on`` holds the feeds and the reference's outputs on them.
     """
@@ -254,7 +259,7 @@ def _time_job(
         graph, {} if plan is None else {job.name: plan}, feeds, SCREEN.rounds,
         warmup=SCREEN_WARMUP, peers=runners, peer_linger_s=peer_lingers(),
         min_timed_s=SCREEN.min_timed_s, failures=failures, tolerance=math.inf,
-        reference=reference, judge=judge,
+        reference=reference, judge=judge, probe=process_probe(),
     )  # fmt: skip
 
 
