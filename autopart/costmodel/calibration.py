@@ -187,6 +187,19 @@ def op_sum(
     return total + (timed.median_s if timed.timer == "wall" else 0.0)
 
 
+def calibration_rows(
+    profile: MeasurementTable, graph: Graph, target: str
+) -> tuple[pd.DataFrame, bool]:
+    """``target``'s calibration windows with a prediction, and whether they are ``graph``'s own.
+
+    The model's own windows where the profile has any (:func:`own_rows_first`), else every
+    model's; the flag is false when there are none.
+    """
+    rows = profile.rows(RowKind.CALIBRATION, target)
+    rows = rows[rows["predicted_s"].notna()]
+    return own_rows_first(rows, graph) if len(rows) else (rows, False)
+
+
 def calibrate(
     profile: MeasurementTable, graph: Graph, target: str, costs: OpCosts | None = None
 ) -> WindowFactor:
@@ -194,12 +207,8 @@ def calibrate(
 
     ``costs`` are the graph's op costs on ``target`` when the caller already has them.
     """
-    rows = profile.rows(RowKind.CALIBRATION, target)
-    rows = rows[rows["predicted_s"].notna()]
-    source = "none"
-    if len(rows):
-        rows, own = own_rows_first(rows, graph)
-        source = "model" if own else "other models"
+    rows, own = calibration_rows(profile, graph, target)
+    source = ("model" if own else "other models") if len(rows) else "none"
     timed = profile.measurement(RowKind.LAUNCH, target, "timed")
     ratios, errors = [], []
     for row in rows.itertuples(index=False):

@@ -23,9 +23,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from autopart.costmodel.calibration import CALIBRATION, own_rows_first
+from autopart.costmodel.calibration import CALIBRATION, calibration_rows
 from autopart.costmodel.costs import Costs
-from autopart.costmodel.measurements import MeasurementTable, RowKind
+from autopart.costmodel.measurements import MeasurementTable
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
@@ -89,9 +89,7 @@ def scale_to_whole(
 
 def _own_windows(profile: MeasurementTable, graph: Graph, target: str) -> bool:
     """Whether the profile holds calibration windows of this very model on ``target``."""
-    rows = profile.rows(RowKind.CALIBRATION, target)
-    rows = rows[rows["predicted_s"].notna()]
-    return bool(len(rows)) and own_rows_first(rows, graph)[1]
+    return calibration_rows(profile, graph, target)[1]
 
 
 def note(applied: Mapping[VirtualDevice, float]) -> list[str]:
