@@ -7,6 +7,7 @@ import, the same outputs) runs on OpenVINO with every compile counted as slow.
 from __future__ import annotations
 
 import io
+import itertools
 import time
 from pathlib import Path
 from typing import Any
@@ -211,3 +212,61 @@ def test_a_nested_deadline_only_ever_comes_sooner() -> None:
         assert 9.0 < (compile_deadline() or 0.0) <= 10.0
     with compiling_within(None):
         assert compile_deadline() is None
+
+
+def _properties(compiled: Any) -> dict[str, str]:
+    """Every property a compiled model reports, as text."""
+    found = {}
+    for name in compiled.get_property("SUPPORTED_PROPERTIES"):
+        try:
+            found[name] = str(compiled.get_property(name))
+        except Exception:  # a property the plugin lists but will not read back
+            found[name] = "unreadable"
+    return found
+
+
+def test_compiles_keyed_alike_are_compiled_alike() -> None:
+    """One cache key, one compiled configuration: wherever two configurations key alike
+    (the plugin's defaults filled in), the models they compile report the same properties;
+    OpenVINO as installed keys as the whole-device plan at its default precision."""
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library
+
+    model = op_chain(12).SerializeToString()
+    default = library.default_precision()
+    configs = [
+        {},
+        {"INFERENCE_PRECISION_HINT": "f32"},
+        {"PERFORMANCE_HINT": "THROUGHPUT"},
+        {"DYNAMIC_QUANTIZATION_GROUP_SIZE": "0"},
+        *(library.target_config(None, p) for p in library.offered_precisions(None)),
+        library.target_config([0], default),
+    ]
+    keys = [library._key(model, config, (), None) for config in configs]
+    reported = [_properties(library.compile_onnx(model, config)) for config in configs]
+    for i, j in itertools.combinations(range(len(configs)), 2):
+        if keys[i] == keys[j]:
+            assert reported[i] == reported[j], (configs[i], configs[j])
+    plan = library.target_config(None, default)
+    if default != library.PRECISION:  # f32's plan turns int8 activations off: not as installed
+        assert library._key(model, {}, (), None) == library._key(model, plan, (), None)
+
+
+def test_openvino_as_installed_and_its_whole_device_plan_compile_once(monkeypatch: Any) -> None:
+    """The peer compiled with no properties and the plan at the default precision (the
+    screen times both) are one compile: the second imports the first's export."""
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library
+
+    default = library.default_precision()
+    if default == library.PRECISION:
+        pytest.skip("OpenVINO computes in f32 here: its plan at f32 turns int8 activations off")
+    store = BlobStore(min_compile_s=0.0)
+    monkeypatch.setattr(library, "BLOBS", store)
+    model = op_chain(43).SerializeToString()
+    as_installed = library.compiled_once(model, {})
+    plan = library.compiled_once(model, library.target_config(None, default))
+    assert store.imports == 1
+    x = np.random.default_rng(2).standard_normal((16, 64)).astype(np.float32)
+    want = as_installed.create_infer_request().infer([x])[0]
+    np.testing.assert_array_equal(plan.create_infer_request().infer([x])[0], want)
