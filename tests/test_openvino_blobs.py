@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import itertools
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -103,9 +104,10 @@ def test_openvino_imports_its_own_export_with_the_same_outputs(monkeypatch: Any)
     config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
     x = np.random.default_rng(0).standard_normal((16, 64)).astype(np.float32)
     compiled = library.compiled_once(model, config)
+    want = compiled.create_infer_request().infer([x])[0]
+    del compiled  # held, it would be shared (test_a_held_model_is_shared_not_compiled_again)
     imported = library.compiled_once(model, config)
     assert store.imports == 1
-    want = compiled.create_infer_request().infer([x])[0]
     have = imported.create_infer_request().infer([x])[0]
     np.testing.assert_array_equal(have, want)
 
@@ -148,14 +150,15 @@ def test_under_a_deadline_the_worker_compiles_and_the_next_compile_imports_its_e
     monkeypatch.setattr(library, "BLOBS", store)
     model = op_chain(42).SerializeToString()
     config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
-    with compiling_within(120.0):
-        from_worker = library.compiled_once(model, config)
-    again = library.compiled_once(model, config)  # no deadline: the export is imported
-    assert store.imports == 1
     x = np.random.default_rng(1).standard_normal((16, 64)).astype(np.float32)
     direct = library.core().compile_model(library.read_onnx(model), library.DEVICE, config)
     want = direct.create_infer_request().infer([x])[0]
+    with compiling_within(120.0):
+        from_worker = library.compiled_once(model, config)
     np.testing.assert_array_equal(from_worker.create_infer_request().infer([x])[0], want)
+    del from_worker  # no longer held: the next compile is not shared
+    again = library.compiled_once(model, config)  # no deadline: the export is imported
+    assert store.imports == 1
     np.testing.assert_array_equal(again.create_infer_request().infer([x])[0], want)
 
 
@@ -265,8 +268,30 @@ def test_openvino_as_installed_and_its_whole_device_plan_compile_once(monkeypatc
     monkeypatch.setattr(library, "BLOBS", store)
     model = op_chain(43).SerializeToString()
     as_installed = library.compiled_once(model, {})
-    plan = library.compiled_once(model, library.target_config(None, default))
-    assert store.imports == 1
     x = np.random.default_rng(2).standard_normal((16, 64)).astype(np.float32)
     want = as_installed.create_infer_request().infer([x])[0]
+    del as_installed  # the screen frees each runner before the next
+    plan = library.compiled_once(model, library.target_config(None, default))
+    assert store.imports == 1
     np.testing.assert_array_equal(plan.create_infer_request().infer([x])[0], want)
+
+
+def test_a_held_model_is_shared_not_compiled_again(monkeypatch: Any) -> None:
+    """While a runner holds a compiled model, another compile of its key is that model
+    (the race holds OpenVINO as installed and its plan at once); freed, it is compiled or
+    imported again, and nothing else kept it alive."""
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library
+
+    store = BlobStore(min_compile_s=0.0)
+    monkeypatch.setattr(library, "BLOBS", store)
+    model = op_chain(44).SerializeToString()
+    config = library.target_config(None, library.default_precision())
+    first = library.compiled_once(model, config)
+    assert library.compiled_once(model, library.effective_config(config)) is first
+    assert store.imports == 0
+    gone = weakref.ref(first)
+    del first
+    assert gone() is None
+    library.compiled_once(model, config)
+    assert store.imports == 1

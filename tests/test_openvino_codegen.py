@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -245,13 +246,16 @@ def test_the_cache_of_compiled_models_keeps_within_its_bytes(monkeypatch: Any) -
     monkeypatch.setattr(library, "COMPILED_CACHE_BYTES", len(first.model_bytes) + 1)
     assert compile_whole(graph).model is first.model  # one model fits: reused
     other = compile_whole(graph, Placement(HostDevice(), unit=0))  # another config: evicts
-    assert len(library._COMPILED) == 1 and other.model is not first.model
-    assert compile_whole(graph).model is not first.model  # compiled again, not kept
+    assert list(library._COMPILED.values()) == [other.model] and other.model is not first.model
+    assert compile_whole(graph).model is first.model  # still held: shared, not compiled again
     assert sum(library._COMPILED_BYTES.values()) <= library.COMPILED_CACHE_BYTES
     monkeypatch.setattr(library, "COMPILED_CACHE_BYTES", len(first.model_bytes) - 1)
+    del first, other
     alone = compile_whole(graph)  # over the limit: runs, but is not kept, not even alone
     assert not library._COMPILED and not library._COMPILED_BYTES
-    assert compile_whole(graph).model is not alone.model
+    held = weakref.ref(alone.model)
+    del alone
+    assert held() is None  # the cache kept no reference of its own
     library.clear_compiled()
 
 
@@ -267,7 +271,11 @@ def test_forgetting_compiled_models_empties_the_cache_and_leaves_held_ones_runni
     env: dict[str, Any] = dict(random_inputs(graph, 0))
     held.run(env)
     assert np.array_equal(env["y"], np.maximum(env["x"], 0))
-    assert compile_whole(graph).model is not held.model  # compiled again, not kept
+    assert compile_whole(graph).model is held.model  # held: shared, not compiled again
+    forget_compiled()  # that compile cached it again
+    gone = weakref.ref(held.model)
+    del held
+    assert gone() is None  # forgotten: nothing but its runner held it
 
 
 # -- units ------------------------------------------------------------------------------------
@@ -491,7 +499,9 @@ def test_the_compiled_model_cache_keeps_the_most_recently_used(monkeypatch: Any)
     ov_library.clear_compiled()
     relu, erf = compile_whole(tiny_graph("Relu")), compile_whole(tiny_graph("Erf"))
     assert list(ov_library._COMPILED.values()) == [erf.model]
-    assert compile_whole(tiny_graph("Relu")).model is not relu.model  # compiled again
+    gone = weakref.ref(relu.model)
+    del relu
+    assert gone() is None  # evicted: nothing but its runner held it
 
 
 def test_an_error_openvino_raises_while_running_is_one_execution_error() -> None:
