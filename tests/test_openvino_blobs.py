@@ -295,3 +295,24 @@ def test_a_held_model_is_shared_not_compiled_again(monkeypatch: Any) -> None:
     assert gone() is None
     library.compiled_once(model, config)
     assert store.imports == 1
+
+
+def test_openvino_as_installed_holds_its_compiled_model_while_it_lives(tmp_path: Path) -> None:
+    """The peer's runner holds its compiled model (not only a request on it), so the race's
+    compile of the same key, the whole-device plan at the default precision, shares it."""
+    pytest.importorskip("openvino")
+    import gc
+
+    import onnx
+
+    from autopart.targets.openvino import library
+    from autopart.targets.openvino.peer import openvino_alone
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(op_chain(45), path)
+    runner = openvino_alone(str(path))
+    gc.collect()
+    held = [model for model in list(library._LIVE.values()) if model is runner.compiled]
+    assert held, "the runner's compiled model is no longer known as held"
+    x = np.random.default_rng(3).standard_normal((16, 64)).astype(np.float32)
+    assert np.isfinite(next(iter(runner({"x": x}).values()))).all()

@@ -46,21 +46,37 @@ def compiled_runner(
     """A runner of an OpenVINO compiled model, named by the ONNX model's own ports.
 
     It is fed by the inputs ``declared`` (and ``fixed``'s frozen values) and returns the
-    outputs ``wanted``, each under every name OpenVINO kept for it.
+    outputs ``wanted``, each under every name OpenVINO kept for it. It holds ``compiled``
+    itself, not only its request, so that another compile of the same key shares it while
+    the runner lives (:func:`~autopart.targets.openvino.library.compiled_once`).
     """
-    request = compiled.create_infer_request()
     names = [named[0] for named in library.port_names(compiled.inputs, declared)]
     outputs = library.port_names(compiled.outputs, wanted)
+    return _CompiledRunner(compiled, compiled.create_infer_request(), names, outputs, fixed)
 
-    def run(feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        result = request.infer(fixed.feeds(names, feeds))
+
+class _CompiledRunner:
+    """A compiled model and its one request, run as a :data:`Runner`."""
+
+    def __init__(
+        self,
+        compiled: Any,
+        request: Any,
+        names: Sequence[str],
+        outputs: Sequence[Sequence[str]],
+        fixed: PeerInputs,
+    ) -> None:
+        self.compiled, self.request, self.names, self.outputs = compiled, request, names, outputs
+        self.fixed = fixed
+
+    def __call__(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The outputs of one inference on ``feeds``, under every name each carries."""
+        result = self.request.infer(self.fixed.feeds(self.names, feeds))
         return {
             name: np.asarray(result[index])
-            for index, aliases in enumerate(outputs)
+            for index, aliases in enumerate(self.outputs)
             for name in aliases
         }
-
-    return run
 
 
 def as_installed_precision() -> str | None:
