@@ -18,7 +18,7 @@ import importlib.util
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -252,7 +252,9 @@ def compiled_model(
     with _COMPILE_LOCK:
         cached = _COMPILED.get(key)
         if cached is None:
-            cached = _compile(key, model_bytes, config, islands, island_outputs, shapes)
+            cached = _held_or(
+                key, lambda: _compile(key, model_bytes, config, islands, island_outputs, shapes)
+            )
             _COMPILED[key] = cached
             _COMPILED_BYTES[key] = model_size(model_bytes)
         _COMPILED.move_to_end(key)
@@ -286,7 +288,8 @@ def compiled_once(
     paid once per process (:mod:`~autopart.targets.openvino.blobs`). Raises OpenVINO's
     own exceptions.
     """
-    return _compile(_key(model_bytes, config, (), shapes), model_bytes, config, (), (), shapes)
+    key = _key(model_bytes, config, (), shapes)
+    return _held_or(key, lambda: _compile(key, model_bytes, config, (), (), shapes))
 
 
 def _key(
@@ -353,15 +356,8 @@ def compile_onnx(
     return core().compile_model(model, DEVICE, dict(config))
 
 
-def _compile(
-    key: _Key,
-    model_bytes: bytes,
-    config: dict[str, str],
-    islands: Collection[str],
-    island_outputs: Collection[str],
-    shapes: Mapping[str, Sequence[int]] | None,
-) -> Any:
-    """The compiled model of ``key``: the one a runner still holds, else compiled anew.
+def _held_or(key: _Key, compile_anew: Callable[[], Any]) -> Any:
+    """The compiled model of ``key`` that a runner still holds, else ``compile_anew()``'s.
 
     A model held (by a peer's runner, a plan's partition) is shared, not compiled or
     imported again: the race holds OpenVINO as installed and the whole-device plan at its
@@ -372,13 +368,13 @@ def _compile(
         held = _LIVE.get(key)
     if held is not None:
         return held
-    compiled = _compile_new(key, model_bytes, config, islands, island_outputs, shapes)
+    compiled = compile_anew()
     with _LIVE_LOCK:
         _LIVE[key] = compiled
     return compiled
 
 
-def _compile_new(
+def _compile(
     key: _Key,
     model_bytes: bytes,
     config: dict[str, str],
