@@ -301,8 +301,10 @@ def _key(
     """The cache key: the model's SHA-256, the properties, the islands and the shapes.
 
     The properties are keyed as the plugin takes them (:func:`effective_config`): OpenVINO
-    as installed, compiled with none, is the whole-device plan at the default precision,
-    compiled once (a 12,400-node stack: 15-17 s a compile, both in every tune's screen).
+    as installed, compiled with none, keys as the whole-device plan at the default precision
+    where that plan sets only the two hints (bf16; at f32 it also turns int8 activations
+    off), and is compiled once (a 12,400-node stack: 15-17 s a compile, both in every
+    tune's screen).
     """
     return (
         hashlib.sha256(model_bytes).hexdigest(),
@@ -329,8 +331,8 @@ def effective_config(config: Mapping[str, str]) -> dict[str, str]:
 @functools.cache
 def _plugin_defaults() -> dict[str, str]:
     """:data:`KEYED_DEFAULTS` as the CPU plugin resolves them, spelt as autopart sets them."""
-    defaults = {"PERFORMANCE_HINT": str(core().get_property(DEVICE, "PERFORMANCE_HINT"))}
-    defaults["PERFORMANCE_HINT"] = defaults["PERFORMANCE_HINT"].rsplit(".", 1)[-1]
+    mode = str(core().get_property(DEVICE, "PERFORMANCE_HINT")).rsplit(".", 1)[-1]
+    defaults = {"PERFORMANCE_HINT": mode}  # PerformanceMode.LATENCY -> LATENCY
     precision = core().get_property(DEVICE, "INFERENCE_PRECISION_HINT").get_type_name()
     if precision in HINTS.values():  # another (f16 on ARM) is never spelt as a target's
         defaults["INFERENCE_PRECISION_HINT"] = precision
