@@ -273,6 +273,37 @@ def test_an_only_partition_keeps_to_the_cores_this_process_may_use() -> None:
     assert compiled.session.get_session_options().intra_op_num_threads == 1
 
 
+def test_onnxruntime_alone_and_the_plan_it_stands_for_share_one_session_while_held(
+    tmp_path: Any,
+) -> None:
+    """The whole-device plan's only partition is onnxruntime alone's session of the model as
+    shipped: while one holds it, the other gets that same session (the race holds both);
+    freed, nothing else keeps it alive."""
+    import gc
+    import weakref
+
+    from autopart.targets.onnxruntime import peer
+    from autopart.targets.peer import peer_model_bytes
+    from autopart.testing.scale_models import op_chain
+
+    path = tmp_path / "chain.onnx"
+    onnx.save(op_chain(30), path)
+    graph = autopart.load(str(path))
+    compiled = compile_whole(graph, Placement(HostDevice(), alone=True))
+    assert peer.default_session(peer_model_bytes(str(path))) is compiled.session
+    runner = peer.onnxruntime_alone(str(path))
+    env: dict[str, Any] = dict(random_inputs(graph, seed=2))
+    compiled.run(env)
+    ran = runner(random_inputs(graph, seed=2))
+    np.testing.assert_array_equal(ran[graph.outputs[0]], env[graph.outputs[0]])
+    split = compile_whole(graph, Placement(HostDevice()))  # not alone: its own options
+    assert split.session is not compiled.session
+    gone = weakref.ref(compiled.session)
+    del compiled, runner
+    gc.collect()
+    assert gone() is None
+
+
 def test_plan_executor_compiles_a_lone_partition_at_defaults_and_split_ones_not() -> None:
     from autopart.ir.target import VirtualDevice
     from autopart.plan.build import build_plan_for

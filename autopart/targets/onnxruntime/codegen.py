@@ -402,13 +402,11 @@ def _create_session(
     the process's cores (a one-core host ran squeezenet 3x slower).
     """
     assert _ort is not None
-    options = _ort.SessionOptions()
     if alone:
-        options.log_severity_level = 3
         allowed = len(allowed_cores())
-        if 0 < allowed < (os.cpu_count() or allowed):
-            options.intra_op_num_threads = allowed
-        return _session(model_bytes, options)
+        threads = allowed if 0 < allowed < (os.cpu_count() or allowed) else None
+        return _session(model_bytes, None, threads)
+    options = _ort.SessionOptions()
     if profile_prefix is not None:
         options.enable_profiling = True
         options.profile_file_prefix = profile_prefix
@@ -434,14 +432,18 @@ def _create_session(
     return _session(model_bytes, options)
 
 
-def _session(model_bytes: bytes, options: Any) -> Any:
+def _session(model_bytes: bytes, options: Any, intra_threads: int | None = None) -> Any:
     """An InferenceSession on the CPU provider; a rejection is a one-line TargetError.
 
     :class:`~autopart.ir.weights.WeightsElsewhere` is read from its file, the weights
-    mapped from theirs (:func:`~autopart.targets.onnxruntime.peer.cpu_session`).
+    mapped from theirs (:func:`~autopart.targets.onnxruntime.peer.cpu_session`). ``options``
+    None: onnxruntime's defaults with ``intra_threads``, the session shared while held
+    (:func:`~autopart.targets.onnxruntime.peer.default_session`).
     """
     assert _ort is not None
     try:
+        if options is None:
+            return peer.default_session(model_bytes, intra_threads)
         return peer.cpu_session(model_bytes, options)
     except Exception as error:  # onnxruntime's own exception types are not importable stably
         raise TargetError(f"onnxruntime rejected the subgraph: {_first_line(error)}") from None

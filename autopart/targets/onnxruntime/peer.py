@@ -9,6 +9,9 @@ threads spin on after a run
 
 from __future__ import annotations
 
+import hashlib
+import threading
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,18 +40,17 @@ def onnxruntime_alone(
     """
     if _ort is None:
         raise TargetError("onnxruntime alone needs the onnxruntime package")
-    options = _ort.SessionOptions()
-    # Fatal only: a value whose shape depends on the data warns on stderr at every run
-    # (maskrcnn's masks), and a failed run logs its error there before raising it, which
-    # the run reports in one line. The level changes what is logged, not how it runs.
-    options.log_severity_level = 4
     if parallel:
+        options = _ort.SessionOptions()
+        options.log_severity_level = FATAL_ONLY
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.execution_mode = _ort.ExecutionMode.ORT_PARALLEL
         options.inter_op_num_threads = 2
         options.intra_op_num_threads = 1
         options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    session = cpu_session(peer_model_bytes(model), options)
+        session = cpu_session(peer_model_bytes(model), options)
+    else:
+        session = default_session(peer_model_bytes(model))
     names = [output.name for output in session.get_outputs()]
     fixed = inputs or PeerInputs()
     wanted = [port.name for port in session.get_inputs()]
@@ -57,6 +59,40 @@ def onnxruntime_alone(
         return dict(zip(names, session.run(names, fixed.feeds(wanted, feeds)), strict=True))
 
     return run
+
+
+# Fatal only: a value whose shape depends on the data warns on stderr at every run
+# (maskrcnn's masks), and a failed run logs its error there before raising it, which the
+# run reports in one line. The level changes what is logged, not how it runs.
+FATAL_ONLY = 4
+_HELD: weakref.WeakValueDictionary[tuple[str, int | None], Any] = weakref.WeakValueDictionary()
+_HELD_LOCK = threading.Lock()
+
+
+def default_session(model_bytes: bytes, intra_threads: int | None = None) -> Any:
+    """A CPU session of ``model_bytes`` at onnxruntime's default options, shared while held.
+
+    The options are a user's: the defaults, with fatal-only logging and, where given,
+    ``intra_threads`` pool threads. onnxruntime alone and the whole-device plan's only
+    partition are such a session of the model as shipped: while a runner holds one, the
+    other is that same session, not a second one (a 12,400-node stack: 2-3 s to create,
+    and a copy of the weights; vgg19's: 0.5 GiB). Held sessions are known by weak
+    references only. Raises onnxruntime's own exceptions.
+    """
+    key = (hashlib.sha256(model_bytes).hexdigest(), intra_threads)
+    with _HELD_LOCK:
+        held = _HELD.get(key)
+    if held is not None:
+        return held
+    assert _ort is not None
+    options = _ort.SessionOptions()
+    options.log_severity_level = FATAL_ONLY
+    if intra_threads is not None:
+        options.intra_op_num_threads = intra_threads
+    session = cpu_session(model_bytes, options)
+    with _HELD_LOCK:
+        _HELD[key] = session
+    return session
 
 
 def cpu_session(model_bytes: bytes, options: Any) -> Any:
