@@ -10,8 +10,6 @@ threads spin on after a run
 from __future__ import annotations
 
 import hashlib
-import threading
-import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +17,7 @@ import numpy as np
 
 from autopart.errors import TargetError
 from autopart.ir.weights import WeightsElsewhere
+from autopart.targets.held import Held
 from autopart.targets.onnxruntime.settings import ONNXRUNTIME
 from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_model_bytes
 
@@ -65,8 +64,7 @@ def onnxruntime_alone(
 # (maskrcnn's masks), and a failed run logs its error there before raising it, which the
 # run reports in one line. The level changes what is logged, not how it runs.
 FATAL_ONLY = 4
-_HELD: weakref.WeakValueDictionary[tuple[str, int | None], Any] = weakref.WeakValueDictionary()
-_HELD_LOCK = threading.Lock()
+_HELD = Held()
 
 
 def default_session(model_bytes: bytes, intra_threads: int | None = None) -> Any:
@@ -76,23 +74,16 @@ def default_session(model_bytes: bytes, intra_threads: int | None = None) -> Any
     ``intra_threads`` pool threads. onnxruntime alone and the whole-device plan's only
     partition are such a session of the model as shipped: while a runner holds one, the
     other is that same session, not a second one (a 12,400-node stack: 2-3 s to create,
-    and a copy of the weights; vgg19's: 0.5 GiB). Held sessions are known by weak
+    and a copy of the weights). Held sessions are known by weak
     references only. Raises onnxruntime's own exceptions.
     """
-    key = (hashlib.sha256(model_bytes).hexdigest(), intra_threads)
-    with _HELD_LOCK:
-        held = _HELD.get(key)
-    if held is not None:
-        return held
     assert _ort is not None
     options = _ort.SessionOptions()
     options.log_severity_level = FATAL_ONLY
     if intra_threads is not None:
         options.intra_op_num_threads = intra_threads
-    session = cpu_session(model_bytes, options)
-    with _HELD_LOCK:
-        _HELD[key] = session
-    return session
+    key = (hashlib.sha256(model_bytes).hexdigest(), intra_threads)
+    return _HELD.get_or_make(key, lambda: cpu_session(model_bytes, options))
 
 
 def cpu_session(model_bytes: bytes, options: Any) -> Any:

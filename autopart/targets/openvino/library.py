@@ -16,9 +16,8 @@ import functools
 import hashlib
 import importlib.util
 import threading
-import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from autopart.errors import OutputError, TargetError
 from autopart.host_memory import page_out, release_freed_memory
 from autopart.ir.weights import WeightsElsewhere, model_size
 from autopart.targets.deadline import compile_deadline
+from autopart.targets.held import Held
 from autopart.targets.openvino import worker
 from autopart.targets.openvino.blobs import BlobStore
 
@@ -72,8 +72,9 @@ _COMPILED: OrderedDict[_Key, Any] = OrderedDict()
 _COMPILED_BYTES: dict[_Key, int] = {}
 BLOBS = BlobStore()
 _COMPILE_LOCK = threading.Lock()
-_LIVE: weakref.WeakValueDictionary[_Key, Any] = weakref.WeakValueDictionary()
-_LIVE_LOCK = threading.Lock()
+# A compiled model a runner still holds is shared by every compile of its key (the race
+# holds OpenVINO as installed and the whole-device plan at its precision: one compile).
+_LIVE = Held()
 _ov: Any = None
 _core: Any = None
 
@@ -252,7 +253,7 @@ def compiled_model(
     with _COMPILE_LOCK:
         cached = _COMPILED.get(key)
         if cached is None:
-            cached = _held_or(
+            cached = _LIVE.get_or_make(
                 key, lambda: _compile(key, model_bytes, config, islands, island_outputs, shapes)
             )
             _COMPILED[key] = cached
@@ -289,7 +290,7 @@ def compiled_once(
     own exceptions.
     """
     key = _key(model_bytes, config, (), shapes)
-    return _held_or(key, lambda: _compile(key, model_bytes, config, (), (), shapes))
+    return _LIVE.get_or_make(key, lambda: _compile(key, model_bytes, config, (), (), shapes))
 
 
 def _key(
@@ -356,24 +357,6 @@ def compile_onnx(
     if islands:
         add_islands(model, islands, island_outputs)
     return core().compile_model(model, DEVICE, dict(config))
-
-
-def _held_or(key: _Key, compile_anew: Callable[[], Any]) -> Any:
-    """The compiled model of ``key`` that a runner still holds, else ``compile_anew()``'s.
-
-    A model held (by a peer's runner, a plan's partition) is shared, not compiled or
-    imported again: the race holds OpenVINO as installed and the whole-device plan at its
-    precision, one compile (a 12,400-node stack: 3-4 s an import, and a second copy of
-    its compiled weights). Held models are known by weak references only.
-    """
-    with _LIVE_LOCK:
-        held = _LIVE.get(key)
-    if held is not None:
-        return held
-    compiled = compile_anew()
-    with _LIVE_LOCK:
-        _LIVE[key] = compiled
-    return compiled
 
 
 def _compile(
@@ -458,5 +441,4 @@ def clear_compiled() -> None:
     """Forget every compiled model, in memory and on disk (for tests)."""
     forget_compiled()
     BLOBS.clear()
-    with _LIVE_LOCK:
-        _LIVE.clear()
+    _LIVE.clear()
