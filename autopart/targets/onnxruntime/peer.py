@@ -74,8 +74,8 @@ def default_session(model_bytes: bytes, intra_threads: int | None = None) -> Any
     ``intra_threads`` pool threads. onnxruntime alone and the whole-device plan's only
     partition are such a session of the model as shipped: while a runner holds one, the
     other is that same session, not a second one (a 12,400-node stack: 2-3 s to create,
-    and a copy of the weights). Held sessions are known by weak
-    references only. Raises onnxruntime's own exceptions.
+    and a copy of the weights). Held sessions are known by weak references only. Raises
+    onnxruntime's own exceptions.
     """
     assert _ort is not None
     options = _ort.SessionOptions()

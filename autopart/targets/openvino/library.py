@@ -315,23 +315,21 @@ def _key(
     )
 
 
-KEYED_DEFAULTS = ("PERFORMANCE_HINT", "INFERENCE_PRECISION_HINT")
-
-
 def effective_config(config: Mapping[str, str]) -> dict[str, str]:
-    """``config`` with the plugin's own default for each of :data:`KEYED_DEFAULTS` it omits.
+    """``config`` with the plugin's own default for each of the two hints it omits.
 
-    Only those two: each is a setting of its own, which the plugin resolves to its default
-    whatever else is set, so a model compiled without one compiles as with its default
-    (the compiled models report the same properties; a test checks it). Other properties'
-    defaults depend on the hints (the streams, the threads) and stay as given.
+    The performance and the precision hint only: each is a setting of its own, which the
+    plugin resolves to its default whatever else is set, so a model compiled without one
+    compiles as with its default (the compiled models report the same properties; a test
+    checks it). Other properties' defaults depend on the hints (the streams, the threads)
+    and stay as given.
     """
     return {**_plugin_defaults(), **config}
 
 
 @functools.cache
 def _plugin_defaults() -> dict[str, str]:
-    """:data:`KEYED_DEFAULTS` as the CPU plugin resolves them, spelt as autopart sets them."""
+    """The two hints as the CPU plugin resolves them by default, spelt as autopart sets them."""
     mode = str(core().get_property(DEVICE, "PERFORMANCE_HINT")).rsplit(".", 1)[-1]
     defaults = {"PERFORMANCE_HINT": mode}  # PerformanceMode.LATENCY -> LATENCY
     precision = core().get_property(DEVICE, "INFERENCE_PRECISION_HINT").get_type_name()
