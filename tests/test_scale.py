@@ -266,6 +266,26 @@ def test_a_plan_on_one_target_is_priced_whole_beside_the_segments() -> None:
     assert result.optimal and result.bound_s == pytest.approx(result.objective_s)
 
 
+def test_an_assignment_the_caller_knows_keeps_a_tie_and_is_not_built_again() -> None:
+    """Two targets priced alike: the segments' answer only ties the caller's plan on one."""
+    graph = load_model(op_chain(12))
+    costs = synthetic_costs(graph, ["cpu@numpy", "cpu@onnxruntime"])
+    first, second = costs.targets
+    for table in (costs.node_cost, costs.unfused):
+        for entry in table.values():
+            entry[second] = entry[first]
+    costs.layout = {name: {} for name in costs.layout}
+    costs.launch[second] = costs.launch[first]
+    costs.cold[second] = costs.cold.get(first, 0.0)
+    costs.alone[second] = costs.alone.get(first, 0.0)
+    on_second = {node.name: second for node in graph.nodes}
+    price = evaluate(on_second, costs).sequential_s
+    assert by_segments(costs).objective_s == pytest.approx(price)  # a tie, or better
+    result = ilp.solve_ilp(costs, time_limit_s=60, by_segments=True, known=[(on_second, price)])
+    assert result.assignment == on_second and result.objective_s == price
+    assert result.plan is None  # priced from what the caller knew, not built again
+
+
 # -- generated graphs of thousands of nodes --------------------------------------------------
 def _fabricated_profile(graph: Graph, targets: list[str]) -> Profile:
     """A profile holding what costs need for ``graph`` on cpu ``targets``, nothing measured."""
@@ -562,3 +582,37 @@ def test_the_search_builds_each_distinct_assignment_once(nodes: int, seed: int) 
         first = by_assignment.setdefault(key, candidate.plan)
         if first is not candidate.plan:  # a repeat: its own object, the same plan
             assert first == candidate.plan and first.notes is not candidate.plan.notes
+
+
+def test_the_search_builds_and_prices_each_distinct_assignment_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Baselines repeat one another (a one-target chain: single, the EP rule, the ILP)."""
+    from autopart.search import planner
+
+    graph = load_model(op_chain(40))
+    costs = synthetic_costs(graph, ["cpu@numpy", "cpu@onnxruntime"])
+    built: list[int] = []
+    simulated: list[int] = []
+    real_plan_for, real_simulate = planner.plan_for, planner.simulate
+    monkeypatch.setattr(
+        planner, "plan_for", lambda *a, **k: built.append(1) or real_plan_for(*a, **k)
+    )
+    monkeypatch.setattr(
+        planner, "simulate", lambda *a, **k: simulated.append(1) or real_simulate(*a, **k)
+    )
+    outcome = search(costs)
+    distinct = {
+        tuple(str(c.assignment[n.name]) for n in graph.nodes) for c in outcome.candidates.values()
+    }
+    assert len(distinct) < len(outcome.candidates)  # the test needs repeats
+    assert len(built) <= len(distinct) and len(simulated) == len(distinct)
+    for one in outcome.candidates.values():
+        for other in outcome.candidates.values():
+            if (
+                one is not other
+                and one.assignment == other.assignment
+                and one.stand_in is other.stand_in
+            ):
+                assert one.simulation.sequential_s == other.simulation.sequential_s
+                assert one.plan is not other.plan  # each its own notes and record

@@ -230,10 +230,13 @@ def _joined(
     The bound is the least of the segments' bound (plans on several targets) and the
     true cost of each plan on one target, or a lower bound of it where that already loses
     (:func:`_one_target_floor`). Each node's quickest target is offered too, in case time
-    ran out before the segments gave a plan.
+    ran out before the segments gave a plan. ``known`` assignments are offered first: one
+    the segments' answer only ties keeps its plan, and no plan is built to learn that.
     """
     names = [node.name for node in costs.graph.nodes]
     incumbent = _Incumbent(costs, names, accuracy, known)
+    for assignment in list(incumbent.truth):  # simulated already: a tie keeps the caller's
+        incumbent.offer(list(assignment))
     if series.assignment:
         incumbent.offer([series.assignment[name] for name in names])
     entries = [costs.node_cost[name] for name in names]

@@ -100,12 +100,12 @@ def search(
     ) -> Candidate:
         if steps is not None:
             steps(len(candidates), 0, f"pricing {kind.value} plan")
-        plan = built or builds.plan_of(assignment)
-        fits = _fits(restricted, assignment, constraints.memory)
         other = None if stand_in is None else stand_in.plan
+        plan, simulation = builds.priced(assignment, other, built)
+        fits = _fits(restricted, assignment, constraints.memory)
         accurate = options.accuracy is None or options.accuracy.fits(assignment)
         return Candidate(
-            kind, dict(assignment), plan, price(plan, restricted, other), fits, target, index,
+            kind, dict(assignment), plan, simulation, fits, target, index,
             fits_accuracy=accurate, stand_in=other,
         )  # fmt: skip
 
@@ -145,25 +145,36 @@ def search(
 
 
 class _Builds:
-    """Each distinct assignment's plan, built once: baselines often repeat one another.
+    """Each distinct assignment's plan, built and priced once: baselines often repeat one another.
 
     On a 50,000-node chain the single-target plans, ONNX Runtime's rule, HEFT and the
-    ILP's answer were two assignments; each plan took about 1 s to build. A repeat gets
-    its own copy of the plan (its notes and record its own), sharing the partitions.
+    ILP's answer were three assignments of six; each plan took about 1 s to build and
+    0.3 s to simulate. A repeat gets its own copy of the plan (its notes and record its
+    own), sharing the partitions, and the same simulation (the costs are the search's).
     """
 
     def __init__(self, costs: Costs, source: str, fallback: VirtualDevice) -> None:
         self.costs, self.source, self.fallback = costs, source, fallback
-        self.built: list[tuple[Assignment, Plan]] = []
+        self.built: list[tuple[Assignment, Plan, Plan | None, Simulation]] = []
 
-    def plan_of(self, assignment: Assignment) -> Plan:
-        """The plan of ``assignment`` (:func:`~autopart.search.simulator.plan_for`)."""
-        for seen, plan in self.built:
+    def priced(
+        self, assignment: Assignment, stand_in: Plan | None, built: Plan | None = None
+    ) -> tuple[Plan, Simulation]:
+        """The plan of ``assignment`` and its :func:`price` (with ``stand_in``), each once.
+
+        ``built`` is the plan already built for ``assignment`` (the ILP's), used when the
+        assignment is new. The plan is :func:`~autopart.search.simulator.plan_for`'s.
+        """
+        for seen, plan, seen_stand_in, simulation in self.built:
             if seen == assignment:
-                return replace(plan, notes=list(plan.notes))
-        plan = plan_for(assignment, self.costs, self.source, self.fallback)
-        self.built.append((dict(assignment), plan))
-        return plan
+                copied = replace(plan, notes=list(plan.notes))
+                if seen_stand_in is stand_in:
+                    return copied, simulation
+                return copied, price(copied, self.costs, stand_in)
+        plan = built or plan_for(assignment, self.costs, self.source, self.fallback)
+        simulation = price(plan, self.costs, stand_in)
+        self.built.append((dict(assignment), plan, stand_in, simulation))
+        return plan, simulation
 
 
 def _solve(
