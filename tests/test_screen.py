@@ -571,3 +571,39 @@ def test_a_budget_running_out_anywhere_still_returns_a_verified_plan(
     report = tune_model(str(tiny), built)
     chosen = next(row for row in report.rows if row.name == report.chosen)
     assert chosen.measured_s is not None and chosen.max_error is not None, report.notes
+
+
+def test_the_screen_compiles_openvino_as_installed_and_the_plan_it_stands_for_once(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The peer is held while its own plan, timed next, shares its compile: the screen
+    compiles no model twice (each later compile of a key would import the first's)."""
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library
+    from autopart.tuning import screen
+
+    default = library.default_precision()
+    if default == library.PRECISION:
+        pytest.skip("OpenVINO computes in f32 here: its plan at f32 turns int8 activations off")
+    library.clear_compiled()
+    compiled: list[object] = []
+    real_compile, real_time_whole = library._compile, screen.time_whole
+    monkeypatch.setattr(
+        library, "_compile", lambda key, *a: compiled.append(key) or real_compile(key, *a)
+    )
+    in_screen: list[object] = []
+
+    def time_whole(*args: object, **kwargs: object) -> object:
+        found = real_time_whole(*args, **kwargs)  # type: ignore[arg-type]
+        in_screen.extend(compiled)
+        return found
+
+    monkeypatch.setattr(screen, "time_whole", time_whole)
+    built = TuneOptions.build(
+        targets=[ORT, f"cpu@openvino:{default}"], profiles_dir=tmp_path / "profiles",
+        search_dir=tmp_path / "search", rounds=2,
+    )  # fmt: skip
+    report = tune_model(str(tiny), built)
+    assert report.screening is not None
+    assert {"openvino alone", f"single:cpu@openvino:{default}"} <= set(report.screening.whole)
+    assert in_screen and len(in_screen) == len(set(in_screen)), [str(k)[-160:] for k in in_screen]

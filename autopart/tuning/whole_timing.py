@@ -1,7 +1,9 @@
 """The screen's whole-model timings: each single-target plan and peer, most needed first.
 
 A tune's screen (:mod:`autopart.tuning.screen`) times every whole device's single-target
-plan and every peer whole, one compiled at a time. The peer that sets the tolerance and
+plan and every peer whole, one compiled at a time: but a peer is held while the plan it
+stands for is timed next, as the two share one compile (OpenVINO as installed and its
+default-precision plan, :mod:`autopart.targets.held`). The peer that sets the tolerance and
 its own plan come first, then the plans of the other libraries as installed, the peers,
 then the other plans; under a budget, the least needed are skipped once the screen's share
 of it is spent. The bar is the libraries as installed: a variant peer (``openvino alone
@@ -45,7 +47,8 @@ class WholeJob:
     plans the libraries as installed stand for (a peer gives way only to its own plan). A
     job with a ``build`` and no ``plan`` builds its plan when due (None: it repeats
     another's), for a target whose support is learnt only then
-    (:mod:`~autopart.tuning.single_plans`).
+    (:mod:`~autopart.tuning.single_plans`). A peer's ``own_plan`` names the plan it
+    stands for, if any.
     """
 
     name: str
@@ -54,6 +57,7 @@ class WholeJob:
     peer: Peer | None = None
     needed: bool = False
     build: Callable[[], Plan | None] | None = None
+    own_plan: str | None = None
 
 
 def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> list[WholeJob]:
@@ -102,7 +106,10 @@ def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> lis
             WholeJob(single_name(t), str(t.codegen), build=functools.partial(single.plan_of, t))
             for t in later
         ),
-        *(WholeJob(peer.name, peer.codegen, peer=peer) for peer in available),
+        *(
+            WholeJob(peer.name, peer.codegen, peer=peer, own_plan=_own_plan(peer, assignments))
+            for peer in available
+        ),
     ]
     return [dataclasses.replace(job, needed=rank(job) <= 2) for job in sorted(jobs, key=rank)]
 
@@ -162,7 +169,11 @@ def time_whole(
     reserve = (clock.budget_s or 0.0) * (1.0 - SCREEN.whole_share)
     large = clock.budget_s is not None and len(graph.nodes) >= SCREEN.deadline_nodes
     compiled = found.compiled
+    held: dict[str, Runner] = {}  # a peer's runner, kept for the job of its own plan
+    held_for: str | None = None
     for done, job in enumerate(jobs):
+        if job.name != held_for:
+            held.clear()
         left = clock.until(reserve)
         if (
             not job.needed
@@ -186,7 +197,14 @@ def time_whole(
             continue
         job_started = time.perf_counter()
         with compiling_within(deadline):
-            timed = _time_job(model, graph, job, (feeds, reference), judge, failures, found.notes)
+            held_for = job.own_plan if job.own_plan == _name_of(jobs, done + 1) else None
+            timed, kept = _time_job(
+                model, graph, job, (feeds, reference), judge, (failures, found.notes),
+                held_for is not None,
+            )  # fmt: skip
+            held.clear()  # a held peer's plan has run, sharing its compile
+            held.update(kept)
+            del kept
             if timed:
                 compiled.add(job.codegen)
             elif deadline is not None and compile_deadline() == 0.0:
@@ -232,10 +250,13 @@ def _time_job(
     job: WholeJob,
     timed_on: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
     judge: Judge,
-    failures: dict[str, str],
-    notes: list[str],
-) -> dict[str, Measured]:
-    """One job's runner compiled (a peer: built) and timed; empty when it could not be.
+    said: tuple[dict[str, str], list[str]],
+    hold: bool,
+) -> tuple[dict[str, Measured], dict[str, Runner]]:
+    """One job's runner compiled (a peer: built) and timed; with ``hold``, a peer's runner.
+
+    The timings are empty when the runner could not be built or run. ``said`` holds the
+    failures by name and the notes, each appended to.
 
     A plan built when due that repeats another's is not timed again. A round timed while
     the cores shared one core's speed is run again (:mod:`~autopart.profile.core_sharing`),
@@ -246,21 +267,34 @@ def _time_job(
     ``timed_on`` holds the feeds and the reference's outputs on them.
     """
     feeds, reference = timed_on
+    failures, notes = said
     runners: dict[str, Runner] = {}
     plan = job.build() if job.build is not None else job.plan
     if job.peer is not None:
         runners, failed = peers(model, PeerInputs.of(graph), only=job.peer.name)
         notes.extend(failed)
         if not runners:
-            return {}
+            return {}, {}
     elif plan is None:  # it repeats another's plan
-        return {}
+        return {}, {}
+    kept = dict(runners) if hold else {}  # the rounds empty ``runners`` as each leaves them
     return measure_plans(
         graph, {} if plan is None else {job.name: plan}, feeds, SCREEN.rounds,
         warmup=SCREEN_WARMUP, peers=runners, peer_linger_s=peer_lingers(),
         min_timed_s=SCREEN.min_timed_s, failures=failures, tolerance=math.inf,
         reference=reference, judge=judge, probe=process_probe(),
-    )  # fmt: skip
+    ), kept  # fmt: skip
+
+
+def _name_of(jobs: Sequence[WholeJob], index: int) -> str | None:
+    """The name of ``jobs[index]`` (None past the end)."""
+    return jobs[index].name if index < len(jobs) else None
+
+
+def _own_plan(peer: Peer, assignments: Collection[VirtualDevice]) -> str | None:
+    """The name of the single-target plan ``peer`` stands for among ``assignments``, if any."""
+    target = stands_for(peer.name, assignments)
+    return None if target is None else single_name(target)
 
 
 def reference_stand_in(
