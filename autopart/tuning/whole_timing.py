@@ -3,7 +3,9 @@
 A tune's screen (:mod:`autopart.tuning.screen`) times every whole device's single-target
 plan and every peer whole, one compiled at a time: but a peer is held while the plan it
 stands for is timed next, as the two share one compile (OpenVINO as installed and its
-default-precision plan, :mod:`autopart.targets.held`). The peer that sets the tolerance and
+default-precision plan, :mod:`autopart.targets.held`). Where they do not share it, the
+two are held at once as the race holds them anyway (a racing peer keeps its plan in the
+race), so the tune's peak is no higher. The peer that sets the tolerance and
 its own plan come first, then the plans of the other libraries as installed, the peers,
 then the other plans; under a budget, the least needed are skipped once the screen's share
 of it is spent. The bar is the libraries as installed: a variant peer (``openvino alone
