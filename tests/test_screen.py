@@ -607,3 +607,38 @@ def test_the_screen_compiles_openvino_as_installed_and_the_plan_it_stands_for_on
     assert report.screening is not None
     assert {"openvino alone", f"single:cpu@openvino:{default}"} <= set(report.screening.whole)
     assert in_screen and len(in_screen) == len(set(in_screen)), [str(k)[-160:] for k in in_screen]
+
+
+@pytest.mark.parametrize("budget_s", [None, 60.0, 0.01])
+def test_the_sensitivities_take_their_share_of_what_the_budget_leaves(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget_s: float | None
+) -> None:
+    """A spent budget leaves them one group of nodes; no budget, their own 10 s (thorough:
+    no screen drops the int8 target)."""
+    pytest.importorskip("openvino")
+    from autopart.profile.sensitivity import SENSITIVITY_BUDGET_S
+    from autopart.tuning import accuracy
+
+    given: list[float] = []
+    real = accuracy.measure_error_model
+
+    def measure(*args: object, **kwargs: object) -> object:
+        given.append(float(kwargs.get("budget_s", SENSITIVITY_BUDGET_S)))  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(accuracy, "measure_error_model", measure)
+    started = time.perf_counter()
+    built = TuneOptions.build(
+        targets=[ORT, "cpu@openvino:int8"],
+        profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search", rounds=2,
+        time_budget_s=budget_s, peers=False, started=started, thorough=True,
+    )  # fmt: skip
+    report = tune_model(str(tiny), built)
+    assert given, "no sensitivities were measured"
+    if budget_s is None:
+        assert given == [SENSITIVITY_BUDGET_S] * len(given)
+    else:
+        assert all(b <= min(SENSITIVITY_BUDGET_S, budget_s) for b in given)
+    if budget_s == 0.01:
+        assert given == [0.0] * len(given)
+    assert next(row for row in report.rows if row.name == report.chosen).measured_s is not None

@@ -46,6 +46,9 @@ ROUNDED = {"bf16": ml_dtypes.bfloat16}
 EMULATED = (*ROUNDED, qdq.PRECISION)
 
 
+SENSITIVITY_BUDGET_S = 10.0  # seconds of whole-model runs per precision, unless given
+
+
 def round_to(precision: str, value: Any) -> Any:
     """``value`` rounded through ``precision``'s storage type if it is a float32 array."""
     if isinstance(value, np.ndarray) and value.dtype == np.float32:
@@ -126,7 +129,7 @@ def measure_error_model(
     feeds: Mapping[str, np.ndarray],
     precision: str,
     tolerance: float | None,
-    budget_s: float = 10.0,
+    budget_s: float = SENSITIVITY_BUDGET_S,
     progress: Callable[[int, int], None] | None = None,
     groups: int | None = None,
 ) -> ErrorModel:

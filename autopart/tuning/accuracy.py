@@ -237,11 +237,15 @@ def search_error_model(
     seed: int,
     progress: Callable[[int, int], None] | None = None,
     metric: Metric | None = None,
+    budget_s: float | None = None,
 ) -> ErrorModel | None:
     """The error model the search keeps to, from the nodes' measured sensitivities.
 
     The sensitivities are measured on the first calibration sample where the user gave
-    samples, else on seeded random inputs. None when no target of ``targets`` computes in a
+    samples, else on seeded random inputs, within ``budget_s`` seconds shared by the
+    reduced precisions (None: :func:`~autopart.profile.sensitivity.measure_error_model`'s
+    own budget for each; fewer whole-model runs measure groups of nodes, not single
+    nodes). None when no target of ``targets`` computes in a
     reduced precision the reference can emulate. Under a task ``metric`` (not max-rel) the
     weights are scaled to the metric's drop with every node reduced on the calibration
     samples, and held to its budget (:mod:`autopart.tuning.drop_model`); where no scale is
@@ -262,7 +266,10 @@ def search_error_model(
         return None
     calibration = quant_ranges.calibration_of(graph)
     feeds = random_inputs(graph, seed) if calibration.stand_in else dict(calibration.samples[0])
-    found = {p: measure_error_model(graph, feeds, p, None, progress=progress) for p in reduced}
+    each = {} if budget_s is None else {"budget_s": budget_s / len(reduced)}
+    found = {
+        p: measure_error_model(graph, feeds, p, None, progress=progress, **each) for p in reduced
+    }
     weights = {key: value for part in found.values() for key, value in part.weights.items()}
     worst = max(part.all_reduced for part in found.values())
     tolerance = policy.max_drop if policy.max_drop is not None else policy.tolerance

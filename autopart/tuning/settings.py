@@ -160,6 +160,13 @@ class AccuracySettings:
         "sensitivities to a task metric's drop (tuning.drop_model); as long as the "
         "sensitivities' own budget, so that a task metric at most doubles that stage",
     )
+    sensitivity_share: float = tuned(
+        0.5,
+        "under a budget, the share of what it leaves before the race's reserve that the "
+        "sensitivities may take; the search and the partitions timed whole get the rest "
+        "(a 1,092-node optical-flow model's sensitivities took 14 s of a 60 s budget that "
+        "had 16 s left, and the tune took 69 s)",
+    )
     evaluation_samples: int = tuned(
         4,
         "seeded random inputs besides the timing feeds whose outputs are checked: four "

@@ -27,6 +27,7 @@ from autopart.loader import ModelLike
 from autopart.plan.schema import IlpSummary, Plan
 from autopart.profile import Profile, ProfileReport
 from autopart.profile.core_sharing import process_probe, shared_note
+from autopart.profile.sensitivity import SENSITIVITY_BUDGET_S
 from autopart.profile.speed import Rescaling, at_speed, measure_speed
 from autopart.progress import StageProgress
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
@@ -388,7 +389,7 @@ def prepare(
     accuracy = search_error_model(
         graph, chosen_targets, options.accuracy_policy, asked.seed,
         None if progress is None else lambda d, t: progress("accuracy", d, t, "sensitivities"),
-        located.judge.metric,
+        located.judge.metric, _sensitivity_budget(clock.until(stage.reserve_s)),
     )  # fmt: skip
     if accuracy is not None:  # the sensitivities' buffers, where any were measured
         release_freed_memory()
@@ -427,6 +428,17 @@ def prepare(
         outcome, measured, accuracy, search_options, profile_path, op_sums, pricing, rescaling,
         screening, clock, located.judge,
     )  # fmt: skip
+
+
+def _sensitivity_budget(left_s: float | None) -> float | None:
+    """The sensitivities' seconds: their share of what the clock leaves (None: no budget).
+
+    Capped at the budget they have without one
+    (:data:`~autopart.profile.sensitivity.SENSITIVITY_BUDGET_S`).
+    """
+    if left_s is None:
+        return None
+    return min(left_s * ACCURACY.sensitivity_share, SENSITIVITY_BUDGET_S)
 
 
 def _search_cap(left_s: float | None) -> float | None:
