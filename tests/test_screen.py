@@ -623,7 +623,7 @@ def test_the_sensitivities_take_their_share_of_what_the_budget_leaves(
     real = accuracy.measure_error_model
 
     def measure(*args: object, **kwargs: object) -> object:
-        given.append(float(kwargs.get("budget_s", SENSITIVITY_BUDGET_S)))  # type: ignore[arg-type]
+        given.append(float(kwargs["budget_s"]))  # type: ignore[arg-type]
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(accuracy, "measure_error_model", measure)

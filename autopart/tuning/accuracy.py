@@ -27,7 +27,12 @@ from autopart.errors import InputError
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import REFERENCE_PRECISION, VirtualDevice
-from autopart.profile.sensitivity import EMULATED, ROUNDED, measure_error_model
+from autopart.profile.sensitivity import (
+    EMULATED,
+    ROUNDED,
+    SENSITIVITY_BUDGET_S,
+    measure_error_model,
+)
 from autopart.search.options import PeerMultiple, ToleranceSpec, parse_tolerance
 from autopart.settings import COMMON
 from autopart.targets import qdq, quant_ranges
@@ -266,9 +271,10 @@ def search_error_model(
         return None
     calibration = quant_ranges.calibration_of(graph)
     feeds = random_inputs(graph, seed) if calibration.stand_in else dict(calibration.samples[0])
-    each = {} if budget_s is None else {"budget_s": budget_s / len(reduced)}
+    each_s = SENSITIVITY_BUDGET_S if budget_s is None else budget_s / len(reduced)
     found = {
-        p: measure_error_model(graph, feeds, p, None, progress=progress, **each) for p in reduced
+        p: measure_error_model(graph, feeds, p, None, budget_s=each_s, progress=progress)
+        for p in reduced
     }
     weights = {key: value for part in found.values() for key, value in part.weights.items()}
     worst = max(part.all_reduced for part in found.values())
