@@ -151,5 +151,7 @@ def test_the_screens_whole_timings_run_again_a_round_timed_in_a_spell(
     spell = _ScriptedSpell([False, True, False])
     monkeypatch.setattr(whole_timing, "process_probe", lambda: spell)
     job = whole_timing.WholeJob("single:cpu@numpy", "numpy", plan=plan)
-    timed = whole_timing._time_job(graph, graph, job, (feeds, reference), Judge(graph), {}, [])
-    assert timed["single:cpu@numpy"].shared_rounds == 1
+    timed, held = whole_timing._time_job(
+        graph, graph, job, (feeds, reference), Judge(graph), ({}, []), False
+    )
+    assert timed["single:cpu@numpy"].shared_rounds == 1 and held == {}
