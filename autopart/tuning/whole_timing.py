@@ -83,11 +83,12 @@ def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> lis
             single.plan_of(target)
         later = {}
     assignments = single.assignments
-    equivalent = {  # a plan's name -> the peer as installed it stands for
-        single_name(target): peer
-        for peer in bar
+    own_plan = {  # a peer's name -> the name of the plan it stands for
+        peer.name: single_name(target)
+        for peer in available
         if (target := stands_for(peer.name, assignments)) is not None
     }
+    equivalent = {own_plan[p.name]: p for p in bar if p.name in own_plan}  # plan -> peer
 
     def rank(job: WholeJob) -> int:
         if job.peer is not None:
@@ -109,7 +110,7 @@ def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> lis
             for t in later
         ),
         *(
-            WholeJob(peer.name, peer.codegen, peer=peer, own_plan=_own_plan(peer, assignments))
+            WholeJob(peer.name, peer.codegen, peer=peer, own_plan=own_plan.get(peer.name))
             for peer in available
         ),
     ]
@@ -291,12 +292,6 @@ def _time_job(
 def _name_of(jobs: Sequence[WholeJob], index: int) -> str | None:
     """The name of ``jobs[index]`` (None past the end)."""
     return jobs[index].name if index < len(jobs) else None
-
-
-def _own_plan(peer: Peer, assignments: Collection[VirtualDevice]) -> str | None:
-    """The name of the single-target plan ``peer`` stands for among ``assignments``, if any."""
-    target = stands_for(peer.name, assignments)
-    return None if target is None else single_name(target)
 
 
 def reference_stand_in(
