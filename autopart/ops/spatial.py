@@ -161,17 +161,24 @@ def _dim_taps(coords: np.ndarray, size: int, mode: str, padding: str, align: int
     return _Taps(start.astype(np.int64)[:, None] + offsets, weights)
 
 
+GRID_CHUNK = 1 << 22  # samples (batch x channel x point) read at once: bounds the memory
+
+
 def _read(
     image: np.ndarray,
+    batch: np.ndarray,
     taps: Sequence[np.ndarray],
     padding: str,
     lows: Sequence[float],
     highs: Sequence[float],
 ) -> np.ndarray:
-    """``image[:, taps...]`` with out-of-range reads zero, clamped, or mirrored."""
+    """``image[batch, :, taps...]`` as (points, channels), by ``padding``.
+
+    Out-of-range reads are zero, clamped or mirrored.
+    """
     valid = np.ones(taps[0].shape, bool)
     fixed = []
-    for index, size, low, high in zip(taps, image.shape[1:], lows, highs, strict=True):
+    for index, size, low, high in zip(taps, image.shape[2:], lows, highs, strict=True):
         if padding == "zeros":
             valid &= (index >= 0) & (index < size)
             index = np.clip(index, 0, size - 1)
@@ -180,29 +187,39 @@ def _read(
         else:
             index = _reflect(index.astype(np.float64), low, high).astype(np.int64)
         fixed.append(index)
-    return np.where(valid, image[(slice(None), *fixed)], 0)
+    return np.where(valid[:, None], image[(batch, slice(None), *fixed)], 0)
 
 
 def _grid_sample(
     X: np.ndarray, grid: np.ndarray, mode: str, padding_mode: str, align_corners: int
 ) -> np.ndarray:
+    """``X`` sampled at ``grid``: every batch entry at once, in chunks of :data:`GRID_CHUNK`.
+
+    A model that samples a small window per pixel (RAFT's correlation lookup: a batch of
+    256) runs as a few array operations, not a loop per entry.
+    """
     spatial = X.shape[2:]
     lows = [0.0 if align_corners else -0.5] * len(spatial)
     highs = [s - (1.0 if align_corners else 0.5) for s in spatial]
-    out = np.empty((*X.shape[:2], *grid.shape[1:-1]), dtype=X.dtype)
-    for n in range(X.shape[0]):
-        points = grid[n].reshape(-1, grid.shape[-1])[:, ::-1].astype(np.float64)
+    count, channels = X.shape[:2]
+    points = math.prod(grid.shape[1:-1])
+    out = np.empty((count, channels, points), dtype=X.dtype)
+    step = max(GRID_CHUNK // max(channels * points, 1), 1)
+    for first in range(0, count, step):
+        entries = np.arange(first, min(first + step, count))
+        coords = grid[entries].reshape(-1, grid.shape[-1])[:, ::-1].astype(np.float64)
         taps = [
-            _dim_taps(points[:, d], size, mode, padding_mode, align_corners)
+            _dim_taps(coords[:, d], size, mode, padding_mode, align_corners)
             for d, size in enumerate(spatial)
         ]
-        total = np.zeros((X.shape[1], len(points)))
+        batch = np.repeat(entries, points)
+        total = np.zeros((len(coords), channels))
         for combo in itertools.product(*(range(t.index.shape[1]) for t in taps)):
             weight = np.prod([t.weight[:, k] for t, k in zip(taps, combo, strict=True)], axis=0)
             indices = [t.index[:, k] for t, k in zip(taps, combo, strict=True)]
-            total += weight * _read(X[n], indices, padding_mode, lows, highs)
-        out[n] = total.reshape(out.shape[1:])
-    return out
+            total += weight[:, None] * _read(X, batch, indices, padding_mode, lows, highs)
+        out[entries] = total.reshape(len(entries), points, channels).transpose(0, 2, 1)
+    return out.reshape(*X.shape[:2], *grid.shape[1:-1])
 
 
 _GRID_OPTIONS = {"padding_mode": ("zeros", "border", "reflection"), "align_corners": (0, 1)}
