@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -361,9 +362,8 @@ def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_
 ) -> None:
     """The screen's whole timings keep the budget: past its share, only the runners a
     plan must be weighed against are timed (the peer that sets the tolerance, then the
-    plans the libraries as installed stand for: a peer gives way only to its own plan; a
-    variant such as openvino alone f32 is not the bar), and the note names every runner it
-    skipped."""
+    libraries as installed with the plans they stand for; a variant such as openvino alone
+    f32 is not the bar), and the note names every runner it skipped."""
     pytest.importorskip("openvino")
     from autopart.tuning.accuracy import tolerance_peer
     from autopart.tuning.peers import peer_precision
@@ -381,7 +381,7 @@ def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_
     monkeypatch.setattr(workflow, "measure_speed", lambda: None)  # rows priced as measured
     report = tune_model(str(tiny), built)
     assert report.screening is not None
-    timed = {peer, f"single:{own}", f"single:{ORT}"}
+    timed = {peer, f"single:{own}", "onnxruntime alone", f"single:{ORT}"}
     stand_in = report.screening.whole[f"single:{NUMPY}"]  # the reference run's one timing
     assert len(stand_in.latencies) == 1 and stand_in.max_error == 0.0
     assert set(report.screening.whole) == timed | {f"single:{NUMPY}"}
@@ -393,7 +393,7 @@ def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_
     skipped = note.split("the screen's whole timings (")[1].split(" not timed whole)")[0]
     variants_plan = {"single:cpu@openvino"} - {f"single:{own}"}  # openvino alone f32's
     assert set(skipped.split(", ")) == {
-        "onnxruntime alone", "openvino alone f32", f"single:{NUMPY}", *variants_plan
+        "openvino alone f32", f"single:{NUMPY}", *variants_plan
     }  # fmt: skip
     unpriced, kept = report.screening.unpriced, report.screening.kept
     for target in (ORT, own):  # the plans the racing peers stand for: priced, never dropped
@@ -607,6 +607,40 @@ def test_the_screen_compiles_openvino_as_installed_and_the_plan_it_stands_for_on
     assert report.screening is not None
     assert {"openvino alone", f"single:cpu@openvino:{default}"} <= set(report.screening.whole)
     assert in_screen and len(in_screen) == len(set(in_screen)), [str(k)[-160:] for k in in_screen]
+
+
+@pytest.mark.slow
+def test_the_screen_makes_one_onnxruntime_session_for_the_peer_and_the_plan_it_stands_for(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """onnxruntime alone is timed right before its own plan and held while that plan runs:
+    the plan's one partition is the same default session of the same model, made once."""
+    from autopart.targets.onnxruntime import peer
+    from autopart.tuning import screen
+
+    made: list[object] = []
+    real_get_or_make, real_time_whole = peer._HELD.get_or_make, screen.time_whole
+
+    def get_or_make(key: object, make: Callable[[], object]) -> object:
+        return real_get_or_make(key, lambda: made.append(key) or make())
+
+    monkeypatch.setattr(peer._HELD, "get_or_make", get_or_make)
+    in_screen: list[object] = []
+
+    def time_whole(*args: object, **kwargs: object) -> object:
+        found = real_time_whole(*args, **kwargs)  # type: ignore[arg-type]
+        in_screen.extend(made)
+        return found
+
+    monkeypatch.setattr(screen, "time_whole", time_whole)
+    built = TuneOptions.build(
+        targets=[ORT, NUMPY], profiles_dir=tmp_path / "profiles",
+        search_dir=tmp_path / "search", rounds=2,
+    )  # fmt: skip
+    report = tune_model(str(tiny), built)
+    assert report.screening is not None
+    assert {"onnxruntime alone", f"single:{ORT}"} <= set(report.screening.whole)
+    assert in_screen and len(in_screen) == len(set(in_screen)), in_screen
 
 
 @pytest.mark.parametrize("budget_s", [None, 60.0, 0.01])

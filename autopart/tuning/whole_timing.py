@@ -2,14 +2,15 @@
 
 A tune's screen (:mod:`autopart.tuning.screen`) times every whole device's single-target
 plan and every peer whole, one compiled at a time: but a peer is held while the plan it
-stands for is timed next, as the two share one compile (OpenVINO as installed and its
-default-precision plan, :mod:`autopart.targets.held`). Where they do not share it, the
-two are held at once as the race holds them anyway (a racing peer keeps its plan in the
-race), so the tune's peak is no higher. The peer that sets the tolerance and
-its own plan come first, then the plans of the other libraries as installed, the peers,
-then the other plans; under a budget, the least needed are skipped once the screen's share
-of it is spent. The bar is the libraries as installed: a variant peer (``openvino alone
-f32``) and its plan are not needed.
+stands for is timed next, as the two share one compile or session (OpenVINO as installed
+and its default-precision plan, onnxruntime alone and its plan's one partition,
+:mod:`autopart.targets.held`). Where they do not share it, the two are held at once as the
+race holds them anyway (a racing peer keeps its plan in the race), so the tune's peak is
+no higher. The peer that sets the tolerance and its own plan come first, then each other
+library as installed and its own plan, the other peers, then the other plans; under a
+budget, the least needed are skipped once the screen's share of it is spent. The bar is
+the libraries as installed: a variant peer (``openvino alone f32``) and its plan are not
+needed.
 """
 
 from __future__ import annotations
@@ -65,8 +66,9 @@ class WholeJob:
 def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> list[WholeJob]:
     """The screen's runners, most needed first.
 
-    The peer that sets the tolerance, then its own plan, the plans of the other peers that
-    are their library as installed, not a variant (these are ``needed``), the other peers,
+    The peer that sets the tolerance, then its own plan, the other peers that are their
+    library as installed, not a variant, each right before its own plan, so that the two
+    share one compile or session (these are ``needed``), the other peers,
     the other single-target plans (those of ``single``'s deferred targets last, each built
     when due), and the peers that run a tool on the model first (an int8 quantiser, tens
     of seconds; only with ``tools``): a budget that runs out skips from the end. A
@@ -90,11 +92,19 @@ def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> lis
     }
     equivalent = {own_plan[p.name]: p for p in bar if p.name in own_plan}  # plan -> peer
 
+    paired = {peer.name: index for index, peer in enumerate(equivalent.values())}
+
     def rank(job: WholeJob) -> int:
         if job.peer is not None:
-            return 0 if job.peer.sets_tolerance else 5 if job.peer.tool else 3
+            if job.peer.sets_tolerance:
+                return 0
+            return 5 if job.peer.tool else 2 if job.peer.name in paired else 3
         peer = equivalent.get(job.name)
         return 4 if peer is None else 1 if peer.sets_tolerance else 2
+
+    def order(job: WholeJob) -> tuple[int, int, int]:  # each peer right before its own plan
+        peer = job.peer or equivalent.get(job.name)
+        return rank(job), paired.get(peer.name, 0) if peer else 0, job.peer is None
 
     due = set(single.due_now())
     jobs = [
@@ -114,7 +124,7 @@ def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> lis
             for peer in available
         ),
     ]
-    return [dataclasses.replace(job, needed=rank(job) <= 2) for job in sorted(jobs, key=rank)]
+    return [dataclasses.replace(job, needed=rank(job) <= 2) for job in sorted(jobs, key=order)]
 
 
 @dataclass
