@@ -70,9 +70,8 @@ def _roi_align(
 ) -> np.ndarray:
     out = np.empty((len(rois), X.shape[1], output_height, output_width), dtype=X.dtype)
     for index, (box, batch) in enumerate(zip(rois, batch_indices.astype(np.int64), strict=True)):
-        plane = X[batch].astype(np.float64)
-        out[index] = _region(
-            plane,
+        out[index] = _region(  # read in X's dtype, weighed in float64: exact, and no copy
+            X[batch],
             box * spatial_scale,
             output_height,
             output_width,
