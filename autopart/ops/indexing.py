@@ -34,15 +34,28 @@ def trilu(input: np.ndarray, k: np.ndarray | None = None, upper: int = 1) -> np.
 def scatter_nd(
     data: np.ndarray, indices: np.ndarray, updates: np.ndarray, reduction: str = "none"
 ) -> np.ndarray:
-    """ONNX ScatterND: write (or combine) each update slice at its index tuple, in order."""
+    """ONNX ScatterND: write (or combine) each update slice at its index tuple, in order.
+
+    One array operation, not a step per tuple: a plain write keeps each position's last
+    update (as writing them in order would), a reduction combines them in order
+    (``ufunc.at``). An index outside ``data`` raises IndexError.
+    """
     out = data.copy()
     depth = indices.shape[-1]
-    index_rows = indices.reshape(-1, depth)
-    slices = updates.reshape(len(index_rows), *data.shape[depth:])
+    leading = data.shape[:depth]
+    rows = indices.reshape(-1, depth).astype(np.int64)
+    rows = np.where(rows < 0, rows + np.array(leading, dtype=np.int64), rows)
+    if rows.size and ((rows < 0) | (rows >= np.array(leading, dtype=np.int64))).any():
+        raise IndexError(f"ScatterND: an index is outside the data's leading dims {leading}")
+    positions = np.ravel_multi_index(tuple(rows.T), leading)
+    flat = out.reshape(math.prod(leading), *data.shape[depth:])
+    slices = updates.reshape(len(rows), *data.shape[depth:])
     combine = _UFUNCS.get(reduction)
-    for row, update in zip(index_rows, slices, strict=True):
-        at = tuple(int(i) for i in row)
-        out[at] = update if combine is None else combine(out[at], update)
+    if combine is not None:
+        combine.at(flat, positions, slices)
+        return out
+    last = len(positions) - 1 - np.unique(positions[::-1], return_index=True)[1]
+    flat[positions[last]] = slices[last]
     return out
 
 
