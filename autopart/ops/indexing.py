@@ -55,7 +55,10 @@ def scatter_nd(
         combine.at(flat, positions, slices)
         return out
     last = len(positions) - 1 - np.unique(positions[::-1], return_index=True)[1]
-    flat[positions[last]] = slices[last]
+    if len(last) == len(positions):  # no position twice: no copy of the updates needed
+        flat[positions] = slices
+    else:
+        flat[positions[last]] = slices[last]
     return out
 
 
