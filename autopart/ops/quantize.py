@@ -129,11 +129,17 @@ def matmul_integer(
     a_zero_point: np.ndarray | None = None,
     b_zero_point: np.ndarray | None = None,
 ) -> np.ndarray:
-    """ONNX MatMulInteger: int32 product of zero-point-centred operands."""
-    a_shape = (-1, 1) if a_zero_point is not None and a_zero_point.size > 1 else ()
-    return np.matmul(_centred(A, a_zero_point, a_shape), _centred(B, b_zero_point, ())).astype(
-        np.int32
-    )
+    """ONNX MatMulInteger: int32 product of zero-point-centred operands.
+
+    Multiplied in float64, by BLAS: the centred 8-bit operands' products and every partial
+    sum are integers far below 2**53, so exact in any order; the int32 result wraps as
+    int32 arithmetic does.
+    """
+    a_shape = (-1, 1) if a_zero_point is not None and a_zero_point.size > 1 else ()  # per row
+    b_shape = (-1,) if b_zero_point is not None and b_zero_point.size > 1 else ()  # per column
+    a = _centred(A, a_zero_point, a_shape).astype(np.float64)
+    b = _centred(B, b_zero_point, b_shape).astype(np.float64)
+    return np.matmul(a, b).astype(np.int64).astype(np.int32)
 
 
 def _weight_shape(zero_point: np.ndarray | None, rank: int) -> tuple:

@@ -1,0 +1,70 @@
+"""MatMulInteger's reference kernel: exact integer products, multiplied by BLAS in float64.
+
+Against onnxruntime where it has the operator (a scalar zero point for A), and against an
+exact int64 product everywhere, per-row and per-column zero points and sums past int32
+(which wrap as int32 arithmetic does) included.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import TensorProto, helper
+
+from autopart.ops.quantize import matmul_integer
+from tests.conftest import make_model
+
+def _draw(rng: np.random.Generator, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max + 1, shape).astype(dtype)
+
+
+def _exact(A: np.ndarray, B: np.ndarray, a_zero: np.ndarray, b_zero: np.ndarray) -> np.ndarray:
+    a = A.astype(np.int64) - a_zero.astype(np.int64).reshape((-1, 1) if a_zero.size > 1 else ())
+    b = B.astype(np.int64) - b_zero.astype(np.int64)
+    return np.matmul(a, b).astype(np.int32)  # wraps modulo 2**32, as int32 sums do
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 2**16),
+    sizes=st.tuples(st.integers(1, 9), st.sampled_from([1, 7, 64, 40_000]), st.integers(1, 9)),
+    types=st.sampled_from([(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8), (np.int8, np.uint8)]),
+    per_row=st.booleans(),
+    per_column=st.booleans(),
+)
+def test_the_product_is_exact_and_wraps_as_int32(
+    seed: int, sizes: tuple[int, int, int], types: tuple, per_row: bool, per_column: bool
+) -> None:
+    rng = np.random.default_rng(seed)
+    a_type, b_type = types
+    m, k, n = sizes
+    A, B = _draw(rng, a_type, (m, k)), _draw(rng, b_type, (k, n))
+    a_zero = _draw(rng, a_type, (m,) if per_row else ())
+    b_zero = _draw(rng, b_type, (n,) if per_column else ())
+    ours = matmul_integer(A, B, a_zero, b_zero)
+    assert ours.dtype == np.int32
+    np.testing.assert_array_equal(ours, _exact(A, B, a_zero, b_zero))
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**16), per_column=st.booleans())
+def test_the_product_is_onnxruntimes(seed: int, per_column: bool) -> None:
+    rng = np.random.default_rng(seed)
+    A, B = _draw(rng, np.uint8, (2, 5, 33)), _draw(rng, np.int8, (33, 6))
+    a_zero, b_zero = _draw(rng, np.uint8, ()), _draw(rng, np.int8, (6,) if per_column else ())
+    node = helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])
+    inputs = [
+        helper.make_tensor_value_info(name, kind, value.shape)
+        for name, kind, value in (
+            ("a", TensorProto.UINT8, A), ("b", TensorProto.INT8, B),
+            ("az", TensorProto.UINT8, a_zero), ("bz", TensorProto.INT8, b_zero),
+        )
+    ]  # fmt: skip
+    output = [helper.make_tensor_value_info("y", TensorProto.INT32, None)]
+    model = make_model(helper.make_graph([node], "mmi", inputs, output), opset=13)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (theirs,) = session.run(None, {"a": A, "b": B, "az": a_zero, "bz": b_zero})
+    np.testing.assert_array_equal(matmul_integer(A, B, a_zero, b_zero), theirs)
