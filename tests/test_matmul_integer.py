@@ -16,6 +16,7 @@ from onnx import TensorProto, helper
 from autopart.ops.quantize import matmul_integer
 from tests.conftest import make_model
 
+
 def _draw(rng: np.random.Generator, dtype: type, shape: tuple[int, ...]) -> np.ndarray:
     info = np.iinfo(dtype)
     return rng.integers(info.min, info.max + 1, shape).astype(dtype)
@@ -31,7 +32,9 @@ def _exact(A: np.ndarray, B: np.ndarray, a_zero: np.ndarray, b_zero: np.ndarray)
 @given(
     seed=st.integers(0, 2**16),
     sizes=st.tuples(st.integers(1, 9), st.sampled_from([1, 7, 64, 40_000]), st.integers(1, 9)),
-    types=st.sampled_from([(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8), (np.int8, np.uint8)]),
+    types=st.sampled_from(
+        [(np.uint8, np.int8), (np.uint8, np.uint8), (np.int8, np.int8), (np.int8, np.uint8)]
+    ),
     per_row=st.booleans(),
     per_column=st.booleans(),
 )
