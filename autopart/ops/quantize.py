@@ -161,11 +161,14 @@ def conv_integer(
     pads: Sequence[int] | None = None,
     strides: Sequence[int] | None = None,
 ) -> np.ndarray:
-    """ONNX ConvInteger: an int32 convolution of zero-point-centred operands."""
-    data = _centred(x, x_zero_point, ()).astype(np.int64)
-    weights = _centred(w, w_zero_point, _weight_shape(w_zero_point, w.ndim)).astype(np.int64)
+    """ONNX ConvInteger: an int32 convolution of zero-point-centred operands.
+
+    Convolved in float64, by BLAS, exact as :func:`matmul_integer` is.
+    """
+    data = _centred(x, x_zero_point, ()).astype(np.float64)
+    weights = _centred(w, w_zero_point, _weight_shape(w_zero_point, w.ndim)).astype(np.float64)
     out = conv(data, weights, None, auto_pad, dilations, group, kernel_shape, pads, strides)
-    return out.astype(np.int32)
+    return out.astype(np.int64).astype(np.int32)
 
 
 def _requantize(accumulated: np.ndarray, factor: np.ndarray, zero: np.ndarray) -> np.ndarray:

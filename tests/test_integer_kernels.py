@@ -1,8 +1,8 @@
-"""MatMulInteger's reference kernel: exact integer products, multiplied by BLAS in float64.
+"""MatMulInteger and ConvInteger: exact integer products, computed by BLAS in float64.
 
 Against onnxruntime where it has the operator (a scalar zero point for A), and against an
-exact int64 product everywhere, per-row and per-column zero points and sums past int32
-(which wrap as int32 arithmetic does) included.
+exact int64 product everywhere, per-row, per-column and per-channel zero points and sums
+past int32 (which wrap as int32 arithmetic does) included.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
-from autopart.ops.quantize import matmul_integer
+from autopart.ops.nn import conv
+from autopart.ops.quantize import conv_integer, matmul_integer
 from tests.conftest import make_model
 
 
@@ -71,3 +72,35 @@ def test_the_product_is_onnxruntimes(seed: int, per_column: bool) -> None:
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     (theirs,) = session.run(None, {"a": A, "b": B, "az": a_zero, "bz": b_zero})
     np.testing.assert_array_equal(matmul_integer(A, B, a_zero, b_zero), theirs)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(
+    seed=st.integers(0, 2**16),
+    channels=st.integers(1, 4),
+    grouped=st.booleans(),
+    per_channel=st.booleans(),
+    strides=st.sampled_from([[1, 1], [2, 1]]),
+)
+def test_the_convolution_is_exact(
+    seed: int, channels: int, grouped: bool, per_channel: bool, strides: list[int]
+) -> None:
+    rng = np.random.default_rng(seed)
+    group = channels if grouped else 1
+    maps = 2 * group
+    x, w = (
+        _draw(rng, np.uint8, (2, channels, 6, 5)),
+        _draw(rng, np.int8, (maps, channels // group, 3, 2)),
+    )
+    x_zero = _draw(rng, np.uint8, ())
+    w_zero = _draw(rng, np.int8, (maps,) if per_channel else ())
+    pads = [1, 0, 1, 1]
+    ours = conv_integer(x, w, x_zero, w_zero, group=group, pads=pads, strides=strides)
+    centred_w = w.astype(np.int64) - w_zero.astype(np.int64).reshape(
+        (-1, 1, 1, 1) if per_channel else ()
+    )
+    exact = conv(
+        x.astype(np.int64) - int(x_zero), centred_w, group=group, pads=pads, strides=strides
+    )
+    assert ours.dtype == np.int32
+    np.testing.assert_array_equal(ours, exact.astype(np.int32))
