@@ -147,9 +147,15 @@ def _resize_axis(
     if size_out == 0:
         return np.take(data, np.arange(0), axis=axis)
     neighbours, weights, outside = _axis_taps(data.shape[axis], size_out, scale, sampling, roi)
-    gathered = np.take(data, neighbours, axis=axis)
-    shape = (1,) * axis + weights.shape + (1,) * (data.ndim - axis - 1)
-    result = (gathered * weights.reshape(shape)).sum(axis=axis + 1)
+    if ((weights == 0.0) | (weights == 1.0)).all() and (weights.sum(axis=1) == 1.0).all():
+        # each output is one input (nearest, or an exact ratio): selected, not summed, so
+        # a NaN or infinite neighbour of weight 0 cannot spoil it
+        chosen = neighbours[np.arange(len(neighbours)), weights.argmax(axis=1)]
+        result = np.take(data, chosen, axis=axis)
+    else:
+        gathered = np.take(data, neighbours, axis=axis)
+        shape = (1,) * axis + weights.shape + (1,) * (data.ndim - axis - 1)
+        result = (gathered * weights.reshape(shape)).sum(axis=axis + 1)
     if outside is not None and outside.any():
         mask = outside.reshape((1,) * axis + (size_out,) + (1,) * (data.ndim - axis - 1))
         result = np.where(mask, sampling.extrapolation_value, result)
