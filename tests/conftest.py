@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +33,46 @@ def make_model(graph: onnx.GraphProto, opset: int = 17) -> onnx.ModelProto:
     model = onnx.helper.make_model(graph, opset_imports=opsets)
     model.ir_version = onnx.helper.find_min_ir_version_for(opsets)
     return model
+
+
+def one_node_model(
+    op_type: str,
+    feeds: Mapping[str, np.ndarray | None],
+    opset: int,
+    output_type: type = np.float32,
+    **attributes: object,
+) -> onnx.ModelProto:
+    """A model of one ``op_type`` node reading ``feeds`` in order into ``y`` of ``output_type``.
+
+    Each input is typed and shaped as its array; a None feed is an optional input left out.
+    """
+    node = onnx.helper.make_node(
+        op_type, [name if value is not None else "" for name, value in feeds.items()], ["y"],
+        **attributes,
+    )  # fmt: skip
+    inputs = [
+        onnx.helper.make_tensor_value_info(
+            name, onnx.helper.np_dtype_to_tensor_dtype(value.dtype), value.shape
+        )
+        for name, value in feeds.items()
+        if value is not None
+    ]
+    element = onnx.helper.np_dtype_to_tensor_dtype(np.dtype(output_type))
+    output = [onnx.helper.make_tensor_value_info("y", element, None)]
+    return make_model(onnx.helper.make_graph([node], op_type, inputs, output), opset)
+
+
+def by_the_spec(
+    op_type: str, feeds: Mapping[str, np.ndarray | None], opset: int, **attributes: object
+) -> np.ndarray:
+    """``op_type``'s output on ``feeds`` as onnx's own reference computes it (see one_node_model)."""
+    from onnx.reference import ReferenceEvaluator
+
+    model = one_node_model(op_type, feeds, opset, **attributes)
+    given = {name: value for name, value in feeds.items() if value is not None}
+    with np.errstate(all="ignore"):
+        (output,) = ReferenceEvaluator(model).run(None, given)
+    return np.asarray(output)
 
 
 @pytest.fixture(scope="session")

@@ -15,31 +15,12 @@ from unittest import mock
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from autopart.ops import spatial
 from autopart.ops.spatial import grid_sample_16
-from tests.conftest import make_model
+from tests.conftest import by_the_spec
 
 SPEC_MODES = {"bilinear": "linear", "nearest": "nearest", "bicubic": "cubic"}
-
-
-def _sample_by_the_spec(
-    X: np.ndarray, grid: np.ndarray, mode: str, padding: str, align: int
-) -> np.ndarray:
-    node = helper.make_node(
-        "GridSample", ["x", "g"], ["y"], mode=SPEC_MODES[mode], padding_mode=padding,
-        align_corners=align,
-    )  # fmt: skip
-    inputs = [
-        helper.make_tensor_value_info("x", TensorProto.FLOAT, X.shape),
-        helper.make_tensor_value_info("g", TensorProto.FLOAT, grid.shape),
-    ]
-    output = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
-    model = make_model(helper.make_graph([node], "grid", inputs, output), opset=20)
-    (sampled,) = ReferenceEvaluator(model).run(None, {"x": X, "g": grid})
-    return np.asarray(sampled)
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)
@@ -60,6 +41,9 @@ def test_the_samples_are_the_specifications(
     grid = rng.uniform(-1.3, 1.3, (batch, 3, 4, 2)).astype(np.float32)  # some past the edge
     with mock.patch.object(spatial, "GRID_CHUNK", chunk):
         ours = grid_sample_16(X, grid, align_corners=align, mode=mode, padding_mode=padding)
-    theirs = _sample_by_the_spec(X, grid, mode, padding, align)
+    theirs = by_the_spec(
+        "GridSample", {"x": X, "g": grid}, 20, mode=SPEC_MODES[mode], padding_mode=padding,
+        align_corners=align,
+    )  # fmt: skip
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-5)

@@ -15,24 +15,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from autopart.ops.resize import resize
-from tests.conftest import make_model
-
-
-def _resize_by_the_spec(X: np.ndarray, scales: np.ndarray, **attributes: str) -> np.ndarray:
-    node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest", **attributes)
-    inputs = [
-        helper.make_tensor_value_info("x", TensorProto.FLOAT, X.shape),
-        helper.make_tensor_value_info("s", TensorProto.FLOAT, scales.shape),
-    ]
-    output = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
-    model = make_model(helper.make_graph([node], "resize", inputs, output), opset=19)
-    with np.errstate(all="ignore"):
-        (resized,) = ReferenceEvaluator(model).run(None, {"x": X, "s": scales})
-    return np.asarray(resized)
+from tests.conftest import by_the_spec
 
 
 @settings(max_examples=60, deadline=None, derandomize=True)
@@ -53,7 +38,10 @@ def test_nearest_selects_what_the_specification_selects(
     factors = np.array([1.0, 1.0, *scales], np.float32)
     attributes = {"nearest_mode": rounding, "coordinate_transformation_mode": coordinates}
     read = resize(index, None, factors, mode="nearest", **attributes)
-    np.testing.assert_array_equal(read, _resize_by_the_spec(index, factors, **attributes))
+    spec = by_the_spec(
+        "Resize", {"x": index, "r": None, "s": factors}, 19, mode="nearest", **attributes
+    )
+    np.testing.assert_array_equal(read, spec)
     X = rng.standard_normal(index.shape).astype(np.float32)
     X[rng.random(X.shape) < 0.15] = rng.choice([np.inf, -np.inf, np.nan])
     with np.errstate(all="ignore"):  # as the numpy codegen runs its kernels

@@ -10,26 +10,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from autopart.ops.roi import roi_align
-from tests.conftest import make_model
-
-
-def _align_by_the_spec(
-    X: np.ndarray, rois: np.ndarray, batches: np.ndarray, **attributes: object
-) -> np.ndarray:
-    node = helper.make_node("RoiAlign", ["x", "r", "b"], ["y"], **attributes)
-    inputs = [
-        helper.make_tensor_value_info("x", TensorProto.FLOAT, X.shape),
-        helper.make_tensor_value_info("r", TensorProto.FLOAT, rois.shape),
-        helper.make_tensor_value_info("b", TensorProto.INT64, batches.shape),
-    ]
-    output = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
-    model = make_model(helper.make_graph([node], "roi", inputs, output), opset=16)
-    (aligned,) = ReferenceEvaluator(model).run(None, {"x": X, "r": rois, "b": batches})
-    return np.asarray(aligned)
+from tests.conftest import by_the_spec
 
 
 @settings(max_examples=30, deadline=None, derandomize=True)
@@ -54,6 +37,6 @@ def test_the_regions_are_the_specifications(
         "output_width": 2, "sampling_ratio": ratio, "spatial_scale": scale,
     }  # fmt: skip
     ours = roi_align(X, rois, batches, **attributes)  # type: ignore[arg-type]
-    theirs = _align_by_the_spec(X, rois, batches, **attributes)
+    theirs = by_the_spec("RoiAlign", {"x": X, "r": rois, "b": batches}, 16, **attributes)
     assert ours.shape == theirs.shape and ours.dtype == theirs.dtype
     np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6)

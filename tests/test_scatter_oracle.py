@@ -11,26 +11,9 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 from autopart.ops.indexing import scatter_nd
-from tests.conftest import make_model
-
-
-def _scatter_by_the_spec(
-    data: np.ndarray, indices: np.ndarray, updates: np.ndarray, reduction: str
-) -> np.ndarray:
-    node = helper.make_node("ScatterND", ["d", "i", "u"], ["y"], reduction=reduction)
-    inputs = [
-        helper.make_tensor_value_info("d", TensorProto.FLOAT, data.shape),
-        helper.make_tensor_value_info("i", TensorProto.INT64, indices.shape),
-        helper.make_tensor_value_info("u", TensorProto.FLOAT, updates.shape),
-    ]
-    output = [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)]
-    model = make_model(helper.make_graph([node], "scatter", inputs, output), opset=18)
-    (scattered,) = ReferenceEvaluator(model).run(None, {"d": data, "i": indices, "u": updates})
-    return np.asarray(scattered)
+from tests.conftest import by_the_spec
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
@@ -51,5 +34,6 @@ def test_the_scatter_is_the_specifications(
     indices = indices.reshape(count, depth).astype(np.int64)  # duplicates are likely
     updates = rng.standard_normal((count, *shape[depth:])).astype(np.float32)
     ours = scatter_nd(data, indices, updates, reduction)
-    theirs = _scatter_by_the_spec(data, indices, updates, reduction)
+    feeds = {"d": data, "i": indices, "u": updates}
+    theirs = by_the_spec("ScatterND", feeds, 18, reduction=reduction)
     np.testing.assert_array_equal(ours, theirs)

@@ -580,25 +580,17 @@ def test_the_screen_compiles_openvino_as_installed_and_the_plan_it_stands_for_on
     compiles no model twice (each later compile of a key would import the first's)."""
     pytest.importorskip("openvino")
     from autopart.targets.openvino import library
-    from autopart.tuning import screen
 
     default = library.default_precision()
     if default == library.PRECISION:
         pytest.skip("OpenVINO computes in f32 here: its plan at f32 turns int8 activations off")
     library.clear_compiled()
     compiled: list[object] = []
-    real_compile, real_time_whole = library._compile, screen.time_whole
+    real_compile = library._compile
     monkeypatch.setattr(
         library, "_compile", lambda key, *a: compiled.append(key) or real_compile(key, *a)
     )
-    in_screen: list[object] = []
-
-    def time_whole(*args: object, **kwargs: object) -> object:
-        found = real_time_whole(*args, **kwargs)  # type: ignore[arg-type]
-        in_screen.extend(compiled)
-        return found
-
-    monkeypatch.setattr(screen, "time_whole", time_whole)
+    in_screen = _made_in_the_screen(compiled, monkeypatch)
     built = TuneOptions.build(
         targets=[ORT, f"cpu@openvino:{default}"], profiles_dir=tmp_path / "profiles",
         search_dir=tmp_path / "search", rounds=2,
@@ -609,22 +601,11 @@ def test_the_screen_compiles_openvino_as_installed_and_the_plan_it_stands_for_on
     assert in_screen and len(in_screen) == len(set(in_screen)), [str(k)[-160:] for k in in_screen]
 
 
-@pytest.mark.slow
-def test_the_screen_makes_one_onnxruntime_session_for_the_peer_and_the_plan_it_stands_for(
-    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """onnxruntime alone is timed right before its own plan and held while that plan runs:
-    the plan's one partition is the same default session of the same model, made once."""
-    from autopart.targets.onnxruntime import peer
+def _made_in_the_screen(made: list[object], monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """A list that receives what ``made`` holds once the screen's whole timings end."""
     from autopart.tuning import screen
 
-    made: list[object] = []
-    real_get_or_make, real_time_whole = peer._HELD.get_or_make, screen.time_whole
-
-    def get_or_make(key: object, make: Callable[[], object]) -> object:
-        return real_get_or_make(key, lambda: made.append(key) or make())
-
-    monkeypatch.setattr(peer._HELD, "get_or_make", get_or_make)
+    real_time_whole = screen.time_whole
     in_screen: list[object] = []
 
     def time_whole(*args: object, **kwargs: object) -> object:
@@ -633,6 +614,25 @@ def test_the_screen_makes_one_onnxruntime_session_for_the_peer_and_the_plan_it_s
         return found
 
     monkeypatch.setattr(screen, "time_whole", time_whole)
+    return in_screen
+
+
+@pytest.mark.slow
+def test_the_screen_makes_one_onnxruntime_session_for_the_peer_and_the_plan_it_stands_for(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """onnxruntime alone is timed right before its own plan and held while that plan runs:
+    the plan's one partition is the same default session of the same model, made once."""
+    from autopart.targets.onnxruntime import peer
+
+    made: list[object] = []
+    real_get_or_make = peer._HELD.get_or_make
+
+    def get_or_make(key: object, make: Callable[[], object]) -> object:
+        return real_get_or_make(key, lambda: made.append(key) or make())
+
+    monkeypatch.setattr(peer._HELD, "get_or_make", get_or_make)
+    in_screen = _made_in_the_screen(made, monkeypatch)
     built = TuneOptions.build(
         targets=[ORT, NUMPY], profiles_dir=tmp_path / "profiles",
         search_dir=tmp_path / "search", rounds=2,
