@@ -44,8 +44,9 @@ def scatter_nd(
     depth = indices.shape[-1]
     leading = data.shape[:depth]
     rows = indices.reshape(-1, depth).astype(np.int64)
-    rows = np.where(rows < 0, rows + np.array(leading, dtype=np.int64), rows)
-    if rows.size and ((rows < 0) | (rows >= np.array(leading, dtype=np.int64))).any():
+    bounds = np.array(leading, dtype=np.int64)
+    rows = np.where(rows < 0, rows + bounds, rows)
+    if rows.size and ((rows < 0) | (rows >= bounds)).any():
         raise IndexError(f"ScatterND: an index is outside the data's leading dims {leading}")
     positions = np.ravel_multi_index(tuple(rows.T), leading)
     flat = out.reshape(math.prod(leading), *data.shape[depth:])

@@ -91,7 +91,6 @@ def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> lis
         if (target := stands_for(peer.name, assignments)) is not None
     }
     equivalent = {own_plan[p.name]: p for p in bar if p.name in own_plan}  # plan -> peer
-
     paired = {peer.name: index for index, peer in enumerate(equivalent.values())}
 
     def rank(job: WholeJob) -> int:
