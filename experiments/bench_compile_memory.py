@@ -27,7 +27,9 @@ import time
 import pandas as pd
 from _common import resident_gib, show, write_csv
 
-TARGETS = ("cpu@onnxruntime", "cpu@openvino", "cpu@openvino:bf16")
+from autopart.targets.resolve import available_targets
+
+TARGETS = ("cpu@onnxruntime", "cpu@openvino", "cpu@openvino:bf16")  # those offered here
 
 
 def child(model: str, target: str, weights_mode: str) -> None:
@@ -67,7 +69,8 @@ def main() -> None:
     """Run the children, interleaved, and write the CSV."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default="vgg19,resnet50")
-    parser.add_argument("--targets", default=",".join(TARGETS))
+    offered = {str(t) for t in available_targets()}
+    parser.add_argument("--targets", default=",".join(t for t in TARGETS if t in offered))
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     arguments = parser.parse_args()

@@ -38,11 +38,9 @@ from typing import Any
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))
-from corpus import CorpusModel, load_corpus, problem, run_cli, save_rows, select
+from corpus import CorpusModel, load_corpus, peer_targets, problem, run_cli, save_rows, select
 
 RESULTS = Path(__file__).parent / "results"
-# the targets every peer stands for: onnxruntime alone, OpenVINO as installed and in f32
-PEER_TARGETS = "cpu@onnxruntime,cpu@openvino,cpu@openvino:bf16"
 LIMIT = 1.02  # the tuned plan's median over the best peer's (issue #44)
 TUNED = "autopart (tuned)"
 
@@ -124,13 +122,16 @@ def bench_one(model: CorpusModel, work: Path, args: argparse.Namespace) -> dict[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="only these of the sample (names or prefix*)")
-    parser.add_argument("--targets", default=PEER_TARGETS)
+    parser.add_argument(
+        "--targets", default=None, help="default: the targets the peers stand for here"
+    )
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds per command")
     parser.add_argument("--profiles", type=Path, default=Path("profiles"))
     parser.add_argument("--list", action="store_true", help="print the sample and stop")
     parser.add_argument("--tag", default="corpus_bench")
     args = parser.parse_args()
+    args.targets = args.targets or peer_targets()
     sample = stratified([m for m in load_corpus() if problem(m) is None])
     if args.models:
         sample = select(sample, args.models)

@@ -47,6 +47,7 @@ from corpus import (
     crash_detail,
     load_corpus,
     make_inputs,
+    peer_targets,
     problem,
     run_cli,
     save_rows,
@@ -54,8 +55,6 @@ from corpus import (
 )
 
 RESULTS = Path(__file__).parent / "results"
-# the targets every peer stands for: onnxruntime alone, OpenVINO as installed and in f32
-PEER_TARGETS = "cpu@onnxruntime,cpu@openvino,cpu@openvino:bf16"
 SAMPLES = 2  # calibration and evaluation samples drawn from the input specs
 
 
@@ -115,7 +114,9 @@ def summary(plan_path: Path, report_path: Path) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="names, or prefixes ending in * (default: all)")
-    parser.add_argument("--targets", default=PEER_TARGETS)
+    parser.add_argument(
+        "--targets", default=None, help="default: the targets the peers stand for here"
+    )
     parser.add_argument("--budget", type=float, default=None, help="tune's wall budget (s)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per model")
@@ -123,6 +124,7 @@ def main() -> None:
     parser.add_argument("--tag", default="corpus_tune")
     parser.add_argument("--resume", action="store_true", help="keep the tag's rows, skip them")
     args = parser.parse_args()
+    args.targets = args.targets or peer_targets()
     models = [m for m in select(load_corpus(), args.models) if problem(m) is None]
     models.sort(key=lambda m: m.path().stat().st_size)
     RESULTS.mkdir(exist_ok=True)

@@ -7,8 +7,9 @@ hold it: ``heldout/fetch.py`` and ``heldout/export_torch.py``), with the
 
 1. ``info``;
 2. ``run --check`` (the plan's outputs against the independent oracle);
-3. ``tune`` on ``--targets`` (default: onnxruntime on both cores and OpenVINO in bf16, to
-   keep the run short), its peers included;
+3. ``tune`` on ``--targets`` (default: the targets the peers stand for on this machine,
+   onnxruntime and OpenVINO at its installed precision, to keep the run short), its peers
+   included;
 4. ``bench`` of the same targets.
 
 Each command's exit code, seconds and last line go to
@@ -16,7 +17,7 @@ Each command's exit code, seconds and last line go to
 pass is a row with its exit code, and the run goes on.
 
     python experiments/exp_heldout_cli.py [--models magika ppocr_cls] [--rounds 3]
-        [--targets cpu@onnxruntime,cpu@openvino:bf16] [--profiles DIR]
+        [--targets cpu@onnxruntime,cpu@openvino] [--profiles DIR]
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 from _common import show, write_csv
+from corpus.corpus import peer_targets
 from heldout.suite import HeldoutModel, load_suite, problem
 
 STEPS = ("info", "run", "tune", "bench")
@@ -38,11 +40,13 @@ STEPS = ("info", "run", "tune", "bench")
 def _arguments() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=None, help="default: the whole suite")
-    parser.add_argument("--targets", default="cpu@onnxruntime,cpu@openvino:bf16")
+    parser.add_argument("--targets", default=None, help="default: the peers' targets here")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profiles", default=None, help="the profile store to reuse")
     parser.add_argument("--out", default="heldout_cli")
-    return parser.parse_args()
+    args = parser.parse_args()
+    args.targets = args.targets or peer_targets()
+    return args
 
 
 def commands(

@@ -233,3 +233,23 @@ def save_rows(rows: list[dict[str, Any]], csv: Path) -> None:
     partial = csv.with_suffix(".csv.part")
     pd.DataFrame(rows).to_csv(partial, index=False)
     partial.replace(csv)
+
+
+def peer_targets() -> str:
+    """The targets the peers stand for on this machine, comma-separated for ``--targets``.
+
+    Each peer that amounts to a plan (onnxruntime alone, OpenVINO as installed and in
+    f32) stands for its codegen on the whole CPU at its own precision, which depends on
+    the CPU (OpenVINO as installed: bf16 only where the CPU has it), so the list is read
+    off this machine, never written down.
+    """
+    from autopart.targets.registry import declared_peers
+
+    targets = []
+    for peer in declared_peers(available=True):
+        if peer.stands_for_plan:
+            precision = peer.precision()
+            target = f"cpu@{peer.codegen}" + (f":{precision}" if precision else "")
+            if target not in targets:
+                targets.append(target)
+    return ",".join(targets)

@@ -5,7 +5,8 @@
 - ``torch``: exported by ``export_torchvision.py`` or ``export_transformers.py`` with the
   dev-only toolchain their manifests pin (``--python`` names its interpreter; without torch
   the torch models stay missing and are reported);
-- ``onnx``: written by ``local_manifests.py`` (autopart's zoo, seeded weights);
+- ``onnx``: written by ``local_manifests.py --keep-manifest`` (autopart's zoo, seeded
+  weights; the frozen manifest is left as it is);
 - ``heldout``: copied from the held-out suite's cache (``experiments/heldout/fetch.py``
   and ``export_torch.py`` fill that).
 
@@ -90,7 +91,9 @@ def fetch(models: list[CorpusModel], cache: Path, python: str) -> None:
         except (subprocess.CalledProcessError, OSError, KeyError) as error:
             print(f"{model.name}: not fetched: {error}", flush=True)
     if any(m.source == "onnx" for m in missing):
-        subprocess.run([sys.executable, str(HERE / "local_manifests.py")], check=False)
+        subprocess.run(
+            [sys.executable, str(HERE / "local_manifests.py"), "--keep-manifest"], check=False
+        )
     torch = [m for m in missing if m.source == "torch"]
     if torch:
         fetch_torch(torch, python)
