@@ -31,8 +31,10 @@ from pathlib import Path
 
 import pandas as pd
 from _common import show, write_csv
-from corpus.corpus import peer_targets
 from heldout.suite import HeldoutModel, load_suite, problem
+
+sys.path.insert(0, str(Path(__file__).parent / "corpus"))
+from corpus import peer_targets
 
 STEPS = ("info", "run", "tune", "bench")
 

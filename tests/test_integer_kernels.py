@@ -1,8 +1,12 @@
 """MatMulInteger and ConvInteger: exact integer products, computed by BLAS in float64.
 
-Against onnxruntime where it has the operator (a scalar zero point for A), and against an
-exact int64 product everywhere, per-row, per-column and per-channel zero points and sums
-past int32 (which wrap as int32 arithmetic does) included.
+Against onnxruntime where it has the operator (a scalar zero point for A) and computes it
+exactly, and against an exact int64 product everywhere, per-row, per-column and
+per-channel zero points and sums past int32 (which wrap as int32 arithmetic does)
+included. onnxruntime's u8 x s8 product is exact only on CPUs with VNNI: with AVX2 alone
+its kernel adds pairs of products in int16, which saturate (seen on a 2-core AMD EPYC
+without AVX-512: 31 of 60 sums off by up to 23,916), so there the s8 case is left to the
+exact product.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from onnx import TensorProto, helper
 
 from autopart.ops.nn import conv
 from autopart.ops.quantize import conv_integer, matmul_integer
+from autopart.targets.cpu_units import cpu_flags
 from tests.conftest import make_model
 
 
@@ -53,18 +58,30 @@ def test_the_product_is_exact_and_wraps_as_int32(
     np.testing.assert_array_equal(ours, _exact(A, B, a_zero, b_zero))
 
 
+def _vnni() -> bool:
+    return any("vnni" in flag for flag in cpu_flags() or ())
+
+
+ORT_EXACT_B_TYPES = (np.uint8, np.int8) if _vnni() else (np.uint8,)
+
+
 @settings(max_examples=20, deadline=None, derandomize=True)
-@given(seed=st.integers(0, 2**16), per_column=st.booleans())
-def test_the_product_is_onnxruntimes(seed: int, per_column: bool) -> None:
+@given(
+    seed=st.integers(0, 2**16),
+    per_column=st.booleans(),
+    b_type=st.sampled_from(ORT_EXACT_B_TYPES),
+)
+def test_the_product_is_onnxruntimes(seed: int, per_column: bool, b_type: type) -> None:
     rng = np.random.default_rng(seed)
-    A, B = _draw(rng, np.uint8, (2, 5, 33)), _draw(rng, np.int8, (33, 6))
-    a_zero, b_zero = _draw(rng, np.uint8, ()), _draw(rng, np.int8, (6,) if per_column else ())
+    A, B = _draw(rng, np.uint8, (2, 5, 33)), _draw(rng, b_type, (33, 6))
+    a_zero, b_zero = _draw(rng, np.uint8, ()), _draw(rng, b_type, (6,) if per_column else ())
     node = helper.make_node("MatMulInteger", ["a", "b", "az", "bz"], ["y"])
+    b_proto = TensorProto.INT8 if b_type is np.int8 else TensorProto.UINT8
     inputs = [
         helper.make_tensor_value_info(name, kind, value.shape)
         for name, kind, value in (
-            ("a", TensorProto.UINT8, A), ("b", TensorProto.INT8, B),
-            ("az", TensorProto.UINT8, a_zero), ("bz", TensorProto.INT8, b_zero),
+            ("a", TensorProto.UINT8, A), ("b", b_proto, B),
+            ("az", TensorProto.UINT8, a_zero), ("bz", b_proto, b_zero),
         )
     ]  # fmt: skip
     output = [helper.make_tensor_value_info("y", TensorProto.INT32, None)]

@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from autopart.ir.onnx_import import load_graph
 from autopart.targets.opencl.device import discover_opencl_devices, unusable_opencl_devices
+from autopart.targets.openvino import library
 from autopart.tuning import choice
 from autopart.tuning.accuracy import AccuracyPolicy, follow_peer, own_runtimes
 from autopart.tuning.verify import Measured
@@ -67,12 +68,15 @@ def _quantised_model(path: Path) -> Path:
     return path
 
 
+@pytest.mark.parametrize("installed", ["bf16", "f32"])
 def test_a_quantised_models_own_runtimes_floor_its_tolerance(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, installed: str
 ) -> None:
+    monkeypatch.setattr(library, "default_precision", lambda: installed)  # the CPU's
     path = _quantised_model(tmp_path / "q.onnx")
     floor = own_runtimes()
-    assert "onnxruntime alone" in floor and "openvino alone" not in floor
+    assert "onnxruntime alone" in floor and "openvino alone f32" in floor
+    assert ("openvino alone" in floor) == (installed == "f32")  # as installed in f32: its own
     rule = AccuracyPolicy().tolerance_rule(load_graph(str(path)))
     assert callable(rule) and rule(ERRORS) == pytest.approx(1.1 * 3.8e-3)
     assert follow_peer(ERRORS) == pytest.approx(1.1 * 2.0e-3)  # a float model: the peer's

@@ -26,6 +26,7 @@ from autopart.ir.target import VirtualDevice
 from autopart.loader import load_model
 from autopart.profile.store import Profile
 from autopart.search.candidates import CandidateKind, candidate_name
+from autopart.targets.resolve import available_targets
 from autopart.testing.scale_models import op_chain, synthetic_costs
 from autopart.tuning.clock import Clock
 from autopart.tuning.options import TuneOptions
@@ -39,8 +40,11 @@ from autopart.tuning.screen import (
 from autopart.tuning.verify import Measured
 from autopart.tuning.workflow import tune_model
 from tests.test_profile import tiny_cnn
+from tests.test_task_metrics import needs_bf16
 
 NUMPY, ORT, UNIT = "cpu@numpy", "cpu@onnxruntime", "cpu/0@onnxruntime"
+OFFERED = {str(target) for target in available_targets()}
+LOW = next((p for p in ("int8", "bf16") if f"cpu@openvino:{p}" in OFFERED), None)
 
 
 def chain_costs(nodes: int, seed: int, targets: list[str]) -> Costs:
@@ -274,6 +278,7 @@ def test_with_no_incumbent_every_target_is_profiled_in_full_whatever_the_budget(
     assert report.notes[0].endswith("nothing ran within the tolerance, so every target is profiled")
 
 
+@needs_bf16
 def test_the_tolerance_is_chosen_once_every_error_on_the_timed_inputs_is_in() -> None:
     """A tolerance that follows a runner's error must see its error on the timed feeds: it
     was once chosen from the evaluation samples alone, and a peer ended beyond its own."""
@@ -643,12 +648,13 @@ def test_the_screen_makes_one_onnxruntime_session_for_the_peer_and_the_plan_it_s
     assert in_screen and len(in_screen) == len(set(in_screen)), in_screen
 
 
+@pytest.mark.skipif(LOW is None, reason="OpenVINO offers no int8 or bf16 on this CPU")
 @pytest.mark.parametrize("budget_s", [None, 60.0, 0.01])
 def test_the_sensitivities_take_their_share_of_what_the_budget_leaves(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget_s: float | None
 ) -> None:
     """A spent budget leaves them one group of nodes; no budget, their own 10 s (thorough:
-    no screen drops the int8 target)."""
+    no screen drops the int8 or bf16 target)."""
     pytest.importorskip("openvino")
     from autopart.profile.sensitivity import SENSITIVITY_BUDGET_S
     from autopart.tuning import accuracy
@@ -663,7 +669,7 @@ def test_the_sensitivities_take_their_share_of_what_the_budget_leaves(
     monkeypatch.setattr(accuracy, "measure_error_model", measure)
     started = time.perf_counter()
     built = TuneOptions.build(
-        targets=[ORT, "cpu@openvino:int8"],
+        targets=[ORT, f"cpu@openvino:{LOW}"],
         profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search", rounds=2,
         time_budget_s=budget_s, peers=False, started=started, thorough=True,
     )  # fmt: skip
