@@ -27,12 +27,8 @@ from scipy.optimize import curve_fit
 
 from autopart import api
 from autopart.profile.probe import launch_probe_graph
-from autopart.profile.samplers import (
-    busy,
-    compiled_with_inputs,
-    reference_values,
-    wall_sampler,
-)
+from autopart.profile.samplers import busy, compiled_with_inputs, wall_sampler
+from autopart.profile.values import reference_values
 from autopart.targets.resolve import available_targets, resolve
 
 GAPS_MS = (0.0, 0.1, 0.3, 1.0, 2.0, 5.0, 20.0)

@@ -36,7 +36,7 @@ from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
 from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
-from autopart.profile.samplers import reference_values
+from autopart.profile.values import reference_values
 from autopart.runtime.plan_executor import PlanExecutor
 
 MODELS = ["shufflenet", "squeezenet", "inception_v1", "densenet121"]

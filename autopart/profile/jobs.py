@@ -19,11 +19,9 @@ from __future__ import annotations
 import functools
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
-
-import numpy as np
 
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, RowKind
 from autopart.ir.graph import Graph, Node
@@ -153,7 +151,7 @@ class Measuring:
     profile: Profile
     machine: Machine
     graph: Graph
-    values: dict[str, np.ndarray]
+    values: Mapping[str, Any]
     targets: dict[str, ResolvedTarget]
     settings: TimingSettings
     taken: SamplesByPass = field(default_factory=dict)

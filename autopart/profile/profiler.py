@@ -42,10 +42,10 @@ from autopart.ir.target import VirtualDevice
 from autopart.plan.partition import boundary
 from autopart.profile.jobs import Job, JobKind, Measuring, Planning
 from autopart.profile.kinds import BY_KIND, JOB_KINDS, SCREENING_KINDS, UNSUPPORTED
-from autopart.profile.samplers import reference_values
 from autopart.profile.speed import stamp
 from autopart.profile.store import Profile
 from autopart.profile.timing import TimingSettings
+from autopart.profile.values import reference_values, release_values
 from autopart.progress import Progress
 from autopart.targets.devices import Machine
 from autopart.targets.resolve import ResolvedTarget, resolve
@@ -199,6 +199,7 @@ class Profiler:
             report.interrupted = True
             raise
         finally:
+            release_values(measuring.values)
             dropped = bool(self.profile.dropped.count)  # written back without those rows
             self._finish(report, jobs, taken, started, any(taken) or bool(unsupported) or dropped)
         return report
@@ -257,6 +258,7 @@ class Profiler:
             report.interrupted = True
             raise
         finally:
+            release_values(measuring.values)
             self._finish(report, jobs, taken, started, save=any(taken))
         return report
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import gc
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
@@ -19,7 +19,6 @@ import numpy as np
 
 from autopart.costmodel.cold import COLD_ENTRY
 from autopart.costmodel.cuts import cut_index
-from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph, Node
 from autopart.ir.target import VirtualDevice
 from autopart.limits import available_memory_bytes
@@ -28,7 +27,6 @@ from autopart.profile.probe import launch_probe_graph
 from autopart.profile.timing import TimingSettings, collect
 from autopart.settings import COMMON, tuned
 from autopart.targets.codegen import CompiledSubgraph
-from autopart.targets.registry import reference_codegen
 from autopart.targets.resolve import ResolvedTarget
 
 PROFILED_RUNS = 50  # the launch probe's runs under the codegen's profiler
@@ -38,7 +36,7 @@ def compiled_with_inputs(
     resolved: ResolvedTarget,
     graph: Graph,
     nodes: list[Node],
-    values: dict[str, np.ndarray],
+    values: Mapping[str, Any],
     alone: bool = False,
 ) -> tuple[CompiledSubgraph, dict[str, Any]]:
     """``nodes`` compiled for ``resolved``, and an environment holding their inputs there.
@@ -197,7 +195,7 @@ def pair_sampler(
     resolved: ResolvedTarget,
     graph: Graph,
     pair: list[Node],
-    values: dict[str, np.ndarray],
+    values: Mapping[str, Any],
     producer_times: list[float],
 ) -> Callable[[], float]:
     """A function timing ``pair`` (producer, consumer) as one subgraph, its producer just before.
@@ -222,7 +220,7 @@ def cut_samplers(
     resolved: ResolvedTarget,
     graph: Graph,
     nodes: list[Node],
-    values: dict[str, np.ndarray],
+    values: Mapping[str, Any],
     whole_walls: list[float],
     whole_timed: list[float],
 ) -> tuple[Callable[[], float], Callable[[], float]]:
@@ -288,13 +286,3 @@ def busy(seconds: float) -> None:
     until = time.perf_counter() + seconds
     while time.perf_counter() < until:
         pass
-
-
-def reference_values(graph: Graph) -> dict[str, np.ndarray]:
-    """Every non-constant value of ``graph`` on seeded random inputs (the reference codegen)."""
-    feeds = random_inputs(graph, seed=0)
-    produced = [name for node in graph.nodes for name in node.outputs if name]
-    compiled = reference_codegen().compile(graph, graph.nodes, graph.inputs, produced)
-    env: dict[str, Any] = dict(feeds)
-    compiled.run(env)
-    return env

@@ -17,6 +17,7 @@ from autopart.profile.core_sharing import CORE_SHARING
 from autopart.profile.samplers import COMPILED_CACHE
 from autopart.profile.speed import SPEED
 from autopart.profile.timing import TIMING
+from autopart.profile.values import VALUES
 from autopart.search.planner import SEARCH
 from autopart.settings import COMMON
 from autopart.targets.registry import registered_codegens
@@ -35,6 +36,7 @@ SETTINGS_GROUPS: dict[str, Any] = {
     "common": COMMON,
     "core_sharing": CORE_SHARING,
     "compiled_cache": COMPILED_CACHE,
+    "reference_values": VALUES,
 }
 """The groups of tuned values outside the codegens, by the name ``report.json`` records."""
 
