@@ -206,3 +206,28 @@ def test_a_compile_past_its_deadline_fails_its_plan_and_the_others_race() -> Non
     assert 0.0 < (roomy.compile_within(plans["ov"]) or 0.0) <= 100.0 - VERIFY.finish_s
     assert BudgetedRace({}, Clock(100.0)).compile_within(plans["ov"]) is None  # no screen
     assert BudgetedRace({}, Clock(None), frozenset()).compile_within(plans["ov"]) is None
+
+
+def test_once_the_budget_is_spent_only_the_plans_that_must_race_enter() -> None:
+    """The peers' plans and the search's pick still race; another plan, never measured
+    whole, would be compiled and timed past the budget (a video transformer's 219-partition
+    plan took 60 s to compile after the budget ran out), so it waits, with the reason."""
+    from autopart.tuning.choice import BudgetedRace
+    from autopart.tuning.clock import Clock
+
+    plans, graph = _plans()
+    first = {"numpy", "ort"}
+    for clock, entered in ((Clock(None), set(plans)), (Clock(3600.0), set(plans))):
+        failures: dict[str, str] = {}
+        assert set(BudgetedRace({}, clock).entering(plans, first, failures)) == entered
+        assert not failures
+    failures = {}
+    spent = BudgetedRace({}, Clock(0.0)).entering(plans, first, failures)
+    assert list(spent) == [name for name in plans if name in first]
+    assert set(failures) == set(plans) - first
+    measured = measure_plans(
+        graph, spent, random_inputs(graph, 0), rounds=2, min_timed_s=0.0, failures=failures
+    )
+    assert set(measured) == first
+    (note,) = failure_notes(failures)
+    assert note.startswith("not raced, the wall budget") and "ort first conv, ort relu" in note

@@ -36,7 +36,7 @@ from autopart.tuning.accuracy import own_runtimes
 from autopart.tuning.clock import Clock
 from autopart.tuning.peers import peer_equivalents
 from autopart.tuning.settings import VERIFY
-from autopart.tuning.verify import Measured
+from autopart.tuning.verify import BUDGET_SPENT, Measured
 
 RESAMPLES = 2000  # bootstrap resamples: the interval's ends move by under 1% beyond this
 
@@ -398,6 +398,24 @@ class BudgetedRace:
         if "the race" not in self.clock.cut:
             self.clock.cut.append("the race")
         return [name for name in so_far if decision is None or name != decision.chosen]
+
+    def entering(
+        self, plans: Mapping[str, Plan], first: Collection[str], failures: dict[str, str]
+    ) -> dict[str, Plan]:
+        """The ``plans`` that enter the race: all while the budget has time left.
+
+        Once it is spent, only those in ``first`` (the plans the racing peers stand for and
+        the search's pick): any other, not measured whole, would be compiled and timed past
+        the budget (a video transformer's 219-partition plan took 60 s to compile after the
+        budget ran out). Those left wait in ``failures`` with
+        :data:`~autopart.tuning.verify.BUDGET_SPENT`.
+        """
+        if self.clock.budget_s is None or self.admitting(0.0):
+            return dict(plans)
+        for name in plans:
+            if name not in first:
+                failures[name] = BUDGET_SPENT
+        return {name: plan for name, plan in plans.items() if name in first}
 
     def admitting(self, heat_s: float) -> bool:
         """Whether a heat of ``heat_s`` seconds fits the budget left (:class:`Heats`)."""

@@ -300,9 +300,10 @@ def _verify(
         runners, prepared.clock, None if screening is None else frozenset(screening.compiled)
     )
     notes.extend(entry.notes)
+    first = {twins.get(name, name) for name in entry.first}
     measured = measure_plans(
         graph,
-        entry.plans(candidates, twins),
+        race.entering(entry.plans(candidates, twins), first, failures),
         feeds,
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
