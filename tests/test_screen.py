@@ -403,6 +403,9 @@ def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_
     unpriced, kept = report.screening.unpriced, report.screening.kept
     for target in (ORT, own):  # the plans the racing peers stand for: priced, never dropped
         assert target not in unpriced and target in kept
+    raced = [row for row in report.rows if row.measured_s is not None]
+    assert raced and all(row.partitions == 1 for row in raced)  # none compiled on a guess
+    assert report.chosen in {row.name for row in raced}
 
 
 def test_the_op_pass_prices_the_quickest_devices_first_and_units_after_their_device() -> None:

@@ -400,22 +400,25 @@ class BudgetedRace:
         return [name for name in so_far if decision is None or name != decision.chosen]
 
     def entering(
-        self, plans: Mapping[str, Plan], first: Collection[str], failures: dict[str, str]
+        self, plans: Mapping[str, Plan], measured_whole: Collection[str], failures: dict[str, str]
     ) -> dict[str, Plan]:
         """The ``plans`` that enter the race: all while the budget has time left.
 
-        Once it is spent, only those in ``first`` (the plans the racing peers stand for and
-        the search's pick): any other, not measured whole, would be compiled and timed past
-        the budget (a video transformer's 219-partition plan took 60 s to compile after the
-        budget ran out). Those left wait in ``failures`` with
+        Once it is spent, only those the screen measured whole (``measured_whole``) and
+        those a racing peer stands for: any other, the search's pick included, would be
+        compiled and timed past the budget on a prediction alone (a video transformer's
+        245-partition pick took 60 s and 14 GiB to compile after the budget ran out, and
+        measured 1.16x the plan kept). Those left wait in ``failures`` with
         :data:`~autopart.tuning.verify.BUDGET_SPENT`.
         """
         if self.clock.budget_s is None or self.admitting(0.0):
             return dict(plans)
+        stood_for = {r.stands_for for r in self.runners.values() if r.peer}
+        keep = set(measured_whole) | stood_for
         for name in plans:
-            if name not in first:
+            if name not in keep:
                 failures[name] = BUDGET_SPENT
-        return {name: plan for name, plan in plans.items() if name in first}
+        return {name: plan for name, plan in plans.items() if name in keep}
 
     def admitting(self, heat_s: float) -> bool:
         """Whether a heat of ``heat_s`` seconds fits the budget left (:class:`Heats`)."""

@@ -300,10 +300,10 @@ def _verify(
         runners, prepared.clock, None if screening is None else frozenset(screening.compiled)
     )
     notes.extend(entry.notes)
-    first = {twins.get(name, name) for name in entry.first}
+    whole = set() if screening is None else {twins.get(n, n) for n in screening.whole}
     measured = measure_plans(
         graph,
-        race.entering(entry.plans(candidates, twins), first, failures),
+        race.entering(entry.plans(candidates, twins), whole, failures),
         feeds,
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
