@@ -211,7 +211,7 @@ def test_a_compile_past_its_deadline_fails_its_plan_and_the_others_race() -> Non
 def test_once_the_budget_is_spent_only_plans_measured_whole_enter() -> None:
     """Those the screen timed whole and those a racing peer stands for still race; any
     other, never measured whole, would be compiled and timed past the budget on a
-    prediction (a video transformer's 245-partition pick took 60 s and 14 GiB to compile
+    prediction (a video transformer's 245-partition pick took 60 s and 15 GiB to compile
     after the budget ran out), so it waits, with the reason."""
     from autopart.tuning.choice import BudgetedRace, Runner
     from autopart.tuning.clock import Clock

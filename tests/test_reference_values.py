@@ -95,3 +95,55 @@ def test_values_that_are_not_arrays_stay_in_memory() -> None:
     assert len(held) == 3 and held.spilled_bytes == 16
     assert len(list((held._folder or Path()).iterdir())) == 1
     held.close()
+
+
+def test_views_of_a_value_held_cost_nothing_more() -> None:
+    held = HeldValues(in_memory=MIB + 1)
+    x = np.ones((256, 1024), np.float32)
+    held.keep("x", x)
+    held.keep("r", x.reshape(1024, 256))
+    held.keep("t", x.T[:10])
+    assert held.held_bytes == MIB and held.spilled_bytes == 0
+    held.keep("y", np.zeros(4, np.float32))  # a buffer of its own, past the bound
+    assert held.spilled_bytes == 16
+    held.keep("x", np.zeros(2, np.float32))  # the views still hold the first buffer
+    assert held.held_bytes == MIB and held.spilled_bytes == 16 + 8
+    for name in ("r", "t"):
+        held.keep(name, None)  # the first buffer let go
+    assert held.held_bytes == 0
+    held.close()
+
+
+def test_a_value_kept_again_leaves_every_other_value_as_written() -> None:
+    held = HeldValues(in_memory=0)
+    held.keep("a", np.full(3, 1.0))
+    held.keep("b", np.full(3, 2.0))
+    held.keep("a", np.full(3, 3.0))
+    held.keep("c", np.full(3, 4.0))
+    assert [float(held[name][0]) for name in ("a", "b", "c")] == [3.0, 2.0, 4.0]
+    held.close()
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        lambda x: x.T,
+        lambda x: x[1:, ::2],
+        lambda x: x[::-1, 3:],
+        lambda x: x.reshape(-1)[5:17],
+        lambda x: np.broadcast_to(x[0], (4, 8)),
+        lambda x: x[:, 2],
+    ],
+    ids=["transpose", "strided", "reversed", "flat", "broadcast", "column"],
+)
+def test_a_spilled_view_writes_its_buffer_once_and_reads_back_equal(view: Any) -> None:
+    held = HeldValues(in_memory=0)
+    x = np.arange(48, dtype=np.float32).reshape(6, 8)
+    held.keep("x", x)
+    held.keep("v", view(x))
+    assert held.spilled_bytes == x.nbytes  # the buffer, once
+    np.testing.assert_array_equal(held["v"], view(x))
+    np.testing.assert_array_equal(held["x"], x)
+    held.keep("x", None)  # the buffer's file stays while a view reads it
+    np.testing.assert_array_equal(held["v"], view(x))
+    held.close()

@@ -407,7 +407,7 @@ class BudgetedRace:
         Once it is spent, only those the screen measured whole (``measured_whole``) and
         those a racing peer stands for: any other, the search's pick included, would be
         compiled and timed past the budget on a prediction alone (a video transformer's
-        245-partition pick took 60 s and 14 GiB to compile after the budget ran out, and
+        245-partition pick took 60 s and 15 GiB to compile after the budget ran out, and
         measured 1.16x the plan kept). Those left wait in ``failures`` with
         :data:`~autopart.tuning.verify.BUDGET_SPENT`.
         """
