@@ -232,3 +232,6 @@ def test_once_the_budget_is_spent_only_plans_measured_whole_enter() -> None:
     assert set(measured) == {"numpy", "ort"}
     (note,) = failure_notes(failures)
     assert note.startswith("not raced, the wall budget") and "ort first conv, ort relu" in note
+    failures = {}  # no screen, no peer (pins or forbids): the first plan still races
+    assert list(BudgetedRace({}, Clock(0.0)).entering(plans, (), failures)) == [next(iter(plans))]
+    assert set(failures) == set(plans) - {next(iter(plans))}

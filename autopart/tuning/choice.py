@@ -408,13 +408,15 @@ class BudgetedRace:
         those a racing peer stands for: any other, the search's pick included, would be
         compiled and timed past the budget on a prediction alone (a video transformer's
         245-partition pick took 60 s and 15 GiB to compile after the budget ran out, and
-        measured 1.16x the plan kept). Those left wait in ``failures`` with
+        measured 1.16x the plan kept). With none of those (no screen ran: pins, forbids or
+        another objective), the first plan in the order given enters, so that a plan is
+        always measured. Those left wait in ``failures`` with
         :data:`~autopart.tuning.verify.BUDGET_SPENT`.
         """
         if self.clock.budget_s is None or self.admitting(0.0):
             return dict(plans)
         stood_for = {r.stands_for for r in self.runners.values() if r.peer}
-        keep = set(measured_whole) | stood_for
+        keep = (set(measured_whole) | stood_for) & set(plans) or set(list(plans)[:1])
         for name in plans:
             if name not in keep:
                 failures[name] = BUDGET_SPENT
