@@ -3,7 +3,7 @@
 Given several runs' CSVs, each (model, target) row comes from the last file that has it
 (a later run replaces an earlier one). Each model gets one verdict: ``ok`` when every target
 agrees with onnxruntime, else the worst status of its targets (crash, timeout, mismatch,
-refused), with the target and the detail. Writes ``results/<tag>.csv``, ``.md`` and
+library, refused), with the target and the detail. Writes ``results/<tag>.csv``, ``.md`` and
 ``.png`` (every target's status, as exp_corpus draws it) and
 prints the counts: per target, the share of models within the tolerance.
 
@@ -19,7 +19,7 @@ import pandas as pd
 from exp_corpus import plot
 
 RESULTS = Path(__file__).parent / "results"
-WORST_FIRST = ("crash", "timeout", "oracle failed", "mismatch", "refused", "ok")
+WORST_FIRST = ("crash", "timeout", "oracle failed", "mismatch", "library", "refused", "ok")
 
 
 def merged(paths: list[Path]) -> pd.DataFrame:
