@@ -156,12 +156,13 @@ def library_alone(
     if not runners:
         return {}
     alone = runners[chosen[0].name]({k: v for k, v in feeds.items() if k not in frozen})
-    if compare(got, alone, tolerance)[0] != "ok":
+    status, apart, _ = compare(got, alone, tolerance)
+    if status != "ok":
         return {}
     return {
         "status": "library",
-        "detail": f"{chosen[0].name} gives the same outputs ({compare(got, alone)[1]:.2g} "
-        "apart): the library's own difference from onnxruntime",
+        "detail": f"{chosen[0].name} gives the same outputs ({apart:.2g} apart): the "
+        "library's own difference from onnxruntime",
     }
 
 

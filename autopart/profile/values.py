@@ -100,16 +100,15 @@ class HeldValues(Mapping[str, Any]):
         root = _root(value)
         held = self._roots.get(id(root))
         if held is None and self.held_bytes + root.nbytes > self.in_memory:
-            self._spill(name, value)
+            self._spill(name, value, root)
             return
         if held is None:
             self.held_bytes += root.nbytes
         self._roots[id(root)] = (root, 1 if held is None else held[1] + 1)
         self._memory[name] = value
 
-    def _spill(self, name: str, value: np.ndarray) -> None:
-        """Write ``value`` to disk; a view of a C-contiguous buffer writes that buffer once."""
-        root = _root(value)
+    def _spill(self, name: str, value: np.ndarray, root: np.ndarray) -> None:
+        """Write ``value`` (viewing ``root``'s buffer) to disk; a C-contiguous buffer once."""
         if root is value or not root.flags.c_contiguous:
             path = self._write(value)
             self._disk[name] = _Spilled(path, (value.shape, value.dtype), value.shape, value.dtype)
