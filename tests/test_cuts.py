@@ -49,7 +49,22 @@ def test_a_targets_cut_cost_is_the_median_window_difference_of_its_own_model_fir
     assert cut_cost(profile, graph, "cpu@onnxruntime") == pytest.approx(0.2e-3)
     profile.record("cut", "cpu@onnxruntime", own, _row(0.9e-3), whole_s=1e-3)
     assert cut_cost(profile, graph, "cpu@onnxruntime") == 0.0  # noise is not a negative cost
-    assert cut_cost(profile, graph, "cpu/0@onnxruntime") == 0.0
+
+
+def test_a_target_with_no_cut_row_borrows_its_codegens_then_every_targets() -> None:
+    """A budget that ends the cut jobs midway must not make the unmeasured targets' cuts free."""
+    graph = api.load("squeezenet")
+    profile = Profile({"fingerprint": "test"})
+    own = f"{model_tag(graph)}[7:15]"
+    other = "other@0123456789ab[0:8]"
+    profile.record("cut", "cpu@onnxruntime", own, _row(1.4e-3), whole_s=1e-3)
+    profile.record("cut", "cpu@onnxruntime", other, _row(9e-3), whole_s=1e-3)
+    assert cut_cost(profile, graph, "opencl:0@opencl") == pytest.approx(0.4e-3)  # anyone's
+    profile.record("cut", "cpu@openvino", other, _row(3e-3), whole_s=1e-3)
+    assert cut_cost(profile, graph, "cpu/0@openvino:bf16") == pytest.approx(2e-3)  # openvino's
+    assert cut_cost(profile, graph, "cpu/1@onnxruntime") == pytest.approx(0.4e-3)  # own model's
+    assert cut_cost(profile, graph, "opencl:0@opencl") == pytest.approx(0.4e-3)
+    assert cold_cost(profile, graph, "cpu@onnxruntime") == 0.0  # no cold row anywhere
 
 
 UNIT = "cpu/0@onnxruntime"
@@ -109,7 +124,7 @@ def test_windows_entered_cold_are_charged_to_every_partition_of_a_split_plan(
     for key in colds["key"]:
         profile.record("cold", target, key, _row(0.013), warm_s=0.01)
     assert cold_cost(profile, graph, target) == pytest.approx(0.003)
-    assert cold_cost(profile, graph, "cpu/1@onnxruntime") == 0.0
+    assert cold_cost(profile, graph, "cpu/1@onnxruntime") == pytest.approx(0.003)  # borrowed
     costs = costs_from_profile(graph, profile, [target])
     names = [node.name for node in graph.nodes]
     assert costs.partition_cost(names, vdev, split=True) == pytest.approx(

@@ -14,9 +14,16 @@ the window whole and the two halves in a row, each followed by a synchronisation
 plan executor. A ``cut`` row stores the wall times of the halves in a row; its
 ``whole_s`` is the median wall time of the window whole, timed alternately with them.
 A target's cut cost is the median over the model's cut rows of the difference (else over
-every model's rows on that target, else 0), and entering a partition
+every model's rows on that target), and entering a partition
 is charged the larger of it and the launch probe's wall time
 (:func:`autopart.costmodel.from_profile.costs_from_profile`).
+
+A target with no cut row at all borrows the median of the other targets of its codegen
+(its device and units alike: one library), else of every target, own model's rows first at
+each step; 0 only where the profile has no row of the kind. The profiler measures job after
+job, target after target, so a budget that ends the cut jobs midway leaves some targets
+with rows and others without; pricing those at 0 made a split onto them look free, and a
+search preferred exactly the targets whose cuts it knew least about.
 
 Back to back is not how a partition of a split plan is entered: its lane sat idle while the
 other partitions ran. So the same job, once the window is timed whole and cut, times it
@@ -39,6 +46,7 @@ from autopart.costmodel.calibration import own_rows_first
 from autopart.costmodel.fusion import fusion_pairs
 from autopart.costmodel.measurements import REFERENCE_COLUMNS, MeasurementTable, RowKind
 from autopart.ir.graph import Graph, Node
+from autopart.ir.target import VirtualDevice
 
 
 def cut_index(graph: Graph, nodes: Sequence[Node]) -> int | None:
@@ -59,10 +67,11 @@ def cut_index(graph: Graph, nodes: Sequence[Node]) -> int | None:
 
 
 def cut_cost(profile: MeasurementTable, graph: Graph, target: str) -> float:
-    """The median cost of one cut on ``target``, in seconds (0 where nothing was measured).
+    """The median cost of one cut on ``target``, in seconds (0 where no cut was measured).
 
     The cut rows of ``graph`` are used when the profile has them, else every model's rows
-    on ``target``. Noise can make a window's difference negative; the cost is never below 0.
+    on ``target``; a target with none borrows its codegen's, else every target's (see the
+    module). Noise can make a window's difference negative; the cost is never below 0.
     """
     return _median_excess(profile, RowKind.CUT, graph, target)
 
@@ -72,14 +81,24 @@ def cold_cost(profile: MeasurementTable, graph: Graph, target: str) -> float:
 
     Read from the ``cold`` rows like :func:`cut_cost` from the ``cut`` rows: the median
     over ``graph``'s windows (else every model's) of the cold wall time less the window's
-    back-to-back wall time, never below 0, and 0 where nothing was measured.
+    back-to-back wall time, never below 0; borrowed as :func:`cut_cost` borrows, and 0
+    where no cold entry was measured.
     """
     return _median_excess(profile, RowKind.COLD, graph, target)
 
 
 def _median_excess(profile: MeasurementTable, kind: RowKind, graph: Graph, target: str) -> float:
-    """The median of ``median_s`` less the kind's reference column, own model's rows first."""
+    """The median of ``median_s`` less the kind's reference column, own model's rows first.
+
+    The rows are ``target``'s, else its codegen's other targets', else every target's
+    (see the module); 0 where there are none.
+    """
     rows = profile.rows(kind, target)
+    if not len(rows):
+        every = profile.rows(kind)
+        codegen = VirtualDevice.parse(target).codegen
+        same = [VirtualDevice.parse(str(t)).codegen == codegen for t in every["target"]]
+        rows = every[same] if any(same) else every
     if not len(rows):
         return 0.0
     chosen, _ = own_rows_first(rows, graph)
