@@ -389,6 +389,7 @@ def test_quick_plans_run_in_blocks_that_settle_before_they_are_timed() -> None:
     from autopart.tuning.verify import Block, block_for, measure_plans
 
     assert block_for(0.05) == Block(settle=1, timed=1)  # a slow plan: once untimed, once timed
+    assert block_for(VERIFY.unsettled_from_s) == Block(settle=0, timed=1)  # the switch is lost
     quick = block_for(2e-4)
     assert quick.settle >= 2 and quick.timed >= 10
     # a few-ms plan needs several runs, not a few ms, to reach its steady time

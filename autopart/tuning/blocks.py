@@ -38,9 +38,13 @@ def block_for(run_s: float) -> Block:
     and at least ``VERIFY.settle_runs`` of them (a few-ms model needs several runs, not
     several ms, to reach its steady time), and time enough runs to fill ``VERIFY.block_s``
     (at most ``VERIFY.max_block_runs`` of either); slower plans run once untimed, then once
-    timed. The settings are those of :class:`~autopart.tuning.settings.VerifySettings`.
+    timed; plans of ``VERIFY.unsettled_from_s`` or more run once, timed: what the switch
+    costs (about a millisecond, at any size) is then lost in the run. The settings are
+    those of :class:`~autopart.tuning.settings.VerifySettings`.
     """
     run_s = max(run_s, 1e-9)
+    if run_s >= VERIFY.unsettled_from_s:
+        return Block(settle=0, timed=1)
     if run_s >= VERIFY.settle_below_s:
         return Block(settle=1, timed=1)
     most = VERIFY.max_block_runs
