@@ -97,8 +97,9 @@ def _median_excess(profile: MeasurementTable, kind: RowKind, graph: Graph, targe
     if not len(rows):
         every = profile.rows(kind)
         codegen = VirtualDevice.parse(target).codegen
-        same = [VirtualDevice.parse(str(t)).codegen == codegen for t in every["target"]]
-        rows = every[same] if any(same) else every
+        named = {str(t) for t in every["target"]}
+        same = [t for t in named if VirtualDevice.parse(t).codegen == codegen]
+        rows = every[every["target"].astype(str).isin(same)] if same else every
     if not len(rows):
         return 0.0
     chosen, _ = own_rows_first(rows, graph)
