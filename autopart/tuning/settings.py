@@ -88,9 +88,9 @@ class VerifySettings:
         0.5,
         "plans this slow run timed with no untimed run first: the first run after another "
         "runner cost at most 1.5 ms more from 0.3 to 32 ms (experiments/results/settle.csv), "
-        "4.6-7.8 ms more (2.4-4.1%) on a 190 ms VGG16 and nothing beyond the runs' own 3% on "
-        "a 230-270 ms S3D (settle_slow_1206.csv): under 1.6% of a 0.5 s run, and every "
-        "runner pays it; the settle run doubled the race of slow models",
+        "4.6-7.8 ms more (2.4-4.1%) on a 190 ms image classifier and nothing beyond the runs' "
+        "own 3% on a 230-270 ms video model (settle_slow_1206.csv): under 1.6% of a 0.5 s "
+        "run, and every runner pays it; the settle run doubled the race of slow models",
     )
     block_s: float = tuned(5e-3, "timed runs of one block last about this long")
     max_block_runs: int = tuned(50, "at most this many timed runs per block")
