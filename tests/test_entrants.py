@@ -163,3 +163,10 @@ def test_a_peer_left_out_no_longer_holds_its_own_plan_in_the_race(
         entry = module.entrants(report.outcome, None, candidates, screening)  # type: ignore[arg-type]
         assert (own in kept[-1]) is expected and (own in entry.first) is expected
         assert ("onnxruntime alone" in entry.skipped_peers) is not expected
+        # A pick no peer stands for enters first: the peers time their own plans' libraries
+        # every round, so a spent budget must not leave the pick the one unmeasured.
+        other = dataclasses.replace(report.outcome, chosen=candidates["single:cpu@numpy"])
+        entry = module.entrants(other, None, candidates, screening)  # type: ignore[arg-type]
+        assert entry.first[0] == "single:cpu@numpy" and (own in entry.first) is expected
+        order = list(entry.plans(candidates, {name: name for name in candidates}))
+        assert order[0] == "single:cpu@numpy"

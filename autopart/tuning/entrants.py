@@ -25,8 +25,10 @@ only those that could still be kept:
 
 Each left out is named, with the figure that left it out, in one note per kind. The
 others enter in heats (:class:`~autopart.tuning.verify.Heats`), in the order
-:meth:`Entrants.plans` gives: the plans the peers stand for, the search's pick, then the
-rest by predicted time.
+:meth:`Entrants.plans` gives: the search's pick, the plans the peers stand for, then the
+rest by predicted time. The pick goes first because it is the one plan the peers cannot
+stand for: a peer runs in every round and times its own plan's library on the whole model,
+so under a spent budget the pick is what would otherwise go unmeasured.
 """
 
 from __future__ import annotations
@@ -96,7 +98,8 @@ def entrants(
     skipped |= set() if thorough else _tools_left_out(screening, skipped_notes, samples)
     skipped |= set() if thorough else _variants_untimed(screening, skipped_notes)
     keep = {plan for peer, plan in peer_equivalents(candidates).items() if peer not in skipped}
-    found = Entrants(first=[*sorted(keep), outcome.chosen.name])
+    by_price = sorted(keep, key=lambda name: (candidates[name].simulation.sequential_s, name))
+    found = Entrants(first=[outcome.chosen.name, *by_price])
     split = {c.name for c in too_split_to_race(outcome)}
     if split:
         named = ", ".join(
