@@ -4,8 +4,9 @@ Each corpus model is tuned from empty profile and search folders, once per check
 each pair, the two checkouts alternating which runs first (pair 1: before, after; pair 2:
 after, before; ...), one process at a time. The earlier commit runs from a git worktree
 made for the run (``git worktree add --detach``, removed at the end). One row per tune:
-wall seconds, the plan kept, its ratio to the best peer in the tune's own race, the peak
-memory the tune prints, and which plans the budget left out of the race.
+wall seconds, the plan kept and its partitions, its ratio to the best peer in the tune's
+own race, the peak memory the tune prints, which plans the budget left out of the race,
+and the race's verdict (its ``kept ...`` note).
 
 Writes ``experiments/results/<tag>.csv`` and prints the medians per model and checkout.
 
@@ -16,6 +17,7 @@ Writes ``experiments/results/<tag>.csv`` and prints the medians per model and ch
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -52,13 +54,18 @@ def tune_once(
     ratio = re.search(r"chosen / best peer: ([0-9.]+)x", text)
     peak = re.search(r"peak memory: ([0-9.]+) GiB", text)
     left = re.search(re.escape(LEFT_OUT) + r"([^.]*?) note:", text + " note:")
+    kept = re.search(r"note: (kept .*?)(?= note:| chosen:)", text)
+    plan = work / "plan.json"
+    partitions = len(json.loads(plan.read_text())["partitions"]) if plan.exists() else 0
     return {
         "status": "ok" if done.returncode == 0 else f"exit {done.returncode}",
         "seconds": seconds,
         "chosen": chosen.group(1) if chosen else "",
         "vs_best_peer": float(ratio.group(1)) if ratio else float("nan"),
         "peak_gib": float(peak.group(1)) if peak else float("nan"),
+        "partitions": partitions,
         "left_out": left.group(1).strip() if left else "",
+        "kept": kept.group(1) if kept else "",
         "detail": "" if done.returncode == 0 else " ".join(done.stderr.strip().splitlines()[-1:]),
     }
 

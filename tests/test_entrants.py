@@ -15,6 +15,7 @@ from autopart.tuning.entrants import (
     Entrants,
     _measured_wrong,
     _peers_behind,
+    _quickest_first,
     _tools_left_out,
     _variants_untimed,
 )
@@ -170,3 +171,31 @@ def test_a_peer_left_out_no_longer_holds_its_own_plan_in_the_race(
         assert entry.first[0] == "single:cpu@numpy" and (own in entry.first) is expected
         order = list(entry.plans(candidates, {name: name for name in candidates}))
         assert order[0] == "single:cpu@numpy"
+
+
+@pytest.mark.slow
+def test_the_plan_of_the_peer_the_screen_timed_quickest_races_beside_the_pick(
+    tiny: Path, tmp_path: Path
+) -> None:
+    """By the screen's timing of the plan or of a peer standing for it, within the
+    tolerance; by prediction where the screen timed neither."""
+    options = TuneOptions.build(
+        targets=["cpu@numpy", "cpu@onnxruntime"], peers=False, rounds=3,
+        profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
+    )  # fmt: skip
+    candidates = tune_model(str(tiny), options).outcome.candidates
+    plans = {"single:cpu@numpy", "single:cpu@onnxruntime"}
+    by_peer = Screening([], [], whole={"onnxruntime alone": timed(0.001), **_numpy(0.002)})
+    assert _quickest_first(plans, candidates, by_peer)[0] == "single:cpu@onnxruntime"
+    slower = Screening([], [], whole={"onnxruntime alone": timed(0.003), **_numpy(0.002)})
+    assert _quickest_first(plans, candidates, slower)[0] == "single:cpu@numpy"
+    wrong = {"onnxruntime alone": timed(0.001, error=1.0), **_numpy(0.002)}
+    assert _quickest_first(plans, candidates, Screening([], [], whole=wrong))[0] == (
+        "single:cpu@numpy"
+    )  # a timing beyond the tolerance ranks nothing
+    predicted = sorted(plans, key=lambda n: candidates[n].simulation.sequential_s)
+    assert _quickest_first(plans, candidates, None) == predicted
+
+
+def _numpy(seconds: float) -> dict[str, Measured]:
+    return {"single:cpu@numpy": timed(seconds)}

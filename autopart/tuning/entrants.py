@@ -25,8 +25,8 @@ only those that could still be kept:
 
 Each left out is named, with the figure that left it out, in one note per kind. The
 others enter in heats (:class:`~autopart.tuning.verify.Heats`), in the order
-:meth:`Entrants.plans` gives: the search's pick, the plans the peers stand for, then the
-rest by predicted time. The pick goes first because it is the one plan the peers cannot
+:meth:`Entrants.plans` gives: the search's pick, the plans the peers stand for (the one
+the screen timed quickest first), then the rest by predicted time. The pick goes first because it is the one plan the peers cannot
 stand for: a peer runs in every round and times its own plan's library on the whole model,
 so under a spent budget the pick is what would otherwise go unmeasured.
 """
@@ -34,6 +34,7 @@ so under a spent budget the pick is what would otherwise go unmeasured.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -98,8 +99,7 @@ def entrants(
     skipped |= set() if thorough else _tools_left_out(screening, skipped_notes, samples)
     skipped |= set() if thorough else _variants_untimed(screening, skipped_notes)
     keep = {plan for peer, plan in peer_equivalents(candidates).items() if peer not in skipped}
-    by_price = sorted(keep, key=lambda name: (candidates[name].simulation.sequential_s, name))
-    found = Entrants(first=[outcome.chosen.name, *by_price])
+    found = Entrants(first=[outcome.chosen.name, *_quickest_first(keep, candidates, screening)])
     split = {c.name for c in too_split_to_race(outcome)}
     if split:
         named = ", ".join(
@@ -136,6 +136,29 @@ def entrants(
     found.skipped_peers = skipped
     found.notes.extend(skipped_notes)
     return found
+
+
+def _quickest_first(
+    plans: set[str], candidates: Mapping[str, Candidate], screening: Screening | None
+) -> list[str]:
+    """The plans the racing peers stand for, the likeliest to be kept first.
+
+    By the screen's whole timing of the plan or of a peer that stands for it (the quicker,
+    within the tolerance), then by predicted time: when the budget leaves room for only
+    one heat, the plan raced beside the pick is the one the best peer stands for.
+    """
+    whole = {} if screening is None else screening.whole
+    standing: dict[str, list[str]] = {}
+    for peer, plan in peer_equivalents(candidates).items():
+        standing.setdefault(plan, []).append(peer)
+
+    def rank(plan: str) -> tuple[float, float, str]:
+        timed = [plan, *standing.get(plan, [])]
+        measured = [whole[n] for n in timed if n in whole]
+        seconds = [m.median_s for m in measured if m.latencies and m.correct]
+        return min(seconds, default=math.inf), candidates[plan].simulation.sequential_s, plan
+
+    return sorted(plans, key=rank)
 
 
 def _measured_wrong(candidates: Mapping[str, Candidate], screening: Screening | None) -> set[str]:
