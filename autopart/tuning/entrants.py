@@ -26,9 +26,10 @@ only those that could still be kept:
 Each left out is named, with the figure that left it out, in one note per kind. The
 others enter in heats (:class:`~autopart.tuning.verify.Heats`), in the order
 :meth:`Entrants.plans` gives: the search's pick, the plans the peers stand for (the one
-the screen timed quickest first), then the rest by predicted time. The pick goes first because it is the one plan the peers cannot
-stand for: a peer runs in every round and times its own plan's library on the whole model,
-so under a spent budget the pick is what would otherwise go unmeasured.
+the screen timed quickest first), then the rest by predicted time. The pick goes first
+because it is the one plan no peer stands for: a peer runs in every round and times its
+own plan's library on the whole model, so under a spent budget the pick is what would
+otherwise go unmeasured.
 """
 
 from __future__ import annotations
