@@ -252,6 +252,15 @@ def test_a_peer_whose_plan_measured_over_the_tolerance_keeps_no_plan() -> None:
     assert kept["openvino alone"].stands_for is None and kept[plan] == runners[plan]
     decision = decide(measured, kept)
     assert decision is not None and decision.chosen == "single:cpu@openvino"
+    # Not timed in the race but measured over the tolerance in the screen: the same.
+    untimed = {name: result for name, result in measured.items() if name != plan}
+    kept = within_tolerance(runners, untimed, wrong_elsewhere={plan})
+    assert kept["openvino alone"].stands_for is None
+    assert within_tolerance(runners, untimed)["openvino alone"].stands_for == plan
+    # Timed in the race within it: the race's measurement decides.
+    measured[plan].max_error = 5.0e-3
+    kept = within_tolerance(runners, measured, wrong_elsewhere={plan})
+    assert kept["openvino alone"].stands_for == plan
 
 
 def test_the_best_peer_is_the_quickest_within_its_tolerance() -> None:
@@ -356,7 +365,7 @@ def test_the_runner_kept_never_leaves_the_race(centres: list[float], seed: int) 
 
 def test_when_the_own_f32_runtimes_fail_the_check_the_note_says_it_cannot_judge() -> None:
     from autopart.tuning.accuracy import own_runtimes
-    from autopart.tuning.choice import cannot_judge
+    from autopart.tuning.beyond_tolerance import cannot_judge
 
     names = own_runtimes()
     assert names  # onnxruntime alone and openvino alone f32, where installed

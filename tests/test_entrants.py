@@ -11,6 +11,7 @@ import pytest
 from autopart import api
 from autopart.ir.target import VirtualDevice
 from autopart.targets.registry import declared_peers
+from autopart.tuning.choice import final_choice
 from autopart.tuning.entrants import (
     Entrants,
     _measured_wrong,
@@ -195,6 +196,23 @@ def test_the_plan_of_the_peer_the_screen_timed_quickest_races_beside_the_pick(
     )  # a timing beyond the tolerance ranks nothing
     predicted = sorted(plans, key=lambda n: candidates[n].simulation.sequential_s)
     assert _quickest_first(plans, candidates, None) == predicted
+    # The peer leads a race its plan never entered: the plan is kept, unless the screen
+    # measured it over the tolerance.
+    twins = {name: name for name in candidates}
+    measured = {"single:cpu@numpy": _six(0.002)}
+    peer = {"onnxruntime alone": _six(0.001)}
+    kept, _ = final_choice("single:cpu@numpy", candidates, twins, measured, peer, [])
+    assert kept == "single:cpu@onnxruntime"
+    screened = {"single:cpu@onnxruntime": timed(0.001, error=1.0)}
+    kept, _ = final_choice("single:cpu@numpy", candidates, twins, measured, peer, [], screened)
+    assert kept == "single:cpu@numpy"
+
+
+def _six(seconds: float) -> Measured:
+    return Measured(
+        latencies=[seconds] * 6, round_medians=[seconds] * 6, round_indices=list(range(6)),
+        tolerance=1e-2,
+    )  # fmt: skip
 
 
 def _numpy(seconds: float) -> dict[str, Measured]:

@@ -23,7 +23,7 @@ from onnx import TensorProto, helper, numpy_helper
 from autopart.ir.onnx_import import load_graph
 from autopart.targets.opencl.device import discover_opencl_devices, unusable_opencl_devices
 from autopart.targets.openvino import library
-from autopart.tuning import choice
+from autopart.tuning import beyond_tolerance
 from autopart.tuning.accuracy import AccuracyPolicy, follow_peer, own_runtimes
 from autopart.tuning.verify import Measured
 from autopart.zoo import zoo_names
@@ -113,12 +113,12 @@ def test_when_no_plan_is_within_the_tolerance_the_most_accurate_is_kept_and_said
         result = Measured(latencies=[median_s] * 3, max_error=error, tolerance=1e-3)
         return result
 
-    kept, notes = choice.most_accurate(
+    kept, notes = beyond_tolerance.most_accurate(
         {"a": measured(5e-2, 1e-3), "b": measured(2e-2, 9e-3), "c": measured(math.inf, 1e-4)},
         "a",
     )
     assert kept == "b" and "most accurate" in notes[0] and "b" in notes[0]
-    assert choice.most_accurate({}, "pick") == ("pick", [])
+    assert beyond_tolerance.most_accurate({}, "pick") == ("pick", [])
 
 
 def test_every_opencl_device_found_is_either_usable_or_left_out_with_a_reason() -> None:

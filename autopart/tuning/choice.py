@@ -32,7 +32,7 @@ from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.search.candidates import Candidate
 from autopart.targets.registry import declared_peers
-from autopart.tuning.accuracy import own_runtimes
+from autopart.tuning.beyond_tolerance import cannot_judge, most_accurate
 from autopart.tuning.clock import Clock
 from autopart.tuning.peers import peer_equivalents
 from autopart.tuning.settings import VERIFY
@@ -210,19 +210,26 @@ class Runner:
 
 
 def within_tolerance(
-    runners: Mapping[str, Runner], measured: Mapping[str, Measured]
+    runners: Mapping[str, Runner],
+    measured: Mapping[str, Measured],
+    wrong_elsewhere: Collection[str] = (),
 ) -> dict[str, Runner]:
-    """``runners`` with each peer standing only for a plan measured within its tolerance.
+    """``runners`` with each peer standing only for a plan not measured over its tolerance.
 
     A library compiles the model as given, and the plan a peer stands for compiles autopart's
     import of it: in reduced precision the two round differently (densenet121 in bf16:
     5.0e-3 alone, 6.4e-3 as the plan). A peer whose plan measured over the tolerance may
-    still lead, but keeping it would keep that plan, so it stands for none.
+    still lead, but keeping it would keep that plan, so it stands for none. The race's
+    measurement of the plan decides; a plan the race did not time is over the tolerance
+    when it is in ``wrong_elsewhere`` (the screen measured it so).
     """
     kept = dict(runners)
     for name, runner in runners.items():
         plan = runner.stands_for
-        if runner.peer and plan is not None and plan in measured and not measured[plan].correct:
+        if not runner.peer or plan is None:
+            continue
+        over = not measured[plan].correct if plan in measured else plan in wrong_elsewhere
+        if over:
             kept[name] = Runner(runner.partitions, None, peer=True)
     return kept
 
@@ -330,42 +337,6 @@ def explain(decision: Decision, measured: Mapping[str, Measured]) -> str:
     return f"{text}{versus}, {verdict}{also}"
 
 
-def most_accurate(measured: Mapping[str, Measured], pick: str) -> tuple[str, list[str]]:
-    """The plan to keep when none is within the tolerance, and the note that says so.
-
-    That is the measured plan of the smallest error (the quickest of equals): the answer
-    closest to the f32 reference, never one further from it. Nothing measured: ``pick``.
-    """
-    finite = {n: m for n, m in measured.items() if math.isfinite(m.max_error)}
-    if not finite:
-        return pick, []
-    kept = min(finite, key=lambda n: (finite[n].max_error, finite[n].median_s))
-    result = finite[kept]
-    return kept, [
-        f"no plan was within the tolerance {result.tolerance:.3g}: kept the most accurate, "
-        f"{kept} (error {result.max_error:.2g})"
-    ]
-
-
-def cannot_judge(peer_results: Mapping[str, Measured]) -> list[str]:
-    """The note that the check cannot judge the model, when its own f32 runtimes fail it.
-
-    Every peer that runs the model as shipped in f32 (:func:`own_runtimes`) that ran is over
-    the tolerance: the user's own runtime disagrees with the f32 reference on these inputs
-    (outputs whose size or order follow the data, such as a detector's boxes), so no plan's
-    error can say whether it keeps the model's answers.
-    """
-    own = {name: peer_results[name] for name in own_runtimes() if name in peer_results}
-    if not own or any(result.correct for result in own.values()):
-        return []
-    shown = ", ".join(f"{name} is {result.max_error:.2g} off" for name, result in own.items())
-    return [
-        f"the check cannot judge this model on these inputs: {shown} the f32 reference "
-        "too (outputs whose size or order follow the data?), so no error here says "
-        "whether a plan keeps the model's answers"
-    ]
-
-
 @dataclass(frozen=True)
 class BudgetedRace:
     """The race's rules under a tune's wall-time budget ``clock``.
@@ -470,15 +441,20 @@ def final_choice(
     measured: Mapping[str, Measured],
     peer_results: Mapping[str, Measured],
     notes: list[str],
+    screened: Mapping[str, Measured] | None = None,
 ) -> tuple[str, Decision | None]:
     """The candidate to keep: decided by the measurements alone (:func:`decide`).
 
     Nothing within the tolerance: the most accurate plan measured, said in a note
     (:func:`most_accurate`); nothing measured (planned only): the search's ``pick``.
-    A peer kept means the plan it stands for. Notes say what was kept, against what, and
-    the interval on the ratio; and when the search's pick failed its check.
+    A peer kept means the plan it stands for, never one measured over the tolerance: by
+    the race, or, where the race did not time it, by the screen (``screened``: what the
+    screen timed whole, by name; :func:`within_tolerance`). Notes say what was kept,
+    against what, and the interval on the ratio; and when the search's pick failed its
+    check.
     """
-    runners = within_tolerance(runners_of(candidates, twins, peer_results), measured)
+    wrong = {twins[n] for n, m in (screened or {}).items() if n in twins and not m.correct}
+    runners = within_tolerance(runners_of(candidates, twins, peer_results), measured, wrong)
     timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
     decision = decide(timed, runners)
     if pick in measured and not measured[pick].correct:

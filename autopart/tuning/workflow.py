@@ -242,7 +242,10 @@ def _tune(
     notes.extend(prepared.rescaling.note())
     notes.extend(prepared.clock.note())
     pick = outcome.chosen.name
-    final, decision = choice.final_choice(pick, candidates, twins, measured, peer_results, notes)
+    screened = None if prepared.screening is None else prepared.screening.whole
+    final, decision = choice.final_choice(
+        pick, candidates, twins, measured, peer_results, notes, screened
+    )
     if not prepared.planned_only and final not in measured:
         notes.append(f"the plan saved, {final}, was not measured: no round of it was kept")
     chosen = candidates[final]
