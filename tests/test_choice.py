@@ -124,6 +124,20 @@ def test_two_rounds_say_too_few_to_tell_never_within_the_noise() -> None:
     assert "too few rounds to tell them apart" in sentence and "noise" not in sentence
 
 
+def test_a_plan_whose_peer_alone_ran_beside_it_is_not_called_the_only_correct_runner() -> None:
+    """The 50,000-node chain's race: its plan and the peer standing for it, nothing else."""
+    measured = {"ilp": _rounds(_noisy(36.3, 6, 0.02, 11)),
+                "onnxruntime alone": _rounds(_noisy(37.3, 6, 0.02, 12))}  # fmt: skip
+    runners = {"ilp": Runner(1, "ilp"), "onnxruntime alone": Runner(1, "ilp", peer=True)}
+    decision = decide(measured, runners)
+    assert decision is not None and decision.rival is None
+    sentence = explain(decision, measured)
+    assert "only correct runner" not in sentence and "onnxruntime alone: its plan" in sentence
+    measured["onnxruntime alone"].max_error = 1.0  # beyond its tolerance: not a correct runner
+    decision = decide(measured, runners)
+    assert decision is not None and explain(decision, measured).endswith("the only correct runner")
+
+
 def test_within_the_noise_the_simpler_plan_is_kept_and_the_interval_reported() -> None:
     measured = {"ilp": _rounds(_noisy(10.0, 15, 0.05, 7)),
                 "single:a": _rounds(_noisy(10.1, 15, 0.05, 8))}  # fmt: skip

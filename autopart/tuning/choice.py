@@ -320,6 +320,9 @@ def explain(decision: Decision, measured: Mapping[str, Measured]) -> str:
     kept = measured[decision.chosen]
     text = f"kept {decision.chosen} ({kept.median_s * 1e3:.3f} ms)"
     if decision.rival is None or decision.interval is None:
+        same = sorted(n for n, m in measured.items() if n != decision.chosen and m.correct)
+        if same:  # every other correct runner stands for the same plan
+            return f"{text}, the only plan among the correct runners ({', '.join(same)}: its plan)"
         return text + ", the only correct runner"
     rival = measured[decision.rival]
     versus = f" against {decision.rival} ({rival.median_s * 1e3:.3f} ms): {decision.interval}"
