@@ -246,13 +246,13 @@ def test_compiles_keyed_alike_are_compiled_alike() -> None:
         library.target_config([0], default),
     ]
     keys = [library._key(model, config, (), None) for config in configs]
-    reported = [_properties(library.compile_onnx(model, config)) for config in configs]
+    settled = [library.settled_config(model, config) for config in configs]  # as compiled
+    reported = [_properties(library.compile_onnx(model, config)) for config in settled]
     for i, j in itertools.combinations(range(len(configs)), 2):
         if keys[i] == keys[j]:
             assert reported[i] == reported[j], (configs[i], configs[j])
-    plan = library.target_config(None, default)
-    if default != library.PRECISION:  # f32's plan turns int8 activations off: not as installed
-        assert library._key(model, {}, (), None) == library._key(model, plan, (), None)
+    plan = library.target_config(None, default)  # at f32: int8 activations off, a no-op here
+    assert library._key(model, {}, (), None) == library._key(model, plan, (), None)
 
 
 def test_openvino_as_installed_and_its_whole_device_plan_compile_once(monkeypatch: Any) -> None:
@@ -262,8 +262,6 @@ def test_openvino_as_installed_and_its_whole_device_plan_compile_once(monkeypatc
     from autopart.targets.openvino import library
 
     default = library.default_precision()
-    if default == library.PRECISION:
-        pytest.skip("OpenVINO computes in f32 here: its plan at f32 turns int8 activations off")
     store = BlobStore(min_compile_s=0.0)
     monkeypatch.setattr(library, "BLOBS", store)
     model = op_chain(43).SerializeToString()
@@ -316,3 +314,48 @@ def test_openvino_as_installed_holds_its_compiled_model_while_it_lives(tmp_path:
     assert held, "the runner's compiled model is no longer known as held"
     x = np.random.default_rng(3).standard_normal((16, 64)).astype(np.float32)
     assert np.isfinite(next(iter(runner({"x": x}).values()))).all()
+
+
+def _int8_weights_model() -> bytes:
+    """x (4 x 64) times weights stored in int8 (DequantizeLinear of an int8 initializer)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    weights = np.random.default_rng(5).integers(-127, 128, (64, 32)).astype(np.int8)
+    graph = helper.make_graph(
+        [
+            helper.make_node("DequantizeLinear", ["w", "scale"], ["w_float"]),
+            helper.make_node("MatMul", ["x", "w_float"], ["y"]),
+        ],
+        "int8_weights",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 32])],
+        [numpy_helper.from_array(weights, "w"),
+         numpy_helper.from_array(np.array(0.02, np.float32), "scale")],
+    )  # fmt: skip
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 19)])
+    return onnx.checker.check_model(model) or model.SerializeToString()
+
+
+def test_int8_activations_stay_off_only_where_the_model_stores_8_bit_tensors() -> None:
+    """A model whose weights are stored in int8 compiles at f32 with the plugin's dynamic
+    quantization off (it would move its outputs), so never as installed; a float model has
+    nothing for it to quantise, and compiles as installed: the same outputs, bit for bit."""
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library
+
+    plan = library.target_config(None, library.PRECISION)
+    assert plan[library.DYNAMIC_QUANTIZATION] == "0"
+    int8 = _int8_weights_model()
+    assert library.settled_config(int8, plan) == plan
+    assert library._key(int8, plan, (), None) != library._key(int8, {}, (), None)
+    float_model = op_chain(20).SerializeToString()
+    settled = library.settled_config(float_model, plan)
+    assert library.DYNAMIC_QUANTIZATION not in settled and settled.items() <= plan.items()
+    assert library.settled_config(b"not a model", plan) == plan  # unreadable: kept off
+    x = np.random.default_rng(3).standard_normal((16, 64)).astype(np.float32)
+    outputs = [
+        library.compile_onnx(float_model, config).create_infer_request().infer([x])[0]
+        for config in (plan, settled)
+    ]
+    np.testing.assert_array_equal(outputs[0], outputs[1])

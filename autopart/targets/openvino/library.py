@@ -29,6 +29,7 @@ from autopart.targets.deadline import compile_deadline
 from autopart.targets.held import Held
 from autopart.targets.openvino import worker
 from autopart.targets.openvino.blobs import BlobStore
+from autopart.targets.openvino.narrow import stores_narrow_tensors
 
 
 def _installed() -> bool:
@@ -249,6 +250,7 @@ def compiled_model(
     bytes pass :data:`COMPILED_CACHE_BYTES` (subgraphs keep theirs alive).
     Raises :class:`TargetError` with OpenVINO's first informative line when it fails.
     """
+    config = settled_config(model_bytes, config)
     key = _key(model_bytes, config, islands, shapes)
     with _COMPILE_LOCK:
         cached = _COMPILED.get(key)
@@ -289,6 +291,7 @@ def compiled_once(
     paid once per process (:mod:`~autopart.targets.openvino.blobs`). Raises OpenVINO's
     own exceptions.
     """
+    config = settled_config(model_bytes, config)
     key = _key(model_bytes, config, (), shapes)
     return _LIVE.get_or_make(key, lambda: _compile(key, model_bytes, config, (), (), shapes))
 
@@ -301,18 +304,39 @@ def _key(
 ) -> _Key:
     """The cache key: the model's SHA-256, the properties, the islands and the shapes.
 
-    The properties are keyed as the plugin takes them (:func:`effective_config`): OpenVINO
-    as installed, compiled with none, keys as the whole-device plan at the default precision
-    where that plan sets only the two hints (bf16; at f32 it also turns int8 activations
-    off), and is compiled once (a 12,400-node stack: 15-17 s a compile, both in every
-    tune's screen).
+    The properties are keyed as the model compiles under them (:func:`settled_config`)
+    and as the plugin takes them (:func:`effective_config`): OpenVINO as installed,
+    compiled with none, keys as the whole-device plan at the default precision (the two
+    hints; at f32 int8 activations off, which changes nothing in a model that stores no
+    8-bit tensor), and is compiled once (a 12,400-node stack: 15-30 s a compile, both in
+    every tune's screen).
     """
+    digest = hashlib.sha256(model_bytes).hexdigest()
     return (
-        hashlib.sha256(model_bytes).hexdigest(),
-        tuple(sorted(effective_config(config).items())),
+        digest,
+        tuple(sorted(effective_config(settled_config(model_bytes, config, digest)).items())),
         tuple(sorted(islands)),
         tuple(sorted((name, tuple(shape)) for name, shape in (shapes or {}).items())),
     )
+
+
+def settled_config(
+    model_bytes: bytes, config: Mapping[str, str], digest: str | None = None
+) -> dict[str, str]:
+    """``config`` as ``model_bytes`` compiles under it (``digest``: its SHA-256, if known).
+
+    Without :data:`DYNAMIC_QUANTIZATION`'s "0" where the model stores no tensor of 8 bits
+    or fewer (:func:`~autopart.targets.openvino.narrow.stores_narrow_tensors`): the plugin
+    quantises activations only beside such weights, so there it changes nothing, and the
+    whole-device f32 plan of such a model compiles as OpenVINO as installed does on a CPU
+    that computes in f32 by default (one compile, shared while either holds it).
+    """
+    if config.get(DYNAMIC_QUANTIZATION) != "0":
+        return dict(config)
+    digest = digest or hashlib.sha256(model_bytes).hexdigest()
+    if stores_narrow_tensors(digest, model_bytes):
+        return dict(config)
+    return {name: value for name, value in config.items() if name != DYNAMIC_QUANTIZATION}
 
 
 def effective_config(config: Mapping[str, str]) -> dict[str, str]:
