@@ -250,8 +250,9 @@ def compiled_model(
     bytes pass :data:`COMPILED_CACHE_BYTES` (subgraphs keep theirs alive).
     Raises :class:`TargetError` with OpenVINO's first informative line when it fails.
     """
-    config = settled_config(model_bytes, config)
-    key = _key(model_bytes, config, islands, shapes)
+    digest = hashlib.sha256(model_bytes).hexdigest()
+    config = settled_config(model_bytes, config, digest)
+    key = _key(model_bytes, config, islands, shapes, digest)
     with _COMPILE_LOCK:
         cached = _COMPILED.get(key)
         if cached is None:
@@ -291,8 +292,9 @@ def compiled_once(
     paid once per process (:mod:`~autopart.targets.openvino.blobs`). Raises OpenVINO's
     own exceptions.
     """
-    config = settled_config(model_bytes, config)
-    key = _key(model_bytes, config, (), shapes)
+    digest = hashlib.sha256(model_bytes).hexdigest()
+    config = settled_config(model_bytes, config, digest)
+    key = _key(model_bytes, config, (), shapes, digest)
     return _LIVE.get_or_make(key, lambda: _compile(key, model_bytes, config, (), (), shapes))
 
 
@@ -301,6 +303,7 @@ def _key(
     config: Mapping[str, str],
     islands: Collection[str],
     shapes: Mapping[str, Sequence[int]] | None,
+    digest: str | None = None,
 ) -> _Key:
     """The cache key: the model's SHA-256, the properties, the islands and the shapes.
 
@@ -309,9 +312,9 @@ def _key(
     compiled with none, keys as the whole-device plan at the default precision (the two
     hints; at f32 int8 activations off, which changes nothing in a model that stores no
     8-bit tensor), and is compiled once (a 12,400-node stack: 15-30 s a compile, both in
-    every tune's screen).
+    every tune's screen). ``digest``: the model's SHA-256, where the caller has it.
     """
-    digest = hashlib.sha256(model_bytes).hexdigest()
+    digest = digest or hashlib.sha256(model_bytes).hexdigest()
     return (
         digest,
         tuple(sorted(effective_config(settled_config(model_bytes, config, digest)).items())),
