@@ -186,16 +186,17 @@ def test_the_plan_of_the_peer_the_screen_timed_quickest_races_beside_the_pick(
     )  # fmt: skip
     candidates = tune_model(str(tiny), options).outcome.candidates
     plans = {"single:cpu@numpy", "single:cpu@onnxruntime"}
+    standing = {"onnxruntime alone": "single:cpu@onnxruntime"}
     by_peer = Screening([], [], whole={"onnxruntime alone": timed(0.001), **_numpy(0.002)})
-    assert _quickest_first(plans, candidates, by_peer)[0] == "single:cpu@onnxruntime"
+    assert _quickest_first(plans, candidates, by_peer, standing)[0] == "single:cpu@onnxruntime"
     slower = Screening([], [], whole={"onnxruntime alone": timed(0.003), **_numpy(0.002)})
-    assert _quickest_first(plans, candidates, slower)[0] == "single:cpu@numpy"
+    assert _quickest_first(plans, candidates, slower, standing)[0] == "single:cpu@numpy"
     wrong = {"onnxruntime alone": timed(0.001, error=1.0), **_numpy(0.002)}
-    assert _quickest_first(plans, candidates, Screening([], [], whole=wrong))[0] == (
+    assert _quickest_first(plans, candidates, Screening([], [], whole=wrong), standing)[0] == (
         "single:cpu@numpy"
     )  # a timing beyond the tolerance ranks nothing
     predicted = sorted(plans, key=lambda n: candidates[n].simulation.sequential_s)
-    assert _quickest_first(plans, candidates, None) == predicted
+    assert _quickest_first(plans, candidates, None, standing) == predicted
     # The peer leads a race its plan never entered: the plan is kept, unless the screen
     # measured it over the tolerance.
     twins = {name: name for name in candidates}

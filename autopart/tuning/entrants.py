@@ -99,8 +99,10 @@ def entrants(
     skipped |= set() if thorough else _peers_too_slow(screening)
     skipped |= set() if thorough else _tools_left_out(screening, skipped_notes, samples)
     skipped |= set() if thorough else _variants_untimed(screening, skipped_notes)
-    keep = {plan for peer, plan in peer_equivalents(candidates).items() if peer not in skipped}
-    found = Entrants(first=[outcome.chosen.name, *_quickest_first(keep, candidates, screening)])
+    equivalents = peer_equivalents(candidates)
+    keep = {plan for peer, plan in equivalents.items() if peer not in skipped}
+    first = _quickest_first(keep, candidates, screening, equivalents)
+    found = Entrants(first=[outcome.chosen.name, *first])
     split = {c.name for c in too_split_to_race(outcome)}
     if split:
         named = ", ".join(
@@ -140,17 +142,21 @@ def entrants(
 
 
 def _quickest_first(
-    plans: set[str], candidates: Mapping[str, Candidate], screening: Screening | None
+    plans: set[str],
+    candidates: Mapping[str, Candidate],
+    screening: Screening | None,
+    equivalents: Mapping[str, str],
 ) -> list[str]:
     """The plans the racing peers stand for, the likeliest to be kept first.
 
     By the screen's whole timing of the plan or of a peer that stands for it (the quicker,
-    within the tolerance), then by predicted time: when the budget leaves room for only
-    one heat, the plan raced beside the pick is the one the best peer stands for.
+    within the tolerance; ``equivalents``: each peer's plan, :func:`peer_equivalents`),
+    then by predicted time: when the budget leaves room for only one heat, the plan raced
+    beside the pick is the one the best peer stands for.
     """
     whole = {} if screening is None else screening.whole
     standing: dict[str, list[str]] = {}
-    for peer, plan in peer_equivalents(candidates).items():
+    for peer, plan in equivalents.items():
         standing.setdefault(plan, []).append(peer)
 
     def rank(plan: str) -> tuple[float, float, str]:
