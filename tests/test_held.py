@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import threading
 
 from hypothesis import given
@@ -44,7 +43,6 @@ def test_a_key_s_object_is_shared_while_held_and_made_anew_once_let_go(
         else:
             holding.pop(key, None)
         del got
-        gc.collect()
         assert len(store) == len(holding)
     store.clear()
     assert len(store) == 0 and store.values() == []
