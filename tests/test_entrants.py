@@ -14,7 +14,6 @@ from autopart.targets.registry import declared_peers
 from autopart.tuning.choice import final_choice
 from autopart.tuning.entrants import (
     Entrants,
-    _measured_wrong,
     _peers_behind,
     _quickest_first,
     _tools_left_out,
@@ -112,7 +111,7 @@ def test_a_tune_races_neither_plans_measured_far_behind_nor_those_measured_wrong
     device = report.outcome.candidates["single:cpu@onnxruntime"]
     unit = dataclasses.replace(device, target=VirtualDevice.parse("cpu/0@onnxruntime"))
     candidates = {**report.outcome.candidates, "single:cpu/0@onnxruntime": unit}
-    marked = _measured_wrong(candidates, Screening([], [], whole=wrong))
+    marked = Screening([], [], whole=wrong).wrong_plans(candidates)
     assert marked == {"single:cpu@onnxruntime", "single:cpu/0@onnxruntime"}  # the unit too
     names = list(report.outcome.candidates)
     entry = Entrants(left_out={names[0]}, first=[names[-1], "not a candidate"])
@@ -204,8 +203,9 @@ def test_the_plan_of_the_peer_the_screen_timed_quickest_races_beside_the_pick(
     peer = {"onnxruntime alone": _six(0.001)}
     kept, _ = final_choice("single:cpu@numpy", candidates, twins, measured, peer, [])
     assert kept == "single:cpu@onnxruntime"
-    screened = {"single:cpu@onnxruntime": timed(0.001, error=1.0)}
-    kept, _ = final_choice("single:cpu@numpy", candidates, twins, measured, peer, [], screened)
+    screened = Screening([], [], whole={"single:cpu@onnxruntime": timed(0.001, error=1.0)})
+    wrong = screened.wrong_plans(candidates)
+    kept, _ = final_choice("single:cpu@numpy", candidates, twins, measured, peer, [], wrong)
     assert kept == "single:cpu@numpy"
 
 

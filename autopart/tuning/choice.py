@@ -444,19 +444,20 @@ def final_choice(
     measured: Mapping[str, Measured],
     peer_results: Mapping[str, Measured],
     notes: list[str],
-    screened: Mapping[str, Measured] | None = None,
+    wrong_by_screen: Collection[str] = (),
 ) -> tuple[str, Decision | None]:
     """The candidate to keep: decided by the measurements alone (:func:`decide`).
 
     Nothing within the tolerance: the most accurate plan measured, said in a note
     (:func:`most_accurate`); nothing measured (planned only): the search's ``pick``.
     A peer kept means the plan it stands for, never one measured over the tolerance: by
-    the race, or, where the race did not time it, by the screen (``screened``: what the
-    screen timed whole, by name; :func:`within_tolerance`). Notes say what was kept,
+    the race, or, where the race did not time it, by the screen (``wrong_by_screen``: the
+    candidates it measured wrong, :meth:`~autopart.tuning.screen.Screening.wrong_plans`;
+    :func:`within_tolerance`). Notes say what was kept,
     against what, and the interval on the ratio; and when the search's pick failed its
     check.
     """
-    wrong = {twins[n] for n, m in (screened or {}).items() if n in twins and not m.correct}
+    wrong = {twins[n] for n in wrong_by_screen if n in twins}
     runners = within_tolerance(runners_of(candidates, twins, peer_results), measured, wrong)
     timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
     decision = decide(timed, runners)

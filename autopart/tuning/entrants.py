@@ -34,14 +34,13 @@ otherwise go unmeasured.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from autopart.costmodel.costs import Costs
 from autopart.plan.schema import Plan
-from autopart.search.candidates import Candidate, CandidateKind, candidate_name
+from autopart.search.candidates import Candidate
 from autopart.search.options import Objective
 from autopart.search.planner import SearchOutcome
 from autopart.targets.registry import declared_peers
@@ -128,7 +127,8 @@ def entrants(
             f"not raced, timed whole at over {VERIFY.race_within:g}x the quickest that "
             f"could be kept ({(quickest or 0.0) * 1e3:.3g} ms): {named}"
         )
-    wrong = _measured_wrong(candidates, screening) - split - {c.name for c in behind}
+    wrong = set() if screening is None else screening.wrong_plans(candidates)
+    wrong -= split | {c.name for c in behind}
     wrong.discard(outcome.chosen.name)
     if wrong:
         found.notes.append(
@@ -166,27 +166,6 @@ def _quickest_first(
         return min(seconds, default=math.inf), candidates[plan].simulation.sequential_s, plan
 
     return sorted(plans, key=rank)
-
-
-def _measured_wrong(candidates: Mapping[str, Candidate], screening: Screening | None) -> set[str]:
-    """One-target candidates whose target, or its whole device, the screen measured wrong.
-
-    A unit computes what its device computes at the same codegen and precision, on fewer
-    cores: the screen's error of the device's whole plan is the unit plan's too.
-    """
-    if screening is None:
-        return set()
-    whole = screening.whole
-    found = set()
-    for name, candidate in candidates.items():
-        target = candidate.target
-        if not candidate.kind.one_target or target is None:
-            continue
-        device = candidate_name(CandidateKind.SINGLE, dataclasses.replace(target, unit=None))
-        for timed in (name, device):
-            if timed in whole and not whole[timed].correct:
-                found.add(name)
-    return found
 
 
 def _quickest_keepable(outcome: SearchOutcome, screening: Screening | None) -> float | None:

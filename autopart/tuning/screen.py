@@ -37,6 +37,7 @@ shorten the schedule, and under pins, forbids or a chosen fallback.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -53,6 +54,7 @@ from autopart.plan.schema import Plan
 from autopart.progress import StageProgress
 from autopart.runtime.executor import Executor
 from autopart.search.baselines import Assignment
+from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.options import Objective
 from autopart.targets.registry import declared_peers
 from autopart.tuning.accuracy import tolerance_peer
@@ -107,6 +109,22 @@ class Screening:
     too_slow: dict[str, float] = field(default_factory=dict)
     compiled: set[str] = field(default_factory=set)
     tools: bool = False
+
+    def wrong_plans(self, candidates: Mapping[str, Candidate]) -> set[str]:
+        """The one-target candidates whose target, or its whole device, timed over the tolerance.
+
+        A unit computes what its device computes at the same codegen and precision, on
+        fewer cores: the screen's error of the device's whole plan is the unit plan's too.
+        """
+        found = set()
+        for name, candidate in candidates.items():
+            target = candidate.target
+            if not candidate.kind.one_target or target is None:
+                continue
+            device = candidate_name(CandidateKind.SINGLE, dataclasses.replace(target, unit=None))
+            if any(t in self.whole and not self.whole[t].correct for t in (name, device)):
+                found.add(name)
+        return found
 
 
 def screens(options: TuneOptions, targets: Sequence[str]) -> bool:

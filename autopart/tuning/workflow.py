@@ -242,9 +242,9 @@ def _tune(
     notes.extend(prepared.rescaling.note())
     notes.extend(prepared.clock.note())
     pick = outcome.chosen.name
-    screened = None if prepared.screening is None else prepared.screening.whole
+    wrong = prepared.screening.wrong_plans(candidates) if prepared.screening else set()
     final, decision = choice.final_choice(
-        pick, candidates, twins, measured, peer_results, notes, screened
+        pick, candidates, twins, measured, peer_results, notes, wrong
     )
     if not prepared.planned_only and final not in measured:
         notes.append(f"the plan saved, {final}, was not measured: no round of it was kept")
