@@ -93,3 +93,19 @@ def zoo_params() -> list[object]:
         pytest.param(name, marks=pytest.mark.slow) if name in HEAVY_ZOO else name
         for name in autopart.zoo_names()
     ]
+
+
+@pytest.fixture
+def variant_peers_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``openvino alone f32`` runs even where it compiles as OpenVINO as installed does.
+
+    On a CPU whose OpenVINO computes in f32 by default the variant is another peer's
+    configuration and is not run (``Peer.redundant``); tests of what a variant peer does
+    ask for it to run wherever OpenVINO is installed.
+    """
+    import dataclasses
+
+    from autopart.targets.openvino import peer
+    from autopart.targets.peer import never
+
+    monkeypatch.setattr(peer, "F32", dataclasses.replace(peer.F32, redundant=never))

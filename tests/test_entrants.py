@@ -56,7 +56,9 @@ def test_peers_beyond_reach_are_not_built_but_never_the_quickest_or_the_toleranc
     assert _peers_behind(Screening([], [], whole=whole), []) == set()  # no incumbent
 
 
-def test_a_variant_peer_races_only_where_the_screen_had_time_to_time_it() -> None:
+def test_a_variant_peer_races_only_where_the_screen_had_time_to_time_it(
+    variant_peers_run: None,
+) -> None:
     """The bar is the libraries as installed: a variant (its library set otherwise) the
     screen's budget cut does not race; the libraries as installed always do."""
     pytest.importorskip("openvino")

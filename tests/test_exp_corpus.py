@@ -14,7 +14,9 @@ from tests.experiment_import import EXPERIMENTS, import_experiment
 from tests.test_profile import tiny_cnn
 
 
-def test_a_mismatch_the_library_alone_makes_is_the_librarys(tmp_path: Path) -> None:
+def test_a_mismatch_the_library_alone_makes_is_the_librarys(
+    tmp_path: Path, variant_peers_run: None
+) -> None:
     pytest.importorskip("openvino")
     exp = import_experiment("exp_corpus")
     sys.path.insert(0, str(EXPERIMENTS / "corpus"))

@@ -73,6 +73,19 @@ def test_bench_columns_keep_their_names_from_the_peer_names() -> None:
     assert sum(peer.sets_tolerance for peer in declared_peers()) == 1
 
 
+def test_a_variant_peer_that_compiles_as_its_library_as_installed_is_run_once() -> None:
+    """``openvino alone f32`` is run where OpenVINO's default precision is not f32, and is
+    not where the two compile under the same effective properties; its column stays."""
+    pytest.importorskip("openvino")
+    from autopart.targets.openvino import library
+
+    hint = {"INFERENCE_PRECISION_HINT": "f32"}
+    same = library.effective_config(hint) == library.effective_config({})
+    available = {peer.name for peer in declared_peers(available=True)}
+    assert ("openvino alone f32" in available) is not same
+    assert "openvino alone" in available and "openvino alone f32" in peer_columns()
+
+
 def _reference_runner(model: PeerModel, inputs: PeerInputs | None) -> Runner:
     """A peer that runs the model on the reference kernels (a library that exists here)."""
     from autopart.ir.onnx_import import load_graph

@@ -363,7 +363,7 @@ def test_a_plan_saved_unmeasured_says_so(
 
 @pytest.mark.slow
 def test_a_spent_budget_times_the_peers_and_their_own_plans_first_and_names_the_rest(
-    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variant_peers_run: None
 ) -> None:
     """The screen's whole timings keep the budget: past its share, only the runners a
     plan must be weighed against are timed (the peer that sets the tolerance, then the

@@ -20,17 +20,20 @@ from autopart.runtime.plan_executor import PlanExecutor
 from autopart.targets.onnxruntime.codegen import OnnxRuntimeSubgraph
 from autopart.targets.openvino.codegen import OpenVinoCodegen
 from autopart.targets.peer import PeerInputs
+from autopart.targets.registry import declared_peers
 from autopart.targets.resolve import available_targets
 from autopart.tuning.peers import peers
 from tests.conftest import make_model
 
 TARGETS = {str(target) for target in available_targets()}
 ON_OPENVINO = [t for t in ("cpu@openvino", "cpu@openvino:bf16") if t in TARGETS]
-PEER_OF = {
-    "cpu@onnxruntime": "onnxruntime alone",
-    "cpu@openvino": "openvino alone f32",
-    "cpu@openvino:bf16": "openvino alone",
-}
+PEER_OF: dict[str, str] = {}  # each whole-CPU target -> the peer run here that stands for it
+for _peer in declared_peers(available=True):
+    if _peer.stands_for_plan:
+        _precision = _peer.precision()
+        PEER_OF.setdefault(
+            f"cpu@{_peer.codegen}" + (f":{_precision}" if _precision else ""), _peer.name
+        )
 
 
 def conv_bn(path: Path) -> Path:

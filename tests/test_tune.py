@@ -261,7 +261,7 @@ def test_a_constraint_that_cannot_hold_fails_before_anything_is_measured(
 
 @pytest.mark.slow
 def test_bench_times_the_peer_every_single_target_baselines_and_the_tuned_plan(
-    tmp_path: Path, profiled: tuple[Path, Path]
+    tmp_path: Path, profiled: tuple[Path, Path], variant_peers_run: None
 ) -> None:
     profiles, model = profiled
     _, table = _bench(model, TARGETS, profiles, tmp_path / "s", rounds=2)
@@ -594,6 +594,7 @@ def test_the_python_api_tunes_and_benches_as_the_commands_do(
 def test_a_peer_that_rejects_the_model_is_left_out_with_a_note(
     monkeypatch: pytest.MonkeyPatch,
     tiny_path: Path,  # noqa: F811
+    variant_peers_run: None,
 ) -> None:
     from autopart.targets.openvino import peer as openvino_peer
     from autopart.tuning.peers import peers
@@ -707,6 +708,7 @@ def test_a_single_target_plan_on_onnxruntime_is_compiled_as_onnxruntime_alone_is
 def test_a_single_target_plan_on_openvino_is_compiled_as_openvino_alone_is(
     tiny_path: Path,  # noqa: F811
     peer_name: str,
+    variant_peers_run: None,
 ) -> None:
     """The plan the peer stands for has every property of the peer's compiled model.
 

@@ -180,6 +180,11 @@ def in_f32() -> str | None:
     return None
 
 
+def never() -> bool:
+    """A peer that is never another peer's configuration on any machine."""
+    return False
+
+
 @dataclass(frozen=True)
 class Peer:
     """One configuration of a codegen's library, run alone at the library's defaults.
@@ -192,6 +197,9 @@ class Peer:
     f32), asked only when needed (it may probe the library). ``linger_s`` is how long its
     threads keep cores busy after a run returns. A ``sets_tolerance`` peer's error on the
     evaluation samples sets the default tolerance (:mod:`autopart.tuning.accuracy`).
+    ``redundant()`` says whether, on this machine, it compiles as another peer of its
+    codegen does (a variant naming the precision its library computes in by default): it
+    is then not run where the peers available here are (:func:`declared_peers`).
 
     A ``tool`` peer is the library with a tool a user runs on the model first (NNCF's or
     onnxruntime's int8 quantisation): it is named ``<codegen> + <tool>`` (``openvino +
@@ -205,6 +213,7 @@ class Peer:
     linger_s: float = 0.0
     sets_tolerance: bool = False
     tool: str = ""
+    redundant: Callable[[], bool] = never
 
     @property
     def name(self) -> str:

@@ -150,14 +150,17 @@ def reference_codegen() -> Codegen:
 def declared_peers(available: bool = False) -> list[Peer]:
     """Every peer the registered codegens offer, each name once (the first codegen's).
 
-    With ``available``, only the peers of codegens whose library is installed here.
+    With ``available``, only the peers of codegens whose library is installed here, and
+    of those only the ones that are not another's configuration here (``Peer.redundant``:
+    ``openvino alone f32`` where OpenVINO computes in f32 by default).
     """
     found: dict[str, Peer] = {}
     for codegen in registered_codegens():
         if available and not codegen.available():
             continue
         for peer in codegen.peers():
-            found.setdefault(peer.name, peer)
+            if not (available and peer.redundant()):
+                found.setdefault(peer.name, peer)
     return list(found.values())
 
 

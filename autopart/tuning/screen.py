@@ -187,7 +187,7 @@ def screen_targets(
     screening = Screening(list(targets), list(targets), whole, tolerance=tolerance)
     screening.tools = judge.real
     screening.timing_s, screening.plans, screening.compiled = timing_s, plans, found.compiled
-    screening.notes.extend(f"screen: {note}" for note in untimed)
+    screening.notes.extend(f"screen: {note}" for note in [*untimed, *_redundant(options)])
     correct = {name: result for name, result in whole.items() if result.correct}
     if correct:
         screening.incumbent = min(correct, key=lambda name: correct[name].median_s)
@@ -261,6 +261,14 @@ def racing_peers_plans(
         if target is not None and target not in found and (timed is None or timed.correct):
             found.append(target)
     return found
+
+
+def _redundant(options: TuneOptions) -> list[str]:
+    """A line naming the peers not run because here they compile as another does."""
+    names = [peer.name for peer in declared_peers() if options.peers and peer.redundant()]
+    if not names:
+        return []
+    return [f"not run, the same configuration as its library as installed here: {', '.join(names)}"]
 
 
 def _drop_too_slow(screening: Screening, found: WholeTimings, fallback: VirtualDevice) -> None:

@@ -3,7 +3,8 @@
 ``openvino alone`` is ``compile_model(model, "CPU")`` with no properties at all, OpenVINO
 as installed: bf16 on CPUs with avx512_bf16 or AMX, about 1e-2 off the reference. Its
 error sets the default tolerance. ``openvino alone f32`` is the same with only the
-f32 precision hint, the exact configuration. Each stands for the whole-host
+f32 precision hint, the exact configuration (on a CPU where OpenVINO computes in f32
+by default, the same as ``openvino alone``, and not run again). Each stands for the whole-host
 ``cpu@openvino`` plan at its precision, which the codegen compiles with the LATENCY hint
 and that precision: OpenVINO's own defaults.
 """
@@ -100,4 +101,15 @@ def _f32(model: PeerModel, inputs: PeerInputs | None) -> Runner:
 AS_INSTALLED = Peer(
     "openvino", _as_installed, precision=as_installed_precision, sets_tolerance=True
 )
-F32 = Peer("openvino", _f32, variant="f32")
+
+
+def _computes_in_f32_as_installed() -> bool:
+    """Whether OpenVINO as installed computes in f32 here: then its f32 variant is itself.
+
+    The two then compile under the same effective properties (the f32 hint is the
+    plugin's default; :func:`~autopart.targets.openvino.library.effective_config`).
+    """
+    return library.HAVE_OPENVINO and as_installed_precision() is None
+
+
+F32 = Peer("openvino", _f32, variant="f32", redundant=_computes_in_f32_as_installed)
