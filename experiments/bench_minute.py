@@ -9,7 +9,10 @@ memory the tune reports, the plan kept and its ratio to the best peer in the tun
 race, and what the screen dropped. Then the two plans kept are timed side by side in one
 interleaved measurement, with the default plan compiled twice for the noise floor:
 ``thorough_vs_default`` is the thorough plan's median over the default plan's, and
-``noise_floor`` how far the default plan's second copy is from its first.
+``noise_floor`` how far the default plan's second copy is from its first; the ``_low`` and
+``_high`` columns bound both ratios over the paired rounds (95%), and ``met`` says the
+default plan is within the noise floor of the thorough one or better (the ratio at least
+1 - the floor, or its interval reaching 1: the thorough plan not shown quicker).
 
     python experiments/bench_minute.py --tag minute_1128 resnet50 densenet121
     python experiments/bench_minute.py --tag minute_1128 --corpus tv_resnet18
@@ -33,6 +36,7 @@ from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.loader import load_model
 from autopart.plan.schema import Plan
+from autopart.tuning.choice import ratio_interval
 from autopart.tuning.verify import measure_plans
 
 sys.path.insert(0, str(Path(__file__).parent / "corpus"))
@@ -88,9 +92,18 @@ def compare(graph: Graph, work: Path, rounds: int = 15) -> dict[str, float]:
     if set(measured) != set(plans):
         return {}
     default = measured["default"].median_s
+    interval = ratio_interval(measured["thorough"], measured["default"])
+    noise = ratio_interval(measured["default again"], measured["default"])
+    floor = abs(measured["default again"].median_s / default - 1.0)
+    ratio = measured["thorough"].median_s / default
     return {
-        "thorough_vs_default": measured["thorough"].median_s / default,
-        "noise_floor": abs(measured["default again"].median_s / default - 1.0),
+        "thorough_vs_default": ratio,
+        "noise_floor": floor,
+        "thorough_vs_default_low": interval.low,
+        "thorough_vs_default_high": interval.high,
+        "noise_low": noise.low,
+        "noise_high": noise.high,
+        "met": bool(ratio >= 1.0 - floor or interval.high >= 1.0),
     }
 
 
