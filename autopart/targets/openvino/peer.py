@@ -19,6 +19,8 @@ import numpy as np
 from autopart.targets.openvino import library
 from autopart.targets.peer import Peer, PeerInputs, PeerModel, Runner, peer_source
 
+_F32_HINT = {"INFERENCE_PRECISION_HINT": "f32"}  # openvino alone f32's only property
+
 
 def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool = False) -> Runner:
     """A runner for ``model`` compiled by OpenVINO for its CPU with no properties at all.
@@ -35,7 +37,7 @@ def openvino_alone(model: PeerModel, inputs: PeerInputs | None = None, f32: bool
     declared, wanted = list(source.inputs), list(source.outputs)
     model_bytes = source.model_bytes
     del source
-    settings = {"INFERENCE_PRECISION_HINT": "f32"} if f32 else {}
+    settings = dict(_F32_HINT) if f32 else {}
     compiled = library.compiled_once(model_bytes, settings, fixed.static_shapes())
     del model_bytes
     return compiled_runner(compiled, declared, wanted, fixed)
@@ -103,13 +105,16 @@ AS_INSTALLED = Peer(
 )
 
 
-def _computes_in_f32_as_installed() -> bool:
-    """Whether OpenVINO as installed computes in f32 here: then its f32 variant is itself.
+def _compiles_as_installed() -> bool:
+    """Whether the f32 variant compiles as OpenVINO as installed does here.
 
-    The two then compile under the same effective properties (the f32 hint is the
-    plugin's default; :func:`~autopart.targets.openvino.library.effective_config`).
+    By the rule the compiled models' cache keys by
+    (:func:`~autopart.targets.openvino.library.effective_config`): where the f32 hint is
+    the plugin's own default, the two are one compiled model.
     """
-    return library.HAVE_OPENVINO and as_installed_precision() is None
+    return library.HAVE_OPENVINO and library.effective_config(_F32_HINT) == (
+        library.effective_config({})
+    )
 
 
-F32 = Peer("openvino", _f32, variant="f32", redundant=_computes_in_f32_as_installed)
+F32 = Peer("openvino", _f32, variant="f32", redundant=_compiles_as_installed)
