@@ -19,9 +19,12 @@ axis), as a user with data passes them. Each model gets one status:
 - ``timeout``: no answer within ``--timeout`` seconds (profiling every op of a large model
   on every target is issue #45's to bound).
 
-``vs_best_peer`` is the kept plan's median over the quickest peer's, from the same
-interleaved rounds (``tune`` times the peers beside its candidates); it is not ``bench``'s
-figure, which also times the plan twice for the noise floor. Writes
+``vs_best_peer`` is the tune's own ratio of the kept plan to the quickest peer within the
+tolerance, over the rounds both ran (``tune`` times the peers beside its candidates;
+``report.json``'s ``vs_best_peer``); a tool peer such as ``openvino + nncf int8`` whose
+error is beyond the tolerance is no bar. It is not ``bench``'s figure, which also times
+the plan twice for the noise floor. Rows without ``paired`` True (written before
+2026-12-06's seventh session) hold the plain medians' ratio over every peer instead. Writes
 ``experiments/results/<tag>.csv`` (it grows model by model) and prints a summary.
 
     python experiments/exp_corpus_tune.py                   # the three peers' targets
@@ -93,7 +96,7 @@ def summary(plan_path: Path, report_path: Path) -> dict[str, Any]:
     plan = json.loads(plan_path.read_text())
     measured = plan.get("measured") or {}
     peers = report.get("peers", {})
-    best = min(peers.values(), default=math.nan)
+    best_name = report.get("best_peer") or ""
     median = measured.get("median_s", math.nan)
     kinds = {row["name"]: row["kind"] for row in report["plans"]}
     return {
@@ -101,9 +104,10 @@ def summary(plan_path: Path, report_path: Path) -> dict[str, Any]:
         "kind": kinds.get(report["chosen"], ""),
         "partitions": len(plan.get("partitions", [])),
         "median_s": median,
-        "best_peer": min(peers, key=peers.__getitem__, default=""),
-        "best_peer_s": best,
-        "vs_best_peer": median / best if best else math.nan,
+        "best_peer": best_name,
+        "best_peer_s": peers.get(best_name, math.nan),
+        "vs_best_peer": report.get("vs_best_peer") or math.nan,
+        "paired": True,
         "error": measured.get("max_error", math.nan),
         "tolerance": measured.get("tolerance", math.nan),
         "within": measured.get("max_error", math.inf) <= measured.get("tolerance", -1.0),

@@ -60,8 +60,11 @@ def test_tune_saves_a_verified_plan_with_prediction_and_report(
     assert all(f"{name} (" in text for name in unraced)  # each left out says so, with why
     # the peers ran at their defaults in the same rounds, and the ratio is shown
     assert "peers as installed: onnxruntime alone" in text and "chosen / best peer" in text
-    peers = json.loads((directory / "report.json").read_text())["peers"]
+    saved = json.loads((directory / "report.json").read_text())
+    peers = saved["peers"]
     assert "onnxruntime alone" in peers and all(s > 0 for s in peers.values())
+    assert f"chosen / best peer: {saved['vs_best_peer']:.2f}x" in text  # the ratio shown, kept
+    assert saved["best_peer"] in peers
     code, output = invoke("run", str(out), "--repeat", "1", "--check")
     assert code == 0 and "(ok)" in output, output
     # not a terminal: one line per stage, with its counts and seconds

@@ -201,12 +201,16 @@ def save_report(
     fingerprint: str,
     notes: list[str],
     peers_s: dict[str, float] | None = None,
+    versus: tuple[str | None, float | None] = (None, None),
 ) -> None:
     """Write ``report.json`` and ``report.csv``.
 
     ``report.json`` holds the choice, the targets, the profile, the notes, every row, the
     peers' measured medians in seconds (``peers``: onnxruntime alone, openvino alone, timed
-    in the same rounds) and the machine-tuned settings in force: every group of
+    in the same rounds), ``versus`` as ``best_peer`` (the quickest peer within the tolerance)
+    and ``vs_best_peer`` (the chosen plan over it, in the rounds both ran:
+    :attr:`~autopart.tuning.tune_report.TuneReport.vs_best_peer`), null where there is none,
+    and the machine-tuned settings in force: every group of
     :func:`~autopart.tuning.settings_record.settings_groups`, by
     :func:`autopart.settings.settings_in_force`.
     """
@@ -218,6 +222,8 @@ def save_report(
         "notes": notes,
         "plans": [row.to_dict() for row in rows],
         "peers": dict(peers_s or {}),
+        "best_peer": versus[0],
+        "vs_best_peer": versus[1],
         "settings": settings_in_force(settings_groups()),
     }
     atomic_write_bytes(directory / REPORT_JSON, (json.dumps(document, indent=1) + "\n").encode())

@@ -57,7 +57,12 @@ class TuneReport:
         ``--precision f32``) is no bar. None when no such peer ran, or the chosen plan was
         not measured.
         """
-        chosen, best = self.measured.get(self.chosen), choice.best_peer(self.peers)
+        chosen, best = self.measured.get(self.chosen), self.best_peer
         if chosen is None or best is None:
             return None
         return choice.paired_ratio(chosen, self.peers[best])
+
+    @property
+    def best_peer(self) -> str | None:
+        """The quickest peer within the tolerance (:func:`~autopart.tuning.choice.best_peer`)."""
+        return choice.best_peer(self.peers)

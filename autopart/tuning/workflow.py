@@ -260,15 +260,17 @@ def _tune(
     for path in [plan_path, *([Path(options.output)] if options.output is not None else [])]:
         plan.save(path)
         written.append(path)
-    save_report(
-        prepared.directory, rows, final, pick, prepared.targets, profile.fingerprint, notes,
-        {name: result.median_s for name, result in peer_results.items()},
-    )  # fmt: skip
-    return TuneReport(
+    report = TuneReport(
         graph.name, prepared.directory, Path(options.output) if options.output else plan_path,
         plan, final, pick, outcome, rows, prepared.profiled, prepared.planned_only, notes,
         peer_results, decision, prepared.measured, prepared.screening, prepared.judge, measured,
     )  # fmt: skip
+    save_report(
+        prepared.directory, rows, final, pick, prepared.targets, profile.fingerprint, notes,
+        {name: result.median_s for name, result in peer_results.items()},
+        (report.best_peer, report.vs_best_peer),
+    )  # fmt: skip
+    return report
 
 
 def _verify(
