@@ -110,7 +110,11 @@ def summary(plan_path: Path, report_path: Path) -> dict[str, Any]:
         "paired": True,
         "error": measured.get("max_error", math.nan),
         "tolerance": measured.get("tolerance", math.nan),
-        "within": measured.get("max_error", math.inf) <= measured.get("tolerance", -1.0),
+        "within": (  # None: the plan saved was not measured
+            None
+            if "max_error" not in measured
+            else measured["max_error"] <= measured.get("tolerance", -1.0)
+        ),
         **{f"peer:{name}": seconds for name, seconds in peers.items()},
     }
 
@@ -158,7 +162,8 @@ def main() -> None:
         print(
             f"vs best peer: median {ratios.median():.3f}x, worst {ratios.max():.3f}x, "
             f"over 1.02x: {(ratios > 1.02).sum()} of {len(ratios)}; "
-            f"outside its own tolerance: {(~ok['within'].astype(bool)).sum()}"
+            f"outside its own tolerance: {(ok['within'] == False).sum()}, "  # noqa: E712
+            f"not measured: {ok['within'].isna().sum()}"
         )
     print(f"wrote {csv} ({len(models)} models)")
 

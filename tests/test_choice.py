@@ -15,6 +15,7 @@ from autopart.tuning.choice import (
     contested,
     decide,
     explain,
+    measured_through_peer,
     paired_ratio,
     peers_behind,
     ratio_interval,
@@ -393,3 +394,25 @@ def test_when_the_own_f32_runtimes_fail_the_check_the_note_says_it_cannot_judge(
     assert note.startswith("the check cannot judge") and f"{names[0]} is 1 off" in note
     assert cannot_judge({names[0]: result(1e-3), **{n: result(1.0) for n in names[1:]}}) == []
     assert cannot_judge({}) == []
+
+
+def test_a_plan_kept_through_its_peer_is_recorded_with_the_peers_rounds() -> None:
+    """Under a spent budget the race may keep a peer whose plan it never ran (the race
+    kept no round of the plan under its own name): the plan saved then carries the rounds
+    and judged error of that peer, which runs it, and a note says so."""
+    plan, peer = "single:cpu@onnxruntime", "onnxruntime alone"
+    peers = {peer: _rounds(_noisy(1.0, 6, 0.01, 3)), "openvino alone": _rounds([1.4] * 6)}
+    for result in peers.values():
+        result.max_error, result.tolerance = 1e-6, 1e-3
+    runners = {peer: Runner(1, plan, peer=True), "openvino alone": Runner(1, None, peer=True)}
+    decision = decide(peers, runners)
+    assert decision is not None and decision.chosen == peer
+    measured: dict[str, Measured] = {}
+    notes = measured_through_peer(plan, decision, measured, peers)
+    assert measured[plan] is peers[peer] and measured[plan].correct
+    assert notes == [f"{plan} is measured as {peer}, which runs this plan: the race kept no "
+                     "round of the plan under its own name"]  # fmt: skip
+    assert measured_through_peer(plan, decision, measured, peers) == []  # measured: as is
+    nothing: dict[str, Measured] = {}
+    assert "was not measured" in measured_through_peer(plan, None, nothing, peers)[0]
+    assert nothing == {}

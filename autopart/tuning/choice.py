@@ -475,3 +475,29 @@ def final_choice(
             "compiled as that library compiles the whole model alone"
         )
     return kept, decision
+
+
+def measured_through_peer(
+    kept: str,
+    decision: Decision | None,
+    measured: dict[str, Measured],
+    peer_results: Mapping[str, Measured],
+) -> list[str]:
+    """Give the kept plan no round of which was kept the rounds of the peer kept for it.
+
+    A peer kept stands for a plan of one partition, compiled from the same model with the
+    same effective options as that library compiles it alone (one compile or session,
+    :mod:`autopart.targets.held`): its rounds and its judged outputs are that plan's. They
+    go into ``measured`` under ``kept``, with a note that says so. A plan with neither gets
+    the note that it was not measured. Returns the notes.
+    """
+    if kept in measured:
+        return []
+    peer = None if decision is None else decision.chosen
+    if peer is not None and peer in peer_results:
+        measured[kept] = peer_results[peer]
+        return [
+            f"{kept} is measured as {peer}, which runs this plan: the race kept no round "
+            "of the plan under its own name"
+        ]
+    return [f"the plan saved, {kept}, was not measured: no round of it was kept"]

@@ -246,8 +246,8 @@ def _tune(
     final, decision = choice.final_choice(
         pick, candidates, twins, measured, peer_results, notes, wrong
     )
-    if not prepared.planned_only and final not in measured:
-        notes.append(f"the plan saved, {final}, was not measured: no round of it was kept")
+    if not prepared.planned_only:
+        notes.extend(choice.measured_through_peer(final, decision, measured, peer_results))
     chosen = candidates[final]
     plan = chosen.plan
     _record(plan, chosen, prepared, options, final, measured)
