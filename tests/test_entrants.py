@@ -209,6 +209,21 @@ def test_the_plan_of_the_peer_the_screen_timed_quickest_races_beside_the_pick(
     wrong = screened.wrong_plans(candidates)
     kept, _ = final_choice("single:cpu@numpy", candidates, twins, measured, peer, [], wrong)
     assert kept == "single:cpu@numpy"
+    # Only the peer is within the tolerance, its plan over it (a model shipped quantised,
+    # whose plan rounds otherwise): the most accurate plan, never the pick for want of one.
+    measured = {"single:cpu@numpy": _six(0.002), "single:cpu@onnxruntime": _six(0.001)}
+    measured["single:cpu@numpy"].max_error = 0.5
+    measured["single:cpu@onnxruntime"].max_error = 1.0
+    notes: list[str] = []
+    pick = "single:cpu@onnxruntime"
+    kept, decision = final_choice(pick, candidates, twins, measured, peer, notes)
+    assert kept == "single:cpu@numpy" and decision is None
+    assert any("kept the most accurate, single:cpu@numpy" in note for note in notes), notes
+    assert any(
+        "onnxruntime alone is within the tolerance" in note
+        and "its own plan, single:cpu@onnxruntime" in note for note in notes
+    ), notes  # fmt: skip
+    assert not any("so the plan saved is" in note for note in notes), notes
 
 
 def _six(seconds: float) -> Measured:

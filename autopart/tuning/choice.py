@@ -448,8 +448,9 @@ def final_choice(
 ) -> tuple[str, Decision | None]:
     """The candidate to keep: decided by the measurements alone (:func:`decide`).
 
-    Nothing within the tolerance: the most accurate plan measured, said in a note
-    (:func:`most_accurate`); nothing measured (planned only): the search's ``pick``.
+    Nothing within the tolerance, or only peers that stand for no plan within it: the
+    most accurate plan measured, said in a note (:func:`most_accurate`), never the
+    search's pick for want of one; nothing measured (planned only): the search's ``pick``.
     A peer kept means the plan it stands for, never one measured over the tolerance: by
     the race, or, where the race did not time it, by the screen (``wrong_by_screen``: the
     candidates it measured wrong, :meth:`~autopart.tuning.screen.Screening.wrong_plans`;
@@ -458,16 +459,20 @@ def final_choice(
     check.
     """
     wrong = {twins[n] for n in wrong_by_screen if n in twins}
-    runners = within_tolerance(runners_of(candidates, twins, peer_results), measured, wrong)
+    every = runners_of(candidates, twins, peer_results)
+    runners = within_tolerance(every, measured, wrong)
     timed = {n: m for n, m in {**measured, **peer_results}.items() if n in runners}
     decision = decide(timed, runners)
     if pick in measured and not measured[pick].correct:
         notes.append(f"the search's pick {pick} failed its output check")
-    if decision is None:
+    if decision is None or runners[decision.chosen].stands_for is None:
         kept, note = most_accurate(measured, pick)
+        if decision is not None:  # only peers that stand for no plan are within it
+            chosen = decision.chosen
+            note.append(_no_plan_as_peer(chosen, timed[chosen], every[chosen].stands_for))
         notes.extend([*note, *cannot_judge(peer_results)])
         return kept, None
-    kept = runners[decision.chosen].stands_for or pick
+    kept = runners[decision.chosen].stands_for
     notes.append(explain(decision, timed))
     if decision.chosen in peer_results:
         notes.append(
@@ -475,6 +480,18 @@ def final_choice(
             "compiled as that library compiles the whole model alone"
         )
     return kept, decision
+
+
+def _no_plan_as_peer(peer: str, result: Measured, own_plan: str | None) -> str:
+    """The note when ``peer``, within the tolerance, stands for no plan that is."""
+    why = (
+        "no plan on these targets stands for it" if own_plan is None
+        else f"its own plan, {own_plan}, is over it"
+    )  # fmt: skip
+    return (
+        f"{peer} is within the tolerance (error {result.max_error:.2g}), but no plan "
+        f"measured computes as it does: {why}"
+    )
 
 
 def measured_through_peer(
