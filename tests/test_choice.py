@@ -15,12 +15,12 @@ from autopart.tuning.choice import (
     contested,
     decide,
     explain,
-    measured_through_peer,
     paired_ratio,
     peers_behind,
     ratio_interval,
     within_tolerance,
 )
+from autopart.tuning.kept_measure import measured_through_peer
 from autopart.tuning.verify import Measured
 
 
@@ -416,3 +416,9 @@ def test_a_plan_kept_through_its_peer_is_recorded_with_the_peers_rounds() -> Non
     nothing: dict[str, Measured] = {}
     assert "was not measured" in measured_through_peer(plan, None, nothing, peers)[0]
     assert nothing == {}
+    # The screen timed the plan itself whole: its own rounds and error, before the peer's.
+    own = _rounds([1.1] * 3)
+    own.max_error, own.tolerance = 2e-6, 1e-3
+    screened: dict[str, Measured] = {}
+    notes = measured_through_peer(plan, decision, screened, peers, {plan: own})
+    assert screened[plan] is own and "the screen's whole timing" in notes[0]

@@ -2,7 +2,8 @@
 
 The plan closest to the f32 reference (:func:`most_accurate`), and, when the user's own
 f32 runtimes fail the check too, the note that the check cannot judge the model on these
-inputs (:func:`cannot_judge`).
+inputs (:func:`cannot_judge`); when only peers that stand for no plan are within it, the
+note naming such a peer (:func:`no_plan_as_peer`).
 """
 
 from __future__ import annotations
@@ -48,3 +49,18 @@ def cannot_judge(peer_results: Mapping[str, Measured]) -> list[str]:
         "too (outputs whose size or order follow the data?), so no error here says "
         "whether a plan keeps the model's answers"
     ]
+
+
+def no_plan_as_peer(peer: str, result: Measured, own_plan: str | None) -> str:
+    """The note when ``peer``, within the tolerance, stands for no plan that is.
+
+    ``own_plan`` is the plan it stands for, over the tolerance (None: none on these targets).
+    """
+    why = (
+        "no plan on these targets stands for it" if own_plan is None
+        else f"its own plan, {own_plan}, is over it"
+    )  # fmt: skip
+    return (
+        f"{peer} is within the tolerance (error {result.max_error:.2g}), but no plan "
+        f"measured computes as it does: {why}"
+    )

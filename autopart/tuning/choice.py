@@ -32,7 +32,7 @@ from autopart.ir.target import VirtualDevice
 from autopart.plan.schema import Plan
 from autopart.search.candidates import Candidate
 from autopart.targets.registry import declared_peers
-from autopart.tuning.beyond_tolerance import cannot_judge, most_accurate
+from autopart.tuning.beyond_tolerance import cannot_judge, most_accurate, no_plan_as_peer
 from autopart.tuning.clock import Clock
 from autopart.tuning.peers import peer_equivalents
 from autopart.tuning.settings import VERIFY
@@ -469,7 +469,7 @@ def final_choice(
         kept, note = most_accurate(measured, pick)
         if decision is not None:  # only peers that stand for no plan are within it
             chosen = decision.chosen
-            note.append(_no_plan_as_peer(chosen, timed[chosen], every[chosen].stands_for))
+            note.append(no_plan_as_peer(chosen, timed[chosen], every[chosen].stands_for))
         notes.extend([*note, *cannot_judge(peer_results)])
         return kept, None
     kept = runners[decision.chosen].stands_for
@@ -480,41 +480,3 @@ def final_choice(
             "compiled as that library compiles the whole model alone"
         )
     return kept, decision
-
-
-def _no_plan_as_peer(peer: str, result: Measured, own_plan: str | None) -> str:
-    """The note when ``peer``, within the tolerance, stands for no plan that is."""
-    why = (
-        "no plan on these targets stands for it" if own_plan is None
-        else f"its own plan, {own_plan}, is over it"
-    )  # fmt: skip
-    return (
-        f"{peer} is within the tolerance (error {result.max_error:.2g}), but no plan "
-        f"measured computes as it does: {why}"
-    )
-
-
-def measured_through_peer(
-    kept: str,
-    decision: Decision | None,
-    measured: dict[str, Measured],
-    peer_results: Mapping[str, Measured],
-) -> list[str]:
-    """Give the kept plan no round of which was kept the rounds of the peer kept for it.
-
-    A peer kept stands for a plan of one partition, compiled from the same model with the
-    same effective options as that library compiles it alone (one compile or session,
-    :mod:`autopart.targets.held`): its rounds and its judged outputs are that plan's. They
-    go into ``measured`` under ``kept``, with a note that says so. A plan with neither gets
-    the note that it was not measured. Returns the notes.
-    """
-    if kept in measured:
-        return []
-    peer = None if decision is None else decision.chosen
-    if peer is not None and peer in peer_results:
-        measured[kept] = peer_results[peer]
-        return [
-            f"{kept} is measured as {peer}, which runs this plan: the race kept no round "
-            "of the plan under its own name"
-        ]
-    return [f"the plan saved, {kept}, was not measured: no round of it was kept"]

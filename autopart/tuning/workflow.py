@@ -47,6 +47,7 @@ from autopart.tuning.entrants import entrants
 from autopart.tuning.finite import check_seeded_reference, stand_in_notes
 from autopart.tuning.heats import Heats
 from autopart.tuning.judge import Judge
+from autopart.tuning.kept_measure import measured_through_peer
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import (
@@ -247,7 +248,9 @@ def _tune(
         pick, candidates, twins, measured, peer_results, notes, wrong
     )
     if not prepared.planned_only:
-        notes.extend(choice.measured_through_peer(final, decision, measured, peer_results))
+        screened = prepared.screening.whole if prepared.screening is not None else {}
+        whole = {twins.get(name, name): result for name, result in screened.items()}
+        notes.extend(measured_through_peer(final, decision, measured, peer_results, whole))
     chosen = candidates[final]
     plan = chosen.plan
     _record(plan, chosen, prepared, options, final, measured)

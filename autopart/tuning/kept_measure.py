@@ -1,0 +1,45 @@
+"""The measurement a kept plan is saved with when the race kept no round of it.
+
+Under a spent budget the race may keep a peer whose plan it never ran under the plan's own
+name (:func:`~autopart.tuning.choice.final_choice`); the plan saved still gets a
+measurement, and a note says where it came from (:func:`measured_through_peer`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from autopart.tuning.choice import Decision
+from autopart.tuning.verify import Measured
+
+
+def measured_through_peer(
+    kept: str,
+    decision: Decision | None,
+    measured: dict[str, Measured],
+    peer_results: Mapping[str, Measured],
+    whole: Mapping[str, Measured] | None = None,
+) -> list[str]:
+    """Give the kept plan no round of which the race kept a measurement from elsewhere.
+
+    First the screen's whole timing of that very plan (``whole``, by candidate name): its
+    own rounds, its own outputs judged. Else, when the race kept a peer for it, the peer's:
+    a peer stands for a plan of one partition compiled as its library compiles the model
+    alone (one compile or session, :mod:`autopart.targets.held`), so its rounds are that
+    plan's, and its outputs are within ulps of the plan's. Either goes into ``measured``
+    under ``kept``, with a note that says which. A plan with neither gets the note that it
+    was not measured. Returns the notes.
+    """
+    if kept in measured:
+        return []
+    if whole is not None and kept in whole and whole[kept].latencies:
+        measured[kept] = whole[kept]
+        return [f"{kept} is measured by the screen's whole timing: the race kept no round of it"]
+    peer = None if decision is None else decision.chosen
+    if peer is not None and peer in peer_results:
+        measured[kept] = peer_results[peer]
+        return [
+            f"{kept} is measured as {peer}, which runs this plan: the race kept no round "
+            "of the plan under its own name"
+        ]
+    return [f"the plan saved, {kept}, was not measured: no round of it was kept"]
