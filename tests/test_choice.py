@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -421,4 +422,7 @@ def test_a_plan_kept_through_its_peer_is_recorded_with_the_peers_rounds() -> Non
     own.max_error, own.tolerance = 2e-6, 1e-3
     screened: dict[str, Measured] = {}
     notes = measured_through_peer(plan, decision, screened, peers, {plan: own})
-    assert screened[plan] is own and "the screen's whole timing" in notes[0]
+    assert screened[plan].round_medians == own.round_medians and screened[plan].correct
+    assert "the screen's whole timing" in notes[0]
+    # Its rounds were not the race's: no race round pairs with them.
+    assert paired_ratio(screened[plan], peers[peer]) == pytest.approx(1.1 / peers[peer].median_s)

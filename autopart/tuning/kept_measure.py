@@ -7,6 +7,7 @@ measurement, and a note says where it came from (:func:`measured_through_peer`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from autopart.tuning.choice import Decision
@@ -23,17 +24,21 @@ def measured_through_peer(
     """Give the kept plan no round of which the race kept a measurement from elsewhere.
 
     First the screen's whole timing of that very plan (``whole``, by candidate name): its
-    own rounds, its own outputs judged. Else, when the race kept a peer for it, the peer's:
-    a peer stands for a plan of one partition compiled as its library compiles the model
-    alone (one compile or session, :mod:`autopart.targets.held`), so its rounds are that
-    plan's, and its outputs are within ulps of the plan's. Either goes into ``measured``
-    under ``kept``, with a note that says which. A plan with neither gets the note that it
-    was not measured. Returns the notes.
+    own rounds, its own outputs judged; those rounds ran in no round of the race, so they
+    are renumbered to pair with none (:func:`~autopart.tuning.choice.paired_ratio`). Else,
+    when the race kept a peer for it, the peer's: a peer stands for a plan of one partition
+    compiled as its library compiles the model alone (one compile or session,
+    :mod:`autopart.targets.held`), so its rounds time that plan, and its judged error is
+    the peer's. Either goes into ``measured`` under ``kept``, with a note that says
+    which. A plan with neither gets the note that it was not measured. Returns
+    the notes.
     """
     if kept in measured:
         return []
     if whole is not None and kept in whole and whole[kept].latencies:
-        measured[kept] = whole[kept]
+        screened = whole[kept]  # its rounds are the screen's own: they pair with no race round
+        unpaired = [-1 - index for index in range(len(screened.round_indices))]
+        measured[kept] = dataclasses.replace(screened, round_indices=unpaired)
         return [f"{kept} is measured by the screen's whole timing: the race kept no round of it"]
     peer = None if decision is None else decision.chosen
     if peer is not None and peer in peer_results:
