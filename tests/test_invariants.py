@@ -10,21 +10,31 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from onnx import TensorProto, helper, numpy_helper
 
+from autopart.ir.graph import Graph
 from autopart.ir.onnx_import import load_graph
 from autopart.targets.opencl.device import discover_opencl_devices, unusable_opencl_devices
 from autopart.targets.openvino import library
 from autopart.tuning import beyond_tolerance
-from autopart.tuning.accuracy import AccuracyPolicy, follow_peer, own_runtimes
+from autopart.tuning.accuracy import (
+    AccuracyPolicy,
+    follow_peer,
+    made_for_runtimes,
+    own_runtimes,
+)
 from autopart.tuning.verify import Measured
 from autopart.zoo import zoo_names
 from tests.conftest import make_model
@@ -101,6 +111,34 @@ def test_a_runtime_further_off_than_quantisation_noise_sets_no_floor() -> None:
     errors = {**ERRORS, "openvino alone f32": 0.72}  # another model, not a rounding of it
     floor = ("onnxruntime alone", "openvino alone f32")
     assert follow_peer(errors, floor_peers=floor) == pytest.approx(1.1 * 3.8e-3)
+
+
+@given(
+    own=st.floats(0.0, 5.0),
+    others=st.dictionaries(
+        st.sampled_from(["openvino alone", "openvino alone f32"]), st.floats(0.0, 5.0)
+    ),
+)
+@settings(max_examples=60, deadline=None)
+def test_the_runtime_a_quantised_model_was_made_for_never_fails_its_tolerance(
+    own: float, others: dict[str, float]
+) -> None:
+    """However far its rounding of whole quantisation steps takes it from the reference
+    (a dynamically quantised decoder's onnxruntime: 1.04 off), while another runtime
+    further off than quantisation noise still sets no floor."""
+    assert made_for_runtimes() == ("onnxruntime alone",)
+    errors = {**others, "onnxruntime alone": own}
+    for policy in (AccuracyPolicy(), AccuracyPolicy(precisions=("f32",))):
+        rule = policy.tolerance_rule(_quantised_graph())
+        assert callable(rule) and rule(errors) >= own
+        beyond = {**errors, "openvino alone f32": own + 0.72}
+        assert rule(beyond) == pytest.approx(rule({**errors, "openvino alone f32": 0.0}))
+
+
+@functools.cache
+def _quantised_graph() -> Graph:
+    with tempfile.TemporaryDirectory() as folder:
+        return load_graph(str(_quantised_model(Path(folder) / "q.onnx")))
 
 
 def test_a_non_finite_error_sets_no_tolerance() -> None:

@@ -36,7 +36,8 @@ from autopart.profile.sensitivity import (
 from autopart.search.options import PeerMultiple, ToleranceSpec, parse_tolerance
 from autopart.settings import COMMON
 from autopart.targets import qdq, quant_ranges
-from autopart.targets.registry import declared_peers
+from autopart.targets.codegen import Role
+from autopart.targets.registry import codegen_for, declared_peers
 from autopart.tuning.drop_model import in_metric_units, measured_drops
 from autopart.tuning.judge import Judge
 from autopart.tuning.metrics import MAX_REL, Metric
@@ -110,7 +111,9 @@ class AccuracyPolicy:
         peers', :func:`own_runtimes`) plus the allowance, with f32 alone too: a plan as
         close to the reference as onnxruntime alone is as right as the user's own runtime.
         That floor is what judges a model that ships quantised (:data:`QUANTISED_MODEL_OPS`):
-        its runtimes round its integer kernels a quantisation step from the reference; and
+        its runtimes round its integer kernels a quantisation step from the reference, and
+        the runtime it was quantised for (:func:`made_for_runtimes`) floors it however far
+        off it is, so that runtime never fails its tolerance; and
         a detector whose f32 runtimes move its boxes by 1.8e-3 (onnxruntime alone on
         keypointrcnn), while OpenVINO as installed finds another number of them (error
         ``inf``, which sets nothing).
@@ -124,14 +127,19 @@ class AccuracyPolicy:
         if isinstance(self.tolerance, float):
             return self.tolerance
         floor = own_runtimes() if graph is not None else ()
+        made_for = made_for_runtimes() if graph is not None and ships_quantised(graph) else ()
         if self.exact:
             if not floor:
                 return COMMON.check_tolerance
-            return functools.partial(follow_peer, factor=0.0, floor_peers=floor)
+            return functools.partial(
+                follow_peer, factor=0.0, floor_peers=floor, made_for_peers=made_for
+            )
         factor = None if self.tolerance is None else self.tolerance.factor
         if factor is None and not floor:
             return follow_peer
-        return functools.partial(follow_peer, factor=factor, floor_peers=floor)
+        return functools.partial(
+            follow_peer, factor=factor, floor_peers=floor, made_for_peers=made_for
+        )
 
     def describe(self, metric: Metric | None = None) -> str:
         """One line: the precisions allowed and the budget on ``metric`` (None: max-rel)."""
@@ -163,6 +171,7 @@ def follow_peer(
     errors: Mapping[str, float],
     factor: float | None = None,
     floor_peers: Sequence[str] = (),
+    made_for_peers: Sequence[str] = (),
 ) -> float:
     """The budget from every runner's error: :func:`tolerance_peer`'s times ``factor``.
 
@@ -172,7 +181,10 @@ def follow_peer(
     sums); that tolerance where that peer did not run. Never below the error of any of
     ``floor_peers`` plus the allowance either, up to :data:`QUANTISATION_NOISE`: a runtime
     further off computes another model, not a rounding of this one (OpenVINO was 72% off
-    onnxruntime on a quantised text decoder). A non-finite error sets nothing.
+    onnxruntime on a quantised text decoder). The error of any of ``made_for_peers`` (the
+    runtime a model that ships quantised was made for) floors it with no such cap: a
+    dynamically quantised decoder's own onnxruntime is 1.04 off the reference, as far as
+    every plan, because ulps flip whole quantisation steps. A non-finite error sets nothing.
     """
     name = tolerance_peer()
     peer = None if name is None else errors.get(name)
@@ -184,6 +196,7 @@ def follow_peer(
         for p in floor_peers
         if p in errors and np.isfinite(errors[p]) and errors[p] <= QUANTISATION_NOISE
     ]
+    floors += [errors[p] for p in made_for_peers if p in errors and np.isfinite(errors[p])]
     return max([chosen, *(error * DEFAULT_PEER_FACTOR for error in floors)])
 
 
@@ -207,6 +220,27 @@ def check_max_drop(value: object) -> float:
     if value < 0:
         raise InputError(f"--max-drop must be a finite number of at least 0, not {value}")
     return float(value)
+
+
+def ships_quantised(graph: Graph) -> bool:
+    """Whether ``graph`` holds an op only a model shipped quantised holds."""
+    return any(node.op_type in QUANTISED_MODEL_OPS for node in graph.nodes)
+
+
+def made_for_runtimes() -> tuple[str, ...]:
+    """The peers a model shipped quantised was made for: the oracle's library alone.
+
+    ONNX's integer and quantise ops are what onnxruntime's quantiser writes; the oracle
+    codegen (:attr:`~autopart.targets.codegen.Role.ORACLE`) runs a whole model as its
+    library does, so that peer, as installed and without a tool, is the model's own runtime.
+    """
+    oracle = codegen_for(Role.ORACLE)
+    return tuple(
+        peer.name
+        for peer in declared_peers()
+        if oracle is not None and peer.codegen == oracle.name and not peer.tool
+        and not peer.variant and peer.precision() is None
+    )  # fmt: skip
 
 
 def own_runtimes() -> tuple[str, ...]:
