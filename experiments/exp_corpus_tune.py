@@ -24,7 +24,7 @@ tolerance, over the rounds both ran (``tune`` times the peers beside its candida
 ``report.json``'s ``vs_best_peer``); a tool peer such as ``openvino + nncf int8`` whose
 error is beyond the tolerance is no bar. It is not ``bench``'s figure, which also times
 the plan twice for the noise floor. Rows without ``paired`` True (written before
-2026-12-06's seventh session) hold the plain medians' ratio over every peer instead. Writes
+session 30, 2026-12-06) hold the plain medians' ratio over every peer instead. Writes
 ``experiments/results/<tag>.csv`` (it grows model by model) and prints a summary.
 
     python experiments/exp_corpus_tune.py                   # the three peers' targets
