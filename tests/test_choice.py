@@ -21,7 +21,7 @@ from autopart.tuning.choice import (
     ratio_interval,
     within_tolerance,
 )
-from autopart.tuning.kept_measure import measured_through_peer
+from autopart.tuning.kept_measure import measured_outside_race
 from autopart.tuning.verify import Measured
 
 
@@ -409,19 +409,19 @@ def test_a_plan_kept_through_its_peer_is_recorded_with_the_peers_rounds() -> Non
     decision = decide(peers, runners)
     assert decision is not None and decision.chosen == peer
     measured: dict[str, Measured] = {}
-    notes = measured_through_peer(plan, decision, measured, peers)
+    notes = measured_outside_race(plan, decision, measured, peers)
     assert measured[plan] is peers[peer] and measured[plan].correct
     assert notes == [f"{plan} is measured as {peer}, which runs this plan: the race kept no "
                      "round of the plan under its own name"]  # fmt: skip
-    assert measured_through_peer(plan, decision, measured, peers) == []  # measured: as is
+    assert measured_outside_race(plan, decision, measured, peers) == []  # measured: as is
     nothing: dict[str, Measured] = {}
-    assert "was not measured" in measured_through_peer(plan, None, nothing, peers)[0]
+    assert "was not measured" in measured_outside_race(plan, None, nothing, peers)[0]
     assert nothing == {}
     # The screen timed the plan itself whole: its own rounds and error, before the peer's.
     own = _rounds([1.1] * 3)
     own.max_error, own.tolerance = 2e-6, 1e-3
     screened: dict[str, Measured] = {}
-    notes = measured_through_peer(plan, decision, screened, peers, {plan: own})
+    notes = measured_outside_race(plan, decision, screened, peers, {plan: own})
     assert screened[plan].round_medians == own.round_medians and screened[plan].correct
     assert "the screen's whole timing" in notes[0]
     # Its rounds were not the race's: no race round pairs with them.

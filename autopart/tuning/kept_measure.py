@@ -2,7 +2,7 @@
 
 Under a spent budget the race may keep a peer whose plan it never ran under the plan's own
 name (:func:`~autopart.tuning.choice.final_choice`); the plan saved still gets a
-measurement, and a note says where it came from (:func:`measured_through_peer`).
+measurement, and a note says where it came from (:func:`measured_outside_race`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from autopart.tuning.choice import Decision
 from autopart.tuning.verify import Measured
 
 
-def measured_through_peer(
+def measured_outside_race(
     kept: str,
     decision: Decision | None,
     measured: dict[str, Measured],

@@ -265,8 +265,10 @@ def racing_peers_plans(
 
 def _redundant(options: TuneOptions) -> list[str]:
     """A line naming the peers not run because here they compile as another does."""
+    if not options.peers:
+        return []
     names = [peer.name for peer in declared_peers() if peer.redundant()]
-    if not options.peers or not names:
+    if not names:
         return []
     return [f"not run, the same configuration as its library as installed here: {', '.join(names)}"]
 

@@ -47,7 +47,7 @@ from autopart.tuning.entrants import entrants
 from autopart.tuning.finite import check_seeded_reference, stand_in_notes
 from autopart.tuning.heats import Heats
 from autopart.tuning.judge import Judge
-from autopart.tuning.kept_measure import measured_through_peer
+from autopart.tuning.kept_measure import measured_outside_race
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import (
@@ -250,7 +250,7 @@ def _tune(
     if not prepared.planned_only:
         screened = prepared.screening.whole if prepared.screening is not None else {}
         whole = {twins.get(name, name): result for name, result in screened.items()}
-        notes.extend(measured_through_peer(final, decision, measured, peer_results, whole))
+        notes.extend(measured_outside_race(final, decision, measured, peer_results, whole))
     chosen = candidates[final]
     plan = chosen.plan
     _record(plan, chosen, prepared, options, final, measured)
