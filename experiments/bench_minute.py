@@ -117,7 +117,7 @@ def main() -> None:
     args = parser.parse_args()
     jobs = [(name, name, []) for name in args.models]
     graphs = {name: lambda name=name: load_model(name) for name in args.models}
-    for model in select(load_corpus(), args.corpus):
+    for model in select(load_corpus(), args.corpus) if args.corpus else []:  # none: no corpus
         jobs.append((model.name, str(model.path()), model.cli_arguments()))
         graphs[model.name] = lambda m=model: load_model(str(m.path()), m.input_shapes(), m.frozen())
     rows: list[dict[str, Any]] = []

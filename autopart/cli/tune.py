@@ -217,6 +217,8 @@ def _print_peers(report: TuneReport, metric: Metric) -> None:
     )
     ratio = report.vs_best_peer
     versus = "" if ratio is None else f"; chosen / best peer: {ratio:.2f}x"
+    if ratio is not None and report.apart_from_best_peer:
+        versus += " (timed apart, no interval)"
     console.print(f"peers as installed: {timed}{versus}")
     measured = report.plan.measured
     if metric.name not in (AGREEMENT, TOPK) or measured is None or measured.max_error is None:

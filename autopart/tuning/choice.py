@@ -67,7 +67,7 @@ class Interval:
             first, second = self.unpaired
             return (
                 f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] ({VERIFY.confidence:.0%} "
-                f"interval over {first} and {second} rounds unpaired: different heats)"
+                f"interval over {first} and {second} rounds unpaired: timed apart)"
             )
         if math.isinf(self.high):
             return f"{self.ratio:.3f}x (only {self.rounds} paired rounds: no interval)"
@@ -111,15 +111,17 @@ def paired_ratio(first: Measured, second: Measured) -> float:
 def ratio_interval(first: Measured, second: Measured) -> Interval:
     """``first``'s median over ``second``'s on their paired rounds, with its interval.
 
-    Two runners of different heats, too few rounds paired but enough each, are compared
-    over their own rounds unpaired (:attr:`Interval.unpaired`).
+    Two runners timed apart (different heats, or the screen's sessions), too few rounds
+    paired but enough each, are compared over their own rounds unpaired
+    (:attr:`Interval.unpaired`); with no round paired and too few each, by the ratio of
+    their whole medians, with no interval.
     """
     a, b = paired_rounds(first, second)
     enough = VERIFY.min_paired_rounds
     if len(a) < enough and min(len(first.round_medians), len(second.round_medians)) >= enough:
         return _unpaired_interval(first.round_medians, second.round_medians)
-    if not a:
-        return Interval(math.nan, 0.0, math.inf, 0)
+    if not a:  # no round in common: their whole medians, and nothing known of the noise
+        return Interval(first.median_s / second.median_s, 0.0, math.inf, 0)
     ratio = statistics.median(a) / statistics.median(b)  # paired_ratio's, pairs in hand
     if len(a) < enough:
         return Interval(ratio, 0.0, math.inf, len(a))

@@ -63,6 +63,19 @@ class TuneReport:
         return choice.paired_ratio(chosen, self.peers[best])
 
     @property
+    def apart_from_best_peer(self) -> bool:
+        """Whether :attr:`vs_best_peer` compares runs timed apart: no round of both.
+
+        So when the screen's timings decided (:mod:`~autopart.tuning.screen_verdict`), or
+        the plan was measured outside the race: the ratio then carries the drift between
+        two sessions, with no interval.
+        """
+        chosen, best = self.measured.get(self.chosen), self.best_peer
+        if chosen is None or best is None:
+            return False
+        return not choice.paired_rounds(chosen, self.peers[best])[0]
+
+    @property
     def best_peer(self) -> str | None:
         """The quickest peer within the tolerance (:func:`~autopart.tuning.choice.best_peer`)."""
         return choice.best_peer(self.peers)

@@ -67,6 +67,7 @@ from autopart.tuning.plan_rows import (
 )
 from autopart.tuning.profiling import profile_stage
 from autopart.tuning.screen import Screening
+from autopart.tuning.screen_verdict import screen_verdict
 from autopart.tuning.settings import ACCURACY, VERIFY
 from autopart.tuning.tune_report import TuneReport
 from autopart.tuning.verify import Measured, measure_plans
@@ -223,6 +224,9 @@ def _tune(
             f"planned for machine {profile.fingerprint} from {options.profile_file}; "
             "nothing was run"
         )
+    elif (verdict := screen_verdict(prepared, candidates, twins, options)) is not None:
+        prepared = dataclasses.replace(prepared, judge=verdict.judge)
+        measured, peer_results, notes = verdict.measured, verdict.peer_results, verdict.notes
     else:
         started = time.perf_counter()
         measured, peer_results, notes = _verify(

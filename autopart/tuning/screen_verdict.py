@@ -1,0 +1,156 @@
+"""The race left out when it cannot fit the budget: the screen's whole timings decide.
+
+The race runs every runner it holds a fixed least number of times (its warm-up, one run
+per judged sample, :attr:`~autopart.tuning.settings.VerifySettings.min_paired_rounds`
+timed rounds), whatever the budget left. Where one run is a sizeable share of the budget
+(FCOS at 2.5 s a run: the race's four runners took 105 s of a tune given 30 s), that
+least is the overshoot. But the runners it would hold are then the screen's own: under a
+spent budget only plans the screen timed whole and the peers' plans enter
+(:meth:`~autopart.tuning.choice.BudgetedRace.entering`), and the screen timed each of them,
+judged, on these very targets. So when the race's least run time at the screen's timings
+exceeds the budget left (:func:`race_least_s`), the screen's measurements stand in for
+the race's (:func:`screen_verdict`): each kept as measured, its rounds numbered to pair
+with no other runner's (they ran apart), held to the screen's tolerance, and judged on the
+screen's samples (the timing inputs, or the user's validation samples). A plan the screen
+did not time waits, as a plan left out of a spent race does, and notes say all of it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Protocol
+
+from autopart.costmodel.costs import Costs
+from autopart.ir.graph import Graph
+from autopart.search.candidates import Candidate
+from autopart.search.planner import SearchOutcome
+from autopart.targets.registry import declared_peers
+from autopart.tuning.accuracy import accuracy_notes
+from autopart.tuning.blocks import WARMUP_ROUNDS
+from autopart.tuning.clock import Clock
+from autopart.tuning.entrants import entrants
+from autopart.tuning.judge import Judge
+from autopart.tuning.options import TuneOptions
+from autopart.tuning.plan_rows import failure_notes
+from autopart.tuning.screen import Screening
+from autopart.tuning.settings import VERIFY
+from autopart.tuning.verify import BUDGET_SPENT, Measured
+
+RACE_MIN_TIMED_S = 2.0  # measure_plans' default: the race's timed rounds last at least this
+
+
+def race_least_s(run_s: Iterable[float], judged: int) -> float:
+    """The least wall time a race of runners taking ``run_s`` seconds a run can take.
+
+    Each runner runs once per warm-up round and once more to settle the last, once per
+    judged sample (``judged``), and once per timed round, of which there are at least
+    :attr:`~autopart.tuning.settings.VerifySettings.min_paired_rounds`, lasting at least
+    :data:`RACE_MIN_TIMED_S` in all. Compiles are left out: a lower bound.
+    """
+    one_of_each = sum(max(seconds, 0.0) for seconds in run_s)
+    untimed = (WARMUP_ROUNDS + 1 + judged) * one_of_each
+    return untimed + max(RACE_MIN_TIMED_S, VERIFY.min_paired_rounds * one_of_each)
+
+
+@dataclass
+class ScreenVerdict:
+    """The screen's measurements in the race's place: as :func:`measure_plans` gives them.
+
+    ``measured`` holds the plans by candidate name (twins included), ``peer_results`` the
+    peers, ``notes`` what the tune says of it, and ``judge`` what they were judged on.
+    """
+
+    measured: dict[str, Measured]
+    peer_results: dict[str, Measured]
+    notes: list[str]
+    judge: Judge
+
+
+class RaceInputs(Protocol):
+    """What decides whether the race runs: the search's outcome and the tune's state.
+
+    ``judge`` judges the race (None: the timing inputs alone). A tune's prepared state
+    (``autopart.tuning.workflow.Prepared``) is one.
+    """
+
+    graph: Graph
+    outcome: SearchOutcome
+    costs: Costs
+    screening: Screening | None
+    clock: Clock
+    judge: Judge | None
+
+
+def screen_verdict(
+    given: RaceInputs,
+    candidates: Mapping[str, Candidate],
+    twins: Mapping[str, str],
+    options: TuneOptions,
+) -> ScreenVerdict | None:
+    """The screen's verdict when the race cannot fit the budget left, else None (it runs).
+
+    None too with no budget, no screen, ``--thorough``, or no plan the race would hold
+    timed by the screen. See the module for the rule.
+    """
+    screening, clock = given.screening, given.clock
+    if screening is None or clock.budget_s is None or options.thorough:
+        return None
+    judge = given.judge or Judge(given.graph)
+    skippable = screening if options.peers else None  # as the race's own entrants
+    entry = entrants(given.outcome, given.costs, candidates, skippable, False, judge.real)
+    plans = list(entry.plans(candidates, twins))
+    racing_peers = [
+        peer.name
+        for peer in (declared_peers(available=True) if options.peers else ())
+        if peer.name not in entry.skipped_peers
+    ]
+    whole = {twins.get(name, name): result for name, result in screening.whole.items()}
+    run_s = [
+        whole[name].median_s if name in whole else candidates[name].simulation.sequential_s
+        for name in plans
+    ] + [whole[name].median_s for name in racing_peers if name in whole]
+    judged = len(judge.samples) + (1 if judge.feeds_judged else 0)
+    least = race_least_s(run_s, judged)
+    if clock.covers(least + VERIFY.finish_s):
+        return None
+    measured = _apart({n: whole[n] for n in plans if n in whole}, screening.tolerance, 0)
+    if not measured:  # the race would measure a plan, so that one is always measured
+        return None
+    peer_results = _apart(
+        {n: whole[n] for n in racing_peers if n in whole}, screening.tolerance, len(measured)
+    )
+    waiting = {name: BUDGET_SPENT for name in [*plans, *racing_peers] if name not in whole}
+    measured.update({n: measured[t] for n, t in twins.items() if t in measured})
+    left = clock.left_s() or 0.0
+    clock.cut.append("the race (the screen's whole timings decide)")
+    notes = [
+        *entry.notes,
+        f"the race did not run: its least {least:.3g} s at the screen's timings could not "
+        f"fit the {left:.3g} s the budget left, so the plans and peers are compared on the "
+        "screen's whole timings, each timed apart",
+        *failure_notes(waiting),
+        *accuracy_notes({**measured, **peer_results}, options.accuracy_policy, judge.screen()),
+    ]
+    return ScreenVerdict(measured, peer_results, notes, judge.screen())
+
+
+def _apart(results: Mapping[str, Measured], tolerance: float, first: int) -> dict[str, Measured]:
+    """Copies of ``results`` held to ``tolerance``, each runner's rounds paired with no other's.
+
+    Round indices are negative (no race round has one) and distinct across runners, the
+    ``first``-th runner on; the screen timed each runner in a session of its own.
+    """
+    apart: dict[str, Measured] = {}
+    for offset, (name, result) in enumerate(results.items(), start=first):
+        start = -(offset + 1) * 1000
+        indices = [start - index for index in range(len(result.round_medians))]
+        apart[name] = dataclasses.replace(
+            result,
+            latencies=list(result.latencies),
+            round_medians=list(result.round_medians),
+            round_indices=indices,
+            tolerance=tolerance,
+        )
+    return apart
