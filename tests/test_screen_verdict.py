@@ -1,8 +1,8 @@
-"""Slow runs under a budget: the screen times fewer rounds, and the race gives way to it.
+"""A race of one plan to keep gives way to the screen when it cannot fit the budget left.
 
-The screen's rounds and the race's least time are properties; a real tune whose budget was spent before it began keeps a plan
-measured by the screen, judged and held to the screen's tolerance, and says so; the same
-tune with no budget races as before.
+The race's least time is a property, the plans it could keep a unit; a real tune of one
+plan whose budget was spent before it began keeps that plan as the screen measured it,
+judged and held to the screen's tolerance, and says so; with no budget it races as before.
 """
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from autopart.loader import load_model
 from autopart.tuning.blocks import WARMUP_ROUNDS
-from autopart.tuning.judge import Judge
+from autopart.tuning.choice import Runner
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.screen_verdict import RACE_MIN_TIMED_S, race_least_s
-from autopart.tuning.settings import SCREEN, VERIFY
+from autopart.tuning.screen_verdict import RACE_MIN_TIMED_S, plans_to_keep, race_least_s
+from autopart.tuning.settings import VERIFY
 from autopart.tuning.tune_report import TuneReport
-from autopart.tuning.whole_timing import screen_rounds
 from autopart.tuning.workflow import tune_model
 from tests.test_profile import tiny_cnn
 
@@ -46,24 +44,19 @@ def test_the_race_s_least_time_grows_with_each_runner_and_sample(
     assert race_least_s(run_s, judged + 1) >= least
 
 
-@given(
-    left=st.one_of(st.none(), st.floats(0.0, 1e3)),
-    more=st.floats(0.0, 1e3),
-    run_s=st.one_of(st.none(), st.floats(1e-6, 100.0)),
-    judged=st.integers(0, 6),
-)
-def test_the_screen_times_fewer_rounds_only_of_slow_runners_the_budget_cannot_cover(
-    left: float | None, more: float, run_s: float | None, judged: int
-) -> None:
-    judge = Judge(load_model(tiny_cnn()), samples=[{}] * judged)
-    rounds = screen_rounds(left, run_s, judge)
-    assert 1 <= rounds <= SCREEN.rounds
-    if left is not None:
-        assert screen_rounds(left + more, run_s, judge) >= rounds  # more time, no fewer
-    if left is None or run_s is None or SCREEN.rounds * run_s <= SCREEN.min_timed_s:
-        assert rounds == SCREEN.rounds  # no budget, nothing timed yet, or rounds stretched
-    elif rounds > 1:  # what it runs fits what is left
-        assert (1 + judged + rounds) * run_s <= left * (1 + 1e-9)  # warm-up, samples, rounds
+def test_only_a_race_of_one_plan_to_keep_gives_way() -> None:
+    """Peers standing for the plan add none; a peer standing for none is no plan; two are."""
+    runners = {
+        "single:a": Runner(1, "single:a"),
+        "ilp": Runner(3, "ilp"),
+        "a alone": Runner(1, "single:a", peer=True),
+        "b alone": Runner(1, None, peer=True),
+    }
+    assert plans_to_keep(["single:a"], runners) == {"single:a"}
+    assert plans_to_keep([], runners) == {"single:a"}  # the peer's plan, waiting
+    assert plans_to_keep(["single:a", "ilp"], runners) == {"single:a", "ilp"}
+    runners["c alone"] = Runner(1, "single:c", peer=True)
+    assert plans_to_keep(["single:a"], runners) == {"single:a", "single:c"}
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +82,9 @@ def test_a_race_that_cannot_fit_the_budget_left_is_decided_on_the_screens_timing
         tiny, tmp_path, time_budget_s=5.0, started=time.perf_counter() - 100.0, peers=True
     )
     (said,) = [note for note in report.notes if note.startswith(SKIPPED)]
-    assert "compared on the screen's whole timings" in said
+    assert "stand for one plan" in said and "the screen's whole timings stand" in said
     (budget,) = [note for note in report.notes if note.startswith("budget 5 s")]
-    assert "the race (the screen's whole timings decide)" in budget
+    assert "the race (its one plan's screen timings stand)" in budget
     screening = report.screening
     assert screening is not None
     kept = report.plan.measured

@@ -5,11 +5,10 @@ stages after it (:meth:`Clock.until`). The screen (:mod:`autopart.tuning.screen`
 runs in full: it gives the incumbent, a plan measured whole, so a tune always has a plan
 to return. The reserve for the race is what the screen spent timing whole models, scaled
 by the rounds the race takes over the screen's (:func:`race_reserve`): it compiles and
-times about as many runners. Where one run is a sizeable share of the budget, the screen
-times fewer rounds once its share is spent
-(:func:`~autopart.tuning.whole_timing.screen_rounds`), and a race whose least run time
-cannot fit what is left does not run: the screen's timings decide
-(:mod:`~autopart.tuning.screen_verdict`). What the budget cut short is said in one note.
+times about as many runners. Where one run is a sizeable share of the budget, a race
+with one plan to keep whose least run time cannot fit what is left does not run: the
+screen's timings stand (:mod:`~autopart.tuning.screen_verdict`). What the budget cut short
+is said in one note.
 """
 
 from __future__ import annotations

@@ -1,18 +1,21 @@
-"""The race left out when it cannot fit the budget: the screen's whole timings decide.
+"""A race with one plan to keep gives way to the screen when it cannot fit the budget left.
 
 The race runs every runner it holds a fixed least number of times (its warm-up, one run
 per judged sample, :attr:`~autopart.tuning.settings.VerifySettings.min_paired_rounds`
 timed rounds), whatever the budget left. Where one run is a sizeable share of the budget
 (FCOS at 2.5 s a run: the race's four runners took 105 s of a tune given 30 s), that
-least is the overshoot. But the runners it would hold are then the screen's own: under a
-spent budget only plans the screen timed whole and the peers' plans enter
-(:meth:`~autopart.tuning.choice.BudgetedRace.entering`), and the screen timed each of them,
-judged, on these very targets. So when the race's least run time at the screen's timings
-exceeds the budget left (:func:`race_least_s`), the screen's measurements stand in for
-the race's (:func:`screen_verdict`): each kept as measured, its rounds numbered to pair
-with no other runner's (they ran apart), held to the screen's tolerance, and judged on the
-screen's samples (the timing inputs, or the user's validation samples). A plan the screen
-did not time waits, as a plan left out of a spent race does, and notes say all of it.
+least is the overshoot. The race is there to decide between plans, in paired rounds: two
+sessions of one compiled model timed apart differed by up to 1.7x on this shared machine
+(``docs/tuning.md``, "Slow runs and a short budget"), so the screen's timings cannot
+decide between plans. But where every runner the race would hold stands for one plan (the
+plan, and the peers whose library compiles the model as that plan does), there is
+nothing to decide, and the screen timed each of them, judged, on these very targets.
+Then, when the race's least run time at the screen's timings exceeds the budget left
+(:func:`race_least_s`), the screen's measurements stand for the race's
+(:func:`screen_verdict`): each kept as measured, its rounds numbered to pair with no other
+runner's (they ran apart), held to the screen's tolerance, judged on the screen's samples
+(the timing inputs, or the user's validation samples); the plans the spent budget leaves
+out wait as in the race, and notes say all of it.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from autopart.ir.graph import Graph
 from autopart.search.candidates import Candidate
 from autopart.search.planner import SearchOutcome
 from autopart.targets.registry import declared_peers
+from autopart.tuning import choice
 from autopart.tuning.accuracy import accuracy_notes
 from autopart.tuning.blocks import WARMUP_ROUNDS
 from autopart.tuning.clock import Clock
@@ -89,10 +93,10 @@ def screen_verdict(
     twins: Mapping[str, str],
     options: TuneOptions,
 ) -> ScreenVerdict | None:
-    """The screen's verdict when the race cannot fit the budget left, else None (it runs).
+    """The screen's verdict when a race of one plan cannot fit the budget left, else None.
 
-    None too with no budget, no screen, ``--thorough``, or no plan the race would hold
-    timed by the screen. See the module for the rule.
+    None (the race runs) too with no budget, no screen, ``--thorough``, plans to decide
+    between, or no plan the race would hold timed by the screen. See the module.
     """
     screening, clock = given.screening, given.clock
     if screening is None or clock.budget_s is None or options.thorough:
@@ -100,13 +104,18 @@ def screen_verdict(
     judge = given.judge or Judge(given.graph)
     skippable = screening if options.peers else None  # as the race's own entrants
     entry = entrants(given.outcome, given.costs, candidates, skippable, False, judge.real)
-    plans = list(entry.plans(candidates, twins))
     racing_peers = [
         peer.name
         for peer in (declared_peers(available=True) if options.peers else ())
         if peer.name not in entry.skipped_peers
     ]
+    runners = choice.runners_of(candidates, twins, racing_peers)
     whole = {twins.get(name, name): result for name, result in screening.whole.items()}
+    waiting: dict[str, str] = {}
+    race = choice.BudgetedRace(runners, clock)
+    plans = list(race.entering(entry.plans(candidates, twins), set(whole), waiting))
+    if len(plans_to_keep(plans, runners)) > 1:  # to decide between: only paired rounds can
+        return None
     run_s = [
         whole[name].median_s if name in whole else candidates[name].simulation.sequential_s
         for name in plans
@@ -121,19 +130,29 @@ def screen_verdict(
     peer_results = _apart(
         {n: whole[n] for n in racing_peers if n in whole}, screening.tolerance, len(measured)
     )
-    waiting = {name: BUDGET_SPENT for name in [*plans, *racing_peers] if name not in whole}
+    waiting.update({name: BUDGET_SPENT for name in [*plans, *racing_peers] if name not in whole})
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     left = clock.left_s() or 0.0
-    clock.cut.append("the race (the screen's whole timings decide)")
+    clock.cut.append("the race (its one plan's screen timings stand)")
     notes = [
         *entry.notes,
-        f"the race did not run: its least {least:.3g} s at the screen's timings could not "
-        f"fit the {left:.3g} s the budget left, so the plans and peers are compared on the "
-        "screen's whole timings, each timed apart",
+        f"the race did not run: its runners stand for one plan, {plans[0]}, and its least "
+        f"{least:.3g} s at the screen's timings could not fit the {left:.3g} s the budget "
+        "left, so the screen's whole timings stand, each timed apart",
         *failure_notes(waiting),
         *accuracy_notes({**measured, **peer_results}, options.accuracy_policy, judge.screen()),
     ]
     return ScreenVerdict(measured, peer_results, notes, judge.screen())
+
+
+def plans_to_keep(plans: Iterable[str], runners: Mapping[str, choice.Runner]) -> set[str]:
+    """The plans a race of ``plans`` and the peers among ``runners`` could keep.
+
+    Each plan, and each plan a peer stands for; a peer that stands for none is the bar,
+    never kept (:func:`~autopart.tuning.choice.decide`).
+    """
+    stood_for = {runner.stands_for for runner in runners.values() if runner.peer}
+    return set(plans) | {plan for plan in stood_for if plan is not None}
 
 
 def _apart(results: Mapping[str, Measured], tolerance: float, first: int) -> dict[str, Measured]:

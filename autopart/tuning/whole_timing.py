@@ -145,10 +145,6 @@ class WholeTimings:
     compiled: set[str] = field(default_factory=set)
     forecasts: dict[str, CompileForecast] = field(default_factory=dict)
 
-    def slowest_s(self) -> float | None:
-        """The longest median run of the runners timed so far (None: none was)."""
-        return max((m.median_s for m in self.whole.values() if m.latencies), default=None)
-
     def missed(self, codegen: str) -> str:
         """Why ``codegen``, in ``too_slow``, runs no job: its missed or forecast deadline."""
         seconds = self.too_slow[codegen]
@@ -212,12 +208,11 @@ def time_whole(
             found.notes.append(f"{job.name} was not timed: {found.missed(job.codegen)}")
             continue
         job_started = time.perf_counter()
-        rounds = screen_rounds(left, found.slowest_s(), judge)
         with compiling_within(deadline):
             held_for = job.own_plan if job.own_plan == _name_of(jobs, done + 1) else None
             timed, kept = _time_job(
                 model, graph, job, (feeds, reference), judge, (failures, found.notes),
-                (held_for is not None, rounds),
+                held_for is not None,
             )  # fmt: skip
             held.clear()  # a held peer's plan has run, sharing its compile
             held.update(kept)
@@ -233,24 +228,6 @@ def time_whole(
         progress("screen", len(jobs), len(jobs), f"{len(found.whole)} timed whole")
     found.notes[:0] = [f"{name} was not timed: {why}" for name, why in failures.items()]
     return found
-
-
-def screen_rounds(left_s: float | None, run_s: float | None, judge: Judge) -> int:
-    """The timed rounds of the screen's next runner: ``SCREEN.rounds``, fewer once slow.
-
-    A runner taking about ``run_s`` seconds a run (the slowest timed so far; None: none
-    was) gets as many rounds as the screen's share of the budget left (``left_s``; None:
-    no budget) covers after its warm-up and one run per sample ``judge`` judges, but at
-    least one: a model of seconds a run gets one timed run once the share is spent, where
-    three ran past a 30 s budget by minutes (FCOS, 2.5 s a run: the screen took 89 s).
-    Runners whose rounds are stretched to
-    :attr:`~autopart.tuning.settings.ScreenSettings.min_timed_s` keep them: they cost no more.
-    """
-    if left_s is None or run_s is None or SCREEN.rounds * run_s <= SCREEN.min_timed_s:
-        return SCREEN.rounds
-    judged = len(judge.samples) + (1 if judge.feeds_judged else 0)
-    fits = math.floor(left_s / run_s) - SCREEN_WARMUP - judged
-    return max(1, min(SCREEN.rounds, fits))
 
 
 def _forecast_beyond(graph: Graph, job: WholeJob, deadline_s: float, found: WholeTimings) -> bool:
@@ -286,11 +263,9 @@ def _time_job(
     timed_on: tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]],
     judge: Judge,
     said: tuple[dict[str, str], list[str]],
-    how: tuple[bool, int],
+    hold: bool,
 ) -> tuple[dict[str, Measured], dict[str, Runner]]:
-    """One job's runner compiled (a peer: built) and timed; ``how``: (hold, rounds).
-
-    With hold, a peer's runner is returned too; it is timed over so many rounds.
+    """One job's runner compiled (a peer: built) and timed; with ``hold``, a peer's runner.
 
     The timings are empty when the runner could not be built or run. ``said`` holds the
     failures by name and the notes, each appended to.
@@ -305,7 +280,6 @@ def _time_job(
     """
     feeds, reference = timed_on
     failures, notes = said
-    hold, rounds = how
     runners: dict[str, Runner] = {}
     plan = job.build() if job.build is not None else job.plan
     if job.peer is not None:
@@ -317,7 +291,7 @@ def _time_job(
         return {}, {}
     kept = dict(runners) if hold else {}  # the rounds empty ``runners`` as each leaves them
     return measure_plans(
-        graph, {} if plan is None else {job.name: plan}, feeds, rounds,
+        graph, {} if plan is None else {job.name: plan}, feeds, SCREEN.rounds,
         warmup=SCREEN_WARMUP, peers=runners, peer_linger_s=peer_lingers(),
         min_timed_s=SCREEN.min_timed_s, failures=failures, tolerance=math.inf,
         reference=reference, judge=judge, probe=process_probe(),
