@@ -24,7 +24,9 @@ tolerance, over the rounds both ran (``tune`` times the peers beside its candida
 ``report.json``'s ``vs_best_peer``); a tool peer such as ``openvino + nncf int8`` whose
 error is beyond the tolerance is no bar. It is not ``bench``'s figure, which also times
 the plan twice for the noise floor. Rows without ``paired`` True (written before
-session 30, 2026-12-06) hold the plain medians' ratio over every peer instead. Writes
+session 30, 2026-12-06) hold the plain medians' ratio over every peer instead. ``raced``
+False: the race of one plan gave way to the screen's timings (session 31), so the ratio is
+of runs timed apart. Writes
 ``experiments/results/<tag>.csv`` (it grows model by model) and prints a summary.
 
     python experiments/exp_corpus_tune.py                   # the three peers' targets
@@ -108,6 +110,7 @@ def summary(plan_path: Path, report_path: Path) -> dict[str, Any]:
         "best_peer_s": peers.get(best_name, math.nan),
         "vs_best_peer": report.get("vs_best_peer") or math.nan,
         "paired": True,
+        "raced": not any(n.startswith("the race did not run") for n in report.get("notes", [])),
         "error": measured.get("max_error", math.nan),
         "tolerance": measured.get("tolerance", math.nan),
         "within": (  # None: the plan saved was not measured

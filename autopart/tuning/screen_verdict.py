@@ -40,9 +40,7 @@ from autopart.tuning.options import TuneOptions
 from autopart.tuning.plan_rows import failure_notes
 from autopart.tuning.screen import Screening
 from autopart.tuning.settings import VERIFY
-from autopart.tuning.verify import BUDGET_SPENT, Measured
-
-RACE_MIN_TIMED_S = 2.0  # measure_plans' default: the race's timed rounds last at least this
+from autopart.tuning.verify import BUDGET_SPENT, RACE_MIN_TIMED_S, Measured
 
 
 def race_least_s(run_s: Iterable[float], judged: int) -> float:

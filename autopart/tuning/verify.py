@@ -90,6 +90,7 @@ Runner = Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]]
 # A tolerance, or how to choose one from every runner's error on the evaluation samples.
 Tolerance = float | Callable[[Mapping[str, float]], float]
 BUDGET_SPENT = "the wall budget left could not cover their heat"  # a plan left waiting
+RACE_MIN_TIMED_S = 2.0  # the race's timed rounds last at least this, in all (stretched)
 _RunResult = tuple[dict[str, np.ndarray], list[float], list[StepTiming]]
 _Timed = tuple[list[float], list[StepTiming]]  # a round's timed runs of one runner
 
@@ -128,7 +129,7 @@ def measure_plans(
     progress: Progress | None = None,
     peers: dict[str, Runner] | None = None,
     peer_linger_s: Mapping[str, float] | None = None,
-    min_timed_s: float = 2.0,
+    min_timed_s: float = RACE_MIN_TIMED_S,
     race: Callable[[Mapping[str, Measured]], Sequence[str]] | None = None,
     race_batches: int = 3,
     failures: dict[str, str] | None = None,
