@@ -36,9 +36,7 @@ def measured_outside_race(
     if kept in measured:
         return []
     if whole is not None and kept in whole and whole[kept].latencies:
-        screened = whole[kept]  # its rounds are the screen's own: they pair with no race round
-        unpaired = [-1 - index for index in range(len(screened.round_indices))]
-        measured[kept] = dataclasses.replace(screened, round_indices=unpaired)
+        measured.update(timed_apart({kept: whole[kept]}))
         return [f"{kept} is measured by the screen's whole timing: the race kept no round of it"]
     peer = None if decision is None else decision.chosen
     if peer is not None and peer in peer_results:
@@ -48,3 +46,26 @@ def measured_outside_race(
             "of the plan under its own name"
         ]
     return [f"the plan saved, {kept}, was not measured: no round of it was kept"]
+
+
+def timed_apart(
+    results: Mapping[str, Measured], tolerance: float | None = None, first: int = 0
+) -> dict[str, Measured]:
+    """Copies of the screen's ``results`` whose rounds pair with no race round, nor each other.
+
+    The screen timed each runner in a session of its own, so its rounds get negative
+    indices (no race round has one), distinct across runners from the ``first``-th on
+    (:func:`~autopart.tuning.choice.paired_rounds` pairs none of them); held to
+    ``tolerance`` (None: as measured). The lists are copied: the screen keeps its own.
+    """
+    apart: dict[str, Measured] = {}
+    for offset, (name, result) in enumerate(results.items(), start=first):
+        start = -(offset + 1) * 1000
+        apart[name] = dataclasses.replace(
+            result,
+            latencies=list(result.latencies),
+            round_medians=list(result.round_medians),
+            round_indices=[start - index for index in range(len(result.round_medians))],
+            tolerance=result.tolerance if tolerance is None else tolerance,
+        )
+    return apart

@@ -20,7 +20,6 @@ out wait as in the race, and notes say all of it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
@@ -36,6 +35,7 @@ from autopart.tuning.blocks import WARMUP_ROUNDS
 from autopart.tuning.clock import Clock
 from autopart.tuning.entrants import entrants
 from autopart.tuning.judge import Judge
+from autopart.tuning.kept_measure import timed_apart
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.plan_rows import failure_notes
 from autopart.tuning.screen import Screening
@@ -122,15 +122,15 @@ def screen_verdict(
     least = race_least_s(run_s, judged)
     if clock.covers(least + VERIFY.finish_s):
         return None
-    measured = _apart({n: whole[n] for n in plans if n in whole}, screening.tolerance, 0)
+    measured = timed_apart({n: whole[n] for n in plans if n in whole}, screening.tolerance)
     if not measured:  # the race would measure a plan, so that one is always measured
         return None
-    peer_results = _apart(
+    peer_results = timed_apart(
         {n: whole[n] for n in racing_peers if n in whole}, screening.tolerance, len(measured)
     )
     waiting.update({name: BUDGET_SPENT for name in [*plans, *racing_peers] if name not in whole})
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
-    left = clock.left_s() or 0.0
+    left, screen_judge = clock.left_s() or 0.0, judge.screen()
     clock.cut.append("the race (its one plan's screen timings stand)")
     notes = [
         *entry.notes,
@@ -138,9 +138,9 @@ def screen_verdict(
         f"{least:.3g} s at the screen's timings could not fit the {left:.3g} s the budget "
         "left, so the screen's whole timings stand, each timed apart",
         *failure_notes(waiting),
-        *accuracy_notes({**measured, **peer_results}, options.accuracy_policy, judge.screen()),
+        *accuracy_notes({**measured, **peer_results}, options.accuracy_policy, screen_judge),
     ]
-    return ScreenVerdict(measured, peer_results, notes, judge.screen())
+    return ScreenVerdict(measured, peer_results, notes, screen_judge)
 
 
 def plans_to_keep(plans: Iterable[str], runners: Mapping[str, choice.Runner]) -> set[str]:
@@ -151,23 +151,3 @@ def plans_to_keep(plans: Iterable[str], runners: Mapping[str, choice.Runner]) ->
     """
     stood_for = {runner.stands_for for runner in runners.values() if runner.peer}
     return set(plans) | {plan for plan in stood_for if plan is not None}
-
-
-def _apart(results: Mapping[str, Measured], tolerance: float, first: int) -> dict[str, Measured]:
-    """Copies of ``results`` held to ``tolerance``, each runner's rounds paired with no other's.
-
-    Round indices are negative (no race round has one) and distinct across runners, the
-    ``first``-th runner on; the screen timed each runner in a session of its own.
-    """
-    apart: dict[str, Measured] = {}
-    for offset, (name, result) in enumerate(results.items(), start=first):
-        start = -(offset + 1) * 1000
-        indices = [start - index for index in range(len(result.round_medians))]
-        apart[name] = dataclasses.replace(
-            result,
-            latencies=list(result.latencies),
-            round_medians=list(result.round_medians),
-            round_indices=indices,
-            tolerance=tolerance,
-        )
-    return apart
