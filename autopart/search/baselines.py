@@ -44,7 +44,7 @@ def single_target(costs: Costs, target: VirtualDevice, fallback: VirtualDevice) 
     bf16, then f32), as a library runs the ops it does not quantise; only then to
     ``fallback``. Raises :class:`BaselineError` naming the nodes none of them can run.
     """
-    order = [target, *_more_exact(target, costs.targets), fallback]
+    order = [target, *more_exact(target, costs.targets), fallback]
     assignment: Assignment = {}
     stuck: list[str] = []
     allowed = set(costs.targets)
@@ -63,7 +63,7 @@ def single_target(costs: Costs, target: VirtualDevice, fallback: VirtualDevice) 
     return assignment
 
 
-def _more_exact(target: VirtualDevice, targets: Sequence[VirtualDevice]) -> list[VirtualDevice]:
+def more_exact(target: VirtualDevice, targets: Sequence[VirtualDevice]) -> list[VirtualDevice]:
     """``target`` at each more exact precision found in ``targets``, nearest first."""
     wider = reversed(PRECISIONS[: PRECISIONS.index(target.computes_in)])
     siblings = [target.at_precision(None if p == REFERENCE_PRECISION else p) for p in wider]

@@ -177,7 +177,10 @@ def screen_targets(
     step("the single-target plans")
     judge = judge or Judge(graph)
     jobs = whole_jobs(single, options.peers, tools=judge.real)
-    found = time_whole(model, graph, jobs, feeds, reference, clock, progress, judge)
+    found = time_whole(
+        model, graph, jobs, feeds, reference, clock, progress, judge,
+        tolerance=lambda whole: _tolerance(options, graph, whole, judge),
+    )  # fmt: skip
     stand_in, stand_in_notes = reference_stand_in(single, found.whole, reference_s)
     whole, untimed = {**found.whole, **stand_in}, [*found.notes, *stand_in_notes]
     timing_s = time.perf_counter() - timing - found.abandoned_s  # not compiled in the race

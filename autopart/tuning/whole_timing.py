@@ -10,7 +10,10 @@ no higher. The peer that sets the tolerance and its own plan come first, then ea
 library as installed and its own plan, the other peers, then the other plans; under a
 budget, the least needed are skipped once the screen's share of it is spent. The bar is
 the libraries as installed: a variant peer (``openvino alone f32``) and its plan are not
-needed.
+needed, unless a plan of that library is measured beyond the tolerance or the accuracy
+budget: then its plans at more exact precisions come next and are needed
+(:func:`promote_exact`), so that a budget never skips OpenVINO in f32 for onnxruntime where
+OpenVINO as installed (bf16) changes too many answers.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from autopart.loader import ModelLike
 from autopart.plan.schema import Plan
 from autopart.profile.core_sharing import process_probe
 from autopart.progress import StageProgress
+from autopart.search.baselines import more_exact
 from autopart.targets.deadline import compile_deadline, compiling_within
 from autopart.targets.registry import declared_peers, reference_codegen
 from autopart.tuning.clock import SCREEN_WARMUP, Clock
@@ -51,7 +55,7 @@ class WholeJob:
     job with a ``build`` and no ``plan`` builds its plan when due (None: it repeats
     another's), for a target whose support is learnt only then
     (:mod:`~autopart.tuning.single_plans`). A peer's ``own_plan`` names the plan it
-    stands for, if any.
+    stands for, if any; a plan's ``target`` is the target it puts the model on.
     """
 
     name: str
@@ -61,6 +65,7 @@ class WholeJob:
     needed: bool = False
     build: Callable[[], Plan | None] | None = None
     own_plan: str | None = None
+    target: VirtualDevice | None = None
 
 
 def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> list[WholeJob]:
@@ -108,14 +113,18 @@ def whole_jobs(single: SinglePlans, with_peers: bool, tools: bool = True) -> lis
     due = set(single.due_now())
     jobs = [
         *(  # in the asked order: those built already, the others built when due
-            WholeJob(single_name(t), str(t.codegen), plan=single.plans[single_name(t)])
+            WholeJob(single_name(t), str(t.codegen), plan=single.plans[single_name(t)], target=t)
             if t not in due
-            else WholeJob(single_name(t), str(t.codegen), build=functools.partial(single.built, t))
+            else WholeJob(
+                single_name(t), str(t.codegen), build=functools.partial(single.built, t), target=t
+            )
             for t in assignments
             if t in due or single_name(t) in single.plans
         ),
         *(
-            WholeJob(single_name(t), str(t.codegen), build=functools.partial(single.plan_of, t))
+            WholeJob(
+                single_name(t), str(t.codegen), build=functools.partial(single.plan_of, t), target=t
+            )
             for t in later
         ),
         *(
@@ -163,6 +172,7 @@ def time_whole(
     clock: Clock,
     progress: StageProgress | None,
     judge: Judge,
+    tolerance: Callable[[Mapping[str, Measured]], float] | None = None,
 ) -> WholeTimings:
     """Each job timed whole, one compiled at a time, within the clock (see the module).
 
@@ -174,8 +184,11 @@ def time_whole(
     codegen's first job within the whole budget (:func:`compiling_within`): a codegen that
     misses it gets no further job, nor does one whose compile is forecast far past it
     (:mod:`~autopart.tuning.compile_forecast`, before its first job).
-    ``judge`` judges the outputs.
+    ``judge`` judges the outputs. A plan measured beyond ``tolerance`` (of the runners
+    measured so far: the verify stage's rule) brings its library's plans at more exact
+    precisions next, as needed (:func:`promote_exact`).
     """
+    queue = list(jobs)
     failures: dict[str, str] = {}
     found = WholeTimings()
     reserve = (clock.budget_s or 0.0) * (1.0 - SCREEN.whole_share)
@@ -183,7 +196,7 @@ def time_whole(
     compiled = found.compiled
     held: dict[str, Runner] = {}  # a peer's runner, kept for the job of its own plan
     held_for: str | None = None
-    for done, job in enumerate(jobs):
+    for done, job in enumerate(queue):  # promote_exact reorders only the jobs after ``done``
         if job.name != held_for:
             held.clear()
         left = clock.until(reserve)
@@ -195,7 +208,7 @@ def time_whole(
         ):
             clock.cut.append(
                 "the screen's whole timings ("
-                + ", ".join(j.name for j in jobs[done:]) + " not timed whole)"
+                + ", ".join(j.name for j in queue[done:]) + " not timed whole)"
             )  # fmt: skip
             break
         if job.codegen in found.too_slow:
@@ -209,7 +222,7 @@ def time_whole(
             continue
         job_started = time.perf_counter()
         with compiling_within(deadline):
-            held_for = job.own_plan if job.own_plan == _name_of(jobs, done + 1) else None
+            held_for = job.own_plan if job.own_plan == _name_of(queue, done + 1) else None
             timed, kept = _time_job(
                 model, graph, job, (feeds, reference), judge, (failures, found.notes),
                 held_for is not None,
@@ -223,11 +236,38 @@ def time_whole(
                 found.too_slow[job.codegen] = deadline
                 found.abandoned_s += time.perf_counter() - job_started
         found.whole.update(timed)
+        if tolerance is not None and _beyond(timed, tolerance(found.whole)):
+            promote_exact(queue, done + 1, job)
         release_freed_memory()  # this job's runner, before the next is compiled
     if progress is not None:
-        progress("screen", len(jobs), len(jobs), f"{len(found.whole)} timed whole")
+        progress("screen", len(queue), len(queue), f"{len(found.whole)} timed whole")
     found.notes[:0] = [f"{name} was not timed: {why}" for name, why in failures.items()]
     return found
+
+
+def _beyond(timed: Mapping[str, Measured], tolerance: float) -> bool:
+    """Whether a job's ``timed`` runners all measured beyond ``tolerance`` (none timed: no)."""
+    return bool(timed) and min(result.max_error for result in timed.values()) > tolerance
+
+
+def promote_exact(queue: list[WholeJob], start: int, beyond: WholeJob) -> None:
+    """Bring forward, as needed, ``beyond``'s library at each more exact precision.
+
+    ``beyond`` is a plan measured beyond its tolerance or accuracy budget. Its library's
+    single-target plans on the same target at more exact precisions (nearest first) move to
+    ``queue[start]`` onward, each ``needed``: where a library as installed computes too
+    inexactly, the same library more exactly is a user's next choice (OpenVINO in f32 where
+    its bf16 changes too many answers), so a budget must not skip it for the plans behind.
+    Nothing moves for a peer, whose own plan comes right after it.
+    """
+    if beyond.target is None:
+        return
+    later = {job.target: index for index, job in enumerate(queue) if index >= start}
+    siblings = more_exact(beyond.target, [t for t in later if t is not None])
+    moved = [dataclasses.replace(queue[later[target]], needed=True) for target in siblings]
+    for index in sorted((later[target] for target in siblings), reverse=True):
+        del queue[index]
+    queue[start:start] = moved
 
 
 def _forecast_beyond(graph: Graph, job: WholeJob, deadline_s: float, found: WholeTimings) -> bool:
