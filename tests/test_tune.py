@@ -758,6 +758,8 @@ def test_every_round_runs_the_runners_in_a_fresh_order_so_none_keeps_one_neighbo
 
 
 def test_the_runner_after_one_that_lingers_starts_only_once_its_cores_are_quiet() -> None:
+    """A timed runner never follows a spinning one at once; a run only judged waits for
+    nothing (no timing follows it that the spinning could slow)."""
     import time
 
     from autopart import api
@@ -778,19 +780,23 @@ def test_the_runner_after_one_that_lingers_starts_only_once_its_cores_are_quiet(
 
         return run
 
-    runners = {name: peer(name) for name in ("spins", "b", "c")}
+    names = ("spins", "b", "c")
+    runners = {name: peer(name) for name in names}  # measure_plans takes them from the dict
     measure_plans(
         graph, {}, feeds, rounds=4, min_timed_s=0.0, peers=runners,
         peer_linger_s={"spins": 0.03},
     )  # fmt: skip
+    judged, rounds = calls[: len(names)], calls[len(names) :]  # each judged once first
+    assert sorted(name for name, _, _ in judged) == sorted(names)
+    assert all(after[1] - before[2] < 0.03 for before, after in itertools.pairwise(judged))
     gaps = [
         after[1] - before[2]
-        for before, after in itertools.pairwise(calls)
+        for before, after in itertools.pairwise(rounds)
         if before[0] == "spins" and after[0] != "spins"
     ]
     assert gaps and min(gaps) >= 0.03
     others = [
-        after[1] - before[2] for before, after in itertools.pairwise(calls) if before[0] == "b"
+        after[1] - before[2] for before, after in itertools.pairwise(rounds) if before[0] == "b"
     ]
     assert max(others) < 0.03  # runners that do not linger are not waited for
 

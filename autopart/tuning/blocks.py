@@ -20,10 +20,16 @@ WARMUP_ROUNDS = 2  # untimed rounds before the timed ones, the race's default
 
 @dataclass(frozen=True)
 class Block:
-    """How one plan runs in each round: ``settle`` untimed runs, then ``timed`` timed runs."""
+    """How one plan runs in each round: ``settle`` untimed runs, then ``timed`` timed runs.
+
+    With ``linger`` the runner then waits while its library's threads spin on
+    (:attr:`~autopart.targets.codegen.CompiledSubgraph.linger_s`), so that they do not slow the
+    next runner's timed runs; without it (a run judged, not timed) it returns at once.
+    """
 
     settle: int = 0
     timed: int = 1
+    linger: bool = True
 
 
 def block_for(run_s: float) -> Block:
