@@ -20,7 +20,8 @@ class CandidateKind(Enum):
     one target, ONNX Runtime's execution-provider rule, each node on its cheapest target,
     HEFT, and a peer's library running the whole model as shipped (nodes its one-node probe
     refuses included). Then the exact ILP, the optuna search's best, and a point of its
-    Pareto front.
+    Pareto front. ``ilp-on`` is the ILP's precision per node with every node on one
+    library that mixes precisions in one subgraph (:mod:`autopart.search.one_library`).
     """
 
     SINGLE = "single"
@@ -29,6 +30,7 @@ class CandidateKind(Enum):
     PER_OP_BEST = "per-op-best"
     HEFT = "heft"
     ILP = "ilp"
+    ILP_ON_ONE = "ilp-on"
     TUNED = "tuned"
     PARETO = "pareto"
 
@@ -61,11 +63,12 @@ def candidate_name(
     """The name tables, reports and study seeds show for a candidate.
 
     ``single:<target>`` for a single target, ``whole:<target>`` for a library running the
-    whole model, ``pareto-<index>`` for a point of the front, else the kind's value
+    whole model, ``ilp-on:<target>`` for the ILP's precisions on that library alone,
+    ``pareto-<index>`` for a point of the front, else the kind's value
     (``ilp``, ``heft``, ...). Names are only ever built here and never parsed: read a
     candidate's ``kind`` and ``target`` instead.
     """
-    if kind.one_target:
+    if kind.one_target or kind is CandidateKind.ILP_ON_ONE:
         if target is None:
             raise ValueError(f"a {kind.value} candidate needs its target")
         return f"{kind.value}:{target}"

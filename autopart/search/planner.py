@@ -19,6 +19,7 @@ from autopart.search.baselines import Baseline, baselines, default_fallback, who
 from autopart.search.candidates import Candidate, CandidateKind, candidate_name
 from autopart.search.constraints import ConstraintError, Constraints, apply, keep_precisions
 from autopart.search.ilp import IlpResult, Known, memory_estimate, solve_ilp
+from autopart.search.one_library import one_library_assignments
 from autopart.search.options import Objective, SearchOptions
 from autopart.search.optuna_search import OptunaResult, SearchProgress, optuna_search
 from autopart.search.simulator import Simulation, SimulationError, plan_for, simulate
@@ -76,7 +77,8 @@ def search(
     Method ``auto`` solves the ILP (exact for ``latency``) and, for ``makespan`` and
     ``pareto``, runs the optuna search seeded by the ILP answer and every baseline that fits
     memory; ``ilp`` and ``optuna`` force one. Only targets computing in a precision of
-    ``options.precision`` are used. Every baseline is a candidate too; the chosen one is
+    ``options.precision`` are used. Every baseline is a candidate too, as are the ILP's
+    precisions on each library that mixes them (``ilp-on:<target>``); the chosen one is
     the best that fits memory, ties going to the method's own answer. ``progress`` is
     called after every optuna trial; ``steps`` before each candidate is priced and each ILP
     solve. Raises :class:`ConstraintError` when the constraints cannot hold.
@@ -104,35 +106,35 @@ def search(
         plan, simulation = builds.priced(assignment, other, built)
         fits = _fits(restricted, assignment, constraints.memory)
         accurate = options.accuracy is None or options.accuracy.fits(assignment)
-        return Candidate(
+        made = Candidate(
             kind, dict(assignment), plan, simulation, fits, target, index,
             fits_accuracy=accurate, stand_in=other,
         )  # fmt: skip
+        if kind is not CandidateKind.PARETO:  # the front is kept apart
+            candidates[made.name] = made
+        return made
 
     builds = _Builds(restricted, options.source, fallback)
     candidates: dict[str, Candidate] = {}
     for baseline in baselines(restricted, fallback):
-        made = candidate(baseline.kind, baseline.assignment, baseline.target)
-        candidates[made.name] = made
+        candidate(baseline.kind, baseline.assignment, baseline.target)
     ilp, notes = _solve(restricted, constraints.memory, options, steps, _known(candidates))
-    built = _as_planned(ilp.plan, options, fallback)
-    made = candidate(CandidateKind.ILP, ilp.assignment, built=built)
-    candidates[made.name] = made
+    candidate(CandidateKind.ILP, ilp.assignment, built=_as_planned(ilp.plan, options, fallback))
+    for library, assignment in one_library_assignments(restricted, ilp.assignment):
+        candidate(CandidateKind.ILP_ON_ONE, assignment, library)
     optuna: OptunaResult | None = None
     pareto: list[Candidate] = []
     if options.uses_optuna:
         seeds = {name: c.assignment for name, c in candidates.items() if c.fits_memory}
         optuna = _optuna(restricted, seeds, options, progress)
-        made = candidate(CandidateKind.TUNED, optuna.assignment)
-        candidates[made.name] = made
+        candidate(CandidateKind.TUNED, optuna.assignment)
         pareto = [
             candidate(CandidateKind.PARETO, assignment, index=i)
             for i, (assignment, _, _) in enumerate(optuna.pareto)
         ]
     if not constraints.pins and not constraints.forbids:  # after optuna: nothing to seed
         for whole, single in _whole_models(restricted, candidates):
-            made = candidate(whole.kind, whole.assignment, whole.target, stand_in=single)
-            candidates[made.name] = made
+            candidate(whole.kind, whole.assignment, whole.target, stand_in=single)
     fitting = [c for c in candidates.values() if c.fits_memory]
     if not fitting:
         raise ConstraintError("no plan found fits the memory caps " + str(constraints.memory))
