@@ -7,9 +7,11 @@ precisions in one subgraph; the race then measures it.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from autopart.costmodel.accuracy import ErrorModel
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
 from autopart.loader import load_model
@@ -18,6 +20,8 @@ from autopart.search.one_library import on_one_library, one_library_assignments
 from autopart.search.options import SearchOptions
 from autopart.search.planner import search
 from autopart.testing.scale_models import op_chain, synthetic_costs
+from autopart.tuning.accuracy import plan_over_tolerance
+from autopart.tuning.verify import Measured
 
 TARGETS = [
     "cpu@numpy", "cpu@onnxruntime", "cpu@openvino", "cpu@openvino:bf16", "cpu@openvino:int8",
@@ -105,3 +109,27 @@ def test_the_search_offers_the_ilps_precisions_on_openvino_as_one_partition() ->
     for node, where in made.assignment.items():
         assert where.computes_in == ilp.assignment[node].computes_in
     assert made.simulation.sequential_s > 0
+
+
+def test_a_plan_of_the_ilps_precisions_over_its_tolerance_tightens_the_bound() -> None:
+    """The ILP's own plan within its tolerance and its precisions on OpenVINO over it (the
+    library's islands less exact than predicted): the accuracy round tightens from the
+    latter, by its overshoot; with both within, no round."""
+    costs = alternating_costs(9)
+    outcome = search(costs, SearchOptions(precision=("f32", "bf16", "int8")))
+    bf16 = [n for n, t in outcome.candidates["ilp"].assignment.items() if t.precision == "bf16"]
+    accuracy = ErrorModel({(n, "bf16"): 1e-6 for n in bf16}, tolerance=0.01)
+    on_one = candidate_name(CandidateKind.ILP_ON_ONE, OPENVINO)
+
+    def measured(drop: float) -> Measured:
+        return Measured(latencies=[1e-3], max_error=drop, tolerance=0.01)
+
+    within = {"ilp": measured(0.0), on_one: measured(0.0)}
+    assert plan_over_tolerance(accuracy, outcome.candidates, within) is None
+    over = {"ilp": measured(0.0), on_one: measured(0.08)}
+    found = plan_over_tolerance(accuracy, outcome.candidates, over)
+    assert found is not None
+    name, tighter = found
+    assert name == on_one
+    assert tighter.tolerance == pytest.approx(0.01 * (0.01 / 0.08) * 0.9)
+    assert plan_over_tolerance(None, outcome.candidates, over) is None

@@ -159,8 +159,9 @@ class AccuracySettings:
     )
     tighten_rounds: int = tuned(
         2,
-        "times the search solves again with a tighter bound when the ILP's plan measures "
-        "over the tolerance (each round verifies every candidate again)",
+        "times the search solves again with a tighter bound when the ILP's plan, or its "
+        "precisions on one library, measures over the tolerance (each round verifies every "
+        "candidate again)",
     )
     drop_scale_s: float = tuned(
         10.0,

@@ -30,7 +30,7 @@ from autopart.profile.core_sharing import process_probe, shared_note
 from autopart.profile.sensitivity import SENSITIVITY_BUDGET_S
 from autopart.profile.speed import Rescaling, at_speed, measure_speed
 from autopart.progress import StageProgress
-from autopart.search.candidates import Candidate, CandidateKind, candidate_name
+from autopart.search.candidates import Candidate
 from autopart.search.options import SearchOptions
 from autopart.search.optuna_search import SearchProgress
 from autopart.search.optuna_study import check_storage
@@ -39,8 +39,8 @@ from autopart.tuning import choice
 from autopart.tuning.accuracy import (
     accuracy_notes,
     calibration_notes,
+    plan_over_tolerance,
     search_error_model,
-    tighter_error_model,
 )
 from autopart.tuning.clock import Clock
 from autopart.tuning.entrants import entrants
@@ -169,29 +169,28 @@ def _tighten(
     verified: tuple[dict[str, Measured], dict[str, Measured], list[str]],
     verify_s: float,
 ) -> tuple[Prepared, tuple[dict[str, Measured], dict[str, Measured], list[str]]]:
-    """Search and verify again while the ILP's plan measures over the tolerance.
+    """Search and verify again while a plan of the ILP's precisions measures over the tolerance.
 
-    At most :attr:`~autopart.tuning.settings.AccuracySettings.tighten_rounds` times, each with the
-    bound of :func:`~autopart.tuning.accuracy.tighter_error_model`; each round is a note.
-    A round starts only while the budget left covers another race as long as the last
-    (``verify_s`` seconds) and what follows it.
+    Those plans are the ILP's own and its precisions on one library (``ilp-on:<target>``,
+    :mod:`~autopart.search.one_library`): the first measured over its tolerance sets the
+    bound. At most :attr:`~autopart.tuning.settings.AccuracySettings.tighten_rounds` times,
+    each with the bound of :func:`~autopart.tuning.accuracy.tighter_error_model`; each round
+    is a note. A round starts only while the budget left covers another race as long as
+    the last (``verify_s`` seconds) and what follows it.
     """
-    ilp = candidate_name(CandidateKind.ILP)
     rounds: list[str] = []
     for round_index in range(ACCURACY.tighten_rounds):
         measured = verified[0]
-        candidate = prepared.outcome.candidates.get(ilp)
-        if prepared.accuracy is None or candidate is None or ilp not in measured:
+        over = plan_over_tolerance(prepared.accuracy, prepared.outcome.candidates, measured)
+        if over is None:
             break
-        tighter = tighter_error_model(prepared.accuracy, candidate.assignment, measured[ilp])
-        if tighter is None:
-            break
+        name, tighter = over
         if not prepared.clock.covers(verify_s + VERIFY.finish_s):
-            prepared.clock.cut.append("the accuracy rounds (the ILP's plan is over its tolerance)")
+            prepared.clock.cut.append(f"the accuracy rounds ({name} is over its tolerance)")
             break
         rounds.append(
-            f"accuracy round {round_index + 1}: the ILP's plan measured "
-            f"{measured[ilp].max_error:.3g} over {measured[ilp].tolerance:.3g}; solved "
+            f"accuracy round {round_index + 1}: {name} measured "
+            f"{measured[name].max_error:.3g} over {measured[name].tolerance:.3g}; solved "
             f"again with the predicted error bound {prepared.accuracy.tolerance:.3g} -> "
             f"{tighter.tolerance:.3g}"
         )
