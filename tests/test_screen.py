@@ -521,7 +521,11 @@ def test_an_accuracy_round_starts_only_if_the_budget_left_covers_another_race(
     from autopart.tuning.clock import Clock
 
     raced: list[float] = []
-    monkeypatch.setattr(workflow, "tighter_error_model", lambda *_: SimpleNamespace(tolerance=5e-3))
+
+    def over_tolerance(_accuracy: object, _candidates: object, measured: dict) -> object:
+        return ("ilp", SimpleNamespace(tolerance=5e-3)) if "ilp" in measured else None
+
+    monkeypatch.setattr(workflow, "plan_over_tolerance", over_tolerance)
     monkeypatch.setattr(workflow, "_search_again", lambda prepared, _: prepared)
     monkeypatch.setattr(workflow, "_runnable", lambda _: ({}, {}))
     monkeypatch.setattr(workflow, "_verify", lambda *_: raced.append(1) or ({}, {}, []))
