@@ -50,8 +50,9 @@ from autopart.tuning.verify import Measured, measure_plans
 class WholeJob:
     """One runner the screen times whole: a single-target plan, or a peer built when due.
 
-    A ``needed`` job runs whatever the budget: the peer that sets the tolerance and the
-    plans the libraries as installed stand for (a peer gives way only to its own plan). A
+    A ``needed`` job runs whatever the budget: the peer that sets the tolerance, the plans
+    the libraries as installed stand for (a peer gives way only to its own plan), and the
+    more exact plans of a library measured beyond the tolerance (:func:`promote_exact`). A
     job with a ``build`` and no ``plan`` builds its plan when due (None: it repeats
     another's), for a target whose support is learnt only then
     (:mod:`~autopart.tuning.single_plans`). A peer's ``own_plan`` names the plan it
