@@ -13,6 +13,7 @@ from rich.table import Table
 from autopart import api
 from autopart.cli.common import console, doing, print_peak_memory, print_table, user_errors
 from autopart.cluster.links import RUNS
+from autopart.costmodel.network import Regime
 from autopart.errors import AutopartError
 from autopart.search.constraints import parse_bytes
 from autopart.tuning.hosts_tune import HostTuneReport
@@ -93,12 +94,21 @@ def network_command(spec: str, profiles: str | None, runs: int) -> None:
     print_table(table)
     for (a, b), link in sorted(model.links.items()):
         regimes = "; ".join(
-            ("beyond" if math.isinf(r.upto_bytes) else f"up to {r.upto_bytes:,.0f} bytes")
+            _sizes(link.regimes, index)
             + f": latency {r.latency_s * 1e6:.0f} us, {r.bytes_per_s / 1e9:.2f} GB/s"
-            for r in link.regimes
+            for index, r in enumerate(link.regimes)
         )
         console.print(f"{a} -> {b}: {regimes}; worst error {link.worst_error():.0%}")
     console.print(f"saved: {path}")
+
+
+def _sizes(regimes: tuple[Regime, ...], index: int) -> str:
+    """The sizes the ``index``-th of a link's ``regimes`` covers, in words."""
+    if len(regimes) == 1:
+        return "all sizes"
+    if math.isinf(regimes[index].upto_bytes):
+        return f"beyond {regimes[index - 1].upto_bytes:,.0f} bytes"
+    return f"up to {regimes[index].upto_bytes:,.0f} bytes"
 
 
 def parse_host_memory(memory: tuple[str, ...]) -> dict[str, int]:

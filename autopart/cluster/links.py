@@ -1,56 +1,96 @@
 """Timing transfers between hosts, over the channel the executor uses, and fitting links.
 
-A transfer from host A to host B is timed as the executor will make it: an array made by
-an actor on A (held in A's object store, or inline when Ray keeps it small) is passed by
-reference to a call of an actor on B, which receives it whole. The time is the driver's
-wall clock around that call, so a link's latency includes one actor call. Every timed
-transfer moves a fresh object: Ray keeps a copy where an object was pulled, and a second
-pull of the same object would be free. A link is fitted in two regimes, split where Ray
-stops passing objects inline (:data:`RAY_INLINE_BYTES`).
+A transfer from host A to host B is timed as the executor makes it: an actor on A sends an
+array over a fixed channel (:mod:`autopart.cluster.channels`) to an actor on B, whose
+thread hands it on and acknowledges it at once. The actor on A times each round trip on
+its own clock, with no Ray call inside it. A transfer's time is that round trip less one
+acknowledgement's way, half the round trip of a one-byte payload between the same two
+actors. A link is fitted as latency plus bytes over bandwidth, in up to three regimes of
+sizes split where the fit is closest (:func:`~autopart.costmodel.network.fit_link_regimes`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 import statistics
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import permutations
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from autopart.cluster.channels import Inbox, Message, connect, send
 from autopart.cluster.session import Host, import_ray, lost_host, stop_actor
 from autopart.costmodel.network import (
     Link,
     NetworkModel,
-    fit_link,
+    fit_link_regimes,
     load_network,
     network_path,
     save_network,
 )
 
 SIZES = (*(1000 * 4**k for k in range(8)), 64_000_000)  # 1 KB to 64 MB
-# Ray passes an object of up to 100 KiB inline with the call that reads it (its
-# max_direct_call_object_size), and a larger one through the object stores: two regimes.
-RAY_INLINE_BYTES = 100 * 1024
 RUNS = 7
 CALL_TIMEOUT_S = 120.0
 
 
 class _Endpoint:
-    """An actor on one host that makes arrays and receives them (Ray wraps it remotely)."""
+    """An actor on one host that sends arrays over the executor's channels and times them.
 
-    def __init__(self, host: Host) -> None:
+    It listens twice: for payloads, each of which its thread acknowledges to the sender at
+    once, and for those acknowledgements of its own payloads.
+    """
+
+    def __init__(self, host: Host, name: str) -> None:
         host.pin()
+        self.host, self.name = host, name
+        self.payloads: Inbox | None = None
+        self.acks: Inbox | None = None
+        self.to_payloads: dict[str, Connection] = {}
 
-    def make(self, nbytes: int) -> np.ndarray:
-        """An array of ``nbytes`` bytes, made on this host."""
-        return np.full(nbytes, 7, dtype=np.uint8)
+    def open(self, authkey: bytes) -> tuple[tuple[str, int], tuple[str, int]]:
+        """Listen; the addresses of this endpoint's payload and acknowledgement inboxes."""
+        self.payloads = Inbox(self.host.address, authkey)
+        self.acks = Inbox(self.host.address, authkey)
+        return self.payloads.address, self.acks.address
 
-    def take(self, array: np.ndarray) -> int:
-        """Receive ``array`` whole (touching its last byte); its size."""
-        return int(array.nbytes) + int(array[-1]) * 0
+    def wire(self, addresses: dict[str, tuple[Any, Any]], authkey: bytes) -> bool:
+        """Connect to every endpoint's inboxes (this one's too), and start acknowledging."""
+        self.to_payloads = {n: connect(p, authkey, self.name) for n, (p, _) in addresses.items()}
+        to_acks = {n: connect(a, authkey, self.name) for n, (_, a) in addresses.items()}
+        threading.Thread(target=self._acknowledge, args=(to_acks,), daemon=True).start()
+        return True
+
+    def _acknowledge(self, to_acks: dict[str, Connection]) -> None:
+        assert self.payloads is not None
+        while True:  # until the actor stops: a sender lost leaves the others served
+            item = self.payloads.get()
+            if isinstance(item, Message):
+                with contextlib.suppress(OSError):  # that sender is gone, and knows it
+                    send(to_acks[item.sender], item.tag, {})
+
+    def round_trips(self, destination: str, nbytes: int, runs: int) -> list[float]:
+        """Seconds from sending ``nbytes`` to ``destination`` to its acknowledgement.
+
+        Timed ``runs`` times, after one untimed send.
+        """
+        assert self.acks is not None
+        array = np.full(nbytes, 7, dtype=np.uint8)
+        times = []
+        for tag in range(runs + 1):
+            started = time.perf_counter()
+            send(self.to_payloads[destination], tag, {"payload": array})
+            while not isinstance(answer := self.acks.get(timeout=CALL_TIMEOUT_S), Message):
+                if answer.sender == destination:
+                    raise ConnectionError(f"{destination} closed its channel")
+            times.append(time.perf_counter() - started)
+        return times[1:]
 
     def ready(self) -> bool:
         """Whether the actor has started."""
@@ -65,16 +105,22 @@ def measure_links(
 ) -> NetworkModel:
     """Time transfers of ``sizes`` between every ordered pair of ``hosts`` and fit each link.
 
-    Each host is also timed to itself: a call within the host, which every stage a plan
+    Each host is also timed to itself: a message within the host, which every stage a plan
     runs there pays. Each size is timed ``runs`` times (after one untimed transfer) and
     its median kept.
     :class:`~autopart.cluster.session.HostLostError` names a host that was lost or did not answer.
     """
     ray = import_ray()
     actor = ray.remote(num_cpus=0, max_restarts=0)(_Endpoint)
-    endpoints = {h.name: actor.options(scheduling_strategy=h.placement()).remote(h) for h in hosts}
+    endpoints = {
+        h.name: actor.options(scheduling_strategy=h.placement()).remote(h, h.name) for h in hosts
+    }
     try:
         _get(ray, [e.ready.remote() for e in endpoints.values()], "starting on every host", hosts)
+        authkey = secrets.token_bytes(32)
+        opened = _get(ray, [e.open.remote(authkey) for e in endpoints.values()], "listening", hosts)
+        addresses = dict(zip(endpoints, opened, strict=True))
+        _get(ray, [e.wire.remote(addresses, authkey) for e in endpoints.values()], "wiring", hosts)
         links = _timed_links(ray, endpoints, hosts, sizes, runs, progress)
     finally:
         for endpoint in endpoints.values():
@@ -97,18 +143,22 @@ def _timed_links(
     links: dict[tuple[str, str], Link] = {}
     total, done = len(pairs) * len(sizes), 0
     for a, b in pairs:
+        pair = [by_name[a], by_name[b]]
+        what = f"{a} -> {b}"
+        acknowledged = (
+            statistics.median(
+                _get(ray, [endpoints[a].round_trips.remote(b, 1, runs)], what, pair)[0]
+            )
+            / 2
+        )  # a one-byte payload's round trip: an acknowledgement each way
         medians = []
         for nbytes in sizes:
             if progress is not None:
-                progress(done, total, f"{a} -> {b}: {nbytes:,} bytes")
-            pair = [by_name[a], by_name[b]]
-            times = [
-                _timed(ray, endpoints[a], endpoints[b], nbytes, f"{a} -> {b}", pair)
-                for _ in range(runs + 1)
-            ][1:]
-            medians.append(statistics.median(times))
+                progress(done, total, f"{what}: {nbytes:,} bytes")
+            trips = _get(ray, [endpoints[a].round_trips.remote(b, nbytes, runs)], what, pair)[0]
+            medians.append(max(statistics.median(trips) - acknowledged, acknowledged / 10))
             done += 1
-        links[(a, b)] = fit_link(sizes, medians, [runs] * len(sizes), [RAY_INLINE_BYTES])
+        links[(a, b)] = fit_link_regimes(sizes, medians, [runs] * len(sizes))
     return links
 
 
@@ -133,17 +183,6 @@ def network_of(
     directory.mkdir(parents=True, exist_ok=True)
     save_network(model, path)
     return model, path
-
-
-def _timed(
-    ray: Any, source: Any, destination: Any, nbytes: int, what: str, hosts: Sequence[Host]
-) -> float:
-    """Seconds for ``destination`` to receive a fresh array of ``nbytes`` made on ``source``."""
-    made = source.make.remote(nbytes)
-    _get(ray, [made], what, hosts, wait_only=True)
-    started = time.perf_counter()
-    _get(ray, [destination.take.remote(made)], what, hosts)
-    return time.perf_counter() - started
 
 
 def _get(

@@ -139,6 +139,29 @@ def fit_link(
     return Link(tuple(regimes), measured)
 
 
+def fit_link_regimes(
+    nbytes: Sequence[int], seconds: Sequence[float], runs: Sequence[int] = (), most: int = 3
+) -> Link:
+    """The :func:`fit_link` of at most ``most`` regimes, split where the fit is closest.
+
+    Every way to split the measured sizes into up to ``most`` ranges of at least two sizes
+    each is fitted; the link kept has the least worst relative error (the fewer regimes
+    where two tie). For a channel whose cost per byte changes at sizes that depend on the
+    machine (a payload beyond the caches, a socket's buffers) rather than at a size the
+    channel names. Raises :class:`ValueError` as :func:`fit_link` does.
+    """
+    sizes = sorted(set(nbytes))
+    best = fit_link(nbytes, seconds, runs)
+    for count in range(1, max(most, 1)):
+        for chosen in itertools.combinations(range(1, len(sizes) - 2), count):
+            if any(b - a < 2 for a, b in itertools.pairwise(chosen)):
+                continue  # each range keeps two sizes
+            link = fit_link(nbytes, seconds, runs, [sizes[i] for i in chosen])
+            if link.worst_error() < best.worst_error():
+                best = link
+    return best
+
+
 def _fit_regime(sizes: np.ndarray, times: np.ndarray, upto: float) -> Regime:
     """Latency and bandwidth minimising the relative residuals at ``sizes``."""
     # in units where both parameters are near 1: latency in ms, seconds per MB

@@ -6,22 +6,33 @@ actor on its host, which imports it, places each node on its target with the hos
 dropped, builds the stage's own plan (its partitions, and copy nodes between that host's
 devices) and compiles it with that host's codegens: a host checks the targets it is given.
 
-A run passes each stage its inputs as Ray object references, so a value made on one host
-and read on another moves once, host to host (what ``autopart network`` times). An actor
-takes its calls in order, so with several inputs in flight (:meth:`ClusterPlanExecutor.stream`)
-a stage works on one input while the next stage works on the one before: a pipeline.
+Once compiled, the stages are wired by fixed channels (:mod:`autopart.cluster.channels`):
+the driver sends each stage the feeds it reads, a stage sends each later stage the values
+it reads, host to host, and the graph's outputs come back to the driver; a value moves
+once between two hosts (what ``autopart network`` times). Ray places the actors and
+reports a host lost; no Ray call is made per input. A stage takes its inputs in order, so
+with several inputs in flight (:meth:`ClusterPlanExecutor.stream`) a stage works on one
+input while the next stage works on the one before: a pipeline.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import queue
+import secrets
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
+from autopart.cluster.channels import Closed, Inbox, connect, send
 from autopart.cluster.session import Host, import_ray, lost_host, remote_refusal, stop_actor
+from autopart.errors import AutopartError
 from autopart.ir.feeds import validate_feeds
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
@@ -31,6 +42,8 @@ from autopart.runtime.plan_executor import PlanRunResult
 
 LOCAL = FIRST_HOST  # the host this process runs on: targets without a host are on it
 STAGE_TIMEOUT_S = 600.0
+DRIVER = "driver"  # the process that runs the plan: it sends the feeds and takes the outputs
+Route = tuple[tuple[str, int], list[str]]  # a consumer's channel address, and what it is sent
 
 
 @dataclass(frozen=True)
@@ -94,7 +107,7 @@ def cut_stages(graph: Graph, assignment: Mapping[str, str]) -> list[Stage]:
 
 
 class _StageRunner:
-    """One stage compiled on its host (Ray makes it an actor there)."""
+    """One stage compiled on its host (Ray makes it an actor there), served over channels."""
 
     def __init__(self, host: Host, stage: Stage, model: bytes, targets: dict[str, str]) -> None:
         import onnx
@@ -109,17 +122,67 @@ class _StageRunner:
         fallback = max(set(local.values()), key=list(local.values()).count)
         assignment = {node.name: local.get(node.name, fallback) for node in graph.nodes}
         plan = build_plan_for(graph, assignment, fallback, f"stage {stage.id} on {host.name}")
+        self.host = host
         self.stage = stage
         self.executor = PlanExecutor(plan, graph)
+        self.inbox: Inbox | None = None
 
-    def run(self, *arrays: np.ndarray) -> Any:
-        """The stage's outputs for its inputs, in :attr:`Stage.outputs` order."""
-        feeds = dict(zip(self.stage.inputs, arrays, strict=True))
-        outputs = self.executor.run(feeds, repeat=1, warmup=0).outputs
-        values = tuple(outputs[name] for name in self.stage.outputs)
-        if len(values) == 1:
-            return values[0]
-        return values or None  # a stage nothing reads returns nothing
+    def open(self, authkey: bytes) -> tuple[str, int]:
+        """Listen for this stage's inputs; the address its producers connect to."""
+        self.inbox = Inbox(self.host.address, authkey)
+        return self.inbox.address
+
+    def wire(self, routes: dict[str, Route], senders: list[str], authkey: bytes) -> bool:
+        """Connect to each consumer of ``routes``, then serve every input ``senders`` send."""
+        connections = {
+            consumer: (connect(address, authkey, self.stage.id), names)
+            for consumer, (address, names) in routes.items()
+        }
+        threading.Thread(target=self._serve, args=(connections, set(senders)), daemon=True).start()
+        return True
+
+    def _serve(
+        self, connections: dict[str, tuple[Connection, list[str]]], senders: set[str]
+    ) -> None:
+        """Run each input once every sender's values for it are in; until the driver leaves."""
+        assert self.inbox is not None
+        pending: dict[int, dict[str, np.ndarray]] = {}
+        heard: dict[int, set[str]] = {}
+        while True:
+            item = self.inbox.get()
+            if isinstance(item, Closed):
+                if item.sender == DRIVER:
+                    break
+                continue  # a producer lost: the driver hears of it on its own connection
+            pending.setdefault(item.tag, {}).update(item.values)
+            heard.setdefault(item.tag, set()).add(item.sender)
+            if heard[item.tag] >= senders:
+                del heard[item.tag]
+                self._answer(item.tag, pending.pop(item.tag), connections)
+        for connection, _ in connections.values():
+            connection.close()
+        self.inbox.close()
+
+    def _answer(
+        self,
+        tag: int,
+        feeds: dict[str, np.ndarray],
+        connections: dict[str, tuple[Connection, list[str]]],
+    ) -> None:
+        """Run input ``tag`` and send each consumer its values; a failure goes to the driver."""
+        try:
+            outputs = self.executor.run(feeds, repeat=1, warmup=0).outputs
+        except Exception as error:  # the stage's own failure, reported on the driver's side
+            text = (
+                str(error)
+                if isinstance(error, AutopartError)
+                else f"{type(error).__name__}: {error}"
+            )
+            send(connections[DRIVER][0], tag, {}, error=text)
+            return
+        for connection, names in connections.values():
+            if names:
+                send(connection, tag, {name: outputs[name] for name in names})
 
     def ready(self) -> bool:
         """Whether the stage has compiled (a call waits for the constructor)."""
@@ -127,11 +190,14 @@ class _StageRunner:
 
 
 class ClusterPlanExecutor:
-    """Compiles each stage of ``plan`` on its host of ``hosts``, then runs it as asked.
+    """Compiles each stage of ``plan`` on its host of ``hosts``, wires them, then runs them.
 
+    Once compiled, the stages are joined by fixed channels (:mod:`autopart.cluster.channels`):
+    the driver sends each stage the inputs it reads, each stage sends each later stage the
+    values it reads, and the stages that make the graph's outputs send them back.
     :class:`PlanError` when the plan names a host the cluster lacks, or a host cannot
-    compile its stage (its message says why); :class:`~autopart.cluster.session.HostLostError`
-    naming the host that was lost.
+    compile or run its stage (its message says why);
+    :class:`~autopart.cluster.session.HostLostError` naming the host that was lost.
     """
 
     def __init__(self, plan: Plan, graph: Graph, hosts: Sequence[Host]) -> None:
@@ -158,8 +224,41 @@ class ClusterPlanExecutor:
                     host, stage, model.SerializeToString(), targets
                 )
             )
+        self._tags = itertools.count()
+        self._arrived: dict[int, dict[str, np.ndarray]] = {}
+        self._inbox: Inbox | None = None
+        self._to_stages: dict[str, tuple[Connection, list[str]]] = {}
         for stage, actor in zip(self.stages, self.runners, strict=True):
             self._get(actor.ready.remote(), stage, "compiling")
+        self._wire(by_name.get(LOCAL, hosts[0]).address)
+
+    def _wire(self, driver_address: str) -> None:
+        """Open each stage's channel and join producers to consumers; the driver's too."""
+        authkey = secrets.token_bytes(32)
+        self._inbox = Inbox(driver_address, authkey)
+        opened = [actor.open.remote(authkey) for actor in self.runners]
+        addresses = {
+            s.id: tuple(self._get(r, s, "wiring")) for s, r in zip(self.stages, opened, strict=True)
+        }
+        made_by = {name: s.id for s in self.stages for name in s.outputs}
+        feeds_of = {}
+        for stage, actor in zip(self.stages, self.runners, strict=True):
+            reads = {name: made_by.get(name, DRIVER) for name in stage.inputs}
+            routes: dict[str, Route] = {
+                DRIVER: (self._inbox.address, [n for n in stage.outputs if n in self.graph.outputs])
+            }
+            for later in self.stages:
+                names = [n for n in later.inputs if made_by.get(n) == stage.id]
+                if names and later is not stage:
+                    routes[later.id] = (addresses[later.id], names)
+            senders = sorted(set(reads.values())) or [DRIVER]
+            if DRIVER in senders:
+                feeds_of[stage.id] = [n for n, by in reads.items() if by == DRIVER]
+            self._get(actor.wire.remote(routes, senders, authkey), stage, "wiring")
+        self._to_stages = {
+            stage_id: (connect(addresses[stage_id], authkey, DRIVER), names)
+            for stage_id, names in feeds_of.items()
+        }
 
     def _get(self, reference: Any, stage: Stage, doing: str) -> Any:
         """``ray.get`` of one stage's call; a refusal or a lost host as one clear error."""
@@ -169,31 +268,56 @@ class ClusterPlanExecutor:
             refused = remote_refusal(error)
             if refused is not None:
                 raise PlanError(f"host {stage.host}, {doing} stage {stage.id}: {refused}") from None
-            suspects = sorted(self.hosts, key=lambda host: host.name != stage.host)
-            raise lost_host(suspects, f"{doing} stage {stage.id}", error) from None
+            raise self._lost(stage, doing, error) from None
 
-    def submit(self, feeds: Mapping[str, np.ndarray]) -> dict[str, Any]:
-        """Every stage called on ``feeds``, in order: each value's reference (or array)."""
-        values: dict[str, Any] = {name: self.ray.put(array) for name, array in feeds.items()}
-        for stage, actor in zip(self.stages, self.runners, strict=True):
-            call = actor.run.options(num_returns=len(stage.outputs) or 1)
-            made = call.remote(*(values[name] for name in stage.inputs))
-            refs = [made] if len(stage.outputs) <= 1 else list(made)
-            values.update(zip(stage.outputs, refs, strict=False))
-        return values
+    def _lost(self, stage: Stage, doing: str, error: BaseException) -> Exception:
+        """The error for a stage that stopped answering: its host first among the suspects."""
+        suspects = sorted(self.hosts, key=lambda host: host.name != stage.host)
+        return lost_host(suspects, f"{doing} stage {stage.id}", error)
 
-    def collect(
-        self, values: Mapping[str, Any], feeds: Mapping[str, np.ndarray]
-    ) -> dict[str, np.ndarray]:
-        """The graph's outputs from a submitted run (waiting for them)."""
+    def _stage(self, stage_id: str) -> Stage:
+        return next(stage for stage in self.stages if stage.id == stage_id)
+
+    def submit(self, feeds: Mapping[str, np.ndarray]) -> int:
+        """Send ``feeds`` to the stages that read them; the run's tag, for :meth:`collect`."""
+        tag = next(self._tags)
+        self._arrived[tag] = {}
+        for stage_id, (connection, names) in self._to_stages.items():
+            try:
+                send(connection, tag, {name: feeds[name] for name in names})
+            except OSError as error:
+                raise self._lost(self._stage(stage_id), "running", error) from None
+        return tag
+
+    def collect(self, tag: int, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """The graph's outputs of the run ``tag`` (waiting for them)."""
+        assert self._inbox is not None
+        made = {name for stage in self.stages for name in stage.outputs}
+        awaited = {name for name in self.graph.outputs if name in made and name not in feeds}
+        while not awaited <= set(self._arrived[tag]):
+            try:
+                item = self._inbox.get(timeout=STAGE_TIMEOUT_S)
+            except queue.Empty:
+                late = self._stage(self.stages[-1].id)
+                raise self._lost(late, "running", TimeoutError("no answer")) from None
+            if isinstance(item, Closed):
+                if item.sender not in {stage.id for stage in self.stages}:
+                    continue  # a stranger's connection, not a stage's
+                raise self._lost(
+                    self._stage(item.sender), "running", ConnectionError(item.reason)
+                ) from None
+            if item.error is not None:
+                stage = self._stage(item.sender)
+                raise PlanError(f"host {stage.host}, running stage {stage.id}: {item.error}")
+            self._arrived.setdefault(item.tag, {}).update(item.values)
+        arrived = self._arrived.pop(tag)
         outputs: dict[str, np.ndarray] = {}
         for name in self.graph.outputs:
             const = self.graph.value(name).const
             if name in feeds:
                 outputs[name] = np.asarray(feeds[name])
-            elif name in values:
-                stage = next(s for s in self.stages if name in s.outputs)
-                outputs[name] = self._get(values[name], stage, "running")
+            elif name in arrived:
+                outputs[name] = arrived[name]
             elif const is not None:
                 outputs[name] = const
         return outputs
@@ -222,7 +346,14 @@ class ClusterPlanExecutor:
         return stream_through([self], samples, in_flight or len(self.stages) + 1)
 
     def close(self) -> None:
-        """Stop every stage's actor (one on a lost host is gone already)."""
+        """Close the channels and stop every stage's actor (one on a lost host is gone already)."""
+        for connection, _ in self._to_stages.values():
+            with contextlib.suppress(OSError):
+                connection.close()
+        self._to_stages = {}
+        if self._inbox is not None:
+            self._inbox.close()
+            self._inbox = None
         for actor in self.runners:
             stop_actor(self.ray, actor)
         self.runners = []
@@ -239,7 +370,7 @@ def stream_through(
     input's latency runs from its submission to its last output.
     """
     checked = [validate_feeds(executors[0].graph, sample) for sample in samples]
-    pending: list[tuple[float, ClusterPlanExecutor, dict[str, Any], Mapping[str, np.ndarray]]] = []
+    pending: list[tuple[float, ClusterPlanExecutor, int, Mapping[str, np.ndarray]]] = []
     latencies, outputs = [], []
     started = time.perf_counter()
     for index, sample in enumerate([*checked, *([None] * in_flight)]):
@@ -247,7 +378,7 @@ def stream_through(
             executor = executors[index % len(executors)]
             pending.append((time.perf_counter(), executor, executor.submit(sample), sample))
         if len(pending) >= in_flight or (sample is None and pending):
-            submitted, executor, values, fed = pending.pop(0)
-            outputs.append(executor.collect(values, fed))
+            submitted, executor, tag, fed = pending.pop(0)
+            outputs.append(executor.collect(tag, fed))
             latencies.append(time.perf_counter() - submitted)
     return StreamResult(latencies, time.perf_counter() - started, outputs)
