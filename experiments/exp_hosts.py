@@ -13,7 +13,9 @@ On a ``local:2`` cluster (two Ray nodes of one core each on this machine):
    transfer time (the network model) is written beside each plan
    (``hosts.csv``, ``hosts.png``).
 
-The stages' outputs are checked against onnxruntime on the whole model each time.
+The stages' outputs are checked against onnxruntime on the whole model each time. The ways
+run their streams in interleaved rounds (`--rounds`), and each is reported by its median
+rate and its ratio to one host's rate in the same round.
 """
 
 from __future__ import annotations
@@ -74,9 +76,20 @@ def network_rows(network: NetworkModel) -> pd.DataFrame:
 
 
 def plan_rows(
-    model: str, target: str, hosts: Sequence, network: NetworkModel, stream: int, repeat: int
+    model: str,
+    target: str,
+    hosts: Sequence,
+    network: NetworkModel,
+    stream: int,
+    repeat: int,
+    rounds: int,
 ) -> list[dict[str, object]]:
-    """Latency and stream rate of each way of running ``model`` on the hosts."""
+    """Latency and stream rate of each way of running ``model`` on the hosts.
+
+    Every way is compiled first; then ``rounds`` rounds each run every way's stream in
+    turn, so the ways' rates are compared within a round (this machine's speed drifts).
+    A row gives each way's median rate and its ratio to one host's rate in the same round.
+    """
     graph = api.load(model)
     feeds = [random_inputs(graph, seed) for seed in range(4)]
     names = [node.name for node in graph.nodes]
@@ -96,46 +109,65 @@ def plan_rows(
         ],
     }
     cuts = {"pipeline (FLOPs halved)": flops_cut, "pipeline (weights halved)": weights_cut}
+    executors = {
+        way: [
+            ClusterPlanExecutor(*api.make_plan(model, rules, target), hosts) for rules in rule_sets
+        ]
+        for way, rule_sets in ways.items()
+    }
+    samples = [feeds[i % 4] for i in range(stream)]
+    expected = [oracle_outputs(graph, sample)[1] for sample in feeds]
+    worst = dict.fromkeys(ways, 0.0)
+    latency, rates, stream_latency = {}, {way: [] for way in ways}, {way: [] for way in ways}
+    for way, running in executors.items():
+        latency[way] = running[0].run(feeds[0], repeat=repeat, warmup=2)
+        worst[way] = max(worst[way], _worst_error(expected, [latency[way].outputs]))
+    for _ in range(rounds):
+        for way, running in executors.items():
+            streamed = stream_through(running, samples, in_flight=2 * len(running) + 1)
+            rates[way].append(streamed.rate)
+            stream_latency[way].append(statistics.median(streamed.latencies))
+            worst[way] = max(worst[way], _worst_error(expected, streamed.outputs))
     rows = []
-    for way, rule_sets in ways.items():
-        executors = []
-        for rules in rule_sets:
-            plan, placed = api.make_plan(model, rules, target.replace("host0:", ""))
-            executors.append(ClusterPlanExecutor(plan, placed, hosts))
-        latency = executors[0].run(feeds[0], repeat=repeat, warmup=2)
-        streamed = stream_through(
-            executors, [feeds[i % 4] for i in range(stream)], in_flight=2 * len(executors) + 1
-        )
-        worst = 0.0
-        for sample, outputs in [
-            (feeds[0], latency.outputs),
-            *zip([feeds[i % 4] for i in range(stream)], streamed.outputs, strict=True),
-        ]:
-            _, expected = oracle_outputs(graph, sample, plan)
-            for name, array in expected.items():
-                scale = max(float(np.abs(array).max()), 1e-12)
-                worst = max(worst, float(np.abs(outputs[name] - array).max()) / scale)
+    for way, running in executors.items():
         cut = cuts.get(way)
         crossing = crossing_bytes(graph, cut) if cut is not None else 0
         parts = [graph.nodes] if cut is None else [graph.nodes[:cut], graph.nodes[cut:]]
         held = [graph.parameter_bytes(part) for part in parts]
+        ratios = [r / one for r, one in zip(rates[way], rates["one host"], strict=True)]
         rows.append(
             {
                 "model": model,
                 "way": way,
-                "hosts": len({s.host for e in executors for s in e.stages}),
-                "latency_ms": latency.median_s * 1e3,
-                "rate_per_s": streamed.rate,
-                "stream_latency_ms": statistics.median(streamed.latencies) * 1e3,
+                "hosts": len({s.host for e in running for s in e.stages}),
+                "latency_ms": latency[way].median_s * 1e3,
+                "rate_per_s": statistics.median(rates[way]),
+                "rate_min": min(rates[way]),
+                "rate_max": max(rates[way]),
+                "rate_over_one_host": statistics.median(ratios),
+                "rounds": rounds,
+                "stream_latency_ms": statistics.median(stream_latency[way]) * 1e3,
                 "crossing_bytes": crossing,
                 "transfer_predicted_ms": network.seconds("host0", "host1", crossing) * 1e3,
                 "largest_share_of_weights": max(held) / max(graph.parameter_bytes(), 1),
-                "max_rel_error_vs_onnxruntime": worst,
+                "max_rel_error_vs_onnxruntime": worst[way],
             }
         )
-        for executor in executors:
+        for executor in running:
             executor.close()
     return rows
+
+
+def _worst_error(
+    expected: Sequence[dict[str, np.ndarray]], outputs: Sequence[dict[str, np.ndarray]]
+) -> float:
+    """The largest error relative to each output's scale; input i's are ``expected[i % 4]``."""
+    worst = 0.0
+    for index, got in enumerate(outputs):
+        for name, array in expected[index % len(expected)].items():
+            scale = max(float(np.abs(array).max()), 1e-12)
+            worst = max(worst, float(np.abs(got[name] - array).max()) / scale)
+    return worst
 
 
 def main() -> None:
@@ -146,6 +178,7 @@ def main() -> None:
     parser.add_argument("--stream", type=int, default=60)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--runs", type=int, default=9, help="timed transfers per size")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of streams")
     args = parser.parse_args()
     target = args.target or next(
         (str(t) for t in available_targets(api.devices()) if str(t) == "cpu@openvino:bf16"),
@@ -156,7 +189,9 @@ def main() -> None:
         rows = [
             row
             for model in args.models
-            for row in plan_rows(model, target, hosts, network, args.stream, args.repeat)
+            for row in plan_rows(
+                model, target, hosts, network, args.stream, args.repeat, args.rounds
+            )
         ]
     links = network_rows(network)
     show("network: measured against the fitted link", links)

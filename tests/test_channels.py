@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import secrets
 from multiprocessing import AuthenticationError
-from multiprocessing.connection import Client
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from autopart.cluster.channels import ChannelError, Closed, Inbox, Message, connect, send
+from autopart.cluster.channels import ChannelError, Closed, Inbox, Message, connect, dial, send
 
 KEY = secrets.token_bytes(32)
 DTYPES = st.one_of(
@@ -85,7 +84,7 @@ def test_text_held_as_objects_is_carried_and_other_objects_refused(inbox: Inbox)
 def test_a_damaged_message_closes_that_sender_and_no_other(inbox: Inbox, header: bytes) -> None:
     with (
         connect(inbox.address, KEY, "healthy") as healthy,
-        Client(inbox.address, authkey=KEY) as raw,
+        dial(inbox.address, KEY) as raw,
     ):
         raw.send_bytes(json.dumps({"sender": "damaged"}).encode())
         raw.send_bytes(header)
@@ -98,7 +97,7 @@ def test_a_damaged_message_closes_that_sender_and_no_other(inbox: Inbox, header:
 
 
 def test_a_payload_of_another_size_than_its_shape_is_damage(inbox: Inbox) -> None:
-    with Client(inbox.address, authkey=KEY) as raw:
+    with dial(inbox.address, KEY) as raw:
         raw.send_bytes(json.dumps({"sender": "short"}).encode())
         raw.send_bytes(json.dumps({"tag": 0, "error": None,
                                    "values": [["x", "<f4", [4]]]}).encode())  # fmt: skip

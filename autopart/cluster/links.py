@@ -18,13 +18,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from itertools import permutations
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from autopart.cluster.channels import Inbox, Message, connect, send
+from autopart.cluster.channels import Channel, Inbox, Message, connect, send
 from autopart.cluster.session import Host, import_ray, lost_host, stop_actor
 from autopart.costmodel.network import (
     Link,
@@ -52,7 +51,7 @@ class _Endpoint:
         self.host, self.name = host, name
         self.payloads: Inbox | None = None
         self.acks: Inbox | None = None
-        self.to_payloads: dict[str, Connection] = {}
+        self.to_payloads: dict[str, Channel] = {}
 
     def open(self, authkey: bytes) -> tuple[tuple[str, int], tuple[str, int]]:
         """Listen; the addresses of this endpoint's payload and acknowledgement inboxes."""
@@ -67,7 +66,7 @@ class _Endpoint:
         threading.Thread(target=self._acknowledge, args=(to_acks,), daemon=True).start()
         return True
 
-    def _acknowledge(self, to_acks: dict[str, Connection]) -> None:
+    def _acknowledge(self, to_acks: dict[str, Channel]) -> None:
         assert self.payloads is not None
         while True:  # until the actor stops: a sender lost leaves the others served
             item = self.payloads.get()

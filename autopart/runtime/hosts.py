@@ -25,12 +25,11 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
 
-from autopart.cluster.channels import Closed, Inbox, connect, send
+from autopart.cluster.channels import Channel, Closed, Inbox, connect, send
 from autopart.cluster.session import Host, import_ray, lost_host, remote_refusal, stop_actor
 from autopart.errors import AutopartError
 from autopart.ir.feeds import validate_feeds
@@ -141,9 +140,7 @@ class _StageRunner:
         threading.Thread(target=self._serve, args=(connections, set(senders)), daemon=True).start()
         return True
 
-    def _serve(
-        self, connections: dict[str, tuple[Connection, list[str]]], senders: set[str]
-    ) -> None:
+    def _serve(self, connections: dict[str, tuple[Channel, list[str]]], senders: set[str]) -> None:
         """Run each input once every sender's values for it are in; until the driver leaves."""
         assert self.inbox is not None
         pending: dict[int, dict[str, np.ndarray]] = {}
@@ -167,7 +164,7 @@ class _StageRunner:
         self,
         tag: int,
         feeds: dict[str, np.ndarray],
-        connections: dict[str, tuple[Connection, list[str]]],
+        connections: dict[str, tuple[Channel, list[str]]],
     ) -> None:
         """Run input ``tag`` and send each consumer its values; a failure goes to the driver."""
         try:
@@ -227,7 +224,7 @@ class ClusterPlanExecutor:
         self._tags = itertools.count()
         self._arrived: dict[int, dict[str, np.ndarray]] = {}
         self._inbox: Inbox | None = None
-        self._to_stages: dict[str, tuple[Connection, list[str]]] = {}
+        self._to_stages: dict[str, tuple[Channel, list[str]]] = {}
         for stage, actor in zip(self.stages, self.runners, strict=True):
             self._get(actor.ready.remote(), stage, "compiling")
         self._wire(by_name.get(LOCAL, hosts[0]).address)
