@@ -2,8 +2,9 @@
 
 On a ``local:2`` cluster (two Ray nodes of one core each on this machine):
 
-1. ``autopart network``'s measurement: every size's measured median transfer against the
-   fitted link's prediction (``hosts_network.csv``).
+1. ``autopart network``'s measurement, taken twice: every size's median transfer against
+   the link fitted to the first, which predicts the second unseen; the second against the
+   first is the noise floor (``hosts_network.csv``).
 2. For each model, on the host target given (``--target``, default the machine's bf16
    OpenVINO target where it has one): one input at a time and a stream of ``--stream``
    inputs, for (a) the whole model on one host, (b) a pipeline of two stages, cut where
@@ -57,19 +58,29 @@ def crossing_bytes(graph: Graph, cut: int) -> int:
     return sum(graph.value(name).nbytes for name in before & read)
 
 
-def network_rows(network: NetworkModel) -> pd.DataFrame:
-    """Each link's measured and predicted time at every size."""
+def network_rows(network: NetworkModel, again: NetworkModel) -> pd.DataFrame:
+    """Each link's fit against its own timings and against a second measurement, ``again``.
+
+    ``error_own`` is the fit against the medians it was fitted to; ``error_again`` its
+    prediction of the second measurement's medians, which it never saw; ``noise`` the
+    second measurement against the first, the same transfer timed twice.
+    """
     rows = []
     for (a, b), link in sorted(network.links.items()):
+        second = {nbytes: seconds for nbytes, seconds, _ in again.links[(a, b)].measured}
         for nbytes, seconds, runs in link.measured:
+            predicted = link.seconds(nbytes)
             rows.append(
                 {
                     "link": f"{a}->{b}",
                     "bytes": nbytes,
                     "runs": runs,
                     "measured_ms": seconds * 1e3,
-                    "predicted_ms": link.seconds(nbytes) * 1e3,
-                    "error": link.seconds(nbytes) / seconds - 1,
+                    "measured_again_ms": second[nbytes] * 1e3,
+                    "predicted_ms": predicted * 1e3,
+                    "error_own": predicted / seconds - 1,
+                    "error_again": predicted / second[nbytes] - 1,
+                    "noise": second[nbytes] / seconds - 1,
                 }
             )
     return pd.DataFrame(rows)
@@ -175,7 +186,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=["squeezenet", "resnet50"])
     parser.add_argument("--target", default=None, help="each host's target (no host part)")
-    parser.add_argument("--stream", type=int, default=60)
+    parser.add_argument("--stream", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--runs", type=int, default=9, help="timed transfers per size")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of streams")
@@ -186,6 +197,7 @@ def main() -> None:
     )
     with cluster("local:2") as hosts:
         network = measure_links(hosts, runs=args.runs)
+        again = measure_links(hosts, runs=args.runs)
         rows = [
             row
             for model in args.models
@@ -193,7 +205,7 @@ def main() -> None:
                 model, target, hosts, network, args.stream, args.repeat, args.rounds
             )
         ]
-    links = network_rows(network)
+    links = network_rows(network, again)
     show("network: measured against the fitted link", links)
     write_csv(links, "hosts_network.csv")
     frame = pd.DataFrame(rows)
