@@ -157,7 +157,7 @@ def test_the_network_command_times_fits_and_saves_each_link(tmp_path: Path) -> N
     assert set(model.hosts) == {"host0", "host1"}
     for link in model.links.values():
         assert [row[0] for row in link.measured] == SIZES
-        assert all(row[1] > 0 and row[2] == 2 for row in link.measured)
+        assert all(row[1] > 0 and row[2] >= 2 for row in link.measured)
         assert np.isfinite(link.latency_s) and link.bytes_per_s > 0
     flat = result.output.replace("\n", "")  # rich wraps long lines
     assert re.search(r"host0 -> host1: (all sizes|up to [\d,]+ bytes): latency", flat)

@@ -37,6 +37,8 @@ from autopart.costmodel.network import (
 SIZES = (*(1000 * 4**k for k in range(8)), 64_000_000)  # 1 KB to 64 MB
 RUNS = 7
 CALL_TIMEOUT_S = 120.0
+LEAST_TIMING_S = 0.25  # each size's timings, where runs alone take less
+MOST_RUNS_PER_RUN = 100  # ... up to this many times --runs
 
 
 class _Endpoint:
@@ -77,12 +79,17 @@ class _Endpoint:
     def round_trips(self, destination: str, nbytes: int, runs: int) -> list[float]:
         """Seconds from sending ``nbytes`` to ``destination`` to its acknowledgement.
 
-        Timed ``runs`` times, after one untimed send.
+        Timed at least ``runs`` times, after one untimed send, and on for
+        :data:`LEAST_TIMING_S` where transfers are quick (up to ``MOST_RUNS_PER_RUN`` times
+        ``runs``): a transfer of microseconds on shared cores needs many to settle a median.
         """
         assert self.acks is not None
         array = np.full(nbytes, 7, dtype=np.uint8)
-        times = []
-        for tag in range(runs + 1):
+        times: list[float] = []
+        began = time.perf_counter()
+        for tag in range(runs * MOST_RUNS_PER_RUN + 1):
+            if tag > runs and time.perf_counter() - began >= LEAST_TIMING_S:
+                break
             started = time.perf_counter()
             send(self.to_payloads[destination], tag, {"payload": array})
             while not isinstance(answer := self.acks.get(timeout=CALL_TIMEOUT_S), Message):
@@ -105,8 +112,9 @@ def measure_links(
     """Time transfers of ``sizes`` between every ordered pair of ``hosts`` and fit each link.
 
     Each host is also timed to itself: a message within the host, which every stage a plan
-    runs there pays. Each size is timed ``runs`` times (after one untimed transfer) and
-    its median kept.
+    runs there pays. Each size is timed at least ``runs`` times (after one untimed
+    transfer), and on for :data:`LEAST_TIMING_S` where transfers are quick; its median is
+    kept, with how many timings it is of.
     :class:`~autopart.cluster.session.HostLostError` names a host that was lost or did not answer.
     """
     ray = import_ray()
@@ -150,14 +158,15 @@ def _timed_links(
             )
             / 2
         )  # a one-byte payload's round trip: an acknowledgement each way
-        medians = []
+        medians, counts = [], []
         for nbytes in sizes:
             if progress is not None:
                 progress(done, total, f"{what}: {nbytes:,} bytes")
             trips = _get(ray, [endpoints[a].round_trips.remote(b, nbytes, runs)], what, pair)[0]
             medians.append(max(statistics.median(trips) - acknowledged, acknowledged / 10))
+            counts.append(len(trips))
             done += 1
-        links[(a, b)] = fit_link_regimes(sizes, medians, [runs] * len(sizes))
+        links[(a, b)] = fit_link_regimes(sizes, medians, counts)
     return links
 
 

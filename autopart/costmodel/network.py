@@ -31,15 +31,21 @@ NETWORK_FORMAT = "autopart.network 1"
 
 @dataclass(frozen=True)
 class Regime:
-    """Transfers of up to ``upto_bytes`` cost ``latency_s`` plus bytes over ``bytes_per_s``."""
+    """Transfers of up to ``upto_bytes`` cost ``latency_s`` plus bytes over ``bytes_per_s``.
+
+    A regime above the first may have a negative ``latency_s``: its line starts where the
+    regime below ends, and a channel whose cost per byte grows with the size (a payload
+    beyond the caches, fresh pages to fault in) is steeper there. :class:`Link` checks
+    that no regime predicts a negative time over its sizes.
+    """
 
     upto_bytes: float
     latency_s: float
     bytes_per_s: float
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.latency_s) and self.latency_s >= 0):
-            raise ValueError(f"a link's latency must be finite and >= 0, not {self.latency_s}")
+        if not math.isfinite(self.latency_s):
+            raise ValueError(f"a link's latency must be finite, not {self.latency_s}")
         if not (math.isfinite(self.bytes_per_s) and self.bytes_per_s > 0):
             raise ValueError(f"a link's bandwidth must be finite and > 0, not {self.bytes_per_s}")
         if not self.upto_bytes > 0:
@@ -64,6 +70,12 @@ class Link:
         bounds = [regime.upto_bytes for regime in self.regimes]
         if not bounds or bounds != sorted(set(bounds)) or bounds[-1] != math.inf:
             raise ValueError(f"a link's regimes must rise to an unbounded last one, not {bounds}")
+        for low, regime in zip([0.0, *bounds], self.regimes, strict=False):
+            if regime.latency_s + low / regime.bytes_per_s < 0:
+                raise ValueError(
+                    f"a link's latency must be >= 0 at the least size its regime covers "
+                    f"({low:,.0f} bytes), not {regime.latency_s}"
+                )
 
     @classmethod
     def simple(cls, latency_s: float, bytes_per_s: float) -> Link:
@@ -86,9 +98,8 @@ class Link:
         return regime.latency_s + float(nbytes) / regime.bytes_per_s
 
     def bytes_seconds(self, nbytes: int | float) -> float:
-        """The part of :meth:`seconds` that grows with the bytes (the latency left out)."""
-        regime = next(r for r in self.regimes if nbytes <= r.upto_bytes)
-        return float(nbytes) / regime.bytes_per_s
+        """The part of :meth:`seconds` that grows with the bytes (the least latency left out)."""
+        return max(self.seconds(nbytes) - self.latency_s, 0.0)
 
     def worst_error(self) -> float:
         """The largest relative error of the prediction on the timings it was fitted to."""
@@ -131,7 +142,7 @@ def fit_link(
     regimes = []
     for low, high in ranges:
         inside = (sizes > low) & (sizes <= high)
-        regimes.append(_fit_regime(sizes[inside], times[inside], high))
+        regimes.append(_fit_regime(sizes[inside], times[inside], max(low, 0.0), high))
     counts = list(runs) or [1] * len(sizes)
     measured = tuple(
         (int(n), float(t), int(r)) for n, t, r in zip(sizes, times, counts, strict=True)
@@ -162,18 +173,18 @@ def fit_link_regimes(
     return best
 
 
-def _fit_regime(sizes: np.ndarray, times: np.ndarray, upto: float) -> Regime:
-    """Latency and bandwidth minimising the relative residuals at ``sizes``."""
-    # in units where both parameters are near 1: latency in ms, seconds per MB
+def _fit_regime(sizes: np.ndarray, times: np.ndarray, low: float, upto: float) -> Regime:
+    """The line minimising the relative residuals at ``sizes``, >= 0 from ``low`` bytes on."""
+    # in units where both parameters are near 1: the time at ``low`` in ms, seconds per MB
     slope_guess = max(float(np.polyfit(sizes, times, 1)[0]), 1e-12) * 1e6
     start = [max(float(times.min()) * 1e3, 1e-6), slope_guess]
 
     def relative(params: np.ndarray) -> np.ndarray:
-        return (params[0] * 1e-3 + params[1] * 1e-6 * sizes) / times - 1
+        return (params[0] * 1e-3 + params[1] * 1e-6 * (sizes - low)) / times - 1
 
     fit = least_squares(relative, start, bounds=([0.0, 1e-9], [np.inf, np.inf]))
-    latency_ms, seconds_per_mb = (float(x) for x in fit.x)
-    return Regime(upto, latency_ms * 1e-3, 1e6 / seconds_per_mb)
+    at_low_ms, seconds_per_mb = (float(x) for x in fit.x)
+    return Regime(upto, at_low_ms * 1e-3 - low * seconds_per_mb * 1e-6, 1e6 / seconds_per_mb)
 
 
 @dataclass
