@@ -32,7 +32,7 @@ def _rate(
     )
     request = compiled.create_infer_request()
     feeds = {
-        port.any_name: np.random.default_rng(0).random(port.shape.to_shape(), np.float32)
+        port.any_name: np.random.default_rng(0).random(tuple(port.shape), np.float32)
         for port in compiled.inputs
     }
     for _ in range(5):
@@ -52,7 +52,7 @@ def _side_by_side(cores: list[int], path: str, precision: str, seconds: float) -
     ]
     for worker in workers:
         worker.start()
-    rates = [results.get() for _ in workers]
+    rates = [results.get(timeout=seconds * 10 + 120) for _ in workers]  # a worker may fail
     for worker in workers:
         worker.join()
     return rates
