@@ -12,9 +12,12 @@
    a stream of :data:`STREAM_INPUTS` inputs. The objective's measurement chooses, never the
    prediction; the report puts each beside its prediction.
 
-It plans in f32: every host's targets are f32 ones (a precision budget across hosts is not
-built yet), so each candidate's outputs must match onnxruntime within
-``COMMON.check_tolerance``, and one that does not is not kept.
+Precision is chosen as a local tune chooses it: each host's targets are those
+``--precision`` allows (every precision offered, by default), and every candidate's
+outputs must match onnxruntime within the tolerance a local tune would hold it to (the
+number given, else OpenVINO as installed's error on the same input plus 10%, never below
+the f32 runtimes' own). Where no candidate is within it, the search runs again on f32
+targets alone, and those candidates run too.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from autopart.costmodel.costs import Costs
 from autopart.costmodel.from_profile import profile_targets
 from autopart.costmodel.network import NetworkModel, network_path
 from autopart.errors import AutopartError, ProfileError
+from autopart.host_memory import release_freed_memory
 from autopart.ir.feeds import random_inputs
 from autopart.ir.graph import Graph
 from autopart.ir.target import VirtualDevice
@@ -42,11 +46,19 @@ from autopart.profile.saved import default_profiles_dir
 from autopart.runtime.hosts import ClusterPlanExecutor, stream_through
 from autopart.search.hosts import LOCAL, HostStagePlan, parse_links, search_hosts
 from autopart.settings import COMMON
+from autopart.tuning.accuracy import (
+    AccuracyPolicy,
+    made_for_runtimes,
+    own_runtimes,
+    tolerance_peer,
+)
 from autopart.tuning.host_profiles import HostProfile, profile_hosts
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.oracle import oracle_outputs
+from autopart.tuning.oracle import oracle_outputs, relative_error
+from autopart.tuning.peers import PeerInputs, peers
 
 STREAM_INPUTS = 40  # the stream each candidate runs, for its rate
+EXACT = AccuracyPolicy(("f32",))  # the plans made again where none is within the tolerance
 PROFILE_BUDGET_S = 60.0  # each host's profile, where no --budget is given
 
 
@@ -60,11 +72,12 @@ class Candidate:
     latency_s: float | None = None
     rate_per_s: float | None = None
     error: float | None = None
+    tolerance: float = COMMON.check_tolerance
 
     @property
     def kept(self) -> bool:
-        """Whether it ran and its outputs matched onnxruntime."""
-        return self.error is not None and self.error <= COMMON.check_tolerance
+        """Whether it ran and its outputs matched onnxruntime within its ``tolerance``."""
+        return self.error is not None and self.error <= self.tolerance
 
 
 @dataclass
@@ -117,6 +130,9 @@ def tune_hosts(
                 notes.append(f"{lost}; planned again on {', '.join(_names(left))} (--replan)")
                 say(notes[-1])
     chosen = _choose(candidates, objective, predicted=bool(given.links))
+    if not given.links:
+        notes.append(f"accuracy: {options.accuracy_policy.describe()}; every candidate held "
+                     f"to {chosen.tolerance:.3g}, max-rel against onnxruntime")  # fmt: skip
     if given.links:
         notes.append(f"planned for the network of --link {' '.join(options.links)}: "
                      "predicted only, nothing was run")  # fmt: skip
@@ -135,7 +151,9 @@ def _choose(candidates: Sequence[Candidate], objective: str, predicted: bool) ->
     kept = [c for c in candidates if c.kept]
     if not kept:
         worst = ", ".join(f"{c.name}: {c.error:.1e}" for c in candidates if c.error is not None)
-        raise AutopartError(f"no plan across the hosts matched onnxruntime ({worst})")
+        tolerance = candidates[0].tolerance if candidates else COMMON.check_tolerance
+        raise AutopartError(f"no plan across the hosts matched onnxruntime within "
+                            f"{tolerance:.3g} ({worst})")  # fmt: skip
     if objective == "latency":
         return min(kept, key=lambda c: c.latency_s or np.inf)
     return max(kept, key=lambda c: c.rate_per_s or 0.0)
@@ -176,27 +194,41 @@ def _search_and_run(
     network = network.merged(
         NetworkModel({pair: link for pair, link in given.links.items() if set(pair) <= names})
     )
-    costs = {p.host: _host_costs(graph, p, options.targets) for p in profiled}
+    policy = options.accuracy_policy
+    costs = {p.host: _host_costs(graph, p, options.targets, policy) for p in profiled}
     say("searching across hosts")
     caps_here = {name: cap for name, cap in caps.items() if name in names}
-    latency, rate, replicas = search_hosts(graph, costs, network, caps_here)
-    candidates = _candidates(graph, latency, rate, replicas)
+    candidates = _candidates(graph, *search_hosts(graph, costs, network, caps_here))
+    if given.links:
+        return profiled, path, candidates
     feeds = random_inputs(graph, 0)
-    for candidate in candidates if not given.links else ():
+    tolerance = _tolerance(graph, policy, feeds, say)
+    for candidate in candidates:
         say(f"running {candidate.name}")
-        _measure(graph, candidate, hosts, feeds, options)
+        _measure(graph, candidate, hosts, feeds, options, tolerance)
+    reduced = any(t.reduced for c in costs.values() for t in c.targets)
+    if reduced and not any(c.kept for c in candidates):
+        say(f"no plan within the tolerance ({tolerance:.3g}): planning again in f32")
+        exact = {p.host: _host_costs(graph, p, options.targets, EXACT) for p in profiled}
+        again = _candidates(graph, *search_hosts(graph, exact, network, caps_here), " f32")
+        for candidate in again:
+            say(f"running {candidate.name}")
+            _measure(graph, candidate, hosts, feeds, options, tolerance)
+        candidates += again
     return profiled, path, candidates
 
 
-def _host_costs(graph: Graph, profiled: HostProfile, targets: Sequence[str] | None) -> Costs:
-    """The host's costs on every f32 target its profile prices for every node."""
+def _host_costs(
+    graph: Graph, profiled: HostProfile, targets: Sequence[str] | None, policy: AccuracyPolicy
+) -> Costs:
+    """The host's costs on every target ``policy`` allows that its profile prices for every node."""
     profile = Profile.load(profiled.path)
     node_cost: dict[str, dict[VirtualDevice, float]] = {n.name: {} for n in graph.nodes}
     launch: dict[VirtualDevice, float] = {}
     priced = []
     for text in targets or sorted({str(t) for t in profile_targets(profile)}):
         target = VirtualDevice.parse(text)
-        if target.reduced or target.host is not None:
+        if not policy.allows(target.computes_in) or target.host is not None:
             continue
         try:
             one = costs_from_profile(graph, profile, [target])
@@ -207,9 +239,50 @@ def _host_costs(graph: Graph, profiled: HostProfile, targets: Sequence[str] | No
         for name, entry in one.node_cost.items():
             node_cost[name].update(entry)
     if not priced:
-        raise ProfileError(f"host {profiled.host}'s profile prices no f32 target for every "
-                           "node; profile it with a larger --budget")  # fmt: skip
+        raise ProfileError(f"host {profiled.host}'s profile prices no target it may use for "
+                           "every node; profile it with a larger --budget")  # fmt: skip
     return Costs(graph, priced, node_cost, launch=launch)
+
+
+def _tolerance(
+    graph: Graph,
+    policy: AccuracyPolicy,
+    feeds: Mapping[str, np.ndarray],
+    say: Callable[[str], None],
+) -> float:
+    """The largest error a plan across hosts may have: the local tune's rule, on ``feeds``.
+
+    A number given is that number; else the rule's peers (OpenVINO as installed, and the
+    libraries alone in f32, which floor it) run the whole model here on ``feeds``, and
+    their errors against onnxruntime on the whole model set it
+    (:meth:`~autopart.tuning.accuracy.AccuracyPolicy.tolerance_rule`).
+    """
+    rule = policy.tolerance_rule(graph)
+    if isinstance(rule, float):
+        return rule
+    _, expected = oracle_outputs(graph, feeds)
+    errors: dict[str, float] = {}
+    for name in dict.fromkeys([tolerance_peer(), *own_runtimes(), *made_for_runtimes()]):
+        if name is None:
+            continue
+        runners, _ = peers(graph, PeerInputs.of(graph), only=name)
+        if name in runners:
+            say(f"judging {name} on the same input: its error sets the tolerance")
+            errors[name] = _error(expected, [runners[name](feeds)])
+        runners.clear()
+        release_freed_memory()
+    return rule(errors)
+
+
+def _error(
+    expected: Mapping[str, np.ndarray], outputs: Sequence[Mapping[str, np.ndarray]]
+) -> float:
+    """The largest relative error of any of ``outputs`` against ``expected``."""
+    return max(
+        (relative_error(np.asarray(got[name]), np.asarray(array))
+         for got in outputs for name, array in expected.items()),
+        default=0.0,
+    )  # fmt: skip
 
 
 def _caps(memory: Mapping[str, int], hosts: Sequence[str]) -> dict[str, int]:
@@ -222,9 +295,13 @@ def _caps(memory: Mapping[str, int], hosts: Sequence[str]) -> dict[str, int]:
 
 
 def _candidates(
-    graph: Graph, latency: HostStagePlan, rate: HostStagePlan, replicas: HostStagePlan | None
+    graph: Graph,
+    latency: HostStagePlan,
+    rate: HostStagePlan,
+    replicas: HostStagePlan | None,
+    suffix: str = "",
 ) -> list[Candidate]:
-    """The distinct plans to run: quickest, highest-rate pipeline, replicas."""
+    """The distinct plans to run: quickest, highest-rate pipeline, replicas (``suffix`` added)."""
     found: dict[tuple[object, ...], Candidate] = {}
     named = [("quickest", latency), ("pipeline", rate)]
     if replicas is not None:
@@ -239,7 +316,7 @@ def _candidates(
                            _first_target(a), str(graph.meta.get("source") or graph.name))
             for a in assignments
         ]  # fmt: skip
-        found[key] = Candidate(name, predicted, plans)
+        found[key] = Candidate(name + suffix, predicted, plans)
     return list(found.values())
 
 
@@ -249,7 +326,8 @@ def _first_target(assignment: Mapping[str, str]) -> VirtualDevice:
 
 
 def _measure(graph: Graph, candidate: Candidate, hosts: Sequence[Host],
-             feeds: Mapping[str, np.ndarray], options: TuneOptions) -> None:  # fmt: skip
+             feeds: Mapping[str, np.ndarray], options: TuneOptions,
+             tolerance: float) -> None:  # fmt: skip
     """Run ``candidate`` on ``hosts``: its outputs' error, latency and a stream's rate."""
     executors = [ClusterPlanExecutor(plan, graph, hosts) for plan in candidate.plans]
     try:
@@ -257,12 +335,9 @@ def _measure(graph: Graph, candidate: Candidate, hosts: Sequence[Host],
         streamed = stream_through(executors, [feeds] * STREAM_INPUTS,
                                   in_flight=sum(len(e.stages) for e in executors) + 1)  # fmt: skip
         _, expected = oracle_outputs(graph, feeds, candidate.plans[0])
-        candidate.error = max(
-            float(np.max(np.abs(outputs[name] - array)) / max(np.max(np.abs(array)), 1e-30))
-            for outputs in [run.outputs, *streamed.outputs]
-            for name, array in expected.items()
-        )
+        candidate.error = _error(expected, [run.outputs, *streamed.outputs])
         candidate.latency_s, candidate.rate_per_s = run.median_s, streamed.rate
+        candidate.tolerance = tolerance
     finally:
         for executor in executors:
             executor.close()
