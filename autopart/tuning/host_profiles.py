@@ -14,15 +14,16 @@ machine's profiles: a host's disk may be another machine's.
 
 from __future__ import annotations
 
+import math
 import tempfile
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autopart.cluster.hosts import describe_hosts
 from autopart.cluster.session import Host, import_ray, lost_host, remote_refusal
-from autopart.errors import ProfileError
+from autopart.errors import AutopartError, ProfileError
 from autopart.io import atomic_write_bytes
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_export import to_onnx
@@ -30,6 +31,7 @@ from autopart.profile import Profile
 from autopart.profile.saved import default_profiles_dir
 
 HOST_PROFILE_TIMEOUT_S = 3600.0
+WHOLE_RUNS = 5  # each target's whole-model runs on its host, to scale its op sum by
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,8 @@ class HostProfile:
     """What profiling one host did: its profile's ``path`` and the run's figures.
 
     ``shared_with`` names the host whose profile this host shares (the same fingerprint);
-    the figures are then that host's.
+    the figures are then that host's. ``whole_s`` is the whole model's median time on each
+    target the profile prices for every node, run alone in one partition on the host.
     """
 
     host: str
@@ -49,6 +52,7 @@ class HostProfile:
     elapsed_s: float
     notes: tuple[str, ...] = ()
     shared_with: str | None = None
+    whole_s: Mapping[str, float] = field(default_factory=dict)
 
 
 def profile_hosts(
@@ -93,7 +97,7 @@ def profile_hosts(
         _save_checked(facts["text"], path, fingerprint)
         done[fingerprint] = HostProfile(
             host.name, fingerprint, path, facts["new"], facts["reused"], facts["missing"],
-            facts["elapsed_s"], tuple(facts["notes"]),
+            facts["elapsed_s"], tuple(facts["notes"]), None, _whole_checked(facts["whole_s"]),
         )  # fmt: skip
         found.append(done[fingerprint])
     return found
@@ -103,7 +107,7 @@ def _shared(profiled: HostProfile, host: str) -> HostProfile:
     """``host``'s entry for the profile it shares with ``profiled``'s host."""
     return HostProfile(host, profiled.fingerprint, profiled.path, profiled.new,
                        profiled.reused, profiled.missing, profiled.elapsed_s,
-                       profiled.notes, profiled.host)  # fmt: skip
+                       profiled.notes, profiled.host, profiled.whole_s)  # fmt: skip
 
 
 def _save_checked(text: bytes, path: Path, fingerprint: str) -> None:
@@ -141,6 +145,43 @@ def _profile_here(
         if saved is not None:
             path.write_bytes(saved)
         report, _, written = profile_model(graph, targets, folder, budget_s=budget_s)
+        whole = _time_whole(graph, Profile.load(written))
         return {"text": written.read_bytes(), "new": report.new, "reused": report.reused,
                 "missing": report.missing, "elapsed_s": report.elapsed_s,
-                "notes": list(report.notes)}  # fmt: skip
+                "notes": list(report.notes), "whole_s": whole}  # fmt: skip
+
+
+def _time_whole(graph: Graph, profile: Profile) -> dict[str, float]:
+    """Each target's median time for the whole of ``graph``, alone in one partition.
+
+    For every target ``profile`` prices for every node: :data:`WHOLE_RUNS` runs after two
+    untimed. A target that cannot compile or run the whole model here is left out.
+    """
+    from autopart.costmodel import costs_from_profile
+    from autopart.costmodel.from_profile import profile_targets
+    from autopart.ir.feeds import random_inputs
+    from autopart.plan.build import build_plan_for
+    from autopart.runtime.plan_executor import PlanExecutor
+
+    feeds = random_inputs(graph, 0)
+    timed: dict[str, float] = {}
+    for target in profile_targets(profile):
+        try:
+            costs_from_profile(graph, profile, [target])
+            plan = build_plan_for(graph, dict.fromkeys((n.name for n in graph.nodes), target),
+                                  target, "whole")  # fmt: skip
+            with PlanExecutor(plan, graph) as executor:
+                timed[str(target)] = executor.run(feeds, repeat=WHOLE_RUNS, warmup=2).median_s
+        except (AutopartError, RuntimeError):  # not priced for every node, or fails here
+            continue
+    return timed
+
+
+def _whole_checked(whole: object) -> dict[str, float]:
+    """The whole-model timings a host sent back: target texts to positive, finite seconds."""
+    if not isinstance(whole, dict) or not all(
+        isinstance(k, str) and isinstance(v, float) and math.isfinite(v) and v > 0
+        for k, v in whole.items()
+    ):
+        raise ProfileError(f"a host's whole-model timings came back damaged: {whole!r}")
+    return dict(whole)

@@ -56,6 +56,7 @@ from autopart.tuning.host_profiles import HostProfile, profile_hosts
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.oracle import oracle_outputs, relative_error
 from autopart.tuning.peers import PeerInputs, peers
+from autopart.tuning.whole_scale import op_sum_factor
 
 STREAM_INPUTS = 40  # the stream each candidate runs, for its rate
 EXACT = AccuracyPolicy(("f32",))  # the plans made again where none is within the tolerance
@@ -221,7 +222,13 @@ def _search_and_run(
 def _host_costs(
     graph: Graph, profiled: HostProfile, targets: Sequence[str] | None, policy: AccuracyPolicy
 ) -> Costs:
-    """The host's costs on every target ``policy`` allows that its profile prices for every node."""
+    """The host's costs on every target ``policy`` allows that its profile prices for every node.
+
+    Each target's op costs are scaled so that they sum to its whole-model timing on the
+    host, where they are off by more than the gross error
+    (:func:`~autopart.tuning.whole_scale.op_sum_factor`): a library's fusion, spread over
+    its ops, as a local tune's screen scales them.
+    """
     profile = Profile.load(profiled.path)
     node_cost: dict[str, dict[VirtualDevice, float]] = {n.name: {} for n in graph.nodes}
     launch: dict[VirtualDevice, float] = {}
@@ -234,10 +241,12 @@ def _host_costs(
             one = costs_from_profile(graph, profile, [target])
         except ProfileError:
             continue  # not profiled for every node within the budget
+        whole_s = profiled.whole_s.get(str(target))
+        factor = None if whole_s is None else op_sum_factor(one, target, whole_s)
         priced.append(target)
         launch[target] = one.launch_cost(target)
         for name, entry in one.node_cost.items():
-            node_cost[name].update(entry)
+            node_cost[name].update({t: cost * (factor or 1.0) for t, cost in entry.items()})
     if not priced:
         raise ProfileError(f"host {profiled.host}'s profile prices no target it may use for "
                            "every node; profile it with a larger --budget")  # fmt: skip

@@ -41,8 +41,18 @@ def whole_factor(costs: Costs, target: VirtualDevice, plan: Plan, whole_s: float
     """
     if len(plan.partitions) != 1 or any(str(t) != str(target) for t in plan.assignment.values()):
         return None
+    return op_sum_factor(costs, target, whole_s)
+
+
+def op_sum_factor(costs: Costs, target: VirtualDevice, whole_s: float) -> float | None:
+    """The factor that brings the op sum of every node on ``target`` to ``whole_s``.
+
+    ``whole_s`` is the whole model timed on ``target`` alone, in one partition. None where
+    the op sum, with one launch, is within the gross error of it, or the timing does not
+    exceed the launch; else clipped to the factor range.
+    """
     launch = costs.launch_cost(target)
-    summed = sum(costs.node_cost[name][target] for name in plan.assignment)
+    summed = sum(entry[target] for entry in costs.node_cost.values())
     if summed <= 0.0 or whole_s <= launch:
         return None
     if abs((launch + summed) / whole_s - 1.0) <= CALIBRATION.gross_error:
