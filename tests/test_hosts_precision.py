@@ -1,0 +1,106 @@
+"""Precision across hosts: the targets a tune may use, their op sums scaled to whole timings."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import onnx
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from autopart.cli import main
+from autopart.costmodel.calibration import CALIBRATION
+from autopart.costmodel.costs import Costs
+from autopart.ir.target import VirtualDevice
+from autopart.loader import load_model
+from autopart.tuning.accuracy import AccuracyPolicy
+from autopart.tuning.host_profiles import HostProfile
+from autopart.tuning.hosts_tune import EXACT, _host_costs
+from autopart.tuning.profile_model import profile_model
+from autopart.tuning.whole_scale import op_sum_factor
+from tests.test_hosts import _two_cores
+from tests.test_profile import tiny_cnn
+
+EXACT_TARGET = VirtualDevice.parse("cpu@numpy")
+REDUCED_TARGET = VirtualDevice.parse("cpu@openvino:int8")  # offered on every x86 CPU
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    costs=st.lists(st.floats(1e-6, 1e-2), min_size=1, max_size=12),
+    launch=st.floats(0.0, 1e-3),
+    ratio=st.floats(0.05, 20.0),
+)
+def test_op_costs_scaled_to_a_whole_timing_sum_to_it_within_the_factor_range(
+    costs: list[float], launch: float, ratio: float
+) -> None:
+    graph = load_model(tiny_cnn())
+    names = [node.name for node in graph.nodes][: len(costs)]
+    node_cost = {n.name: {EXACT_TARGET: 0.0} for n in graph.nodes}
+    for name, cost in zip(names, costs, strict=False):
+        node_cost[name][EXACT_TARGET] = cost
+    priced = Costs(graph, [EXACT_TARGET], node_cost, launch={EXACT_TARGET: launch})
+    summed = sum(entry[EXACT_TARGET] for entry in node_cost.values())
+    whole_s = launch + summed * ratio
+    factor = op_sum_factor(priced, EXACT_TARGET, whole_s)
+    low, high = CALIBRATION.factor_range
+    if abs((launch + summed) / whole_s - 1) <= CALIBRATION.gross_error:
+        assert factor is None  # close enough: the op sum stands
+    elif low <= ratio <= high:
+        assert factor == pytest.approx(ratio)
+        assert launch + summed * factor == pytest.approx(whole_s)
+    else:
+        assert factor in (pytest.approx(low), pytest.approx(high))
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, Path]:
+    folder = tmp_path_factory.mktemp("profiles")
+    graph = load_model(tiny_cnn())
+    _, profile, path = profile_model(graph, [str(EXACT_TARGET), str(REDUCED_TARGET)], folder)
+    return graph, path, profile.fingerprint
+
+
+def test_a_host_offers_the_precisions_the_policy_allows_scaled_to_its_whole_timings(
+    profiled: tuple,
+) -> None:
+    graph, path, fingerprint = profiled
+    host = HostProfile("host0", fingerprint, path, 0, 0, 0, 0.0)
+    every = _host_costs(graph, host, None, AccuracyPolicy())
+    assert set(every.targets) == {EXACT_TARGET, REDUCED_TARGET}
+    exact = _host_costs(graph, host, None, EXACT)
+    assert set(exact.targets) == {EXACT_TARGET}
+    summed = sum(exact.node_cost[n.name][EXACT_TARGET] for n in graph.nodes)
+    whole_s = exact.launch_cost(EXACT_TARGET) + 3 * summed  # the library fuses nothing here
+    timed = dataclasses.replace(host, whole_s={str(EXACT_TARGET): whole_s})
+    scaled = _host_costs(graph, timed, None, EXACT)
+    for node in graph.nodes:
+        assert scaled.node_cost[node.name][EXACT_TARGET] == pytest.approx(
+            3 * exact.node_cost[node.name][EXACT_TARGET]
+        )
+
+
+@pytest.mark.slow  # two tunes on a local:2 cluster: about 40 s each
+def test_a_tune_across_hosts_holds_every_plan_to_the_local_tolerance(tmp_path: Path) -> None:
+    _two_cores()
+    model = tmp_path / "tiny.onnx"
+    onnx.save(tiny_cnn(), model)
+    common = ["tune", str(model), "--cluster", "local:2", "--budget", "20",
+              "--targets", f"{EXACT_TARGET},{REDUCED_TARGET}",
+              "--profiles", str(tmp_path / "profiles")]  # fmt: skip
+    result = CliRunner().invoke(main, [*common, "-o", str(tmp_path / "any.json")])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())  # rich wraps long lines
+    assert "accuracy: every precision offered" in flat and "every candidate held to" in flat
+    held = float(flat.split("every candidate held to ")[1].split(",")[0])
+    chosen = next(line for line in result.output.splitlines() if " * │" in line)
+    assert float(chosen.split("│")[-2]) <= held
+    exact = CliRunner().invoke(
+        main, [*common, "--precision", "f32", "-o", str(tmp_path / "f32.json")]
+    )
+    assert exact.exit_code == 0, exact.output
+    rows = [line for line in exact.output.splitlines() if line.startswith("│ ")]
+    assert rows and not any(str(REDUCED_TARGET) in line for line in rows)
