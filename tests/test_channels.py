@@ -96,14 +96,16 @@ def test_a_damaged_message_closes_that_sender_and_no_other(inbox: Inbox, header:
     assert inbox.get(timeout=10).sender == "healthy"
 
 
-def test_a_payload_of_another_size_than_its_shape_is_damage(inbox: Inbox) -> None:
+@pytest.mark.parametrize("shape", [[4], [2**40, 2**20]])
+def test_a_payload_of_another_size_than_its_shape_is_damage(inbox: Inbox, shape: list[int]) -> None:
     with dial(inbox.address, KEY) as raw:
         raw.send_bytes(json.dumps({"sender": "short"}).encode())
         raw.send_bytes(json.dumps({"tag": 0, "error": None,
-                                   "values": [["x", "<f4", [4]]]}).encode())  # fmt: skip
-        raw.send_bytes(b"\0" * 8)  # two floats for four
+                                   "values": [["x", "<f4", shape]]}).encode())  # fmt: skip
+        raw.send_bytes(b"\0" * 8)  # two floats, whatever the header says: nothing huge is made
         closed = inbox.get(timeout=10)
     assert isinstance(closed, Closed) and closed.sender == "short"
+    assert "not the size its header gave" in closed.reason
 
 
 def test_a_wrong_key_is_refused_and_the_inbox_goes_on() -> None:

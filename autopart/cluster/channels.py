@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import queue
 import socket
 import struct
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener
@@ -123,9 +124,18 @@ class Channel:
 
     def recv_bytes_into(self, buffer: memoryview) -> int:
         """Read the next frame into ``buffer``; ``ValueError`` where its length differs."""
+        return self.recv_frame_into(lambda length: buffer if length == len(buffer) else None)
+
+    def recv_frame_into(self, make: Callable[[int], memoryview | None]) -> int:
+        """Read the next frame into the buffer ``make`` gives for its length (its bytes).
+
+        ``make`` returns None to refuse that length (``ValueError``), before anything the
+        frame would fill is made: a damaged length never asks for its memory.
+        """
         length = self._length()
-        if length != len(buffer):
-            raise ValueError(f"a frame of {length} bytes for {len(buffer)}")
+        buffer = make(length)
+        if buffer is None or len(buffer) != length:
+            raise ValueError(f"a frame of {length} bytes, not the size its header gave")
         self._fill(buffer)
         return length
 
@@ -185,19 +195,26 @@ def receive(connection: Channel, sender: str) -> Message:
 
 
 def _received_array(connection: Channel, name: str, dtype_text: str, shape: Any) -> np.ndarray:
-    """The next payload on ``connection``, as the array its header describes."""
+    """The next payload on ``connection``, as the array its header describes.
+
+    The frame's length is checked against the header's shape before the array is made.
+    """
     dtype = np.dtype(dtype_text)
     if dtype.kind not in _CARRIED_KINDS or not isinstance(shape, list):
         raise TypeError(f"{name!r}: dtype {dtype_text} or shape {shape!r} not carried")
     if not all(isinstance(d, int) and d >= 0 for d in shape):
         raise TypeError(f"{name!r}: shape {shape!r}")
-    array = np.empty(shape, dtype)
-    if array.nbytes == 0:
-        if connection.recv_bytes(1):
-            raise ValueError(f"{name!r}: bytes for an empty array")
-        return array
-    connection.recv_bytes_into(memoryview(array).cast("B"))
-    return array
+    nbytes = math.prod(shape) * dtype.itemsize
+    made: list[np.ndarray] = []
+
+    def make(length: int) -> memoryview | None:
+        if length != nbytes:
+            return None
+        made.append(np.empty(shape, dtype))
+        return memoryview(made[0]).cast("B") if nbytes else memoryview(b"")
+
+    connection.recv_frame_into(make)
+    return made[0]
 
 
 def dial(address: tuple[str, int], authkey: bytes) -> Channel:
