@@ -198,7 +198,10 @@ def run_plan(
     if cluster_spec is not None:
         with cluster(cluster_spec) as hosts:
             executor = ClusterPlanExecutor(plan, graph, hosts)
-            return executor.run(feeds, repeat=repeat, warmup=warmup)
+            try:
+                return executor.run(feeds, repeat=repeat, warmup=warmup)
+            finally:
+                executor.close()
     with PlanExecutor(plan, graph) as executor:
         return executor.run(feeds, repeat=repeat, warmup=warmup, concurrent=concurrent)
 
@@ -217,9 +220,12 @@ def stream_plan(
     """
     with cluster(cluster_spec) as hosts:
         executor = ClusterPlanExecutor(plan, graph, hosts)
-        if warmup:
-            executor.run(samples[0], repeat=warmup)
-        return executor.stream(samples), executor.stages
+        try:
+            if warmup:
+                executor.run(samples[0], repeat=warmup)
+            return executor.stream(samples), executor.stages
+        finally:
+            executor.close()
 
 
 def profile(

@@ -225,9 +225,13 @@ class ClusterPlanExecutor:
         self._arrived: dict[int, dict[str, np.ndarray]] = {}
         self._inbox: Inbox | None = None
         self._to_stages: dict[str, tuple[Channel, list[str]]] = {}
-        for stage, actor in zip(self.stages, self.runners, strict=True):
-            self._get(actor.ready.remote(), stage, "compiling")
-        self._wire(by_name.get(LOCAL, hosts[0]).address)
+        try:
+            for stage, actor in zip(self.stages, self.runners, strict=True):
+                self._get(actor.ready.remote(), stage, "compiling")
+            self._wire(by_name.get(LOCAL, hosts[0]).address)
+        except BaseException:  # a stage refused or a host lost: free what was made
+            self.close()
+            raise
 
     def _wire(self, driver_address: str) -> None:
         """Open each stage's channel and join producers to consumers; the driver's too."""
