@@ -84,8 +84,8 @@ class Channel:
     Made from a :class:`~multiprocessing.connection.Connection` once its handshake is
     done, it takes over the socket. Frames are received straight into the caller's buffer
     (:meth:`recv_bytes_into`): one copy from the kernel, where a ``Connection`` reads
-    chunks into a buffer of its own first (0.75 GB/s on loopback against
-    several). Writes go out at once, not held for Nagle's timer.
+    chunks into a buffer of its own first (64 MB between two local Ray nodes: 0.75 GB/s
+    that way, about 2 GB/s this way). Writes go out at once, not held for Nagle's timer.
     """
 
     def __init__(self, connection: Connection) -> None:
