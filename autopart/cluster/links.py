@@ -193,16 +193,9 @@ def network_of(
     return model, path
 
 
-def _get(
-    ray: Any, references: list[Any], what: str, hosts: Sequence[Host], wait_only: bool = False
-) -> Any:
-    """``ray.get`` (or only wait) within :data:`CALL_TIMEOUT_S`; else the lost host of ``hosts``."""
+def _get(ray: Any, references: list[Any], what: str, hosts: Sequence[Host]) -> Any:
+    """``ray.get`` within :data:`CALL_TIMEOUT_S`; else the lost host of ``hosts``."""
     try:
-        if wait_only:
-            ready, _ = ray.wait(references, num_returns=len(references), timeout=CALL_TIMEOUT_S)
-            if len(ready) < len(references):
-                raise TimeoutError(f"no answer in {CALL_TIMEOUT_S:.0f} s")
-            return ready
         return ray.get(references, timeout=CALL_TIMEOUT_S)
     except Exception as error:  # a lost node, an actor that died, a timeout
         raise lost_host(hosts, f"timing {what}", error) from None

@@ -249,6 +249,11 @@ def lost_host(hosts: Sequence[Host], doing: str, error: BaseException) -> HostLo
     return HostLostError(hosts[0].name, doing, detail)
 
 
+def one_line(error: BaseException) -> str:
+    """``error`` as a host reports it: autopart's own message, else its type and message."""
+    return str(error) if isinstance(error, AutopartError) else f"{type(error).__name__}: {error}"
+
+
 def remote_refusal(error: Exception) -> str | None:
     """What autopart's own code raised on a host, as one line; None for a lost host.
 
@@ -258,9 +263,7 @@ def remote_refusal(error: Exception) -> str | None:
     """
     cause = getattr(error, "cause", None)
     if isinstance(cause, Exception) and not _is_ray_loss(cause):
-        return (
-            str(cause) if isinstance(cause, AutopartError) else f"{type(cause).__name__}: {cause}"
-        )
+        return one_line(cause)
     if getattr(error, "actor_init_failed", False):
         last = str(error).strip().splitlines()[-1]
         kind, _, message = last.partition(": ")

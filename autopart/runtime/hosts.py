@@ -30,8 +30,14 @@ from typing import Any
 import numpy as np
 
 from autopart.cluster.channels import Channel, Closed, Inbox, connect, send
-from autopart.cluster.session import Host, import_ray, lost_host, remote_refusal, stop_actor
-from autopart.errors import AutopartError
+from autopart.cluster.session import (
+    Host,
+    import_ray,
+    lost_host,
+    one_line,
+    remote_refusal,
+    stop_actor,
+)
 from autopart.ir.feeds import validate_feeds
 from autopart.ir.graph import Graph, Node
 from autopart.ir.onnx_export import to_onnx
@@ -170,12 +176,7 @@ class _StageRunner:
         try:
             outputs = self.executor.run(feeds, repeat=1, warmup=0).outputs
         except Exception as error:  # the stage's own failure, reported on the driver's side
-            text = (
-                str(error)
-                if isinstance(error, AutopartError)
-                else f"{type(error).__name__}: {error}"
-            )
-            send(connections[DRIVER][0], tag, {}, error=text)
+            send(connections[DRIVER][0], tag, {}, error=one_line(error))
             return
         for connection, names in connections.values():
             if names:
@@ -221,6 +222,8 @@ class ClusterPlanExecutor:
                     host, stage, model.SerializeToString(), targets
                 )
             )
+        made = {name for stage in self.stages for name in stage.outputs}
+        self._awaited = {n for n in graph.outputs if n in made and n not in graph.inputs}
         self._tags = itertools.count()
         self._arrived: dict[int, dict[str, np.ndarray]] = {}
         self._inbox: Inbox | None = None
@@ -293,16 +296,14 @@ class ClusterPlanExecutor:
     def collect(self, tag: int, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """The graph's outputs of the run ``tag`` (waiting for them)."""
         assert self._inbox is not None
-        made = {name for stage in self.stages for name in stage.outputs}
-        awaited = {name for name in self.graph.outputs if name in made and name not in feeds}
-        while not awaited <= set(self._arrived[tag]):
+        while not self._awaited <= self._arrived[tag].keys():
             try:
                 item = self._inbox.get(timeout=STAGE_TIMEOUT_S)
             except queue.Empty:
                 late = self._stage(self.stages[-1].id)
                 raise self._lost(late, "running", TimeoutError("no answer")) from None
             if isinstance(item, Closed):
-                if item.sender not in {stage.id for stage in self.stages}:
+                if not any(stage.id == item.sender for stage in self.stages):
                     continue  # a stranger's connection, not a stage's
                 raise self._lost(
                     self._stage(item.sender), "running", ConnectionError(item.reason)

@@ -145,27 +145,32 @@ def _profile_here(
         if saved is not None:
             path.write_bytes(saved)
         report, _, written = profile_model(graph, targets, folder, budget_s=budget_s)
-        whole = _time_whole(graph, Profile.load(written))
+        whole = _time_whole(graph, Profile.load(written), targets)
         return {"text": written.read_bytes(), "new": report.new, "reused": report.reused,
                 "missing": report.missing, "elapsed_s": report.elapsed_s,
                 "notes": list(report.notes), "whole_s": whole}  # fmt: skip
 
 
-def _time_whole(graph: Graph, profile: Profile) -> dict[str, float]:
+def _time_whole(graph: Graph, profile: Profile, targets: Sequence[str] | None) -> dict[str, float]:
     """Each target's median time for the whole of ``graph``, alone in one partition.
 
-    For every target ``profile`` prices for every node: :data:`WHOLE_RUNS` runs after two
-    untimed. A target that cannot compile or run the whole model here is left out.
+    For every target of ``targets`` (None: every one ``profile`` holds) that ``profile``
+    prices for every node: :data:`WHOLE_RUNS` runs after two untimed. A target that
+    cannot compile or run the whole model here is left out.
     """
     from autopart.costmodel import costs_from_profile
     from autopart.costmodel.from_profile import profile_targets
     from autopart.ir.feeds import random_inputs
+    from autopart.ir.target import VirtualDevice
     from autopart.plan.build import build_plan_for
     from autopart.runtime.plan_executor import PlanExecutor
 
     feeds = random_inputs(graph, 0)
+    asked = None if targets is None else {str(VirtualDevice.parse(t)) for t in targets}
     timed: dict[str, float] = {}
     for target in profile_targets(profile):
+        if asked is not None and str(target) not in asked:
+            continue  # the saved profile holds it, but this tune does not use it
         try:
             costs_from_profile(graph, profile, [target])
             plan = build_plan_for(graph, dict.fromkeys((n.name for n in graph.nodes), target),
