@@ -58,25 +58,23 @@ def _brute(graph: Graph, costs: dict[str, Costs], network: NetworkModel,
                 parts, fits = [link("host0", order[0], crossing(0))], True
                 for s, (lo, hi) in enumerate(itertools.pairwise(bounds)):
                     host = costs[order[s]]
-                    best_target = _whole_target(host, graph)
                     weights = 32 * (hi - lo)
                     if weights > caps.get(order[s], math.inf):
                         fits = False
                     if s:
                         parts.append(link(order[s - 1], order[s], crossing(lo)))
-                    parts.append(host.launch_cost(best_target)
-                                 + sum(host.cost(n, best_target) for n in names[lo:hi]))  # fmt: skip
+                    parts.append(
+                        min(
+                            host.launch_cost(t) + sum(host.cost(n, t) for n in names[lo:hi])
+                            for t in host.targets
+                        )
+                    )  # each stage on its quickest target
                 back = network.link(order[-1], "host0")
                 parts.append(0.0 if back is None or not outputs else back.bytes_seconds(outputs))
                 if fits:
                     best_latency = min(best_latency, sum(parts))
                     best_rate = max(best_rate, 1 / max(parts))
     return best_latency, best_rate
-
-
-def _whole_target(costs: Costs, graph: Graph) -> VirtualDevice:
-    return min(costs.targets, key=lambda t: costs.launch_cost(t)
-               + sum(costs.cost(n, t) for n in graph.nodes))  # fmt: skip
 
 
 @settings(max_examples=60, deadline=None)
@@ -111,6 +109,12 @@ def test_the_search_finds_the_least_latency_and_the_highest_rate_that_brute_forc
     latency, rate, replicas = search_hosts(graph, costs, network, caps)
     assert latency.latency_s == pytest.approx(expected_latency, rel=1e-9)
     assert rate.rate_per_s == pytest.approx(expected_rate, rel=1e-9)
+    for host, target, first, end in latency.stages:  # the stage's own quickest target
+        priced = costs[host]
+        spent = {t: priced.launch_cost(t) + sum(priced.cost(n.name, t)
+                                                for n in graph.nodes[first:end])
+                 for t in priced.targets}  # fmt: skip
+        assert spent[target] == pytest.approx(min(spent.values()), rel=1e-12)
     covered = [name for plan in latency.assignments(graph) for name in plan]
     assert sorted(covered) == sorted(n.name for n in graph.nodes)
     if replicas is not None:

@@ -1,13 +1,13 @@
 """The search across hosts: stages of consecutive nodes, priced by profiles and the network.
 
 A plan across hosts is a sequence of **stages**, each a run of consecutive nodes (in the
-graph's order) on one host, on that host's quickest whole-graph target (by its profile's
-op sums). Hosts appear at most once, in any order. Between two stages, the values made
-before the cut and read after it move over the link between their hosts
-(:class:`~autopart.costmodel.network.NetworkModel`). Each stage is one call from the
-local host (``host0``), priced by the link its inputs come over (a host's link to itself,
-where measured, for a call within it): the graph's inputs start on the local host, and
-its outputs end there, priced by their bytes alone.
+graph's order) on one host, on the target of that host quickest for the stage's own nodes
+(by its profile's op sums: a codegen and a precision per stage). Hosts appear at most
+once, in any order. Between two stages, the values made before the cut and read after it
+move over the link between their hosts (:class:`~autopart.costmodel.network.NetworkModel`).
+Each stage is one call from the local host (``host0``), priced by the link its inputs come
+over (a host's link to itself, where measured, for a call within it): the graph's inputs
+start on the local host, and its outputs end there, priced by their bytes alone.
 
 - **Latency** (one input): the sum of the stages and the transfers. An exact dynamic
   programme over cut points for each order of hosts.
@@ -107,23 +107,35 @@ def _place(graph: Graph, stages: Sequence[tuple[str, VirtualDevice, int, int]]) 
 
 @dataclass
 class _Host:
-    """One host's prefix sums on its target: seconds, unsupported nodes, weights."""
+    """One host's prefix sums on each of its targets (rows): seconds, unsupported nodes.
+
+    ``weights`` are the prefix sums of the weights its nodes read first, ``cap`` what it
+    may hold. A stage on it runs on the target quickest for that stage's own nodes.
+    """
 
     name: str
-    target: VirtualDevice
-    launch: float
+    targets: list[VirtualDevice]
+    launch: np.ndarray
     seconds: np.ndarray
     unsupported: np.ndarray
     weights: np.ndarray
     cap: float
 
+    def _each_target_s(self, first: int, end: int) -> np.ndarray:
+        """Seconds of nodes ``first:end`` on each target; inf where one cannot run them."""
+        runs = self.unsupported[:, end] == self.unsupported[:, first]
+        spent = self.launch + self.seconds[:, end] - self.seconds[:, first]
+        return np.where(runs, spent, math.inf)
+
     def stage_s(self, first: int, end: int) -> float:
         """Seconds of nodes ``first:end`` as one stage here; inf where it cannot hold them."""
-        if self.unsupported[end] != self.unsupported[first]:
-            return math.inf
         if self.weights[end] - self.weights[first] > self.cap:
             return math.inf
-        return self.launch + float(self.seconds[end] - self.seconds[first])
+        return float(self._each_target_s(first, end).min())
+
+    def target_for(self, first: int, end: int) -> VirtualDevice:
+        """The target quickest for nodes ``first:end`` (the first of equals)."""
+        return self.targets[int(np.argmin(self._each_target_s(first, end)))]
 
 
 def search_hosts(
@@ -158,27 +170,27 @@ def search_hosts(
 
 
 def _prefixes(graph: Graph, name: str, costs: Costs, cap: int | None) -> _Host:
-    """``name``'s quickest whole-graph target and its prefix sums."""
+    """``name``'s prefix sums on each of its targets, and of the weights its nodes hold."""
     weights = np.zeros(len(graph.nodes) + 1)
     seen: set[str] = set()
     for index, node in enumerate(graph.nodes):
         fresh = [v for v in node.present_inputs if graph.value(v).is_const and v not in seen]
         seen.update(fresh)
         weights[index + 1] = weights[index] + sum(graph.value(v).nbytes for v in fresh)
-    best: _Host | None = None
-    for target in costs.targets:
-        times = [costs.cost(n, target) if target in costs.supported(n) else math.inf
-                 for n in graph.nodes]  # fmt: skip
-        unsupported = np.concatenate([[0], np.cumsum([math.isinf(t) for t in times])])
-        seconds = np.concatenate([[0.0], np.cumsum([0.0 if math.isinf(t) else t for t in times])])
-        host = _Host(name, target, costs.launch_cost(target), seconds, unsupported, weights,
-                     math.inf if cap is None else float(cap))  # fmt: skip
-        whole = (unsupported[-1], host.launch + seconds[-1])
-        if best is None or whole < (best.unsupported[-1], best.launch + best.seconds[-1]):
-            best = host
-    if best is None:
+    targets = list(costs.targets)
+    if not targets:
         raise HostSearchError(f"host {name}'s profile prices no target")
-    return best
+    times = np.array([
+        [costs.cost(n, target) if target in costs.supported(n) else math.inf for n in graph.nodes]
+        for target in targets
+    ]).reshape(len(targets), len(graph.nodes))  # fmt: skip
+    missing = np.isinf(times)
+    zero = np.zeros((len(targets), 1))
+    unsupported = np.hstack([zero, np.cumsum(missing, axis=1)])
+    seconds = np.hstack([zero, np.cumsum(np.where(missing, 0.0, times), axis=1)])
+    launch = np.array([costs.launch_cost(target) for target in targets])
+    return _Host(name, targets, launch, seconds, unsupported, weights,
+                 math.inf if cap is None else float(cap))  # fmt: skip
 
 
 def _crossing(graph: Graph) -> tuple[np.ndarray, float, np.ndarray]:
@@ -276,7 +288,7 @@ def _order(
         stages, j = [], count - 1
         for s in range(last, -1, -1):
             i = back[(s, j, key)] if s else 0
-            stages.append((order[s].name, order[s].target, cuts[i], cuts[j]))
+            stages.append((order[s].name, order[s].target_for(cuts[i], cuts[j]), cuts[i], cuts[j]))
             j = i
         stages.reverse()
         total, bottleneck = _predict(stages, order, flows)
@@ -313,6 +325,6 @@ def _replicas(hosts: Sequence[_Host], count: int, flows: _Flows) -> HostStagePla
             whole.append((host, stage + moved))
     if len(whole) < 2:
         return None
-    stages = tuple((host.name, host.target, 0, count) for host, _ in whole)
+    stages = tuple((host.name, host.target_for(0, count), 0, count) for host, _ in whole)
     rate = sum(1.0 / seconds for _, seconds in whole)
     return HostStagePlan("replicas", stages, min(seconds for _, seconds in whole), rate)
