@@ -36,6 +36,7 @@ from autopart.targets.devices import Machine, discover
 from autopart.targets.resolve import reference_target
 from autopart.tuning import host_profiles
 from autopart.tuning.host_profiles import HostProfile
+from autopart.tuning.judge import dataset_shapes
 from autopart.tuning.options import BenchOptions, TuneOptions
 from autopart.tuning.oracle import check_outputs
 from autopart.tuning.profile_model import profile_model
@@ -321,7 +322,8 @@ def tune(
     if chosen.across_hosts:
         from autopart.tuning.hosts_tune import tune_hosts
 
-        graph = load(model, chosen.input_shapes, chosen.freeze)
+        seen = None if chosen.dataset is None else dataset_shapes(chosen.dataset)
+        graph = load(model, chosen.input_shapes, chosen.freeze, seen)
         say = None if progress is None else (lambda line: progress("tune", 0, 0, line))
         return tune_hosts(graph, chosen, say)
     from autopart.tuning.workflow import tune_model  # optuna and scipy load on first use

@@ -129,7 +129,7 @@ def tune_on_cluster(model: str, options: TuneOptions) -> None:
     report = cast(HostTuneReport, said)  # a tune across hosts reports its own way
     spec, objective = options.cluster, options.search.objective
     table = Table("plan", "kind", "stages", "predicted ms", "measured ms", "predicted /s",
-                  "measured /s", "error", title=f"across the hosts of {spec}")  # fmt: skip
+                  "measured /s", "drop", title=f"across the hosts of {spec}")  # fmt: skip
     for c in report.candidates:
         stages = ", ".join(f"{h}:{t} [{a}:{b}]" for h, t, a, b in c.predicted.stages)
         table.add_row(

@@ -142,14 +142,37 @@ def tune_command(
     task: dict[str, Any],
 ) -> None:
     """Profile what is missing, search the best plan, verify it by running, and save it."""
+    device_memory = () if cluster else memory  # with --cluster, --memory caps hosts
+    search = SearchOptions(
+        constraints=Constraints.from_cli(pins, forbids, device_memory, fallback),
+        objective=objective,
+        method=method,
+        seed=seed,
+        storage=storage,
+        precision=precision,
+        tolerance=tolerance,
+    )
+    options = TuneOptions(
+        targets=split_list(targets) or None,
+        search=search,
+        profile_file=profile_file,
+        profiles_dir=profiles,
+        output=output,
+        search_dir=search_dir,
+        rounds=rounds,
+        input_shapes=parse_input_shapes(input_shapes),
+        peers=peers,
+        freeze=parse_freeze(freeze),
+        thorough=thorough,
+        time_budget_s=budget,
+        started=command_started(),
+        memory_limit=parse_memory_limit(memory_limit),
+        host_memory=parse_host_memory(memory) if cluster else {},
+        **cluster,
+        **task,
+    )
     if cluster:
-        hosts = TuneOptions(targets=split_list(targets) or None, profiles_dir=profiles,
-                            search=SearchOptions(objective=objective, seed=seed), output=output,
-                            rounds=rounds, input_shapes=parse_input_shapes(input_shapes),
-                            freeze=parse_freeze(freeze), time_budget_s=budget,
-                            host_memory=parse_host_memory(memory), **cluster)  # fmt: skip
-        return tune_on_cluster(model, hosts)
-    constraints = Constraints.from_cli(pins, forbids, memory, fallback)
+        return tune_on_cluster(model, options)
     columns = (
         TextColumn("{task.fields[stage]:<8} {task.description:<36}"),
         BarColumn(),
@@ -165,32 +188,6 @@ def tune_command(
                 tasks[stage] = bar.add_task(label[:36], total=total or None, stage=stage)
             bar.update(tasks[stage], completed=done, total=total or None, description=label[:36])
 
-        search = SearchOptions(
-            constraints=constraints,
-            objective=objective,
-            method=method,
-            seed=seed,
-            storage=storage,
-            precision=precision,
-            tolerance=tolerance,
-        )
-        options = TuneOptions(
-            targets=split_list(targets) or None,
-            search=search,
-            profile_file=profile_file,
-            profiles_dir=profiles,
-            output=output,
-            search_dir=search_dir,
-            rounds=rounds,
-            input_shapes=parse_input_shapes(input_shapes),
-            peers=peers,
-            freeze=parse_freeze(freeze),
-            thorough=thorough,
-            time_budget_s=budget,
-            started=command_started(),
-            memory_limit=parse_memory_limit(memory_limit),
-            **task,
-        )
         report = tune_model(model, options, progress=progress)
     print_report(report)
 

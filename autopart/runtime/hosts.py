@@ -5,6 +5,8 @@ on one host. Each stage is exported (its nodes, weights and boundary) and handed
 actor on its host, which imports it, places each node on its target with the host part
 dropped, builds the stage's own plan (its partitions, and copy nodes between that host's
 devices) and compiles it with that host's codegens: a host checks the targets it is given.
+A stage with an int8 target is handed what its inputs hold on the model's calibration
+samples, to calibrate on (:mod:`autopart.runtime.stage_calibration`).
 
 Once compiled, the stages are wired by fixed channels (:mod:`autopart.cluster.channels`):
 the driver sends each stage the feeds it reads, a stage sends each later stage the values
@@ -44,6 +46,8 @@ from autopart.ir.onnx_export import to_onnx
 from autopart.ir.target import FIRST_HOST, VirtualDevice
 from autopart.plan.schema import Plan, PlanError
 from autopart.runtime.plan_executor import PlanRunResult
+from autopart.runtime.stage_calibration import calibrates, stage_calibration
+from autopart.targets.quant_ranges import CalibrationSamples, attach
 
 LOCAL = FIRST_HOST  # the host this process runs on: targets without a host are on it
 STAGE_TIMEOUT_S = 600.0
@@ -114,7 +118,14 @@ def cut_stages(graph: Graph, assignment: Mapping[str, str]) -> list[Stage]:
 class _StageRunner:
     """One stage compiled on its host (Ray makes it an actor there), served over channels."""
 
-    def __init__(self, host: Host, stage: Stage, model: bytes, targets: dict[str, str]) -> None:
+    def __init__(
+        self,
+        host: Host,
+        stage: Stage,
+        model: bytes,
+        targets: dict[str, str],
+        calibration: CalibrationSamples | None,
+    ) -> None:
         import onnx
 
         from autopart.loader import load_model
@@ -123,6 +134,7 @@ class _StageRunner:
 
         host.pin()
         graph = load_model(onnx.ModelProto.FromString(model))
+        attach(graph, calibration)
         local = {name: replace(VirtualDevice.parse(t), host=None) for name, t in targets.items()}
         fallback = max(set(local.values()), key=list(local.values()).count)
         assignment = {node.name: local.get(node.name, fallback) for node in graph.nodes}
@@ -217,9 +229,12 @@ class ClusterPlanExecutor:
             model = to_onnx(graph, nodes, list(stage.inputs), list(stage.outputs))
             targets = {name: plan.assignment[name] for name in stage.nodes}
             host = by_name[stage.host]
+            calibration = None
+            if calibrates(list(targets.values())):
+                calibration = stage_calibration(graph, list(stage.inputs))
             self.runners.append(
                 runner.options(scheduling_strategy=host.placement()).remote(
-                    host, stage, model.SerializeToString(), targets
+                    host, stage, model.SerializeToString(), targets, calibration
                 )
             )
         made = {name for stage in self.stages for name in stage.outputs}

@@ -7,21 +7,25 @@
 3. **Search** (:mod:`autopart.search.hosts`): the quickest plan for one input, the
    pipeline of the highest rate, and replicas of the whole model where two hosts or more
    can hold it; weights capped per host by ``host_memory``.
-4. **Verify** by running each distinct candidate on the hosts: outputs against
-   onnxruntime on the whole model, one input at a time (median of the tune's rounds), and
-   a stream of :data:`STREAM_INPUTS` inputs. The objective's measurement chooses, never the
-   prediction; the report puts each beside its prediction.
+4. **Verify** by running each distinct candidate on the hosts: its latency on one input
+   (median of the tune's rounds), each judged sample once, and a stream of
+   :data:`STREAM_INPUTS` inputs cycling through those samples. The objective's measurement
+   chooses, never the prediction; the report puts each beside its prediction.
 
-Precision is chosen as a local tune chooses it: each host's targets are those
-``--precision`` allows (every precision offered, by default), and every candidate's
-outputs must match onnxruntime within the tolerance a local tune would hold it to (the
-number given, else OpenVINO as installed's error on the same input plus 10%, never below
-the f32 runtimes' own). Where no candidate is within it, the search runs again on f32
-targets alone, and those candidates run too.
+Precision and accuracy are chosen as a local tune chooses them: each host's targets are
+those ``--precision`` allows (every precision offered, by default), and every candidate
+is judged as a local tune judges a plan (:mod:`autopart.tuning.judge`): on the user's
+validation samples (``--inputs``) by the task metric (``--metric``), held to its budget
+(``--max-drop``, else the metric's default), or without samples on seeded random inputs
+by max-rel, held to the number given, else OpenVINO as installed's drop on the same
+samples plus 10%, never below the f32 runtimes' own. Its outputs, alone and in the
+stream, are compared with the numpy reference's. Where no candidate is within the budget,
+the search runs again on f32 targets alone, and those candidates run too.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -43,6 +47,7 @@ from autopart.plan.build import build_plan_for
 from autopart.plan.schema import Plan
 from autopart.profile import Profile
 from autopart.profile.saved import default_profiles_dir
+from autopart.runtime.executor import Executor
 from autopart.runtime.hosts import ClusterPlanExecutor, stream_through
 from autopart.search.hosts import LOCAL, HostStagePlan, parse_links, search_hosts
 from autopart.settings import COMMON
@@ -53,19 +58,25 @@ from autopart.tuning.accuracy import (
     tolerance_peer,
 )
 from autopart.tuning.host_profiles import HostProfile, profile_hosts
+from autopart.tuning.judge import Judge
+from autopart.tuning.locate import judge_of
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.oracle import oracle_outputs, relative_error
 from autopart.tuning.peers import PeerInputs, peers
 from autopart.tuning.whole_scale import op_sum_factor
 
 STREAM_INPUTS = 40  # the stream each candidate runs, for its rate
 EXACT = AccuracyPolicy(("f32",))  # the plans made again where none is within the tolerance
 PROFILE_BUDGET_S = 60.0  # each host's profile, where no --budget is given
+Judged = tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]  # a sample, its reference
 
 
 @dataclass
 class Candidate:
-    """One plan (or one per replica) with its prediction and what running it measured."""
+    """One plan (or one per replica) with its prediction and what running it measured.
+
+    ``error`` is its drop on the tune's metric over the judged samples (max-rel without
+    ``--inputs``), held to ``tolerance``: the budget on that metric.
+    """
 
     name: str
     predicted: HostStagePlan
@@ -77,7 +88,7 @@ class Candidate:
 
     @property
     def kept(self) -> bool:
-        """Whether it ran and its outputs matched onnxruntime within its ``tolerance``."""
+        """Whether it ran and its drop on the metric is within its ``tolerance``."""
         return self.error is not None and self.error <= self.tolerance
 
 
@@ -102,7 +113,9 @@ def tune_hosts(
     Of ``options`` (:class:`~autopart.tuning.options.TuneOptions`), this reads the
     cluster, the objective (latency or throughput), the targets, the host memory caps,
     the profiles folder, the budget (each host's profile), the rounds (single-input runs),
-    the plan file, replan and links.
+    the seed, the precisions, the accuracy options (tolerance, samples, validation split,
+    metric, max drop), the plan file, replan and links; the others are refused when set
+    (:meth:`~autopart.tuning.options.TuneOptions.check_across_hosts`).
 
     A host lost on the way (:class:`HostLostError`) ends the tune with its name; with
     ``options.replan`` it is dropped instead, and the tune starts again on the hosts left
@@ -115,14 +128,16 @@ def tune_hosts(
     directory = Path(options.profiles_dir) if options.profiles_dir else default_profiles_dir()
     notes: list[str] = []
     given = parse_links(options.links)
+    judge = judge_of(graph, options)
     with cluster(options.cluster) as hosts:
         caps = _caps(options.host_memory, [h.name for h in hosts])
         _check_hosts_named(given, _names(hosts))
         left = list(hosts)
         while True:
             try:
-                profiled, path, candidates = _search_and_run(graph, options, left, caps,
-                                                             given, directory, say)  # fmt: skip
+                profiled, path, candidates = _search_and_run(
+                    graph, options, left, caps, given, directory, judge, say
+                )
                 break
             except HostLostError as lost:
                 if not options.replan or len(left) < 2 or lost.host not in _names(left):
@@ -132,8 +147,9 @@ def tune_hosts(
                 say(notes[-1])
     chosen = _choose(candidates, objective, predicted=bool(given.links))
     if not given.links:
-        notes.append(f"accuracy: {options.accuracy_policy.describe()}; every candidate held "
-                     f"to {chosen.tolerance:.3g}, max-rel against onnxruntime")  # fmt: skip
+        notes.append(f"accuracy: {options.accuracy_policy.describe(judge.metric)}; every "
+                     f"candidate held to {chosen.tolerance:.3g}, {judge.metric.label} on "
+                     f"{judge.describe()}")  # fmt: skip
     if given.links:
         notes.append(f"planned for the network of --link {' '.join(options.links)}: "
                      "predicted only, nothing was run")  # fmt: skip
@@ -153,7 +169,7 @@ def _choose(candidates: Sequence[Candidate], objective: str, predicted: bool) ->
     if not kept:
         worst = ", ".join(f"{c.name}: {c.error:.1e}" for c in candidates if c.error is not None)
         tolerance = candidates[0].tolerance if candidates else COMMON.check_tolerance
-        raise AutopartError(f"no plan across the hosts matched onnxruntime within "
+        raise AutopartError(f"no plan across the hosts is within the accuracy budget "
                             f"{tolerance:.3g} ({worst})")  # fmt: skip
     if objective == "latency":
         return min(kept, key=lambda c: c.latency_s or np.inf)
@@ -179,11 +195,13 @@ def _search_and_run(
     caps: Mapping[str, int],
     given: NetworkModel,
     directory: Path,
+    judge: Judge,
     say: Callable[[str], None],
 ) -> tuple[list[HostProfile], Path, list[Candidate]]:
     """Profile ``hosts``, reuse or time their network, search, and run every candidate.
 
-    Links ``given`` replace the measured ones, and then no candidate is run.
+    Links ``given`` replace the measured ones, and then no candidate is run. Candidates
+    are judged by ``judge`` (its metric, on its samples).
     """
     budget_s = PROFILE_BUDGET_S if options.time_budget_s is None else options.time_budget_s
     profiled = profile_hosts(graph, hosts, options.targets, directory, budget_s, say)
@@ -202,19 +220,25 @@ def _search_and_run(
     candidates = _candidates(graph, *search_hosts(graph, costs, network, caps_here))
     if given.links:
         return profiled, path, candidates
-    feeds = random_inputs(graph, 0)
-    tolerance = _tolerance(graph, policy, feeds, say)
+    feeds = random_inputs(graph, options.search.seed)
+    judged = judged_samples(judge, feeds)
+    tolerance = _tolerance(graph, policy, judge, judged, say)
     for candidate in candidates:
         say(f"running {candidate.name}")
-        _measure(graph, candidate, hosts, feeds, options, tolerance)
+        _measure(graph, candidate, hosts, feeds, options, judge, judged, tolerance)
     reduced = any(t.reduced for c in costs.values() for t in c.targets)
     if reduced and not any(c.kept for c in candidates):
         say(f"no plan within the tolerance ({tolerance:.3g}): planning again in f32")
-        exact = {p.host: _host_costs(graph, p, options.targets, EXACT) for p in profiled}
-        again = _candidates(graph, *search_hosts(graph, exact, network, caps_here), " f32")
+        exact = {}
+        for host in profiled:  # a host with no f32 target among those asked sits it out
+            with contextlib.suppress(ProfileError):
+                exact[host.host] = _host_costs(graph, host, options.targets, EXACT)
+        again = []
+        if exact:
+            again = _candidates(graph, *search_hosts(graph, exact, network, caps_here), " f32")
         for candidate in again:
             say(f"running {candidate.name}")
-            _measure(graph, candidate, hosts, feeds, options, tolerance)
+            _measure(graph, candidate, hosts, feeds, options, judge, judged, tolerance)
         candidates += again
     return profiled, path, candidates
 
@@ -256,42 +280,56 @@ def _host_costs(
 def _tolerance(
     graph: Graph,
     policy: AccuracyPolicy,
-    feeds: Mapping[str, np.ndarray],
+    judge: Judge,
+    judged: Sequence[Judged],
     say: Callable[[str], None],
 ) -> float:
-    """The largest error a plan across hosts may have: the local tune's rule, on ``feeds``.
+    """The largest drop a plan across hosts may have: the local tune's rule, on ``judged``.
 
-    A number given is that number; else the rule's peers (OpenVINO as installed, and the
-    libraries alone in f32, which floor it) run the whole model here on ``feeds``, and
-    their errors against onnxruntime on the whole model set it
+    A budget given (or a task metric's default) is that number; else the rule's peers
+    (OpenVINO as installed, and the libraries alone in f32, which floor it) run the whole
+    model here on the ``judged`` samples, and their drops on ``judge``'s metric set it
     (:meth:`~autopart.tuning.accuracy.AccuracyPolicy.tolerance_rule`).
     """
-    rule = policy.tolerance_rule(graph)
+    rule = policy.tolerance_rule(graph, judge.metric)
     if isinstance(rule, float):
         return rule
-    _, expected = oracle_outputs(graph, feeds)
     errors: dict[str, float] = {}
     for name in dict.fromkeys([tolerance_peer(), *own_runtimes(), *made_for_runtimes()]):
         if name is None:
             continue
         runners, _ = peers(graph, PeerInputs.of(graph), only=name)
         if name in runners:
-            say(f"judging {name} on the same input: its error sets the tolerance")
-            errors[name] = _error(expected, [runners[name](feeds)])
+            say(f"judging {name} on the same samples: its drop sets the tolerance")
+            runner = runners[name]
+            errors[name] = _drop(judge, judged, [runner(sample) for sample, _ in judged])
         runners.clear()
         release_freed_memory()
     return rule(errors)
 
 
-def _error(
-    expected: Mapping[str, np.ndarray], outputs: Sequence[Mapping[str, np.ndarray]]
+def judged_samples(judge: Judge, feeds: Mapping[str, np.ndarray]) -> list[Judged]:
+    """The samples every candidate is judged on, each with the numpy reference's outputs.
+
+    The timing ``feeds`` first where the judge counts them (random inputs), then the
+    judge's samples: the user's validation samples, else seeded random ones.
+    """
+    judged: list[Judged] = []
+    if judge.feeds_judged:
+        judged.append((feeds, Executor(judge.graph).run(feeds).outputs))
+    judged += [(sample, judge.reference(i)) for i, sample in enumerate(judge.samples)]
+    return judged
+
+
+def _drop(
+    judge: Judge, judged: Sequence[Judged], outputs: Sequence[Mapping[str, np.ndarray]]
 ) -> float:
-    """The largest relative error of any of ``outputs`` against ``expected``."""
-    return max(
-        (relative_error(np.asarray(got[name]), np.asarray(array))
-         for got in outputs for name, array in expected.items()),
-        default=0.0,
-    )  # fmt: skip
+    """The metric's drop over ``outputs``; output k is of judged sample k mod their count."""
+    tallies = [
+        judge.tally(judged[index % len(judged)][1], dict(got))[0]
+        for index, got in enumerate(outputs)
+    ]
+    return judge.drop(tallies)
 
 
 def _caps(memory: Mapping[str, int], hosts: Sequence[str]) -> dict[str, int]:
@@ -335,16 +373,21 @@ def _first_target(assignment: Mapping[str, str]) -> VirtualDevice:
 
 
 def _measure(graph: Graph, candidate: Candidate, hosts: Sequence[Host],
-             feeds: Mapping[str, np.ndarray], options: TuneOptions,
-             tolerance: float) -> None:  # fmt: skip
-    """Run ``candidate`` on ``hosts``: its outputs' error, latency and a stream's rate."""
+             feeds: Mapping[str, np.ndarray], options: TuneOptions, judge: Judge,
+             judged: Sequence[Judged], tolerance: float) -> None:  # fmt: skip
+    """Run ``candidate`` on ``hosts``: its latency on ``feeds``, a stream's rate, its drop.
+
+    The stream cycles through the ``judged`` samples, and its outputs, with one run of
+    each sample alone, are judged against their references on ``judge``'s metric.
+    """
     executors = [ClusterPlanExecutor(plan, graph, hosts) for plan in candidate.plans]
     try:
         run = executors[0].run(feeds, repeat=options.rounds, warmup=2)
-        streamed = stream_through(executors, [feeds] * STREAM_INPUTS,
+        alone = [executors[0].run(sample).outputs for sample, _ in judged]
+        cycled = [judged[index % len(judged)][0] for index in range(STREAM_INPUTS)]
+        streamed = stream_through(executors, cycled,
                                   in_flight=sum(len(e.stages) for e in executors) + 1)  # fmt: skip
-        _, expected = oracle_outputs(graph, feeds, candidate.plans[0])
-        candidate.error = _error(expected, [run.outputs, *streamed.outputs])
+        candidate.error = _drop(judge, judged, [*alone, *streamed.outputs])
         candidate.latency_s, candidate.rate_per_s = run.median_s, streamed.rate
         candidate.tolerance = tolerance
     finally:

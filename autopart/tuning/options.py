@@ -23,6 +23,7 @@ from autopart.errors import AutopartError
 from autopart.io import check_writable
 from autopart.loader import FreezeValues, InputShapes
 from autopart.search.options import (
+    Method,
     Objective,
     SearchOptions,
     check_budget,
@@ -182,6 +183,36 @@ class TuneOptions(ModelOptions):
         if self.cluster is not None and self.search.objective not in _ACROSS_HOSTS:
             raise AutopartError(f"--objective {self.search.objective} is not one across "
                                 f"hosts: {', '.join(_ACROSS_HOSTS)}")  # fmt: skip
+        if self.cluster is not None:
+            self.check_across_hosts()
+
+    def check_across_hosts(self) -> None:
+        """Refuse the options a tune across hosts does not use, rather than drop them.
+
+        Raises :class:`~autopart.errors.AutopartError` naming each option set (by its
+        command-line name) that :func:`~autopart.tuning.hosts_tune.tune_hosts` would not
+        read: a saved profile to plan from, the peers' and the exhaustive switches, a
+        memory limit, pins, forbids, a fallback or device memory caps, the search method,
+        its storage and its own budget.
+        """
+        search, constraints = self.search, self.search.constraints
+        unused = {
+            "--profile": self.profile_file is not None,
+            "--no-peers": not self.peers,
+            "--thorough": self.thorough,
+            "--memory-limit": self.memory_limit is not None,
+            "--pin": bool(constraints and constraints.pins),
+            "--forbid": bool(constraints and constraints.forbids),
+            "--fallback": bool(constraints and constraints.fallback),
+            "--memory DEVICE=SIZE": bool(constraints and constraints.memory),
+            "--search": search.method != Method.AUTO,
+            "--storage": search.storage is not None,
+            "search budget_s": search.budget_s is not None,
+        }
+        named = [name for name, given in unused.items() if given]
+        if named:
+            raise AutopartError(f"{', '.join(named)}: not used by a tune across hosts "
+                                "(--cluster); leave them out")  # fmt: skip
 
     @property
     def across_hosts(self) -> bool:
