@@ -50,6 +50,28 @@ def test_only_a_stage_with_an_int8_target_calibrates() -> None:
     assert not calibrates(["cpu@numpy", "host1:cpu@openvino:bf16", "cpu@onnxruntime"])
 
 
+def test_samples_across_hosts_are_refused_where_the_reference_computes_nan() -> None:
+    from onnx import TensorProto, helper
+
+    from autopart.errors import InputError
+    from autopart.tuning.hosts_tune import judged_samples
+    from autopart.tuning.judge import random_judge
+    from autopart.tuning.metrics import MAX_REL, Metric
+    from tests.conftest import make_model
+
+    graph = load_model(make_model(helper.make_graph(
+        [helper.make_node("Sqrt", ["x"], ["y"])], "root",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])],
+    )))  # fmt: skip
+    judge = random_judge(graph, Metric(MAX_REL), 0)
+    with pytest.raises(InputError, match=r"computes NaN .* on the inputs timed"):
+        judged_samples(judge, random_inputs(graph, 0))
+    judge.real = True  # the user's samples alone are judged: the reference's check names them
+    with pytest.raises(InputError, match="validation sample 0"):
+        judged_samples(judge, random_inputs(graph, 0))
+
+
 @pytest.mark.parametrize(
     ("args", "named"),
     [

@@ -57,6 +57,7 @@ from autopart.tuning.accuracy import (
     own_runtimes,
     tolerance_peer,
 )
+from autopart.tuning.finite import check_reference_finite
 from autopart.tuning.host_profiles import HostProfile, profile_hosts
 from autopart.tuning.judge import Judge
 from autopart.tuning.locate import judge_of
@@ -312,11 +313,14 @@ def judged_samples(judge: Judge, feeds: Mapping[str, np.ndarray]) -> list[Judged
     """The samples every candidate is judged on, each with the numpy reference's outputs.
 
     The timing ``feeds`` first where the judge counts them (random inputs), then the
-    judge's samples: the user's validation samples, else seeded random ones.
+    judge's samples: the user's validation samples, else seeded random ones. An
+    :class:`~autopart.errors.InputError` where the reference computes NaN on any.
     """
     judged: list[Judged] = []
     if judge.feeds_judged:
-        judged.append((feeds, Executor(judge.graph).run(feeds).outputs))
+        reference = Executor(judge.graph).run(feeds).outputs
+        check_reference_finite(judge.graph, reference, "the inputs timed")
+        judged.append((feeds, reference))
     judged += [(sample, judge.reference(i)) for i, sample in enumerate(judge.samples)]
     return judged
 
