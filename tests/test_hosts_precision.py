@@ -102,5 +102,6 @@ def test_a_tune_across_hosts_holds_every_plan_to_the_local_tolerance(tmp_path: P
         main, [*common, "--precision", "f32", "-o", str(tmp_path / "f32.json")]
     )
     assert exact.exit_code == 0, exact.output
+    assert "accuracy: f32, tolerance" in " ".join(exact.output.split())  # --precision arrived
     rows = [line for line in exact.output.splitlines() if line.startswith("│ ")]
     assert rows and not any(str(REDUCED_TARGET) in line for line in rows)
