@@ -342,12 +342,14 @@ def bench(
 
     For each model: onnxruntime alone, every single target, the peer baselines and the
     tuned plan (the one ``tune`` saved, else the search's pick now) run in interleaved
-    rounds on the same inputs. Options are the fields of :class:`BenchOptions` (targets,
-    rounds, search_dir, profiles_dir, input_shapes, freeze, memory_limit, dataset,
-    validation_split, metric, max_drop: as :func:`tune`'s) and of its
-    ``search`` (precision, tolerance, ...), as ``options`` or flat keywords (keywords win),
-    e.g. ``bench(["vad.onnx"], input_shapes={"batch": 1}, precision="f32")``. Returns one row per
-    (model, plan), with the columns :func:`autopart.tuning.bench.bench_models` lists.
+    rounds on the same inputs; with ``baselines=False``, only the peers and the tuned plan
+    (each target is then profiled only as far as the tune needs). Options are the fields
+    of :class:`BenchOptions` (targets, rounds, baselines, search_dir, profiles_dir,
+    input_shapes, freeze, memory_limit, dataset, validation_split, metric, max_drop: as
+    :func:`tune`'s) and of its ``search`` (precision, tolerance, ...), as ``options`` or
+    flat keywords (keywords win), e.g.
+    ``bench(["vad.onnx"], input_shapes={"batch": 1}, precision="f32")``. Returns one row
+    per (model, plan), with the columns :func:`autopart.tuning.bench.bench_models` lists.
     """
     from autopart.tuning.bench import bench_models  # onnxruntime loads on first use
 

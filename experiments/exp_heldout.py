@@ -76,6 +76,11 @@ def arguments() -> argparse.Namespace:
         "--no-heldout", action="store_true", help="bench only the --with-zoo models"
     )
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="time the peers and the tuned plan only (no single targets, heft, per-op-best)",
+    )
     parser.add_argument("--search-dir", default="search")
     parser.add_argument("--profiles", default=None, help="profile store (default: saved)")
     parser.add_argument("--targets", nargs="*", default=None, help="default: all found")
@@ -202,6 +207,7 @@ def run_all(suite: Suite, args: argparse.Namespace) -> pd.DataFrame:
     """
     options: dict[str, object] = {
         "rounds": args.rounds,
+        "baselines": not args.no_baselines,
         "search_dir": args.search_dir,
         "precision": args.precision,
         "tolerance": args.tolerance,

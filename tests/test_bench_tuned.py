@@ -87,3 +87,52 @@ def test_a_bench_lets_a_peer_measurably_behind_go_once_done_with_its_rounds(
     assert table.loc[slow_name, "vs_best_peer_low"] > 1.0
     plans = table[(table["kind"] != "peer") & (table["error"] == "")]
     assert len(plans) > 2 and plans["vs_best_peer"].notna().all()  # each against the bar
+
+
+@pytest.mark.slow  # a tune, then a bench of it: about 20 s
+def test_a_bench_without_baselines_times_the_peers_and_the_tuned_plan_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``baselines=False`` never prepares the thorough search (every target profiled): the
+    rows are the peers and the plan the tune saved, timed twice for the noise floor."""
+    from autopart.tuning import bench
+
+    model, options = _tiny_bench(tmp_path, rounds=2)
+
+    def thorough(*_: object, **__: object) -> None:
+        raise AssertionError("a bench without baselines prepared the thorough search")
+
+    monkeypatch.setattr(bench, "prepare", thorough)
+    table = bench_models([str(model)], options.updated(baselines=False))
+    assert set(table["kind"]) <= {"peer", "chosen", "chosen-again"}
+    assert {"chosen", "chosen-again"} <= set(table["kind"])
+    assert (table["kind"] == "peer").any()
+    (saved,) = (tmp_path / "search").glob("*/plan.json")
+    chosen = table[table["kind"] == "chosen"].iloc[0]
+    assert chosen["partitions"] == len(Plan.load(saved).partitions)
+    assert np.isfinite(chosen["noise_floor"])
+    assert np.isfinite(chosen["predicted_ms"])
+    assert table["vs_best_single"].isna().all()
+
+
+@pytest.mark.parametrize(("flag", "expected"), [(None, True), ("--no-baselines", False)])
+def test_the_bench_command_hands_its_baselines_switch_to_the_bench(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flag: str | None, expected: bool
+) -> None:
+    import pandas as pd
+    from click.testing import CliRunner
+
+    from autopart.cli import main
+
+    seen: list[BenchOptions] = []
+
+    def caught(models: object, options: BenchOptions, **_: object) -> pd.DataFrame:
+        seen.append(options)
+        return pd.DataFrame({"model": []})
+
+    monkeypatch.setattr("autopart.tuning.bench.bench_models", caught)
+    args = ["bench", "tiny.onnx", "--csv", str(tmp_path / "b.csv"), *([flag] if flag else [])]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    (options,) = seen
+    assert options.baselines is expected

@@ -49,6 +49,11 @@ if TYPE_CHECKING:
               show_default=True)  # fmt: skip
 @click.option("--search-dir", type=click.Path(file_okay=False), default="search", show_default=True)
 @click.option("--profiles", type=click.Path(file_okay=False), default=None, help="profile dir")
+@click.option(
+    "--baselines/--no-baselines", default=True, show_default=True,
+    help="also time every single target and the provider rule, per-op-best and HEFT "
+    "(each target profiled in full); --no-baselines times the peers and the tuned plan only",
+)  # fmt: skip
 @input_shape_option
 @freeze_option
 @precision_option
@@ -63,6 +68,7 @@ def bench_command(
     csv_path: str,
     search_dir: str,
     profiles: str | None,
+    baselines: bool,
     input_shapes: tuple[str, ...],
     freeze: tuple[str, ...],
     precision: str,
@@ -77,6 +83,7 @@ def bench_command(
 
     --input-shape, --freeze, --precision, --tolerance, --inputs, --metric and --max-drop
     apply to every MODEL; every row shows its drop in the metric on the samples.
+    --no-baselines times only the peers and the tuned plan (twice: the noise floor).
     """
     from autopart.tuning.bench import bench_models, write_csv
     from autopart.tuning.options import BenchOptions
@@ -86,6 +93,7 @@ def bench_command(
         rounds=rounds,
         search_dir=search_dir,
         profiles_dir=profiles,
+        baselines=baselines,
         input_shapes=parse_input_shapes(input_shapes),
         freeze=parse_freeze(freeze),
         precision=precision,

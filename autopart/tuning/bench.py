@@ -97,10 +97,13 @@ def _bench_model(
     tune_options = _tune_options(options)
     located = locate(model, tune_options, progress)
     tuned = _tuned_plan(model, options, located, progress)  # before the bench holds its own
-    prepared = prepare(model, tune_options, progress=progress, located=located)
-    graph = prepared.graph
-    judge = prepared.judge or Judge(graph)
-    candidates, plans, predicted = _contenders(prepared, tuned)
+    if options.baselines:
+        prepared = prepare(model, tune_options, progress=progress, located=located)
+        graph, judge = prepared.graph, prepared.judge or Judge(prepared.graph)
+        candidates, plans, predicted = _contenders(prepared, tuned)
+    else:
+        graph, judge = located.graph, located.judge
+        candidates, plans, predicted = {}, *_tuned_alone(model, tuned)
     twins = _twins(plans)
     twins[AGAIN] = AGAIN  # compiled and timed on its own: the run's noise floor
     plans[AGAIN] = plans[TUNED]
@@ -236,6 +239,20 @@ def _contenders(
     predicted[TUNED] = outcome.chosen.simulation.makespan_s if saved_s is None else saved_s
     predicted[AGAIN] = predicted[TUNED]
     return candidates, plans, predicted
+
+
+def _tuned_alone(model: str, tuned: Plan | None) -> tuple[dict[str, Plan], dict[str, float]]:
+    """The tuned plan alone to time (a bench without baselines), and its saved prediction.
+
+    Raises :class:`~autopart.errors.AutopartError` when there is no saved plan to time:
+    without baselines nothing is searched here to stand in for it.
+    """
+    if tuned is None:
+        raise AutopartError(f"{model}: the saved plan does not read back as one for the "
+                            "model; bench it with its baselines, or tune it again")  # fmt: skip
+    saved = tuned.predicted
+    predicted = {} if saved is None else {TUNED: saved.makespan_s, AGAIN: saved.makespan_s}
+    return {TUNED: tuned}, predicted
 
 
 def _noise_floor(measured: Mapping[str, Measured]) -> float:

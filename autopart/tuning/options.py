@@ -245,7 +245,10 @@ class BenchOptions(ModelOptions):
 
     The tuned plan is looked up under ``search_dir`` (as ``autopart tune`` saves it; a
     tune at its defaults saves it there first where there is none); the options apply to
-    every model benched.
+    every model benched. ``baselines`` False times only the peers and the tuned plan (twice,
+    for the noise floor): nothing is profiled beyond what the tune itself needs, so no
+    single target, provider rule, per-op-best or HEFT row, and ``vs_best_single`` is NaN.
     """
 
     rounds: int = 15
+    baselines: bool = True
