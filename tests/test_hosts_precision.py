@@ -83,6 +83,35 @@ def test_a_host_offers_the_precisions_the_policy_allows_scaled_to_its_whole_timi
         )
 
 
+def test_a_hosts_costs_price_copies_between_its_targets_as_a_local_tune_does(
+    profiled: tuple,
+) -> None:
+    """Each target's op costs are its own profile's, and the copies, launches and edge
+    costs between targets are those a local tune's costs hold: a stage may mix them."""
+    from autopart.costmodel import costs_from_profile
+    from autopart.profile import Profile
+    from autopart.search.host_mix import stage_costs
+    from autopart.search.simulator import plan_for, simulate
+
+    graph, path, fingerprint = profiled
+    every = _host_costs(graph, HostProfile("host0", fingerprint, path, 0, 0, 0, 0.0), None,
+                        AccuracyPolicy())  # fmt: skip
+    profile = Profile.load(path)
+    local = costs_from_profile(graph, profile, list(every.targets))
+    assert every.transfers == local.transfers and every.launch == local.launch
+    assert every.unfused == local.unfused and every.layout == local.layout
+    for target in every.targets:
+        own = costs_from_profile(graph, profile, [target])
+        for node in graph.nodes:
+            assert every.node_cost[node.name].get(target) == own.node_cost[node.name].get(target)
+    halves = {node.name: every.supported(node)[-1] for node in graph.nodes}  # int8 where it runs
+    assert len(set(halves.values())) == 2
+    sub = stage_costs(graph, every, 0, len(graph.nodes))
+    assert simulate(plan_for(halves, sub), sub).sequential_s == pytest.approx(
+        simulate(plan_for(halves, local), local).sequential_s
+    )
+
+
 @pytest.mark.slow  # two tunes on a local:2 cluster: about 40 s each
 def test_a_tune_across_hosts_holds_every_plan_to_the_local_tolerance(tmp_path: Path) -> None:
     _two_cores()

@@ -75,33 +75,44 @@ def parse_links(texts: Sequence[str]) -> NetworkModel:
     return NetworkModel(links)
 
 
+Stage = tuple[str, VirtualDevice, int, int]  # host, target, first node index, end index
+
+
 @dataclass(frozen=True)
 class HostStagePlan:
     """Stages as (host, target, first node index, end index), and what they predict.
 
     ``kind`` is ``pipeline`` (one stage or several) or ``replicas`` (each stage is the
     whole graph, on its own host, taking every n-th input). ``latency_s`` is one input's
-    time; ``rate_per_s`` the stream's inputs per second.
+    time; ``rate_per_s`` the stream's inputs per second. ``mixes``, where given, has one
+    entry per stage: None where the stage runs all on its ``target``, else its nodes'
+    own targets on its host (:mod:`autopart.search.host_mix`), every node of the stage.
     """
 
     kind: str
-    stages: tuple[tuple[str, VirtualDevice, int, int], ...]
+    stages: tuple[Stage, ...]
     latency_s: float
     rate_per_s: float
+    mixes: tuple[Mapping[str, VirtualDevice] | None, ...] = ()
 
     def assignments(self, graph: Graph) -> list[dict[str, str]]:
         """Every node's target text, once per plan to run (one per replica)."""
+        mixes = self.mixes or (None,) * len(self.stages)
         if self.kind == "replicas":
-            return [_place(graph, [stage]) for stage in self.stages]
-        return [_place(graph, self.stages)]
+            return [
+                _place(graph, [stage], [mix]) for stage, mix in zip(self.stages, mixes, strict=True)
+            ]
+        return [_place(graph, self.stages, mixes)]
 
 
-def _place(graph: Graph, stages: Sequence[tuple[str, VirtualDevice, int, int]]) -> dict[str, str]:
+def _place(
+    graph: Graph, stages: Sequence[Stage], mixes: Sequence[Mapping[str, VirtualDevice] | None]
+) -> dict[str, str]:
     assignment = {}
-    for host, target, first, end in stages:
-        text = str(target) if host == LOCAL else f"{host}:{target}"
+    for (host, target, first, end), mix in zip(stages, mixes, strict=True):
         for node in graph.nodes[first:end]:
-            assignment[node.name] = text
+            where = target if mix is None else mix[node.name]
+            assignment[node.name] = str(where) if host == LOCAL else f"{host}:{where}"
     return assignment
 
 
@@ -291,27 +302,54 @@ def _order(
             stages.append((order[s].name, order[s].target_for(cuts[i], cuts[j]), cuts[i], cuts[j]))
             j = i
         stages.reverse()
-        total, bottleneck = _predict(stages, order, flows)
+        seconds = [
+            host.stage_s(first, end) for host, (_, _, first, end) in zip(order, stages, strict=True)
+        ]
+        total, bottleneck = _predict(stages, seconds, flows)
         plans.append(HostStagePlan("pipeline", tuple(stages), total, 1.0 / bottleneck))
     return plans[0], plans[1]
 
 
 def _predict(
-    stages: Sequence[tuple[str, VirtualDevice, int, int]], order: Sequence[_Host], flows: _Flows
+    stages: Sequence[Stage], seconds: Sequence[float], flows: _Flows
 ) -> tuple[float, float]:
-    """One input's time through ``stages``, and the slowest stage or transfer.
+    """One input's time through ``stages`` (each taking its ``seconds``), and the slowest part.
 
     The time sums the stages, the transfers between them, the inputs' and the outputs';
-    the slowest bounds a stream, each host and link busy with its own input.
+    the slowest stage or transfer bounds a stream, each host and link busy with its own
+    input.
     """
     parts = [flows.link_s(LOCAL, stages[0][0], flows.inputs)]
-    for index, ((host, _, first, end), priced) in enumerate(zip(stages, order, strict=True)):
+    for index, ((host, _, first, _), stage_s) in enumerate(zip(stages, seconds, strict=True)):
         if index:
             moved = float(flows.crossing[first])
             parts.append(flows.link_s(stages[index - 1][0], host, moved))
-        parts.append(priced.stage_s(first, end))
+        parts.append(stage_s)
     parts.append(flows.back_s(stages[-1][0], float(flows.outputs[-1])))
     return sum(parts), max(max(parts), 1e-12)
+
+
+def repriced(
+    graph: Graph,
+    plan: HostStagePlan,
+    seconds: Sequence[float],
+    mixes: Sequence[Mapping[str, VirtualDevice] | None],
+    network: NetworkModel,
+) -> HostStagePlan:
+    """``plan`` with each stage taking its ``seconds`` and running its ``mixes``, priced again.
+
+    The transfers are priced as :func:`search_hosts` prices them: a pipeline's latency sums
+    its stages and transfers and its rate is one over the slowest; replicas' rates add up.
+    """
+    flows = _Flows(*_crossing(graph), network)
+    if plan.kind == "replicas":
+        whole = [stage_s + _replica_moves(stage[0], flows)
+                 for stage, stage_s in zip(plan.stages, seconds, strict=True)]  # fmt: skip
+        latency_s, rate = min(whole), sum(1.0 / s for s in whole)
+    else:
+        latency_s, bottleneck = _predict(plan.stages, seconds, flows)
+        rate = 1.0 / bottleneck
+    return HostStagePlan(plan.kind, plan.stages, latency_s, rate, tuple(mixes))
 
 
 def _replicas(hosts: Sequence[_Host], count: int, flows: _Flows) -> HostStagePlan | None:
@@ -320,11 +358,14 @@ def _replicas(hosts: Sequence[_Host], count: int, flows: _Flows) -> HostStagePla
     for host in hosts:
         stage = host.stage_s(0, count)
         if not math.isinf(stage):
-            moved = flows.link_s(LOCAL, host.name, flows.inputs)
-            moved += flows.back_s(host.name, float(flows.outputs[-1]))
-            whole.append((host, stage + moved))
+            whole.append((host, stage + _replica_moves(host.name, flows)))
     if len(whole) < 2:
         return None
     stages = tuple((host.name, host.target_for(0, count), 0, count) for host, _ in whole)
     rate = sum(1.0 / seconds for _, seconds in whole)
     return HostStagePlan("replicas", stages, min(seconds for _, seconds in whole), rate)
+
+
+def _replica_moves(host: str, flows: _Flows) -> float:
+    """Seconds to send a replica on ``host`` its inputs and bring its outputs back."""
+    return flows.link_s(LOCAL, host, flows.inputs) + flows.back_s(host, float(flows.outputs[-1]))

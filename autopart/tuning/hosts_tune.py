@@ -49,7 +49,8 @@ from autopart.profile import Profile
 from autopart.profile.saved import default_profiles_dir
 from autopart.runtime.executor import Executor
 from autopart.runtime.hosts import ClusterPlanExecutor, stream_through
-from autopart.search.hosts import LOCAL, HostStagePlan, parse_links, search_hosts
+from autopart.search.host_mix import StageMix, mix_stages
+from autopart.search.hosts import LOCAL, HostStagePlan, Stage, parse_links, search_hosts
 from autopart.settings import COMMON
 from autopart.tuning.accuracy import (
     AccuracyPolicy,
@@ -218,7 +219,7 @@ def _search_and_run(
     costs = {p.host: _host_costs(graph, p, options.targets, policy) for p in profiled}
     say("searching across hosts")
     caps_here = {name: cap for name, cap in caps.items() if name in names}
-    candidates = _candidates(graph, *search_hosts(graph, costs, network, caps_here))
+    candidates = _candidates(graph, _mixed(graph, costs, network, caps_here))
     if given.links:
         return profiled, path, candidates
     feeds = random_inputs(graph, options.search.seed)
@@ -236,7 +237,7 @@ def _search_and_run(
                 exact[host.host] = _host_costs(graph, host, options.targets, EXACT)
         again = []
         if exact:
-            again = _candidates(graph, *search_hosts(graph, exact, network, caps_here), " f32")
+            again = _candidates(graph, _mixed(graph, exact, network, caps_here), " f32")
         for candidate in again:
             say(f"running {candidate.name}")
             _measure(graph, candidate, hosts, feeds, options, judge, judged, tolerance)
@@ -252,12 +253,11 @@ def _host_costs(
     Each target's op costs are scaled so that they sum to its whole-model timing on the
     host, where they are off by more than the gross error
     (:func:`~autopart.tuning.whole_scale.op_sum_factor`): a library's fusion, spread over
-    its ops, as a local tune's screen scales them.
+    its ops, as a local tune's screen scales them. Launches, copies between the targets and
+    edge costs are the profile's, as a local tune's costs hold them.
     """
     profile = Profile.load(profiled.path)
-    node_cost: dict[str, dict[VirtualDevice, float]] = {n.name: {} for n in graph.nodes}
-    launch: dict[VirtualDevice, float] = {}
-    priced = []
+    factors: dict[VirtualDevice, float] = {}
     for text in targets or sorted({str(t) for t in profile_targets(profile)}):
         target = VirtualDevice.parse(text)
         if not policy.allows(target.computes_in) or target.host is not None:
@@ -268,14 +268,16 @@ def _host_costs(
             continue  # not profiled for every node within the budget
         whole_s = profiled.whole_s.get(str(target))
         factor = None if whole_s is None else op_sum_factor(one, target, whole_s)
-        priced.append(target)
-        launch[target] = one.launch_cost(target)
-        for name, entry in one.node_cost.items():
-            node_cost[name].update({t: cost * (factor or 1.0) for t, cost in entry.items()})
-    if not priced:
+        factors[target] = factor or 1.0
+    if not factors:
         raise ProfileError(f"host {profiled.host}'s profile prices no target it may use for "
                            "every node; profile it with a larger --budget")  # fmt: skip
-    return Costs(graph, priced, node_cost, launch=launch)
+    costs = costs_from_profile(graph, profile, list(factors))
+    scaled = {
+        name: {t: cost * factors[t] for t, cost in entry.items() if t in factors}
+        for name, entry in costs.node_cost.items()
+    }
+    return replace(costs, targets=list(factors), node_cost=scaled)
 
 
 def _tolerance(
@@ -345,18 +347,33 @@ def _caps(memory: Mapping[str, int], hosts: Sequence[str]) -> dict[str, int]:
     return {h: memory.get(h, memory["*"]) for h in hosts if h in memory or "*" in memory}
 
 
+def _mixed(
+    graph: Graph, costs: Mapping[str, Costs], network: NetworkModel, caps: Mapping[str, int]
+) -> list[tuple[str, HostStagePlan]]:
+    """The host search's plans by name, each followed by its stages' targets mixed, if quicker.
+
+    ``quickest`` (one input), ``pipeline`` (a stream), ``replicas`` where two hosts hold
+    the whole graph; ``<name> mixed`` where :func:`~autopart.search.host_mix.mix_stages`
+    predicts a stage quicker on a mix of its host's targets.
+    """
+    latency, rate, replicas = search_hosts(graph, costs, network, caps)
+    named: list[tuple[str, HostStagePlan]] = []
+    memo: dict[Stage, StageMix | None] = {}
+    for name, plan in (("quickest", latency), ("pipeline", rate), ("replicas", replicas)):
+        if plan is None:
+            continue
+        named.append((name, plan))
+        mixed = mix_stages(graph, plan, costs, network, memo=memo)
+        if mixed is not None:
+            named.append((f"{name} mixed", mixed))
+    return named
+
+
 def _candidates(
-    graph: Graph,
-    latency: HostStagePlan,
-    rate: HostStagePlan,
-    replicas: HostStagePlan | None,
-    suffix: str = "",
+    graph: Graph, named: Sequence[tuple[str, HostStagePlan]], suffix: str = ""
 ) -> list[Candidate]:
-    """The distinct plans to run: quickest, highest-rate pipeline, replicas (``suffix`` added)."""
+    """The distinct plans of ``named`` to run, in order, each name with ``suffix`` added."""
     found: dict[tuple[object, ...], Candidate] = {}
-    named = [("quickest", latency), ("pipeline", rate)]
-    if replicas is not None:
-        named.append(("replicas", replicas))
     for name, predicted in named:
         assignments = predicted.assignments(graph)
         key = (predicted.kind, *(tuple(sorted(a.items())) for a in assignments))
