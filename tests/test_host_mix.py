@@ -167,3 +167,45 @@ def test_a_stage_on_one_quick_target_or_a_host_of_one_target_is_left_as_it_is() 
     plan = HostStagePlan("pipeline", (("host0", ORT, 0, 8),), 1.0, 1.0)
     assert mix_stages(costs.graph, plan, {"host0": one}, NetworkModel({})) is None
     assert math.isfinite(_one_target_s(one, ORT, 0, 8))
+
+
+@pytest.mark.slow  # a local:2 cluster and a tune on it: about 40 s
+def test_a_tune_across_hosts_runs_and_judges_a_stage_that_mixes_two_targets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OpenVINO's int8 target runs the convolutions only, so no stage runs on it alone.
+    With numpy's convolutions priced 100x (the profile is real otherwise), the search mixes
+    int8 convolutions into numpy stages; the mixed candidates compile on their hosts, run,
+    and are judged like the rest."""
+    from tests.test_hosts import _two_cores
+
+    _two_cores()
+    import autopart
+    from autopart.tuning import hosts_tune
+
+    real = hosts_tune._host_costs
+
+    def slow_numpy_convolutions(*args: object, **kwargs: object) -> Costs:
+        costs = real(*args, **kwargs)  # type: ignore[arg-type]
+        for node in costs.graph.nodes:
+            if node.op_type == "Conv" and NUMPY in costs.node_cost[node.name]:
+                costs.node_cost[node.name][NUMPY] *= 100
+        return costs
+
+    monkeypatch.setattr(hosts_tune, "_host_costs", slow_numpy_convolutions)
+    model = tmp_path / "tiny.onnx"
+    onnx.save(tiny_cnn(), model)
+    int8 = VirtualDevice.parse("cpu@openvino:int8")
+    report = autopart.tune(
+        str(model), cluster="local:2", time_budget_s=20, profiles_dir=tmp_path / "profiles",
+        output=tmp_path / "plan.json", targets=[str(NUMPY), str(int8)],
+    )  # fmt: skip
+    mixed = [c for c in report.candidates if c.name.endswith(" mixed")]
+    assert mixed, [c.name for c in report.candidates]
+    for candidate in mixed:
+        for plan in candidate.plans:
+            codegens = {VirtualDevice.parse(p.target).codegen for p in plan.partitions}
+            assert codegens == {"numpy", "openvino"}
+        assert candidate.latency_s is not None and candidate.rate_per_s is not None
+        assert candidate.error is not None and math.isfinite(candidate.error)
+        assert candidate.predicted.mixes
