@@ -206,16 +206,19 @@ class OnnxRuntimeSubgraph(CompiledSubgraph):
     def whole_runner(self) -> Callable[[Mapping[str, np.ndarray]], dict[str, np.ndarray]] | None:
         """``session.run`` on the feeds by name, outputs zipped to their names.
 
-        None where a run needs more than the session: cores to pin to, frozen inputs to
-        add, outputs no node produces, or no session at all.
+        A whole model as shipped is fed its frozen inputs' values with every run, as
+        :meth:`run` feeds them. None where a run needs more than the session: cores to pin
+        to, outputs no node produces, or no session at all.
         """
-        if self.cores or not self.produced or self._fixed or self._not_produced:
+        if self.cores or not self.produced or self._not_produced:
             return None
-        session, produced, feeds = self.session, self.produced, tuple(self.feeds)
+        session, produced = self.session, self.produced
+        fixed = {n: np.asarray(v, order="C") for n, v in self._fixed.items() if n in self.feeds}
+        feeds = tuple(n for n in self.feeds if n not in fixed)
 
         def run(values: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
             try:
-                results = session.run(produced, {n: values[n] for n in feeds})
+                results = session.run(produced, {**fixed, **{n: values[n] for n in feeds}})
             except Exception as error:  # onnxruntime's types are not importable stably
                 raise ExecutionError(
                     f"onnxruntime failed running {self.label}: {_first_line(error)}"
