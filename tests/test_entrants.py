@@ -10,6 +10,7 @@ import pytest
 
 from autopart import api
 from autopart.ir.target import VirtualDevice
+from autopart.search.candidates import CandidateKind
 from autopart.targets.registry import declared_peers
 from autopart.tuning.choice import final_choice
 from autopart.tuning.entrants import (
@@ -115,6 +116,11 @@ def test_a_tune_races_neither_plans_measured_far_behind_nor_those_measured_wrong
     candidates = {**report.outcome.candidates, "single:cpu/0@onnxruntime": unit}
     marked = Screening([], [], whole=wrong).wrong_plans(candidates)
     assert marked == {"single:cpu@onnxruntime", "single:cpu/0@onnxruntime"}  # the unit too
+    whole = dataclasses.replace(device, kind=CandidateKind.WHOLE)  # the model as shipped
+    with_whole = {**candidates, "whole:cpu@onnxruntime": whole}
+    assert "whole:cpu@onnxruntime" not in Screening([], [], whole=wrong).wrong_plans(with_whole)
+    own = {"whole:cpu@onnxruntime": timed(0.001, error=1.0)}
+    assert Screening([], [], whole=own).wrong_plans(with_whole) == {"whole:cpu@onnxruntime"}
     names = list(report.outcome.candidates)
     entry = Entrants(left_out={names[0]}, first=[names[-1], "not a candidate"])
     order = list(entry.plans(report.outcome.candidates, {name: name for name in names}))
