@@ -93,10 +93,10 @@ def stage_mix(
     if any(target not in sub.supported(name) for name in names):
         return None
     alone = {name: target for name in names}
-    alone_s = simulate(plan_for(alone, sub, fallback=target), sub).sequential_s
     try:
+        alone_s = simulate(plan_for(alone, sub, fallback=target), sub).sequential_s
         found = solve_ilp(sub, time_limit_s=time_limit_s, rel_gap=1e-3, known=[(alone, alone_s)])
-    except AutopartError:  # no answer in time, or a node no target runs
+    except AutopartError:  # no answer in time, a node no target runs, a plan not built
         return None
     if len(set(found.assignment.values())) < 2 or found.objective_s > alone_s * (1 - MIN_GAIN):
         return None
