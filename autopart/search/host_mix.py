@@ -24,6 +24,7 @@ from autopart.costmodel.network import NetworkModel
 from autopart.errors import AutopartError
 from autopart.ir.graph import Graph, Node, Value
 from autopart.ir.target import VirtualDevice
+from autopart.plan.partition import boundary
 from autopart.search.hosts import HostStagePlan, Stage, repriced
 from autopart.search.ilp import solve_ilp
 from autopart.search.simulator import plan_for, simulate
@@ -125,18 +126,13 @@ def stage_costs(graph: Graph, costs: Costs, first: int, end: int) -> Costs:
 def stage_graph(graph: Graph, first: int, end: int) -> Graph:
     """Nodes ``first:end`` of ``graph`` (in its order) as a graph of their own.
 
-    Its inputs are the non-constant values the nodes read and none of them makes, in the
-    order first read; its outputs the values they make that a later node or the graph's
-    outputs read. Constants come along, sharing their arrays.
+    Its inputs and outputs are the nodes' boundary (:func:`~autopart.plan.partition.boundary`:
+    the non-constant values read from outside, and those made for later nodes or the
+    graph's outputs). Constants come along, sharing their arrays.
     """
     nodes = graph.nodes[first:end]
-    made = {name for node in nodes for name in node.outputs if name}
-    later = set(graph.outputs)
-    for node in graph.nodes[end:]:
-        later.update(node.present_inputs)
+    inputs, outputs = boundary(graph, nodes)
     reads = [name for node in nodes for name in node.present_inputs]
-    inputs = [n for n in dict.fromkeys(reads) if n not in made and not graph.value(n).is_const]
-    outputs = [name for node in nodes for name in node.outputs if name and name in later]
     touched = dict.fromkeys([*reads, *(name for node in nodes for name in node.outputs if name)])
     values = {}
     for name in touched:
