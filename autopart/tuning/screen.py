@@ -67,6 +67,7 @@ from autopart.tuning.single_plans import SinglePlans, single_name, whole_device
 from autopart.tuning.verify import Measured
 from autopart.tuning.whole_timing import (
     WholeTimings,
+    quickest_plan,
     reference_stand_in,
     stands_for,
     time_whole,
@@ -196,8 +197,7 @@ def screen_targets(
     correct = {name: result for name, result in whole.items() if result.correct}
     if correct:
         screening.incumbent = min(correct, key=lambda name: correct[name].median_s)
-        incumbent_target = stands_for(screening.incumbent, assignments)
-        needed = {fallback, *(assignments.get(incumbent_target, {}).values())}
+        needed = {fallback, *assignments.get(quickest_plan(correct, assignments), {}).values()}
         for target in racing_peers_plans(screening, assignments, options.peers):
             needed.update(assignments[target].values())
         order = by_promise(targets, whole)

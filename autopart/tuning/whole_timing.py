@@ -373,6 +373,19 @@ def reference_stand_in(
     return {}, []
 
 
+def quickest_plan(
+    timed: Mapping[str, Measured], assignments: Collection[VirtualDevice]
+) -> VirtualDevice | None:
+    """The target of the quickest of ``timed`` that stands for a single-target plan here.
+
+    A tool peer (NNCF's int8) may be quicker, but no plan stands for it: a tune keeps
+    plans, so the screen prices first the quickest plan it could keep. None: none does.
+    """
+    standing = {name: stands_for(name, assignments) for name in timed}
+    plans = [name for name, target in standing.items() if target is not None]
+    return standing[min(plans, key=lambda n: timed[n].median_s)] if plans else None
+
+
 def stands_for(name: str, assignments: Collection[VirtualDevice]) -> VirtualDevice | None:
     """The target whose single-target plan the runner ``name`` is (a peer: its equivalent).
 
