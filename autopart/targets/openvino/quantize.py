@@ -103,8 +103,10 @@ def in_int8(ops: Sequence[RuntimeOp], node: Node) -> bool:
 
 
 def _probe_model(op_type: str) -> tuple[onnx.ModelProto, dict[str, tuple[float, float]]]:
-    """A one-op float model of ``op_type`` with a constant weight, and its ranges."""
+    """A one-op float model of ``op_type`` and its ranges (a constant weight if it takes one)."""
     rng = np.random.default_rng(0)
+    if op_type in qdq.PASSING_OPS:
+        return _passing_probe(op_type)
     if op_type == "Conv":
         x, w, y = [1, 8, 8, 8], [8, 8, 3, 3], [1, 8, 8, 8]
         attrs: dict[str, Any] = {"pads": [1, 1, 1, 1]}
@@ -124,18 +126,34 @@ def _probe_model(op_type: str) -> tuple[onnx.ModelProto, dict[str, tuple[float, 
     return model, {"x": (-3.0, 3.0), "w": (-3.0, 3.0), "y": (-30.0, 30.0)}
 
 
+def _passing_probe(op_type: str) -> tuple[onnx.ModelProto, dict[str, tuple[float, float]]]:
+    """A one-op float model of passing ``op_type`` (a 2x2 pool of stride 2), its ranges."""
+    node = helper.make_node(
+        op_type, ["x"], ["y"], name="probe", kernel_shape=[2, 2], strides=[2, 2]
+    )
+    graph = helper.make_graph(
+        [node],
+        "int8-probe",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 4, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", qdq.QDQ_OPSET)])
+    return model, {"x": (-3.0, 3.0), "y": (-3.0, 3.0)}
+
+
 @functools.cache
 def int8_op_types() -> frozenset[str]:
     """The quantisable op types OpenVINO's CPU plugin runs in u8/i8 here, probed once.
 
-    Each of :data:`~autopart.targets.qdq.QUANTISED_OPS` is quantised as a one-op model
-    and compiled; it counts when its runtime op computes in u8 or i8. Empty without
-    openvino, or where the plugin refuses the probes.
+    Each of :data:`~autopart.targets.qdq.QUANTISED_OPS` and
+    :data:`~autopart.targets.qdq.PASSING_OPS` is quantised as a one-op model and
+    compiled; it counts when its runtime op computes in u8 or i8. Empty without openvino,
+    or where the plugin refuses the probes.
     """
     if not library.HAVE_OPENVINO:
         return frozenset()
     found = set()
-    for op_type in qdq.QUANTISED_OPS:
+    for op_type in (*qdq.QUANTISED_OPS, *qdq.PASSING_OPS):
         model, ranges = _probe_model(op_type)
         try:
             rewritten = qdq.quantise(model, ranges, ["probe"])
