@@ -69,14 +69,21 @@ def autopart_int8(graph: Graph, with_pools: bool) -> object:
 
 
 def nncf_int8(path: str, graph: Graph) -> object | None:
-    """``nncf.quantize`` at its defaults on autopart's stand-in calibration samples."""
+    """``nncf.quantize`` at its defaults on autopart's stand-in calibration samples.
+
+    None without NNCF, or where NNCF or OpenVINO rejects the model (said on stdout).
+    """
     if importlib.util.find_spec("nncf") is None:
         return None
     import nncf
 
     samples = [random_inputs(graph, RANDOM_SEED + i) for i in range(RANDOM_SAMPLES)]
-    quantised = nncf.quantize(library.core().read_model(path), nncf.Dataset(samples))
-    return library.core().compile_model(quantised, library.DEVICE, {})
+    try:
+        quantised = nncf.quantize(library.core().read_model(path), nncf.Dataset(samples))
+        return library.core().compile_model(quantised, library.DEVICE, {})
+    except Exception as error:  # NNCF's and OpenVINO's errors are of many types
+        print(f"openvino + nncf int8 failed on {path}: {str(error).splitlines()[0][:160]}")
+        return None
 
 
 def timer(compiled: object, feeds: dict[str, np.ndarray], runs: int) -> Callable[[], float]:
