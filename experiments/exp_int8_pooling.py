@@ -182,7 +182,7 @@ def main() -> None:
         for model in arguments.models:
             rows += one_model(model, arguments.rounds, arguments.runs, Path(folder))
             frame = pd.DataFrame(rows)
-            write_csv(frame, arguments.out)
+            write_csv(frame, f"{arguments.out}.csv")
     show("int8 max pooling: whole models, ratio to int8 of the weighted nodes only", frame)
 
 
