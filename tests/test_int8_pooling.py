@@ -1,4 +1,5 @@
-"""int8 max pooling: a MaxPool at int8 pools u8 levels, and computes what its rounding gives."""
+"""int8 beside its neighbours: a MaxPool at int8 pools u8 levels and computes what its
+rounding gives; a partition of int8 and one float precision compiles under that one's hint."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from autopart.ir.graph import Graph
 from autopart.runtime import random_inputs
 from autopart.targets import qdq, quant_ranges
 from autopart.targets.openvino import library, quantize
-from tests.test_int8 import AT_INT8, F32, needs_int8, run_mixed
+from autopart.targets.openvino.codegen import hinted_precision
+from tests.test_int8 import AT_BF16, AT_INT8, BF16, F32, needs_int8, run_mixed
 
 
 @pytest.fixture(autouse=True)
@@ -124,3 +126,29 @@ def test_a_pool_at_int8_pools_u8_levels_and_changes_no_value() -> None:
     # so rounding before or after the pool gives conv2 the same levels
     scale = float(np.abs(without["y"]).max())
     assert float(np.abs(with_pool["y"] - without["y"]).max()) <= 1e-5 * scale
+
+
+def test_int8_beside_one_float_precision_takes_that_ones_hint() -> None:
+    assert hinted_precision(["int8", "bf16", "bf16"]) == "bf16"
+    assert hinted_precision(["int8", None]) == "f32"
+    assert hinted_precision(["int8", "f32", None]) == "f32"  # None is f32
+    assert hinted_precision(["int8", "int8"]) == "int8"
+    assert hinted_precision(["bf16", "bf16"]) == "bf16"
+    assert hinted_precision(["int8", "bf16", "f32"]) is None  # bf16 in islands
+    assert hinted_precision(["bf16", None]) is None
+
+
+@needs_int8
+@pytest.mark.skipif(not BF16, reason="this CPU has no bf16 units OpenVINO lists")
+def test_an_int8_partition_with_bf16_around_fuses_its_activations_under_bf16s_hint() -> None:
+    graph = autopart.load(conv_pool_conv())
+    assignment = {n.name: AT_INT8 for n in graph.nodes} | {"relu1": AT_BF16}
+    plan, outputs, ops = run_mixed(graph, assignment, random_inputs(graph, 0))
+    assert [p.target for p in plan.partitions] == ["cpu@openvino"]  # one partition, mixed
+    # under bf16's hint the Relu goes into the u8 Conv before it (or into the rounding
+    # after it); in a Convert island it ran apart, in a Subgraph with its Converts
+    apart = [op for op in ops if "relu1" in op.sources and "conv1" not in op.sources]
+    assert not apart, apart
+    reference = run_mixed(graph, dict.fromkeys(assignment, F32), random_inputs(graph, 0))[1]
+    scale = float(np.abs(reference["y"]).max())
+    assert float(np.abs(outputs["y"] - reference["y"]).max()) < 0.1 * scale  # int8's scale

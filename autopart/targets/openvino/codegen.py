@@ -301,7 +301,7 @@ class OpenVinoCodegen(ProbedCodegen):
         feeds, results = boundary.feeds, boundary.results
         if not results:
             raise TargetError("subgraph computes none of its outputs; nothing to compile")
-        uniform = own[0] if len(set(own)) == 1 else None  # one precision: the hint says it
+        uniform = hinted_precision(own)
         cores, config = _placement_config(graph, nodes, placement, uniform)
         paired = list(zip(nodes, own, strict=True))
         islands = [] if uniform is not None else [n for n, p in paired if p == "bf16"]
@@ -362,12 +362,28 @@ def exported_bytes(
     return weights.exported_bytes(graph, nodes, feeds, results)
 
 
+def hinted_precision(own: Sequence[str | None]) -> str | None:
+    """The precision a partition of nodes at ``own`` precisions compiles with as its hint.
+
+    One precision: that one. int8 beside one float precision: the float one, for int8
+    nodes are quantised in the model (QDQ) whatever the hint, and the rest then compute in
+    the library's own bf16 (or f32), its int8 kernels fused with their activations as
+    NNCF's int8 models are (a VGG16 classifier's int8 plan with bf16 around it: 10.4 ms
+    in Convert islands, where each Relu ran apart from its u8 Conv, 7.4 ms so). None: f32
+    and bf16 nodes both, so bf16 goes in Convert islands (:func:`library.add_islands`).
+    """
+    if len(set(own)) == 1:
+        return own[0]
+    floats = {precision or library.PRECISION for precision in own if precision != qdq.PRECISION}
+    return next(iter(floats)) if len(floats) == 1 else None
+
+
 def _placement_config(
     graph: Graph, nodes: Sequence[Node], placement: Placement, precision: str | None
 ) -> tuple[tuple[int, ...], dict[str, str]]:
     """The unit's cores (none: the whole device) and the properties ``nodes`` compile with.
 
-    The unit's or the LATENCY hint, ``precision``'s hint (None: the nodes mix precisions),
+    The unit's or the LATENCY hint, ``precision``'s hint (None: f32 and bf16 nodes mixed),
     and snippets off for a chain longer than :data:`LONG_CHAIN`.
     """
     unit = placement.device.unit(placement.unit)
