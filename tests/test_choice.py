@@ -426,3 +426,47 @@ def test_a_plan_kept_through_its_peer_is_recorded_with_the_peers_rounds() -> Non
     assert "the screen's whole timing" in notes[0]
     # Its rounds were not the race's: no race round pairs with them.
     assert paired_ratio(screened[plan], peers[peer]) == pytest.approx(1.1 / peers[peer].median_s)
+
+
+def test_behind_a_peer_that_stands_for_no_plan_the_simpler_of_two_tied_plans_is_kept() -> None:
+    """ddddocr_ocr: NNCF's int8 led; a three-library plan 0.1% quicker by median than one
+    OpenVINO partition was kept over it, and the next race timed it 1.15x the library."""
+    measured = {"openvino + nncf int8": _rounds(_noisy(3.9, 10, 0.01, 41)),
+                "ilp": _rounds(_noisy(4.108, 10, 0.03, 42)),
+                "single:cpu@openvino:bf16": _rounds(_noisy(4.112, 10, 0.03, 43))}  # fmt: skip
+    runners = {"openvino + nncf int8": Runner(1, None, peer=True),
+               "ilp": Runner(3, "ilp"),
+               "single:cpu@openvino:bf16": Runner(1, "single:cpu@openvino:bf16")}  # fmt: skip
+    assert measured["ilp"].median_s < measured["single:cpu@openvino:bf16"].median_s
+    decision = decide(measured, runners)
+    assert decision is not None and decision.chosen == "single:cpu@openvino:bf16"
+    assert "openvino + nncf int8 leads, and no plan" in explain(decision, measured)
+    clear = {**measured, "ilp": _rounds(_noisy(3.5, 10, 0.01, 44)),
+             "openvino + nncf int8": _rounds(_noisy(2.0, 10, 0.01, 45))}  # fmt: skip
+    decision = decide(clear, runners)
+    assert decision is not None and decision.chosen == "ilp"  # measurably quicker: kept
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    medians=st.dictionaries(
+        st.sampled_from(["a", "b", "c", "d"]),
+        st.lists(st.floats(0.5, 2.0), min_size=6, max_size=12),
+        min_size=1,
+    ),
+    partitions=st.lists(st.integers(1, 5), min_size=4, max_size=4),
+)
+def test_behind_a_peer_of_no_plan_the_kept_plan_is_the_simplest_tied_with_the_quickest_plan(
+    medians: dict[str, list[float]], partitions: list[int]
+) -> None:
+    """Property: a peer of no plan quicker than every plan changes nothing among them."""
+    plans = {name: _rounds(values) for name, values in medians.items()}
+    peer = _rounds([0.1] * 12)
+    runners = {name: Runner(partitions["abcd".index(name)], name) for name in plans}
+    runners["tool peer"] = Runner(1, None, peer=True)
+    decision = decide({**plans, "tool peer": peer}, runners)
+    assert decision is not None and decision.chosen in plans
+    quickest = min(plans, key=lambda n: plans[n].median_s)
+    tied = [n for n in plans if ratio_interval(plans[n], plans[quickest]).low <= 1.0]
+    assert decision.chosen in tied
+    assert runners[decision.chosen].partitions == min(runners[n].partitions for n in tied)
