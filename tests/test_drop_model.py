@@ -31,6 +31,7 @@ from autopart.targets import quant_ranges
 from autopart.tuning.accuracy import AccuracyPolicy, search_error_model
 from autopart.tuning.drop_model import in_metric_units, measured_drops
 from autopart.tuning.metrics import AGREEMENT, COSINE, Metric
+from autopart.tuning.plan_rows import predicted_drop
 from tests.conftest import make_model
 from tests.test_errors import assert_one_line_error, invoke
 from tests.test_task_metrics import needs_bf16
@@ -189,3 +190,16 @@ def test_a_score_that_rises_predicts_no_drop_not_a_squared_one() -> None:
 
     drops = measured_drops(graph, _samples(2), ["bf16"], Metric("custom", score=rising))
     assert drops == {"bf16": 0.0}
+
+
+def test_a_predicted_share_of_answers_is_never_shown_past_all_of_them() -> None:
+    int8, bf16 = VirtualDevice.parse("cpu@openvino:int8"), VirtualDevice.parse("cpu@openvino:bf16")
+    weights = {("a", "int8"): 1.0, ("b", "bf16"): 0.64}  # squared shares: sqrt(1.64), 1.28
+    assignment = {"a": int8, "b": bf16}
+    answers = ErrorModel(weights, tolerance=0.01, metric="agreement")
+    assert answers.predicted_error(assignment) == pytest.approx(math.sqrt(1.64))
+    assert predicted_drop(answers, assignment) == 1.0
+    assert predicted_drop(answers, {"a": int8}) == pytest.approx(1.0)
+    assert predicted_drop(ErrorModel(weights, 0.01, metric="topk"), assignment) == 1.0
+    relative = ErrorModel(weights, tolerance=0.01)  # max-rel: no such bound
+    assert predicted_drop(relative, assignment) == pytest.approx(math.sqrt(1.64))

@@ -62,6 +62,7 @@ from autopart.tuning.plan_rows import (
     drift_note,
     failure_notes,
     plan_rows,
+    predicted_drop,
     race_note,
     save_report,
 )
@@ -358,7 +359,7 @@ def _record(
         method=outcome.method,
         candidate=final,
         ilp=None if outcome.ilp is None else _ilp_summary(outcome),
-        error=None if model is None else model.predicted_error(chosen.assignment),
+        error=None if model is None else predicted_drop(model, chosen.assignment),
         error_metric=None if model is None else model.metric,
     )
     if final in measured:
