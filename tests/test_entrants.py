@@ -19,6 +19,7 @@ from autopart.tuning.entrants import (
     _quickest_first,
     _tools_left_out,
     _variants_untimed,
+    entrants,
 )
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.screen import Screening
@@ -183,7 +184,7 @@ def test_a_peer_left_out_no_longer_holds_its_own_plan_in_the_race(
 
 @pytest.mark.slow
 def test_the_plan_of_the_peer_the_screen_timed_quickest_races_beside_the_pick(
-    tiny: Path, tmp_path: Path
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """By the screen's timing of the plan or of a peer standing for it, within the
     tolerance; by prediction where the screen timed neither."""
@@ -191,9 +192,19 @@ def test_the_plan_of_the_peer_the_screen_timed_quickest_races_beside_the_pick(
         targets=["cpu@numpy", "cpu@onnxruntime"], peers=False, rounds=3,
         profiles_dir=tmp_path / "profiles", search_dir=tmp_path / "search",
     )  # fmt: skip
-    candidates = tune_model(str(tiny), options).outcome.candidates
+    outcome = tune_model(str(tiny), options).outcome
+    candidates = outcome.candidates
     plans = {"single:cpu@numpy", "single:cpu@onnxruntime"}
     standing = {"onnxruntime alone": "single:cpu@onnxruntime"}
+    # The screen's incumbent races beside the pick though no peer stands for it (peers
+    # off here): a pick made blind must not push it into a heat the budget leaves out.
+    from autopart.tuning import entrants as module
+
+    monkeypatch.setattr(module, "far_behind", lambda *_: [])  # no costs: nothing priced
+    other = dataclasses.replace(outcome, chosen=candidates["single:cpu@onnxruntime"])
+    incumbent = Screening([], [], whole=_numpy(0.002), incumbent="single:cpu@numpy")
+    entry = entrants(other, None, candidates, incumbent)  # type: ignore[arg-type]
+    assert entry.first[:2] == ["single:cpu@onnxruntime", "single:cpu@numpy"]
     by_peer = Screening([], [], whole={"onnxruntime alone": timed(0.001), **_numpy(0.002)})
     assert _quickest_first(plans, candidates, by_peer, standing)[0] == "single:cpu@onnxruntime"
     slower = Screening([], [], whole={"onnxruntime alone": timed(0.003), **_numpy(0.002)})

@@ -7,6 +7,7 @@ the budget runs out, whatever its place in the queue.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,7 +27,7 @@ from autopart.tuning.judge import Judge
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.screen import screen_targets
 from autopart.tuning.verify import Measured
-from autopart.tuning.whole_timing import WholeJob, promote_exact, time_whole
+from autopart.tuning.whole_timing import WholeJob, promote_exact, promote_promising, time_whole
 from tests.test_profile import tiny_cnn
 from tests.test_task_metrics import needs_bf16
 
@@ -75,6 +76,58 @@ def test_promotion_from_int8_brings_bf16_then_f32() -> None:
     assert [job.name for job in queue] == [
         "single:cpu@openvino:bf16", "single:cpu@openvino", "single:opencl:0@opencl"
     ]  # fmt: skip
+
+
+def test_a_vgg16s_int8_plan_is_timed_before_libraries_not_yet_timed() -> None:
+    """OpenVINO in bf16 timed at 15 ms and in f32 at 97 ms: its int8 plan promises 15 ms,
+    its f32 plan 97; numpy and OpenCL, never timed yet, follow in their order."""
+    queue = [plan_job(t) for t in ["cpu@numpy", "cpu@openvino", "opencl:0@opencl"]]
+    queue.append(plan_job("cpu@openvino:int8"))
+    promise = {("openvino", "bf16"): 0.015, ("openvino", "f32"): 0.097}
+    promote_promising(queue, 0, promise)
+    assert [job.name for job in queue] == [
+        "single:cpu@openvino:int8", "single:cpu@openvino", "single:cpu@numpy",
+        "single:opencl:0@opencl",
+    ]  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    order=st.permutations(TARGETS),
+    start=st.integers(0, len(TARGETS)),
+    needed=st.sets(st.sampled_from(TARGETS)),
+    timed=st.dictionaries(
+        st.tuples(
+            st.sampled_from(["openvino", "onnxruntime", "numpy"]),
+            st.sampled_from(["f32", "bf16", "int8"]),
+        ),
+        st.floats(1e-4, 1.0),
+    ),
+)
+def test_promise_reorders_only_the_plans_not_needed_after_start(
+    order: list[str], start: int, needed: set[str], timed: dict[tuple[str, str], float]
+) -> None:
+    """Jobs before ``start``, and needed ones, keep their places; the others are sorted by
+    the quickest runner of their codegen at their precision or a more exact one, and
+    those of no such runner keep their order after the rest."""
+    queue = [plan_job(target, needed=target in needed) for target in order]
+    before = list(queue)
+    promote_promising(queue, start, timed)
+    assert queue[:start] == before[:start]
+    assert sorted(job.name for job in queue) == sorted(job.name for job in before)
+    for index, job in enumerate(before):
+        if job.needed:
+            assert queue[index] == job
+
+    def expected(job: WholeJob) -> float:
+        assert job.target is not None
+        exact = ["f32", "bf16", "int8"][: ["f32", "bf16", "int8"].index(job.target.computes_in) + 1]
+        return min((timed.get((job.codegen, p), math.inf) for p in exact), default=math.inf)
+
+    moved = [job for job in queue[start:] if not job.needed]
+    assert [expected(job) for job in moved] == sorted(expected(job) for job in moved)
+    unknown = [job.name for job in moved if expected(job) == math.inf]
+    assert unknown == [j.name for j in before[start:] if not j.needed and expected(j) == math.inf]
 
 
 def fake_timings(monkeypatch: pytest.MonkeyPatch, errors: Mapping[str, float]) -> list[str]:

@@ -25,11 +25,15 @@ only those that could still be kept:
 
 Each left out is named, with the figure that left it out, in one note per kind. The
 others enter in heats (:class:`~autopart.tuning.verify.Heats`), in the order
-:meth:`Entrants.plans` gives: the search's pick, the plans the peers stand for (the one
-the screen timed quickest first), then the rest by predicted time. The pick goes first
-because it is the one plan no peer stands for: a peer runs in every round and times its
-own plan's library on the whole model, so under a spent budget the pick is what would
-otherwise go unmeasured.
+:meth:`Entrants.plans` gives: the search's pick, the plans the peers stand for and the
+screen's incumbent (the one the screen timed quickest first), then the rest by predicted
+time. The pick goes first because it is the one plan no peer stands for: a peer runs in
+every round and times its own plan's library on the whole model, so under a spent budget
+the pick is what would otherwise go unmeasured. The incumbent, the quickest whole plan
+the screen measured within the tolerance, races beside it even where no peer stands for
+it: a VGG16 classifier's int8 plan, 0.51x OpenVINO as installed, waited for a later heat
+behind a pick the search made blind (one validation sample predicts every reduced
+precision at 100% of answers), and the budget left none.
 """
 
 from __future__ import annotations
@@ -100,7 +104,9 @@ def entrants(
     skipped |= set() if thorough else _variants_untimed(screening, skipped_notes)
     equivalents = peer_equivalents(candidates)
     keep = {plan for peer, plan in equivalents.items() if peer not in skipped}
-    first = _quickest_first(keep, candidates, screening, equivalents)
+    incumbent = None if screening is None else screening.incumbent
+    leading = {incumbent} & set(candidates) if incumbent is not None else set()
+    first = _quickest_first(keep | leading, candidates, screening, equivalents)
     found = Entrants(first=[outcome.chosen.name, *first])
     split = {c.name for c in too_split_to_race(outcome)}
     if split:
@@ -147,7 +153,7 @@ def _quickest_first(
     screening: Screening | None,
     equivalents: Mapping[str, str],
 ) -> list[str]:
-    """The plans the racing peers stand for, the likeliest to be kept first.
+    """The plans the racing peers stand for, and the incumbent, the likeliest kept first.
 
     By the screen's whole timing of the plan or of a peer that stands for it (the quicker,
     within the tolerance; ``equivalents``: each peer's plan, :func:`peer_equivalents`),
