@@ -228,15 +228,17 @@ def test_wrong_outputs_are_never_kept() -> None:
     assert decide({"fast but wrong": wrong}, runners) is None
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    medians=st.dictionaries(
-        st.sampled_from(["a", "b", "c", "d"]),
-        st.lists(st.floats(0.5, 2.0), min_size=6, max_size=12),
-        min_size=1,
-    ),
-    partitions=st.lists(st.integers(1, 5), min_size=4, max_size=4),
+# Up to four plans, a to d, of 6-12 rounds each, and each plan's partitions.
+PLAN_ROUNDS = st.dictionaries(
+    st.sampled_from(["a", "b", "c", "d"]),
+    st.lists(st.floats(0.5, 2.0), min_size=6, max_size=12),
+    min_size=1,
 )
+PLAN_PARTITIONS = st.lists(st.integers(1, 5), min_size=4, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(medians=PLAN_ROUNDS, partitions=PLAN_PARTITIONS)
 def test_the_kept_plan_is_never_clearly_slower_than_the_quickest(
     medians: dict[str, list[float]], partitions: list[int]
 ) -> None:
@@ -448,14 +450,7 @@ def test_behind_a_peer_that_stands_for_no_plan_the_simpler_of_two_tied_plans_is_
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    medians=st.dictionaries(
-        st.sampled_from(["a", "b", "c", "d"]),
-        st.lists(st.floats(0.5, 2.0), min_size=6, max_size=12),
-        min_size=1,
-    ),
-    partitions=st.lists(st.integers(1, 5), min_size=4, max_size=4),
-)
+@given(medians=PLAN_ROUNDS, partitions=PLAN_PARTITIONS)
 def test_behind_a_peer_of_no_plan_the_kept_plan_is_the_simplest_tied_with_the_quickest_plan(
     medians: dict[str, list[float]], partitions: list[int]
 ) -> None:

@@ -3,8 +3,6 @@ rounding gives; a partition of int8 and one float precision compiles under that 
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import onnx
 import pytest
@@ -15,20 +13,18 @@ from onnx import TensorProto, helper, numpy_helper
 import autopart
 from autopart.ir.graph import Graph
 from autopart.runtime import random_inputs
-from autopart.targets import qdq, quant_ranges
-from autopart.targets.openvino import library, quantize
+from autopart.targets import qdq
+from autopart.targets.openvino import quantize
 from autopart.targets.openvino.codegen import hinted_precision
-from tests.test_int8 import AT_BF16, AT_INT8, BF16, F32, needs_int8, run_mixed
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test calibrates and quantises into a cache folder of its own."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("AUTOPART_CACHE", str(folder))
-    quant_ranges.forget_memo()
-    library.clear_compiled()
-    return folder
+from tests.test_int8 import (  # own_cache: each test its own cache folder
+    AT_BF16,
+    AT_INT8,
+    BF16,
+    F32,
+    needs_int8,
+    own_cache,  # noqa: F401
+    run_mixed,
+)
 
 
 def conv_pool_conv(indices: bool = False) -> onnx.ModelProto:
