@@ -294,9 +294,9 @@ def _tied_with_the_quickest(measured: Mapping[str, Measured]) -> list[str]:
     """The runners of ``measured`` not measurably slower than its quickest, quickest first.
 
     Where a peer that stands for no plan leads, the plans are judged among themselves by
-    the rule, and the simpler within the noise is kept: ddddocr_ocr kept a plan on three
-    libraries, 0.1% quicker by median than one OpenVINO partition, both behind NNCF's int8;
-    the next race timed it at 1.15x OpenVINO as installed.
+    the rule, and the simpler within the noise is kept: a text recogniser kept a plan on
+    three libraries, 0.1% quicker by median than one OpenVINO partition, both behind NNCF's
+    int8; the next race timed it at 1.15x OpenVINO as installed.
     """
     if not measured:
         return []

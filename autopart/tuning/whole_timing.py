@@ -145,7 +145,9 @@ class WholeTimings:
     deadline, with the deadline in seconds (its other runners were skipped);
     ``abandoned_s``: the seconds spent on those compiles and on forecasts; ``compiled``:
     the codegens that compiled a whole model and ran it; ``forecasts``: each codegen's
-    forecast compile time (:mod:`~autopart.tuning.compile_forecast`), where one was made.
+    forecast compile time (:mod:`~autopart.tuning.compile_forecast`), where one was made;
+    ``promise``: the quickest runner timed per (codegen, precision)
+    (:func:`promote_promising`).
     """
 
     whole: dict[str, Measured] = field(default_factory=dict)
@@ -154,6 +156,7 @@ class WholeTimings:
     abandoned_s: float = 0.0
     compiled: set[str] = field(default_factory=set)
     forecasts: dict[str, CompileForecast] = field(default_factory=dict)
+    promise: dict[tuple[str, str], float] = field(default_factory=dict)
 
     def missed(self, codegen: str) -> str:
         """Why ``codegen``, in ``too_slow``, runs no job: its missed or forecast deadline."""
@@ -196,7 +199,6 @@ def time_whole(
     large = clock.budget_s is not None and len(graph.nodes) >= SCREEN.deadline_nodes
     compiled = found.compiled
     held: dict[str, Runner] = {}  # a peer's runner, kept for the job of its own plan
-    promise: dict[tuple[str, str], float] = {}  # (codegen, precision) -> quickest correct
     held_for: str | None = None
     for done, job in enumerate(queue):  # promote_exact reorders only the jobs after ``done``
         if job.name != held_for:
@@ -237,11 +239,7 @@ def time_whole(
             elif deadline is not None and compile_deadline() == 0.0:
                 found.too_slow[job.codegen] = deadline
                 found.abandoned_s += time.perf_counter() - job_started
-        found.whole.update(timed)
-        _record_promise(promise, job, timed)
-        if tolerance is not None and _beyond(timed, tolerance(found.whole)):
-            promote_exact(queue, done + 1, job)
-        promote_promising(queue, done + 1, promise)
+        _reorder_after(queue, done + 1, job, timed, found, tolerance)
         release_freed_memory()  # this job's runner, before the next is compiled
     if progress is not None:
         progress("screen", len(queue), len(queue), f"{len(found.whole)} timed whole")
@@ -259,6 +257,27 @@ def _computes_in(job: WholeJob) -> str:
     if job.target is not None:
         return job.target.computes_in
     return (job.peer.precision() if job.peer is not None else None) or REFERENCE_PRECISION
+
+
+def _reorder_after(
+    queue: list[WholeJob],
+    start: int,
+    job: WholeJob,
+    timed: Mapping[str, Measured],
+    found: WholeTimings,
+    tolerance: Callable[[Mapping[str, Measured]], float] | None,
+) -> None:
+    """Record ``job``'s ``timed`` runners in ``found``, then order ``queue[start:]``.
+
+    A plan beyond ``tolerance`` brings its library's more exact plans next
+    (:func:`promote_exact`); the plans not needed then go by their promise
+    (:func:`promote_promising`).
+    """
+    found.whole.update(timed)
+    _record_promise(found.promise, job, timed)
+    if tolerance is not None and _beyond(timed, tolerance(found.whole)):
+        promote_exact(queue, start, job)
+    promote_promising(queue, start, found.promise)
 
 
 def _record_promise(
