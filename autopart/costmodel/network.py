@@ -29,6 +29,9 @@ from autopart.io import atomic_write_bytes
 NETWORK_FORMAT = "autopart.network 1"
 
 
+ROUNDING_S = 1e-12  # a time this far below 0 is a fit's rounding, not a negative time
+
+
 @dataclass(frozen=True)
 class Regime:
     """Transfers of up to ``upto_bytes`` cost ``latency_s`` plus bytes over ``bytes_per_s``.
@@ -71,7 +74,8 @@ class Link:
         if not bounds or bounds != sorted(set(bounds)) or bounds[-1] != math.inf:
             raise ValueError(f"a link's regimes must rise to an unbounded last one, not {bounds}")
         for low, regime in zip([0.0, *bounds], self.regimes, strict=False):
-            if regime.latency_s + low / regime.bytes_per_s < 0:
+            # a fit at its bound (0 s at ``low``) rounds to -1e-20 s or so: not below 0
+            if regime.latency_s + low / regime.bytes_per_s < -ROUNDING_S:
                 raise ValueError(
                     f"a link's latency must be >= 0 at the least size its regime covers "
                     f"({low:,.0f} bytes), not {regime.latency_s}"
