@@ -259,12 +259,8 @@ def decide(measured: Mapping[str, Measured], runners: Mapping[str, Runner]) -> D
     correct = {n: m for n, m in measured.items() if m.correct and n in runners}
     if not correct:
         return None
-    leader = min(correct, key=lambda n: correct[n].median_s)
-    tied = [
-        name
-        for name in sorted(correct, key=lambda n: correct[n].median_s)
-        if name == leader or ratio_interval(correct[name], correct[leader]).low <= 1.0
-    ]
+    tied = _tied_with_the_quickest(correct)
+    leader = tied[0]
     keepable = [n for n in tied if runners[n].stands_for is not None]
     if not keepable:  # only peers without a plan of their own lead: the plans race alone
         keepable = _tied_with_the_quickest(
@@ -293,16 +289,18 @@ def decide(measured: Mapping[str, Measured], runners: Mapping[str, Runner]) -> D
 def _tied_with_the_quickest(measured: Mapping[str, Measured]) -> list[str]:
     """The runners of ``measured`` not measurably slower than its quickest, quickest first.
 
-    Where a peer that stands for no plan leads, the plans are judged among themselves by
-    the rule, and the simpler within the noise is kept: a text recogniser kept a plan on
-    three libraries, 0.1% quicker by median than one OpenVINO partition, both behind NNCF's
-    int8; the next race timed it at 1.15x OpenVINO as installed.
+    The leader's ties among every correct runner; and, where a peer that stands for no
+    plan leads, the plans' ties among themselves, so that the simpler within the noise is
+    kept there too: a text recogniser kept a plan on three libraries, 0.1% quicker by
+    median than one OpenVINO partition, both behind NNCF's int8; the next race timed it at
+    1.15x OpenVINO as installed.
     """
-    if not measured:
-        return []
     order = sorted(measured, key=lambda n: measured[n].median_s)
-    quickest = measured[order[0]]
-    return [n for n in order if ratio_interval(measured[n], quickest).low <= 1.0]
+    return [
+        name
+        for name in order
+        if name == order[0] or ratio_interval(measured[name], measured[order[0]]).low <= 1.0
+    ]
 
 
 def contested(measured: Mapping[str, Measured], runners: Mapping[str, Runner]) -> list[str]:

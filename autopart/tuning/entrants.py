@@ -105,7 +105,7 @@ def entrants(
     equivalents = peer_equivalents(candidates)
     keep = {plan for peer, plan in equivalents.items() if peer not in skipped}
     incumbent = None if screening is None else screening.incumbent
-    leading = {incumbent} & set(candidates) if incumbent is not None else set()
+    leading = {incumbent} if incumbent in candidates else set()
     first = _quickest_first(keep | leading, candidates, screening, equivalents)
     found = Entrants(first=[outcome.chosen.name, *first])
     split = {c.name for c in too_split_to_race(outcome)}
