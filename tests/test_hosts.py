@@ -131,6 +131,11 @@ def _two_cores() -> None:
         pytest.skip("a local:2 cluster needs 2 cores")
 
 
+def chosen_rows(output: str) -> list[str]:
+    """The lines of a hosts tune's table marked chosen (``*``, padded to its column)."""
+    return [line for line in output.splitlines() if re.search(r" \* +│", line)]
+
+
 @pytest.mark.slow  # starts a Ray cluster: 13-20 s
 def test_devices_of_a_local_cluster_are_found_on_each_host_with_its_own_core() -> None:
     _two_cores()
@@ -312,7 +317,7 @@ def test_tune_across_hosts_splits_a_model_too_big_for_one_and_its_plan_runs_agai
     assert "replicas" not in result.output  # no host can hold a replica
     rows = [line for line in result.output.splitlines() if line.startswith("│ quickest")]
     assert rows and "host0:" in rows[0] and "host1:" in rows[0]
-    chosen = [line for line in result.output.splitlines() if " * │" in line]
+    chosen = chosen_rows(result.output)
     assert len(chosen) == 1 and "host0:" in chosen[0] and "host1:" in chosen[0]
     saved = api.load_plan(plan)[0]
     assert {host_of(t) for t in saved.assignment.values()} == {"host0", "host1"}

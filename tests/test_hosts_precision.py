@@ -12,16 +12,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from autopart.cli import main
+from autopart.cli.common import print_table
+from autopart.cli.hosts import candidates_table
 from autopart.costmodel.calibration import CALIBRATION
 from autopart.costmodel.costs import Costs
 from autopart.ir.target import VirtualDevice
 from autopart.loader import load_model
+from autopart.search.hosts import HostStagePlan
 from autopart.tuning.accuracy import AccuracyPolicy
 from autopart.tuning.host_profiles import HostProfile
-from autopart.tuning.hosts_tune import EXACT, _host_costs
+from autopart.tuning.hosts_tune import EXACT, Candidate, HostTuneReport, _host_costs
 from autopart.tuning.profile_model import profile_model
 from autopart.tuning.whole_scale import op_sum_factor
-from tests.test_hosts import _two_cores
+from tests.test_hosts import _two_cores, chosen_rows
 from tests.test_profile import tiny_cnn
 
 EXACT_TARGET = VirtualDevice.parse("cpu@numpy")
@@ -125,7 +128,7 @@ def test_a_tune_across_hosts_holds_every_plan_to_the_local_tolerance(tmp_path: P
     flat = " ".join(result.output.split())  # rich wraps long lines
     assert "accuracy: every precision offered" in flat and "every candidate held to" in flat
     held = float(flat.split("every candidate held to ")[1].split(",")[0])
-    chosen = next(line for line in result.output.splitlines() if " * │" in line)
+    [chosen] = chosen_rows(result.output)
     assert float(chosen.split("│")[-2]) <= held
     exact = CliRunner().invoke(
         main, [*common, "--precision", "f32", "-o", str(tmp_path / "f32.json")]
@@ -134,3 +137,19 @@ def test_a_tune_across_hosts_holds_every_plan_to_the_local_tolerance(tmp_path: P
     assert "accuracy: f32, tolerance" in " ".join(exact.output.split())  # --precision arrived
     rows = [line for line in exact.output.splitlines() if line.startswith("│ ")]
     assert rows and not any(str(REDUCED_TARGET) in line for line in rows)
+
+
+def test_the_chosen_candidate_keeps_its_marker_and_figures_on_one_line_when_stages_wrap(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    long = tuple((f"host{i % 2}", "cpu@openvino:int8", i, i + 1) for i in range(30))
+    stages = HostStagePlan("pipeline", long, latency_s=2e-4, rate_per_s=5e3)
+    candidates = [Candidate(name, stages, [], latency_s=3e-4, rate_per_s=4e3, error=7e-2)
+                  for name in ("quickest mixed", "pipeline")]  # fmt: skip
+    report = HostTuneReport([], Path("n.json"), candidates, candidates[1], Path("p.json"), [])
+    print_table(candidates_table(report, "local:2"))
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) > 8  # the stages did wrap
+    chosen = chosen_rows("\n".join(lines))
+    assert len(chosen) == 1 and chosen[0].startswith("│ pipeline *  ")  # padded to the column
+    assert chosen[0].split("│")[-2].strip() == "7.0e-02"

@@ -128,17 +128,7 @@ def tune_on_cluster(model: str, options: TuneOptions) -> None:
     said = api.tune(model, options, progress=lambda _, __, ___, line: doing("tune", line))
     report = cast(HostTuneReport, said)  # a tune across hosts reports its own way
     spec, objective = options.cluster, options.search.objective
-    table = Table("plan", "kind", "stages", "predicted ms", "measured ms", "predicted /s",
-                  "measured /s", "drop", title=f"across the hosts of {spec}")  # fmt: skip
-    for c in report.candidates:
-        stages = ", ".join(f"{h}:{t} [{a}:{b}]" for h, t, a, b in c.predicted.stages)
-        table.add_row(
-            c.name + (" *" if c is report.chosen else ""), c.predicted.kind, stages,
-            f"{c.predicted.latency_s * 1e3:.2f}", _ms(c.latency_s),
-            f"{c.predicted.rate_per_s:.1f}", "-" if c.rate_per_s is None else f"{c.rate_per_s:.1f}",
-            "-" if c.error is None else f"{c.error:.1e}",
-        )  # fmt: skip
-    print_table(table)
+    print_table(candidates_table(report, spec))
     for host in report.profiles:
         shared = f" (shared with {host.shared_with})" if host.shared_with else ""
         console.print(f"{host.host}: profile {host.path}{shared}")
@@ -148,6 +138,27 @@ def tune_on_cluster(model: str, options: TuneOptions) -> None:
     how = "predicted" if report.predicted_only else "measured"
     console.print(f"chosen: {report.chosen.name} by {how} {objective}; plan: {report.plan_path}")
     print_peak_memory()
+
+
+def candidates_table(report: HostTuneReport, spec: str) -> Table:
+    """Every candidate across the hosts, the chosen one marked ``*``.
+
+    Only the stages wrap when the table is wider than the output: the plan's name with
+    its marker and every figure stay on the candidate's first line.
+    """
+    table = Table(title=f"across the hosts of {spec}")
+    for header in ("plan", "kind", "stages", "predicted ms", "measured ms", "predicted /s",
+                   "measured /s", "drop"):  # fmt: skip
+        table.add_column(header, no_wrap=header != "stages")
+    for c in report.candidates:
+        stages = ", ".join(f"{h}:{t} [{a}:{b}]" for h, t, a, b in c.predicted.stages)
+        table.add_row(
+            c.name + (" *" if c is report.chosen else ""), c.predicted.kind, stages,
+            f"{c.predicted.latency_s * 1e3:.2f}", _ms(c.latency_s),
+            f"{c.predicted.rate_per_s:.1f}", "-" if c.rate_per_s is None else f"{c.rate_per_s:.1f}",
+            "-" if c.error is None else f"{c.error:.1e}",
+        )  # fmt: skip
+    return table
 
 
 def _ms(seconds: float | None) -> str:
