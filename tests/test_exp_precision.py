@@ -160,3 +160,15 @@ def test_rendered_lines_normalise_as_rapidocr(inputs: ModuleType) -> None:
     narrow = np.full((48, 48, 3), 255, np.uint8)  # kept square, the rest padded with zeros
     padded = inputs.ocr_input(narrow, 48, 192)
     assert (padded[..., :48] == 1.0).all() and not padded[..., 48:].any()
+
+
+def test_rendered_captchas_are_seeded_and_drawn_from_their_alphabet(inputs: ModuleType) -> None:
+    captchas = inputs.render_captchas(8, 3)
+    assert all(4 <= len(c.text) <= 5 and set(c.text) <= set(inputs.CAPTCHA_CHARACTERS)
+               for c in captchas)  # fmt: skip
+    assert all(c.image.shape == (60, 160, 3) and c.image.dtype == np.uint8 for c in captchas)
+    again = inputs.render_captchas(8, 3)
+    assert [c.text for c in again] == [c.text for c in captchas]
+    assert all((a.image == c.image).all() for a, c in zip(again, captchas, strict=True))
+    ink = [int((c.image.min(axis=2) < 120).sum()) for c in captchas]
+    assert min(ink) > 200  # the characters are drawn, not only the ground and specks
