@@ -303,6 +303,11 @@ def test_calibration_samples_from_a_sample_axis_and_from_a_folder(tmp_path: Path
     save_tensors(folder / "b.npz", {name: np.stack(samples[1:])})
     from_folder = quant_ranges.load_samples(folder, graph)
     assert [float(s[name].sum()) for s in from_folder] == [float(s.sum()) for s in samples]
+    along_batch = tmp_path / "along_batch.npz"  # N images stacked where the model takes 1
+    save_tensors(along_batch, {name: np.concatenate(samples)})
+    by_batch = quant_ranges.load_samples(along_batch, graph)
+    assert [s[name].shape for s in by_batch] == [samples[0].shape] * 3
+    assert all((got[name] == want).all() for got, want in zip(by_batch, samples, strict=True))
     save_tensors(tmp_path / "bad.npz", {name: samples[0][..., :5]})
     with pytest.raises(InputError, match="neither one sample"):
         quant_ranges.load_samples(tmp_path / "bad.npz", graph)

@@ -100,9 +100,11 @@ def load_samples(path: str | Path, graph: Graph) -> list[Feeds]:
     """The samples in ``path``: an ``.npz``, or a folder of them (sorted by file name).
 
     An ``.npz`` whose arrays have the model's input shapes is one sample; one whose arrays
-    all have one more, leading axis holds that many samples. Raises :class:`InputError`
-    for a missing or empty folder, a file :func:`~autopart.io.load_tensors` refuses, or
-    arrays whose shapes are neither.
+    all have one more, leading axis holds that many samples. Where every input's first
+    dimension is 1, arrays of N along that axis instead (N images stacked, as a model of
+    batch 1 reads them one at a time) are N samples too. Raises :class:`InputError` for
+    a missing or empty folder, a file :func:`~autopart.io.load_tensors` refuses, or arrays
+    whose shapes are none of these.
     """
     path = Path(path)
     if path.is_dir():
@@ -114,6 +116,9 @@ def load_samples(path: str | Path, graph: Graph) -> list[Feeds]:
     shapes = {name: graph.value(name).shape for name in graph.inputs}
     if all(fits_shape(array.shape, shapes[name]) for name, array in arrays.items()):
         return [arrays]
+    along_batch = _along_batch_of_one(arrays, shapes)
+    if along_batch is not None:
+        return along_batch
     counts = {array.shape[0] if array.ndim else -1 for array in arrays.values()}
     stacked = len(counts) == 1 and all(
         array.ndim and fits_shape(array.shape[1:], shapes[name]) for name, array in arrays.items()
@@ -129,6 +134,27 @@ def load_samples(path: str | Path, graph: Graph) -> list[Feeds]:
         )
     (count,) = counts
     return [{name: array[index] for name, array in arrays.items()} for index in range(count)]
+
+
+def _along_batch_of_one(
+    arrays: Mapping[str, np.ndarray], shapes: Mapping[str, Sequence[int | str | None] | None]
+) -> list[Feeds] | None:
+    """The samples of arrays stacked along a first dimension every input declares as 1.
+
+    None unless every input declares a first dimension of 1 and its array has the same
+    rank, the other dimensions fitting, and the same count N > 1 along the first.
+    """
+    counts = set()
+    for name, array in arrays.items():
+        declared = shapes[name]
+        if not declared or declared[0] != 1 or array.ndim != len(declared):
+            return None
+        if not fits_shape(array.shape[1:], declared[1:]):
+            return None
+        counts.add(array.shape[0])
+    if len(counts) != 1 or (count := counts.pop()) < 2:
+        return None
+    return [{n: a[i : i + 1] for n, a in arrays.items()} for i in range(count)]
 
 
 def fits_shape(shape: Sequence[int], declared: Sequence[int | str | None] | None) -> bool:
