@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -29,7 +30,7 @@ from autopart.plan.schema import Plan
 from autopart.profile.sensitivity import reduces
 from autopart.targets import quant_ranges
 from autopart.tuning.accuracy import AccuracyPolicy, search_error_model
-from autopart.tuning.drop_model import in_metric_units, measured_drops
+from autopart.tuning.drop_model import in_metric_units, measured_drops, unseen_drop_note
 from autopart.tuning.metrics import AGREEMENT, COSINE, Metric
 from autopart.tuning.plan_rows import predicted_drop
 from tests.conftest import make_model
@@ -105,7 +106,26 @@ def test_no_answer_changed_is_taken_as_one_answer_in_those_judged() -> None:
     samples = _samples(3)
     drops = measured_drops(graph, samples, ["bf16"], Metric(AGREEMENT))
     assert drops["bf16"] >= 1 / 48  # 3 samples of 16 answers: at most that few unseen
-    assert measured_drops(graph, samples[:1], ["bf16"], Metric(COSINE))["bf16"] < 1e-3
+    if drops["bf16"] == pytest.approx(1 / 48):  # none changed: the floor is recorded
+        assert drops.unseen_floor == pytest.approx(1 / 48)
+    cosine = measured_drops(graph, samples[:1], ["bf16"], Metric(COSINE))
+    assert cosine["bf16"] < 1e-3 and cosine.unseen_floor == 0.0
+
+
+def test_samples_too_few_to_show_a_drop_within_the_bound_say_so_in_one_note() -> None:
+    graph = autopart.load(_classifier(), {"batch": 1})
+    one = _samples(1, batch=1)  # one answer: a change cannot be seen under 100%
+    drops = measured_drops(graph, one, ["bf16", "int8"], Metric(AGREEMENT))
+    assert dict(drops) == {"bf16": 1.0, "int8": 1.0} and drops.unseen_floor == 1.0
+    relative = ErrorModel({("n", "bf16"): 1.0, ("n", "int8"): 1.0}, 1.0, 1.0)
+    found = {p: ErrorModel({}, 1.0, 1.0) for p in ("bf16", "int8")}
+    task = in_metric_units(relative, found, drops, 0.01, Metric(AGREEMENT))
+    assert task is not None and task.unseen_floor == 1.0
+    (note,) = unseen_drop_note(task)
+    assert "1 calibration answers" in note and "100.0%" in note and "at least 100 answers" in note
+    assert unseen_drop_note(dataclasses.replace(task, unseen_floor=0.005)) == []  # seen: none
+    assert unseen_drop_note(dataclasses.replace(task, metric=None)) == []  # relative: none
+    assert unseen_drop_note(None) == []
 
 
 @needs_bf16
@@ -178,6 +198,23 @@ def test_tune_reports_the_predicted_drop_beside_the_measured_one(tmp_path: Path)
     code, shown = invoke("show", str(folder / "plan.json"))
     assert code == 0 and "agreement:" in shown
     assert ("predicted" in shown) == (plan.predicted.error is not None), shown
+
+
+@pytest.mark.slow
+@needs_bf16
+def test_a_tune_on_too_few_answers_says_the_search_could_not_see_a_drop(tmp_path: Path) -> None:
+    model, inputs = _saved(tmp_path, batch=1)  # 8 samples of one answer: 4 calibrate
+    graph = autopart.load(_classifier(), {"batch": 1})
+    samples = [{"x": s["x"]} for s in _samples(8, batch=1)]
+    assert measured_drops(graph, samples, ["bf16"], Metric(AGREEMENT)).unseen_floor > 0
+    code, output = invoke(
+        "tune", str(model), "--inputs", str(inputs), "--metric", "agreement",
+        "--targets", "cpu@openvino,cpu@openvino:bf16", "--rounds", "2", "--no-peers",
+        "--search-dir", str(tmp_path / "s"), "--profiles", str(tmp_path / "p"), "--thorough",
+    )  # fmt: skip
+    assert code == 0, output
+    flat = " ".join(output.split())
+    assert "4 calibration answers cannot show a drop under one of them (25.0%)" in flat, flat
 
 
 def test_a_score_that_rises_predicts_no_drop_not_a_squared_one() -> None:

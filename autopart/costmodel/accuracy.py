@@ -27,7 +27,9 @@ class ErrorModel:
     ``all_reduced`` the error measured with every node reduced (what the weights add up
     to); ``method`` how the sensitivities were measured (``whole`` or ``local``).
     ``metric`` names the task metric whose drop the weights and tolerance are in, when
-    they were scaled to it (None: the largest relative output error).
+    they were scaled to it (None: the largest relative output error). ``unseen_floor`` is
+    the drop taken for a precision under which no answer of the calibration samples changed
+    (one answer of those judged, the least they could show; 0 where every drop was seen).
     """
 
     weights: Mapping[tuple[str, str], float]
@@ -35,6 +37,7 @@ class ErrorModel:
     all_reduced: float = 0.0
     method: str = "whole"
     metric: str | None = None
+    unseen_floor: float = 0.0
 
     def weight(self, node: str, target: VirtualDevice) -> float:
         """The squared error ``node`` adds on ``target`` (0 for f32 targets)."""

@@ -28,30 +28,59 @@ from autopart.tuning.metrics import AGREEMENT, TOPK, Metric, Tally
 from autopart.tuning.settings import ACCURACY
 
 
+class Drops(dict[str, float]):
+    """Each precision's drop with every node reduced; ``unseen_floor`` where none was seen.
+
+    ``unseen_floor`` is the drop taken for the precisions under which no answer changed:
+    one answer of those judged (0 where every precision's drop was seen).
+    """
+
+    unseen_floor: float = 0.0
+
+
 def measured_drops(
     graph: Graph,
     samples: Sequence[Mapping[str, np.ndarray]],
     precisions: Sequence[str],
     metric: Metric,
-) -> dict[str, float]:
+) -> Drops:
     """Each precision's drop in ``metric`` with every node reduced, on ``samples``.
 
     Emulated on the reference, within ``ACCURACY.drop_scale_s`` seconds (at least one
     sample). A drop below 0 (a score that rose) is 0; a drop of 0 in answers is raised to
-    one answer in those judged (see the module).
+    one answer in those judged (see the module), recorded as the ``unseen_floor``.
     """
     tallies: dict[str, list[Tally]] = {p: [] for p in precisions}
     for exact, reduced in every_node_reduced(graph, samples, precisions, ACCURACY.drop_scale_s):
         for precision, outputs in reduced.items():
             tallies[precision].append(metric.tally(exact, outputs))
-    drops = {}
+    drops = Drops()
     for precision, found in tallies.items():
         drop = max(metric.drop(found), 0.0)  # a score of the user's may rise by chance
         if drop == 0 and metric.name in (AGREEMENT, TOPK):
             answers = sum(t[1] for t in found)
             drop = 1.0 / answers if answers > 0 else 0.0
+            drops.unseen_floor = drop
         drops[precision] = drop
     return drops
+
+
+def unseen_drop_note(model: ErrorModel | None) -> list[str]:
+    """A note where the samples are too few to show a drop within the budget, else none.
+
+    When no answer changed under a precision but one answer of those judged is over the
+    budget, the search holds that precision back as if it changed that answer.
+    """
+    if model is None or model.metric is None or model.unseen_floor <= model.tolerance:
+        return []
+    answers = round(1.0 / model.unseen_floor)
+    return [
+        f"accuracy: no answer changed with every node in a reduced precision, but "
+        f"{answers} calibration answers cannot show a drop under one of them "
+        f"({model.unseen_floor:.1%}), over the bound of {model.tolerance:.1%}: the search "
+        f"held those precisions back as if each changed it; samples of at least "
+        f"{math.ceil(1.0 / model.tolerance)} answers let it use them"
+    ]
 
 
 def in_metric_units(
@@ -60,6 +89,7 @@ def in_metric_units(
 ) -> ErrorModel | None:  # fmt: skip
     """``model``'s weights scaled, precision by precision, to ``drops``; held to ``budget``.
 
+    The model keeps the :attr:`Drops.unseen_floor` of ``drops``, where they are measured.
     ``found`` holds each precision's own error model (its ``all_reduced`` relative error).
     None where a precision's relative error or drop is not finite: no scale carries an
     overflow into the metric's units, and the caller keeps the relative model.
@@ -75,4 +105,5 @@ def in_metric_units(
     if not all(math.isfinite(value) for value in weights.values()):
         return None
     worst = max(drops.values(), default=0.0)
-    return ErrorModel(weights, budget, worst, model.method, metric.label)
+    floor = drops.unseen_floor if isinstance(drops, Drops) else 0.0
+    return ErrorModel(weights, budget, worst, model.method, metric.label, floor)

@@ -43,6 +43,7 @@ from autopart.tuning.accuracy import (
     search_error_model,
 )
 from autopart.tuning.clock import Clock
+from autopart.tuning.drop_model import unseen_drop_note
 from autopart.tuning.entrants import entrants
 from autopart.tuning.finite import check_seeded_reference, stand_in_notes
 from autopart.tuning.heats import Heats
@@ -244,6 +245,7 @@ def _tune(
         notes[:0] = prepared.screening.notes
     notes.extend(outcome.notes)
     notes.extend([*calibration_notes(graph, prepared.targets), *stand_in_notes(graph)])
+    notes.extend(unseen_drop_note(prepared.accuracy))
     notes.extend(prepared.rescaling.note())
     notes.extend(prepared.clock.note())
     pick = outcome.chosen.name
