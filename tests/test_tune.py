@@ -543,6 +543,11 @@ def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measuremen
     (note,) = drift_note(timed_whole, "resnet50", {"single:cpu@openvino:bf16": 32.47e-3})
     assert "32.47 ms summed over its ops, 19.82 ms timed whole (the price the search used)" in note
     assert "19.91 measured (+63%)" in note and "ms predicted" not in note
+    assert "quicker together than apart" in note and "--refresh" not in note  # fusion, no drift
+    # timed whole and off too: drift, with the command that measures again
+    both_off = [row(single, "cpu@openvino:bf16", 30.0, 19.91)]
+    (note,) = drift_note(both_off, "resnet50", {"single:cpu@openvino:bf16": 32.47e-3})
+    assert "30.00 ms timed whole" in note and "--refresh" in note and "together" not in note
 
 
 def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Path) -> None:  # noqa: F811
