@@ -103,3 +103,54 @@ def test_the_factor_stays_in_the_calibration_range_and_is_applied_only_past_the_
         assert not gross or ratio * op_sum(costs, ORT) <= costs.launch_cost(target)
     else:
         assert gross and low <= factor <= high
+
+
+BF16, INT8 = "cpu@openvino:bf16", "cpu@openvino:int8"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    bf16_ratio=st.floats(0.2, 0.5), int8_ratio=st.floats(0.2, 0.5), every=st.integers(2, 5),
+    seed=st.integers(0, 50),
+)  # fmt: skip
+def test_a_plan_on_its_target_and_a_fallback_scales_its_target_by_what_the_fallback_leaves(
+    bf16_ratio: float, int8_ratio: float, every: int, seed: int
+) -> None:
+    """int8's plan runs every ``every``-th node on bf16 (int8 cannot), in one partition,
+    timed whole: int8's costs are scaled so that the plan's prediction is that timing."""
+    costs = synthetic_costs(load_model(op_chain(30, seed)), [BF16, INT8], seed)
+    bf16, int8 = VirtualDevice.parse(BF16), VirtualDevice.parse(INT8)
+    names = [node.name for node in costs.graph.nodes]
+    fallback = set(names[::every])
+    for name in fallback:
+        del costs.node_cost[name][int8]  # not supported in int8
+    assignment = {n: bf16 if n in fallback else int8 for n in names}
+    mixed = build_plan_for(costs.graph, assignment, bf16, "chain")
+    assert len(mixed.partitions) == 1
+
+    def predicted() -> float:
+        return costs.launch_cost(int8) + sum(costs.node_cost[n][t] for n, t in assignment.items())
+
+    int8_s = sum(costs.node_cost[n][int8] for n in names if n not in fallback)
+    timing = (
+        costs.launch_cost(int8)
+        + int8_ratio * int8_s
+        + bf16_ratio * sum(costs.node_cost[n][bf16] for n in fallback)
+    )
+    plans = {f"single:{BF16}": single(costs, BF16), f"single:{INT8}": mixed}
+    bf16_s = costs.launch_cost(bf16) + bf16_ratio * (op_sum(costs, BF16) - costs.launch_cost(bf16))
+    whole = {f"single:{BF16}": timed(bf16_s), f"single:{INT8}": timed(timing)}
+    applied = scale_to_whole(costs, Profile({"fingerprint": "x"}), plans, whole)
+    assert applied[int8] == pytest.approx(int8_ratio, rel=1e-6)
+    assert applied[bf16] == pytest.approx(bf16_ratio, rel=1e-6)
+    assert predicted() == pytest.approx(timing, rel=1e-6)
+
+
+def test_a_fallback_not_timed_whole_gives_its_target_no_factor() -> None:
+    costs = synthetic_costs(load_model(op_chain(12)), [BF16, INT8], 0)
+    bf16, int8 = VirtualDevice.parse(BF16), VirtualDevice.parse(INT8)
+    assignment = {n.name: (bf16 if i % 3 == 0 else int8) for i, n in enumerate(costs.graph.nodes)}
+    mixed = build_plan_for(costs.graph, assignment, bf16, "chain")
+    whole = {f"single:{INT8}": timed(0.2 * op_sum(costs, INT8))}
+    plans = {f"single:{INT8}": mixed}
+    assert scale_to_whole(costs, Profile({"fingerprint": "x"}), plans, whole) == {}

@@ -12,7 +12,10 @@ The screen has timed each whole device's single-target plan (:mod:`autopart.tuni
 Where a target's plan runs every node on it in one partition and the profile holds no
 calibration window of this model on that target (nor on its whole device), its op costs
 are scaled so that, with its launch, they sum to that timing; a unit is scaled as its whole
-device at the same codegen and precision is. As the windows' default rule does, the factor
+device at the same codegen and precision is. A plan that runs some nodes on a fallback in
+the same partition (int8's, with the nodes int8 cannot run) scales its target by what the
+timing leaves once the fallback's nodes, priced as their own target's timing scales them,
+are taken off. As the windows' default rule does, the factor
 is applied only where the op sum is off by more than
 :attr:`~autopart.costmodel.calibration.CalibrationSettings.gross_error`, and clipped to
 :attr:`~autopart.costmodel.calibration.CalibrationSettings.factor_range`.
@@ -44,15 +47,48 @@ def whole_factor(costs: Costs, target: VirtualDevice, plan: Plan, whole_s: float
     return op_sum_factor(costs, target, whole_s)
 
 
-def op_sum_factor(costs: Costs, target: VirtualDevice, whole_s: float) -> float | None:
-    """The factor that brings the op sum of every node on ``target`` to ``whole_s``.
+def fallback_factor(
+    costs: Costs, target: VirtualDevice, plan: Plan, whole_s: float,
+    known: Mapping[VirtualDevice, float],
+) -> float | None:  # fmt: skip
+    """The factor for ``target`` from a plan that runs some nodes on a fallback beside it.
 
-    ``whole_s`` is the whole model timed on ``target`` alone, in one partition. None where
+    ``plan`` is one partition whose nodes are on ``target`` or on targets of ``known``
+    factors (1.0: timed whole and within the gross error of their op sums), as an int8
+    plan is with the nodes int8 cannot run on its fallback. Those nodes' scaled costs are
+    taken off ``whole_s``; what is left scales ``target``'s nodes of the plan, as
+    :func:`op_sum_factor` scales a whole model's. None where ``plan`` is not of that form,
+    or nothing is left beyond the launch.
+    """
+    if len(plan.partitions) != 1:
+        return None
+    mine: list[str] = []
+    rest_s = 0.0
+    for name, where in plan.assignment.items():
+        parsed = VirtualDevice.parse(str(where))
+        if parsed == target:
+            mine.append(name)
+        elif parsed in known and parsed in costs.node_cost[name]:
+            rest_s += costs.node_cost[name][parsed] * known[parsed]
+        else:
+            return None
+    if not mine or len(mine) == len(plan.assignment):
+        return None
+    return op_sum_factor(costs, target, whole_s - rest_s, mine)
+
+
+def op_sum_factor(
+    costs: Costs, target: VirtualDevice, whole_s: float, nodes: list[str] | None = None
+) -> float | None:
+    """The factor that brings ``nodes``' op sum (default every node's) on ``target`` to ``whole_s``.
+
+    ``whole_s`` is those nodes timed on ``target`` alone, in one partition. None where
     the op sum, with one launch, is within the gross error of it, or the timing does not
     exceed the launch; else clipped to the factor range.
     """
     launch = costs.launch_cost(target)
-    summed = sum(entry[target] for entry in costs.node_cost.values())
+    names = costs.node_cost if nodes is None else nodes
+    summed = sum(costs.node_cost[name][target] for name in names)
     if summed <= 0.0 or whole_s <= launch:
         return None
     if abs((launch + summed) / whole_s - 1.0) <= CALIBRATION.gross_error:
@@ -74,13 +110,25 @@ def scale_to_whole(
     """
     graph = costs.graph
     by_device: dict[VirtualDevice, float] = {}
+    known: dict[VirtualDevice, float] = {}  # timed whole on every node: 1.0 where near
+    with_fallback: list[VirtualDevice] = []
     for target in costs.targets:
         device = dataclasses.replace(target, unit=None)
         name = single_name(device)
         if target.unit is None and name in plans and name in whole:
-            factor = whole_factor(costs, device, plans[name], whole[name].median_s)
+            plan = plans[name]
+            if any(VirtualDevice.parse(str(t)) != device for t in plan.assignment.values()):
+                with_fallback.append(device)
+                continue
+            factor = whole_factor(costs, device, plan, whole[name].median_s)
+            known[device] = 1.0 if factor is None else factor
             if factor is not None:
                 by_device[device] = factor
+    for device in with_fallback:
+        name = single_name(device)
+        factor = fallback_factor(costs, device, plans[name], whole[name].median_s, known)
+        if factor is not None:
+            by_device[device] = factor
     applied: dict[VirtualDevice, float] = {}
     for target in costs.targets:
         device = dataclasses.replace(target, unit=None)
