@@ -108,6 +108,32 @@ def test_a_target_slower_on_every_node_is_dropped_and_a_quicker_one_kept() -> No
     assert screening.could_save[UNIT] > 0.2 * ort_s
 
 
+@pytest.mark.parametrize("bf16_correct", [False, True])
+def test_a_quick_precision_beyond_the_tolerance_keeps_its_librarys_exact_one(
+    bf16_correct: bool,
+) -> None:
+    """OpenVINO's f32 is slower than onnxruntime on every node, its bf16 quicker but over
+    the tolerance whole: f32 is kept beside bf16, to mix with it in one partition; with
+    bf16 within the tolerance, f32 is dropped as it could save nothing."""
+    f32, bf16 = "cpu@openvino", "cpu@openvino:bf16"
+    costs = chain_costs(12, 0, [ORT, f32, bf16])
+    ort, exact, reduced = costs.targets
+    for entry in costs.node_cost.values():
+        entry[exact], entry[reduced] = entry[ort] * 1.5, entry[ort] / 4
+    names = [node.name for node in costs.graph.nodes]
+    assignments = {t: dict.fromkeys(names, t) for t in costs.targets}
+    screening = Screening([ORT, f32, bf16], [ORT, f32, bf16], incumbent="single:" + ORT)
+    screening.whole = {
+        candidate_name(CandidateKind.SINGLE, t): measured(sum(costs.node_cost[n][t] for n in names))
+        for t in costs.targets
+    }
+    over = screening.whole["single:" + bf16]
+    over.max_error, over.tolerance = (0.0 if bf16_correct else 0.2), 0.01
+    choose_targets(screening, costs, assignments, ort)
+    assert screening.could_save[f32] == 0.0
+    assert screening.kept == ([ORT, bf16] if bf16_correct else [ORT, f32, bf16])
+
+
 def test_an_incumbent_standing_for_no_plan_keeps_every_target() -> None:
     costs = chain_costs(4, 1, [ORT, NUMPY])
     names = [node.name for node in costs.graph.nodes]
