@@ -459,6 +459,22 @@ def test_the_op_pass_prices_the_quickest_devices_first_and_units_after_their_dev
         "cpu@openvino:int8", "cpu/1@openvino:int8", "cpu@openvino", "cpu/0@openvino",
         "opencl:0@opencl", "opencl:0/0@opencl", "cpu@numpy",
     ]  # fmt: skip
+    # int8 beyond the tolerance whole: OpenVINO's f32, which it must be mixed with, ranks
+    # right after it, before the OpenCL device timed quicker than f32 (not f32's unit:
+    # its int8 is not asked for)
+    whole["single:opencl:0@opencl"] = measured(0.030)
+    whole["single:cpu@openvino:int8"].max_error = 1.0
+    whole["single:cpu@openvino:int8"].tolerance = 0.01
+    assert by_promise(targets, whole) == [
+        "cpu@openvino:int8", "cpu/1@openvino:int8", "cpu@openvino", "opencl:0@opencl",
+        "opencl:0/0@opencl", "cpu/0@openvino", "cpu@numpy",
+    ]  # fmt: skip
+    whole["single:cpu@openvino:int8"].max_error = 0.0  # within: f32 by its own time
+    assert by_promise(targets, whole)[2:5] == [
+        "opencl:0@opencl",
+        "opencl:0/0@opencl",
+        "cpu@openvino",
+    ]
 
 
 @pytest.mark.parametrize("peer_timed", [True, False])

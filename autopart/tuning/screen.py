@@ -50,6 +50,7 @@ from autopart.ir.target import VirtualDevice
 from autopart.loader import ModelLike
 from autopart.progress import StageProgress
 from autopart.runtime.executor import Executor
+from autopart.search.baselines import more_exact
 from autopart.search.options import Objective
 from autopart.targets.registry import declared_peers
 from autopart.tuning.accuracy import tolerance_peer
@@ -300,15 +301,29 @@ def by_promise(targets: Sequence[str], whole: Mapping[str, Measured]) -> list[st
     A unit's device is timed whole, the unit is not, so a unit ranks right after its
     device. Targets whose device was not timed whole (the budget cut the timings short, or
     it failed) come last, in their order. The time counts whether or not it was within the
-    tolerance: a target too coarse for the whole model may still run some nodes.
+    tolerance: a target too coarse for the whole model may still run some nodes. A more
+    exact precision of a target timed beyond the tolerance ranks as that target does: only
+    mixed with it can that target be used (:func:`~autopart.tuning.screen_choice.choose_targets`
+    keeps it so).
     """
 
-    def whole_s(target: str) -> float:
-        parsed = VirtualDevice.parse(target)
-        measured = whole.get(single_name(whole_device(parsed) or parsed))
-        return math.inf if measured is None else measured.median_s
+    def timed(target: VirtualDevice) -> Measured | None:
+        return whole.get(single_name(whole_device(target) or target))
 
-    return sorted(targets, key=lambda t: (whole_s(t), VirtualDevice.parse(t).unit is not None))
+    parsed = {t: VirtualDevice.parse(t) for t in targets}
+
+    def rank(target: str) -> tuple[float, bool, bool]:
+        measured = timed(parsed[target])
+        own = math.inf if measured is None else measured.median_s
+        mixed = min(
+            (found.median_s for reduced in parsed.values()
+             if (found := timed(reduced)) is not None and not found.correct
+             and parsed[target] in more_exact(reduced, [parsed[target]])),
+            default=math.inf,
+        )  # fmt: skip
+        return min(own, mixed), mixed < own, parsed[target].unit is not None
+
+    return sorted(targets, key=rank)
 
 
 def _tolerance(
