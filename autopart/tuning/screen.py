@@ -58,9 +58,16 @@ from autopart.tuning.clock import Clock, race_reserve
 from autopart.tuning.judge import Judge
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.profile_model import profile_model
-from autopart.tuning.screen_choice import Screening, choose_targets, could_save, scaled_costs
+from autopart.tuning.screen_choice import (
+    Screening,
+    beyond_tolerance,
+    choose_targets,
+    could_save,
+    device_timing,
+    scaled_costs,
+)
 from autopart.tuning.settings import SCREEN, VERIFY
-from autopart.tuning.single_plans import SinglePlans, single_name, whole_device
+from autopart.tuning.single_plans import SinglePlans, single_name
 from autopart.tuning.verify import Measured
 from autopart.tuning.whole_timing import (
     WholeTimings,
@@ -306,18 +313,14 @@ def by_promise(targets: Sequence[str], whole: Mapping[str, Measured]) -> list[st
     mixed with it can that target be used (:func:`~autopart.tuning.screen_choice.choose_targets`
     keeps it so).
     """
-
-    def timed(target: VirtualDevice) -> Measured | None:
-        return whole.get(single_name(whole_device(target) or target))
-
     parsed = {t: VirtualDevice.parse(t) for t in targets}
 
     def rank(target: str) -> tuple[float, bool, bool]:
-        measured = timed(parsed[target])
+        measured = device_timing(whole, parsed[target])
         own = math.inf if measured is None else measured.median_s
         mixed = min(
             (found.median_s for reduced in parsed.values()
-             if (found := timed(reduced)) is not None and not found.correct
+             if (found := beyond_tolerance(whole, reduced)) is not None
              and parsed[target] in more_exact(reduced, [parsed[target]])),
             default=math.inf,
         )  # fmt: skip

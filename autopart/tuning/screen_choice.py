@@ -160,13 +160,18 @@ def choose_targets(
     }  # fmt: skip
     for target in list(chosen):  # and what a kept target's own plan runs the rest on
         chosen.update(assignments.get(target, {}).values())
-        if _over_tolerance(screening, target):  # usable only mixed with a more exact one
+        if beyond_tolerance(whole, target):  # usable only mixed with a more exact one
             chosen.update(more_exact(target, costs.targets))
     screening.kept = [str(t) for t in costs.targets if t in chosen]
     screening.dropped = [t for t in screening.targets if t not in screening.kept]
 
 
-def _over_tolerance(screening: Screening, target: VirtualDevice) -> bool:
-    """Whether ``target``'s whole device's single plan was timed beyond the tolerance."""
-    timed = screening.whole.get(single_name(whole_device(target) or target))
-    return timed is not None and not timed.correct
+def device_timing(whole: Mapping[str, Measured], target: VirtualDevice) -> Measured | None:
+    """``target``'s whole device's single plan as timed whole (None: not timed)."""
+    return whole.get(single_name(whole_device(target) or target))
+
+
+def beyond_tolerance(whole: Mapping[str, Measured], target: VirtualDevice) -> Measured | None:
+    """``target``'s whole device's single plan where it was timed beyond the tolerance."""
+    timed = device_timing(whole, target)
+    return timed if timed is not None and not timed.correct else None
