@@ -548,6 +548,20 @@ def test_the_report_notes_single_targets_whose_profile_is_far_off_the_measuremen
     both_off = [row(single, "cpu@openvino:bf16", 30.0, 19.91)]
     (note,) = drift_note(both_off, "resnet50", {"single:cpu@openvino:bf16": 32.47e-3})
     assert "30.00 ms timed whole" in note and "--refresh" in note and "together" not in note
+    # the library's other unit runs the ops 1.5x quicker together, this one 15x: its op rows
+    units = [
+        row(single, "cpu/0@onnxruntime", 20.0, 20.0),
+        row(single, "cpu/1@onnxruntime", 20.0, 20.0),
+    ]
+    sums = {"single:cpu/0@onnxruntime": 300e-3, "single:cpu/1@onnxruntime": 30e-3}
+    drift, fusion = drift_note(units, "resnet50", sums)
+    assert "cpu/0@onnxruntime 300.00 ms summed" in drift and "--targets cpu/0@onnxruntime " in drift
+    assert "cpu/1@onnxruntime 30.00 ms summed" in fusion and "cpu/0" not in fusion
+    alike = {"single:cpu/0@onnxruntime": 33e-3, "single:cpu/1@onnxruntime": 30e-3}
+    assert all("--refresh" not in note for note in drift_note(units, "resnet50", alike))
+    # ops summed below the whole timing are no fusion: their rows are off
+    (note,) = drift_note(units[:1], "resnet50", {"single:cpu/0@onnxruntime": 10e-3})
+    assert "10.00 ms summed" in note and "--refresh" in note and "together" not in note
 
 
 def test_onnxruntime_alone_in_parallel_mode_gives_the_same_outputs(tiny_path: Path) -> None:  # noqa: F811

@@ -137,6 +137,36 @@ def predicted_drop(model: ErrorModel, assignment: Mapping[str, VirtualDevice]) -
     return min(drop, 1.0) if model.metric in (AGREEMENT, TOPK) else drop
 
 
+def _library(target: VirtualDevice) -> tuple[str | None, str | None, str | None]:
+    """The library a single target runs: its host, codegen and precision (not its unit)."""
+    return target.host, target.codegen, target.precision
+
+
+def _together_gains(
+    rows: Sequence[PlanRow], op_sums: Mapping[str, float]
+) -> dict[tuple[str | None, str | None, str | None], dict[str, float]]:
+    """Per library, each single target's ops summed over its whole timing, by row name."""
+    gains: dict[tuple[str | None, str | None, str | None], dict[str, float]] = {}
+    for row in rows:
+        summed = op_sums.get(row.name)
+        if row.kind is CandidateKind.SINGLE and row.target and summed and row.predicted_s > 0:
+            gains.setdefault(_library(row.target), {})[row.name] = summed / row.predicted_s
+    return gains
+
+
+def _apart_from_its_library(row: PlanRow, gains: Mapping[str, float], limit: float) -> bool:
+    """Whether the row's ops summed over timed whole is more than ``limit`` beyond its library's.
+
+    A library runs a model's ops quicker together than apart by much the same ratio on each
+    of its units; a ratio more than ``limit`` above every other unit's is its op rows' own
+    (profiled in a slow spell), not the library's. With no other unit to compare, it cannot
+    say, and answers False.
+    """
+    own = gains.get(row.name)
+    others = [gain for name, gain in gains.items() if name != row.name]
+    return own is not None and bool(others) and own > max(others) * (1 + limit)
+
+
 def drift_note(
     rows: Sequence[PlanRow], model: str | Path, op_sums: Mapping[str, float] | None = None
 ) -> list[str]:
@@ -146,21 +176,25 @@ def drift_note(
     whole prices the row from that timing, which says nothing of the op rows), else the
     row's own; where the two differ, the note gives both, and says the search priced the
     plan as timed whole (the table's prediction). Where that price is within the limit of
-    the measurement, only the ops summed are off: the library runs them quicker together
-    than apart, and the note says so, not that the profile drifted. Otherwise a profile
-    taken in a slow or quick spell of a shared machine predicts every plan on that target
-    off by as much; the note says how to measure it again. It cannot tell such drift from
-    a bias of the cost model on that target, so it says both. Gaps under
-    ``VERIFY.drift_floor_s`` are not noted: a model of a few microseconds swings by that
-    much from one launch to the next, whatever the profile.
+    the measurement and the ops summed are above it, the library runs them quicker together
+    than apart, and the note says so, not that the profile drifted, unless the ratio of
+    ops summed to timed whole is more than the limit above every other unit's of the same
+    library (:func:`_apart_from_its_library`): then the op rows are off, as they are where
+    they sum below the whole timing. Otherwise a profile taken in a slow or quick spell of
+    a shared machine predicts every plan on that target off by as much; the note says how
+    to measure it again. It cannot tell such drift from a bias of the cost model on that
+    target, so it says both. Gaps under ``VERIFY.drift_floor_s`` are not noted: a model of
+    a few microseconds swings by that much from one launch to the next, whatever the
+    profile.
     """
     drifted: list[str] = []
     fused: list[str] = []
     targets: list[str] = []
     limit, floor_s = VERIFY.drift_limit, VERIFY.drift_floor_s
+    gains = _together_gains(rows, op_sums or {})
     for row in rows:
         measured = row.measured_s
-        if row.kind is not CandidateKind.SINGLE or not measured:
+        if row.kind is not CandidateKind.SINGLE or not measured or row.target is None:
             continue
         predicted = (op_sums or {}).get(row.name, row.predicted_s)
         error = predicted / measured - 1
@@ -168,17 +202,26 @@ def drift_note(
             continue
         whole = row.predicted_s
         found = f"{measured * 1e3:.2f} measured ({error:+.0%})"
-        if whole is None or abs(predicted - whole) <= 1e-12:
-            drifted.append(f"{row.target} {predicted * 1e3:.2f} ms predicted, {found}")
-            targets.append(str(row.target))
-            continue
-        what = (f"{row.target} {predicted * 1e3:.2f} ms summed over its ops, "
-                f"{whole * 1e3:.2f} ms timed whole (the price the search used)")  # fmt: skip
-        if abs(whole / measured - 1) <= limit:
-            fused.append(f"{what}, {found}")
+        if abs(predicted - whole) <= 1e-12:
+            what = f"{row.target} {predicted * 1e3:.2f} ms predicted"
         else:
-            drifted.append(f"{what}, {found}")
-            targets.append(str(row.target))
+            what = (f"{row.target} {predicted * 1e3:.2f} ms summed over its ops, "
+                    f"{whole * 1e3:.2f} ms timed whole (the price the search used)")  # fmt: skip
+            library = gains.get(_library(row.target), {})
+            quicker_together = predicted > whole and abs(whole / measured - 1) <= limit
+            if quicker_together and not _apart_from_its_library(row, library, limit):
+                fused.append(f"{what}, {found}")
+                continue
+        drifted.append(f"{what}, {found}")
+        targets.append(str(row.target))
+    return _drift_notes(drifted, fused, targets, model, limit)
+
+
+def _drift_notes(
+    drifted: Sequence[str], fused: Sequence[str], targets: Sequence[str], model: str | Path,
+    limit: float,
+) -> list[str]:  # fmt: skip
+    """The drift note and the fusion note, each where it names any target."""
     notes = []
     if drifted:
         notes.append(
