@@ -23,6 +23,14 @@ only those that could still be kept:
   beyond the tolerance: building it again costs tens of seconds, and such a peer is never
   the best one.
 
+A plan a racing peer runs (:func:`~autopart.tuning.peers.peer_equivalents`: one partition
+compiled as its library compiles the model alone) that the screen timed whole at
+:attr:`~autopart.tuning.settings.VerifySettings.timed_as_peer_s` or longer is timed as that
+peer (:attr:`Entrants.as_peer`), not beside it: the two run one compiled model, the plan's
+executor adds microseconds a run, and a round of both took as long again on a library of
+0.2-0.5 s a run (vgg19 on a CPU with AVX2, whose race ran out of budget before its rounds
+gave an interval). ``--thorough`` times both.
+
 Each left out is named, with the figure that left it out, in one note per kind. The
 others enter in heats (:class:`~autopart.tuning.verify.Heats`), in the order
 :meth:`Entrants.plans` gives: the search's pick, the plans the peers stand for and the
@@ -39,7 +47,7 @@ precision at 100% of answers), and the budget left none.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from autopart.costmodel.costs import Costs
@@ -58,23 +66,45 @@ from autopart.tuning.settings import VERIFY
 class Entrants:
     """The candidates left out of the race, the peers not built, and the notes saying so.
 
-    ``first`` are the candidates that enter the race before the others, in that order.
+    ``first`` are the candidates that enter the race before the others, in that order;
+    ``as_peer`` the plans to be timed as the peer that runs each (by plan: the peer's name),
+    where that peer races.
     """
 
     left_out: set[str] = field(default_factory=set)
     skipped_peers: set[str] = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
     first: list[str] = field(default_factory=list)
+    as_peer: dict[str, str] = field(default_factory=dict)
+
+    def timed_as(
+        self, racing_peers: Collection[str], twins: Mapping[str, str] | None = None
+    ) -> dict[str, str]:
+        """The plans timed as a peer, by plan: those of :attr:`as_peer` whose peer races.
+
+        Each plan is named as the twin that stands for it in the race (``twins``: by
+        candidate name, the name of the first with the same plan; None: as named).
+        """
+        twins = twins or {}
+        return {
+            twins.get(plan, plan): peer
+            for plan, peer in self.as_peer.items()
+            if peer in racing_peers
+        }
 
     def plans(
-        self, candidates: Mapping[str, Candidate], twins: Mapping[str, str]
+        self,
+        candidates: Mapping[str, Candidate],
+        twins: Mapping[str, str],
+        racing_peers: Collection[str] = (),
     ) -> dict[str, Plan]:
         """The plans that race, by name, in the order they enter.
 
         :attr:`first`, then the others by predicted latency: one plan per set of twins,
-        none left out.
+        none left out, none timed as one of ``racing_peers`` (:meth:`timed_as`).
         """
-        racing = [n for n, c in candidates.items() if twins[n] == n and n not in self.left_out]
+        out = self.left_out | set(self.timed_as(racing_peers, twins))
+        racing = [n for n, c in candidates.items() if twins[n] == n and n not in out]
         rank: dict[str, int] = {}
         for name in self.first:  # a twin enters as the plan it shares
             rank.setdefault(twins.get(name, name), len(rank))
@@ -108,6 +138,8 @@ def entrants(
     leading = {incumbent} if incumbent in candidates else set()
     first = _quickest_first(keep | leading, candidates, screening, equivalents)
     found = Entrants(first=[outcome.chosen.name, *first])
+    if not thorough:
+        found.as_peer = _timed_as_peer(equivalents, skipped, screening)
     split = {c.name for c in too_split_to_race(outcome)}
     if split:
         named = ", ".join(
@@ -172,6 +204,27 @@ def _quickest_first(
         return min(seconds, default=math.inf), candidates[plan].simulation.sequential_s, plan
 
     return sorted(plans, key=rank)
+
+
+def _timed_as_peer(
+    equivalents: Mapping[str, str], skipped: Collection[str], screening: Screening | None
+) -> dict[str, str]:
+    """The plans of ``equivalents`` to time as their peer (see the module), by plan.
+
+    The plan, or a peer not ``skipped`` that runs it, timed whole by the screen, correct,
+    at :attr:`~autopart.tuning.settings.VerifySettings.timed_as_peer_s` or longer (the
+    quickest such timing); each plan's first such peer in declared order.
+    """
+    whole = {} if screening is None else screening.whole
+    found: dict[str, str] = {}
+    for peer, plan in equivalents.items():
+        if peer in skipped or plan in found:
+            continue
+        timed = [whole[n] for n in (plan, peer) if n in whole and whole[n].latencies]
+        slow = min((m.median_s for m in timed), default=0.0) >= VERIFY.timed_as_peer_s
+        if slow and all(m.correct for m in timed):
+            found[plan] = peer
+    return found
 
 
 def _quickest_keepable(outcome: SearchOutcome, screening: Screening | None) -> float | None:

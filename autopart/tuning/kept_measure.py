@@ -69,3 +69,33 @@ def timed_apart(
             tolerance=result.tolerance if tolerance is None else tolerance,
         )
     return apart
+
+
+def measured_as_peers(
+    measured: dict[str, Measured], peer_results: Mapping[str, Measured], as_peer: Mapping[str, str]
+) -> list[str]:
+    """Give each plan timed as a peer (``as_peer``: by plan, the peer's name) that peer's rounds.
+
+    The race timed the peer alone for them (:attr:`~autopart.tuning.entrants.Entrants.as_peer`):
+    one compiled model, so its rounds, paired as they ran, and its judged error are the
+    plan's. A plan whose peer left no measurement (it failed) gets none. Returns one note
+    naming them, or none.
+    """
+    named = []
+    for plan, peer in as_peer.items():
+        if plan in measured or peer not in peer_results:
+            continue
+        result = peer_results[peer]
+        measured[plan] = dataclasses.replace(
+            result,
+            latencies=list(result.latencies),
+            round_medians=list(result.round_medians),
+            round_indices=list(result.round_indices),
+        )
+        named.append(f"{plan} as {peer}")
+    if not named:
+        return []
+    return [
+        f"timed as the peer that runs each, one compiled model timed once a round: "
+        f"{', '.join(named)}"
+    ]

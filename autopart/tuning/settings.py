@@ -53,6 +53,13 @@ class VerifySettings:
         "race: compiling each partition takes 30-60 ms, and per-op-best on a 12,400-node "
         "transformer stack had 1,600 partitions (experiments/bench_scale.py)",
     )
+    timed_as_peer_s: float = tuned(
+        10e-3,
+        "a plan a racing peer runs (one partition compiled as its library compiles the model "
+        "alone) is timed as that peer where the screen timed it whole at this or longer: "
+        "the plan's executor adds a few microseconds a run (experiments/exp_plan_overhead.py), "
+        "under 0.1% here, while timing both doubles that library's share of each round",
+    )
     race_held: int = tuned(
         2,
         "candidate plans compiled at once in a tune's race, beside the peers (heats): each "

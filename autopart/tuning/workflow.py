@@ -48,7 +48,7 @@ from autopart.tuning.entrants import entrants
 from autopart.tuning.finite import check_seeded_reference, stand_in_notes
 from autopart.tuning.heats import Heats
 from autopart.tuning.judge import Judge
-from autopart.tuning.kept_measure import measured_outside_race
+from autopart.tuning.kept_measure import measured_as_peers, measured_outside_race
 from autopart.tuning.locate import Located, locate
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.partitions import (
@@ -317,7 +317,7 @@ def _verify(
     whole = set() if screening is None else {twins.get(n, n) for n in screening.whole}
     measured = measure_plans(
         graph,
-        race.entering(entry.plans(candidates, twins), whole, failures),
+        race.entering(entry.plans(candidates, twins, peer_names), whole, failures),
         feeds,
         options.rounds,
         progress=None if progress is None else lambda d, t, s: progress("verify", d, t, s),
@@ -334,6 +334,7 @@ def _verify(
     )
     notes.extend(shared_note(measured))
     peer_results = {name: measured.pop(name) for name in peer_names if name in measured}
+    notes.extend(measured_as_peers(measured, peer_results, entry.timed_as(peer_names, twins)))
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     notes.extend(race_note(measured, twins))
     notes.extend(failure_notes(failures))
