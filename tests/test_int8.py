@@ -34,7 +34,7 @@ from tests.test_errors import invoke
 INT8 = ovgen.OpenVinoCodegen.available() and "int8" in ovgen.OpenVinoCodegen.precisions()
 BF16 = ovgen.OpenVinoCodegen.available() and "bf16" in ovgen.OpenVinoCodegen.precisions()
 needs_int8 = pytest.mark.skipif(
-    not INT8, reason="this CPU has no int8 units (VNNI/AMX) OpenVINO lists as INT8"
+    not INT8, reason="this CPU has no int8 units (AVX2, VNNI or AMX) OpenVINO lists as INT8"
 )
 F32 = VirtualDevice.parse("cpu@openvino")
 AT_INT8 = VirtualDevice.parse("cpu@openvino:int8")

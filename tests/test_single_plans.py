@@ -29,7 +29,7 @@ from tests.test_profile import tiny_cnn
 
 INT8 = ovgen.OpenVinoCodegen.available() and "int8" in ovgen.OpenVinoCodegen.precisions()
 pytestmark = pytest.mark.skipif(
-    not INT8, reason="this CPU has no int8 units (VNNI/AMX) OpenVINO lists as INT8"
+    not INT8, reason="this CPU has no int8 units (AVX2, VNNI or AMX) OpenVINO lists as INT8"
 )
 TARGETS = [
     "cpu@numpy", "cpu@onnxruntime", "cpu@openvino", "cpu@openvino:int8", "cpu/0@openvino:int8",

@@ -65,3 +65,19 @@ def cpu_flags() -> frozenset[str] | None:
     except OSError:
         return None
     return None
+
+
+# CPU flags of units that multiply u8 by i8 and sum into i32 in one instruction.
+WIDE_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def int8_sums_in_i16() -> bool:
+    """Whether this CPU's int8 kernels sum u8 x i8 pairs in i16 (AVX2's vpmaddubsw).
+
+    True where the flags show none of :data:`WIDE_INT8_FLAGS`: a pair of products of full
+    ranges (255 x 127, twice) overflows i16 and saturates, so weights are quantised to 7
+    bits there (onnxruntime's ``reduce_range``, NNCF's overflow fix). False where the OS
+    does not say (the library's own probe, and the measured error, judge then).
+    """
+    flags = cpu_flags()
+    return flags is not None and not flags & WIDE_INT8_FLAGS

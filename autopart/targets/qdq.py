@@ -3,6 +3,8 @@
 A node computing in int8 reads its activation through QuantizeLinear/DequantizeLinear
 (u8, asymmetric, the calibrated range of that tensor, :mod:`autopart.targets.quant_ranges`)
 and its weight through DequantizeLinear (i8, symmetric, one scale per output channel);
+where the CPU sums u8 x i8 pairs in i16 (AVX2 without VNNI or AMX), the weight takes 7
+bits (onnxruntime's ``reduce_range``), as a pair of full-range products would saturate;
 its output stays float (the QDQ quantizer's ``OpTypesToExcludeOutputQuantization``), so
 the nodes after it compute at their own precision. A library that runs QDQ models
 (OpenVINO) fuses each such pattern into an int8 kernel.
@@ -40,12 +42,15 @@ from autopart.errors import TargetError
 from autopart.io import atomic_write_bytes
 from autopart.ir import weights
 from autopart.ir.graph import Graph, Node
+from autopart.targets.cpu_units import int8_sums_in_i16
 from autopart.targets.quant_ranges import Ranges, cache_dir
 
 PRECISION = "int8"
 QUANTISED_OPS = ("Conv", "MatMul", "Gemm")
 PASSING_OPS = ("MaxPool",)  # int8 in, the same levels out: onnxruntime's direct 8-bit ops
 QDQ_OPSET = 13  # per-channel DequantizeLinear (its ``axis``) needs opset 13
+# The largest i8 weight level, by whether the CPU sums int8 pairs in i16 (7 bits there).
+WEIGHT_LEVELS = {False: 127, True: 64}
 _HEADER = b"autopart-qdq2 "  # then the body's BLAKE2b digest in hex, a newline and the body
 
 # How many models were quantised in this process (not read from the cache), for tests.
@@ -138,7 +143,7 @@ def quantise_keyed(
     global quantisations
     used = {name: list(ranges[name]) for name in sorted(read) if name in ranges}
     keyed = hashlib.sha256(digest.encode())
-    keyed.update(json.dumps([used, sorted(nodes)], sort_keys=True).encode())
+    keyed.update(json.dumps([used, sorted(nodes), int8_sums_in_i16()], sort_keys=True).encode())
     path = cache_dir() / f"qdq-{keyed.hexdigest()[:40]}.onnx"
     cached = _read_model(path)
     if cached is not None:
@@ -174,7 +179,7 @@ def _quantised(model: onnx.ModelProto, ranges: Mapping[str, Any], nodes: Collect
         quantizer = QDQQuantizer(
             model,
             True,  # per-channel weights
-            False,  # no reduced range: VNNI and AMX take full u8 x i8
+            int8_sums_in_i16(),  # 7-bit weights where full ones saturate (AVX2)
             QuantType.QInt8,
             QuantType.QUInt8,
             _tensors_data({name: (low, high) for name, (low, high) in ranges.items()}),
@@ -265,7 +270,7 @@ def _channel_scales(weight: np.ndarray, axis: int) -> tuple[np.ndarray, np.ndarr
     moved = np.moveaxis(weight, axis, 0)
     zeros, scales = [], []
     for channel in moved:
-        zero, scale, _ = quantize_data(channel.ravel(), TensorProto.INT8, True)
+        zero, scale, _ = quantize_data(channel.ravel(), TensorProto.INT8, True, int8_sums_in_i16())
         zeros.append(float(zero))
         scales.append(float(scale))
     shape = [1] * weight.ndim
@@ -320,7 +325,8 @@ class FakeQuantisation:
         if node not in self._weights:
             weight = np.asarray(args[1], np.float32)
             zeros, scales = _channel_scales(weight, weight_axis(found))
-            self._weights[node] = fake_quantise(weight, zeros, scales, -127, 127)
+            bound = WEIGHT_LEVELS[int8_sums_in_i16()]
+            self._weights[node] = fake_quantise(weight, zeros, scales, -bound, bound)
         rounded[1] = self._weights[node]
         return rounded
 

@@ -30,8 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from autopart.io import atomic_write_bytes, json_digest, locked
-from autopart.targets.cpu_units import cpu_flags
+from autopart.targets.cpu_units import cpu_flags, int8_sums_in_i16
 from autopart.targets.host import cpu_model
+from autopart.targets.qdq import WEIGHT_LEVELS
 from autopart.targets.quant_ranges import cache_dir
 
 FORMAT = "autopart-int8-agreement/1"  # bump when the probe judges differently
@@ -74,6 +75,7 @@ def scope(threshold: float) -> dict[str, Any]:
         "machine": platform.machine(),
         "cpu_model": cpu_model(),
         "cpu_flags": None if flags is None else sorted(flags),
+        "weight_levels": WEIGHT_LEVELS[int8_sums_in_i16()],  # 7-bit weights on AVX2
     }
 
 
