@@ -77,11 +77,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", default=DEFAULT_MODELS)
     parser.add_argument("--rounds", type=int, default=20)
-    parser.add_argument("--out", default="plan_overhead")
+    parser.add_argument("--out", default="plan_overhead", help="the CSV's name, without .csv")
     args = parser.parse_args()
     rows = [row for model in args.models for row in model_rows(model, args.rounds)]
     frame = pd.DataFrame(rows)
-    write_csv(frame, args.out)
+    write_csv(frame, f"{args.out}.csv")
     show("a one-partition plan over its library alone", frame)
 
 
