@@ -509,6 +509,9 @@ def test_the_plan_a_racing_peer_stands_for_is_priced_and_kept_however_it_was_tim
                                       Clock(0.01))  # fmt: skip
     assert screening.incumbent == "single:cpu@openvino"
     assert "cpu@openvino" in screening.kept and NUMPY in screening.kept
+    # nothing timed whole compiled here, but the reference's run compiled numpy's whole plan:
+    # a race need not give numpy's partitions a compile deadline
+    assert screening.compiled == {"numpy"}
     if peer_timed:
         assert screen.peers_out_of_reach(screening) == {"onnxruntime alone": 1e-2}
         assert screening.unpriced == [ORT] and ORT in screening.dropped

@@ -36,7 +36,8 @@ class Screening:
     ``plans`` the single-target plans it timed, by name. ``too_slow``: each codegen that
     did not compile the whole model within its deadline, with the deadline (s); its targets
     are dropped and its peers not raced; ``compiled``: the codegens that compiled a whole
-    model (and ran it) here. ``notes`` say what the screen did, one line each.
+    model (and ran it) here, the reference's among them (its run computed the reference's
+    outputs). ``notes`` say what the screen did, one line each.
     ``tools`` says it timed the peers that run a tool first (int8 quantisers): only on the
     user's samples, for int8 on random inputs says nothing of the task.
     """

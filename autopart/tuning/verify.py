@@ -263,7 +263,10 @@ class _Rounds:
         A plan stays compiled while it races, so one is compiled only while
         :attr:`~autopart.settings.CommonSettings.compile_headroom` times the model's
         weights are free; the others fail with a one-line reason, as a plan a library
-        rejects does, instead of the kernel's OOM killer ending the tune.
+        rejects does, instead of the kernel's OOM killer ending the tune. A plan whose
+        compile deadline is already spent is not compiled: it is left out as the plans the
+        budget left waiting are (:data:`BUDGET_SPENT`), not failed as if its library had
+        been stopped.
         """
         needed = int(COMMON.compile_headroom * self.graph.parameter_bytes())
         entered: list[str] = []
@@ -275,6 +278,9 @@ class _Rounds:
                 held = len(self.runners)
                 check_fits(needed, f"compiling {name} beside the {held} runners compiled before it")
                 bound = None if self.compile_within is None else self.compile_within(plan)
+                if bound is not None and bound <= 0:  # no time to compile: it waited in vain
+                    self.failures[name] = BUDGET_SPENT
+                    continue
                 with compiling_within(bound):
                     executor = PlanExecutor(plan, self.graph)
             except AutopartError as error:
