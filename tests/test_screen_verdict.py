@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import onnx
@@ -17,14 +18,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from autopart.tuning import entrants as entrants_module
 from autopart.tuning.blocks import WARMUP_ROUNDS
 from autopart.tuning.choice import Runner
 from autopart.tuning.options import TuneOptions
-from autopart.tuning.screen_verdict import plans_to_keep, race_least_s
+from autopart.tuning.screen_verdict import plans_to_keep, race_least_s, screen_verdict
 from autopart.tuning.settings import VERIFY
 from autopart.tuning.tune_report import TuneReport
 from autopart.tuning.verify import RACE_MIN_TIMED_S
-from autopart.tuning.workflow import tune_model
+from autopart.tuning.workflow import _runnable, prepare, tune_model
 from tests.test_profile import tiny_cnn
 
 NUMPY, ORT = "cpu@numpy", "cpu@onnxruntime"
@@ -99,3 +101,32 @@ def test_a_race_that_cannot_fit_the_budget_left_is_decided_on_the_screens_timing
     assert row.measured_s == kept.median_s
     assert report.peers and set(report.peers) <= set(screening.whole)  # the screen's peers
     assert report.vs_best_peer is not None and report.apart_from_best_peer  # no round shared
+
+
+def test_a_plan_its_peer_runs_is_no_runner_of_its_own_in_the_verdict(
+    tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As in the race: onnxruntime's one plan takes its peer's screen timing, and says so.
+
+    Called on a real tune's state, spent, with the candidates cut to that plan's twins;
+    at the default threshold the tiny plan keeps its own screen timing.
+    """
+    options = TuneOptions.build(
+        peers=True, targets=[NUMPY, ORT], profiles_dir=tmp_path / "profiles",
+        search_dir=tmp_path / "search", rounds=3, time_budget_s=5.0,
+        started=time.perf_counter() - 100.0,
+    )  # fmt: skip
+    prepared = prepare(str(tiny), options)
+    everyone, twins = _runnable(prepared.outcome)
+    plan = twins[f"single:{ORT}"]
+    candidates = {name: c for name, c in everyone.items() if twins[name] == plan}
+    own = screen_verdict(prepared, candidates, twins, options)
+    assert own is not None and not [n for n in own.notes if n.startswith("timed as the peer")]
+    monkeypatch.setattr(entrants_module, "VERIFY", replace(VERIFY, timed_as_peer_s=0.0))
+    verdict = screen_verdict(prepared, candidates, twins, options)
+    assert verdict is not None
+    (said,) = [note for note in verdict.notes if note.startswith("timed as the peer")]
+    assert f"{plan} as onnxruntime alone" in said
+    peer = verdict.peer_results["onnxruntime alone"]
+    for name in candidates:
+        assert verdict.measured[name].median_s == peer.median_s

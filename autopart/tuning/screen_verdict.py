@@ -10,12 +10,14 @@ sessions of one compiled model timed apart differed by up to 1.7x on this shared
 decide between plans. But where every runner the race would hold stands for one plan (the
 plan, and the peers whose library compiles the model as that plan does), there is
 nothing to decide, and the screen timed each of them, judged, on these very targets.
-Then, when the race's least run time at the screen's timings exceeds the budget left
-(:func:`race_least_s`), the screen's measurements stand for the race's
-(:func:`screen_verdict`): each kept as measured, its rounds numbered to pair with no other
-runner's (they ran apart), held to the screen's tolerance, judged on the screen's samples
-(the timing inputs, or the user's validation samples); the plans the spent budget leaves
-out wait as in the race, and notes say all of it.
+A plan the race would time as its peer (:meth:`~autopart.tuning.entrants.Entrants.timed_as`)
+is no runner of its own here either: the peer's screen timing is the plan's, as the
+peer's rounds are in the race. Then, when the race's least run time at the screen's
+timings exceeds the budget left (:func:`race_least_s`), the screen's measurements stand
+for the race's (:func:`screen_verdict`): each kept as measured, its rounds numbered to
+pair with no other runner's (they ran apart), held to the screen's tolerance, judged on
+the screen's samples (the timing inputs, or the user's validation samples); the plans the
+spent budget leaves out wait as in the race, and notes say all of it.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from autopart.tuning.blocks import WARMUP_ROUNDS
 from autopart.tuning.clock import Clock
 from autopart.tuning.entrants import entrants
 from autopart.tuning.judge import Judge
-from autopart.tuning.kept_measure import timed_apart
+from autopart.tuning.kept_measure import measured_as_peers, timed_apart
 from autopart.tuning.options import TuneOptions
 from autopart.tuning.plan_rows import failure_notes
 from autopart.tuning.screen import Screening
@@ -111,8 +113,11 @@ def screen_verdict(
     whole = {twins.get(name, name): result for name, result in screening.whole.items()}
     waiting: dict[str, str] = {}
     race = choice.BudgetedRace(runners, clock)
-    plans = list(race.entering(entry.plans(candidates, twins), set(whole), waiting))
-    if len(plans_to_keep(plans, runners)) > 1:  # to decide between: only paired rounds can
+    as_peer = entry.timed_as(racing_peers, twins)
+    entering = entry.plans(candidates, twins, racing_peers)
+    plans = list(race.entering(entering, set(whole), waiting))
+    keep = plans_to_keep(plans, runners)
+    if len(keep) != 1:  # to decide between: only paired rounds can
         return None
     run_s = [
         whole[name].median_s if name in whole else candidates[name].simulation.sequential_s
@@ -123,20 +128,22 @@ def screen_verdict(
     if clock.covers(least + VERIFY.finish_s):
         return None
     measured = timed_apart({n: whole[n] for n in plans if n in whole}, screening.tolerance)
-    if not measured:  # the race would measure a plan, so that one is always measured
-        return None
     peer_results = timed_apart(
         {n: whole[n] for n in racing_peers if n in whole}, screening.tolerance, len(measured)
     )
+    as_peer_notes = measured_as_peers(measured, peer_results, as_peer)
+    if not measured:  # the race would measure a plan, so that one is always measured
+        return None
     waiting.update({name: BUDGET_SPENT for name in [*plans, *racing_peers] if name not in whole})
     measured.update({n: measured[t] for n, t in twins.items() if t in measured})
     left, screen_judge = clock.left_s() or 0.0, judge.screen()
     clock.cut.append("the race (its one plan's screen timings stand)")
     notes = [
         *entry.notes,
-        f"the race did not run: its runners stand for one plan, {plans[0]}, and its least "
+        f"the race did not run: its runners stand for one plan, {min(keep)}, and its least "
         f"{least:.3g} s at the screen's timings could not fit the {left:.3g} s the budget "
         "left, so the screen's whole timings stand, each timed apart",
+        *as_peer_notes,
         *failure_notes(waiting),
         *accuracy_notes({**measured, **peer_results}, options.accuracy_policy, screen_judge),
     ]
