@@ -471,8 +471,8 @@ def test_configurations_probed_side_by_side_agree_as_they_do_alone(tmp_path: Pat
 
     graph = _conv_zoo(tmp_path / "zoo.onnx")
     models = [probe_model(node, graph, static=True) for node in graph.nodes]
-    alone = [agreement._agree([model])[0] for model in models]
-    assert agreement._agree(models) == alone
+    alone = [agreement._agree([model], "int8")[0] for model in models]
+    assert agreement._agree(models, "int8") == alone
     assert any(alone)
 
 

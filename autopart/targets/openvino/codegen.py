@@ -55,6 +55,7 @@ from autopart.targets.codegen import HOST, CompiledSubgraph, Environment, Placem
 from autopart.targets.cpu_units import cpu_flags, pinned_to
 from autopart.targets.deadline import CompileTimeoutError
 from autopart.targets.openvino import library, nncf_peer, peer, quantize
+from autopart.targets.openvino.agreement import agrees_in_float
 from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph, compile_in_pieces
 from autopart.targets.openvino.probe import probe
 from autopart.targets.peer import Peer
@@ -240,15 +241,20 @@ class OpenVinoCodegen(ProbedCodegen):
         return precision == qdq.PRECISION
 
     def supports_at(self, node: Node, graph: Graph, precision: str | None) -> bool:
-        """As :meth:`supports`; at int8, only quantisable ops OpenVINO runs in int8 here.
+        """As :meth:`supports`, for a configuration OpenVINO's kernel computes right.
 
-        Those are the weighted ops :func:`~autopart.targets.qdq.quantisable` accepts whose
-        op type a probe compiled to u8/i8 (:func:`~.quantize.int8_op_types`); any other op
-        at int8 would compute in float while its target says int8, so it is not offered.
+        At int8, only quantisable ops OpenVINO runs in int8 here: the weighted ops
+        :func:`~autopart.targets.qdq.quantisable` accepts whose op type a probe compiled to
+        u8/i8 (:func:`~.quantize.int8_op_types`); any other op at int8 would compute in
+        float while its target says int8, so it is not offered. In float, a convolution
+        whose configuration the probe finds wrong is not offered
+        (:func:`~.agreement.agrees_in_float`).
         """
         if not self.supports(node, graph):
             return False
-        return precision != qdq.PRECISION or quantize.runs_in_int8(node, graph)
+        if precision == qdq.PRECISION:
+            return quantize.runs_in_int8(node, graph)
+        return agrees_in_float(node, graph, precision)
 
     def compile(
         self,
