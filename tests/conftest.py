@@ -82,7 +82,8 @@ def transformer_path() -> Path:
 
 # The zoo's largest model (548 MB of weights): each of its whole-model oracle runs takes
 # 7-17 s, so the default run leaves it to `-m slow`.
-HEAVY_ZOO = frozenset({"vgg19"})
+# hundreds of MB of weights each: the slow tier, with the models of MB in the default
+HEAVY_ZOO = frozenset({"alexnet", "vgg19", "zfnet512"})
 
 
 def zoo_params() -> list[object]:
@@ -109,3 +110,15 @@ def variant_peers_run(monkeypatch: pytest.MonkeyPatch) -> None:
     from autopart.targets.peer import never
 
     monkeypatch.setattr(peer, "F32", dataclasses.replace(peer.F32, redundant=never))
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Exempt what collection loaded from the cyclic collector, as the console script does.
+
+    The tests run tunes whose stages end in a full collection
+    (:func:`~autopart.host_memory.release_freed_memory`); without this each walked every
+    module, test item and fixture of the session (0.1 s or more a collection).
+    """
+    from autopart.host_memory import freeze_loaded_objects
+
+    freeze_loaded_objects()

@@ -390,7 +390,7 @@ def test_openvino_compiles_long_chains_without_snippets_and_quickly() -> None:
     assert "SNIPPETS_MODE" not in kept.config  # short chains: attention runs quicker with them
 
 
-@pytest.mark.parametrize("family", ["chain", "transformer"])
+@pytest.mark.parametrize("family", ["chain", pytest.param("transformer", marks=pytest.mark.slow)])
 def test_openvino_compiles_large_subgraphs_in_pieces_that_compute_the_same(family: str) -> None:
     """OpenVINO's compile grows faster than the graph: large subgraphs go in pieces."""
     from autopart.targets.openvino.pieces import PIECE_NODES, PiecewiseSubgraph

@@ -712,7 +712,7 @@ def test_the_screen_makes_one_onnxruntime_session_for_the_peer_and_the_plan_it_s
 
 
 @pytest.mark.skipif(LOW is None, reason="OpenVINO offers no int8 or bf16 on this CPU")
-@pytest.mark.parametrize("budget_s", [None, 60.0, 0.01])
+@pytest.mark.parametrize("budget_s", [None, pytest.param(60.0, marks=pytest.mark.slow), 0.01])
 def test_the_sensitivities_take_their_share_of_what_the_budget_leaves(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget_s: float | None
 ) -> None:

@@ -123,6 +123,7 @@ def test_with_time_the_int8_plan_is_learnt_timed_whole_and_priced(
     assert set(screening.could_save) == set(TARGETS)
 
 
+@pytest.mark.slow  # the screen's own test above runs in the default tier
 def test_a_tune_whose_budget_runs_out_first_runs_no_int8_probe(
     tiny: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
