@@ -112,12 +112,16 @@ def variant_peers_run(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(peer, "F32", dataclasses.replace(peer.F32, redundant=never))
 
 
-def pytest_collection_finish(session: pytest.Session) -> None:
-    """Exempt what collection loaded from the cyclic collector, as the console script does.
+@pytest.fixture(autouse=True, scope="module")
+def _collector_spared_what_earlier_modules_left() -> None:
+    """Exempt what is alive as each module starts from the cyclic collector, for good.
 
-    The tests run tunes whose stages end in a full collection
-    (:func:`~autopart.host_memory.release_freed_memory`); without this each walked every
-    module, test item and fixture of the session (0.1 s or more a collection).
+    As the console script does once its modules are imported
+    (:func:`~autopart.host_memory.freeze_loaded_objects`): the tests run tunes whose stages
+    end in a full collection (:func:`~autopart.host_memory.release_freed_memory`), which
+    otherwise walked every module, test item and cache the session had made so far (0.1 s
+    or more a collection, over a tier of a thousand tunes). Garbage in cycles is collected
+    first; the module's own fixtures come after, and stay the collector's.
     """
     from autopart.host_memory import freeze_loaded_objects
 

@@ -158,16 +158,24 @@ def test_one_probe_per_configuration_whatever_its_weights_kept_for_the_next_proc
     assert probed == [1]
 
 
-def test_ops_other_than_convolutions_are_not_probed(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_ops_other_than_float32_convolutions_are_not_probed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     def refuse(models: list[onnx.ModelProto], precision: str) -> list[bool]:
         raise AssertionError("probed")
 
     monkeypatch.setattr(agreement, "_agree", refuse)
-    node = helper.make_node("Relu", ["x"], ["y"])
+    relu = helper.make_node("Relu", ["x"], ["y"])
+    half = helper.make_node("Conv", ["h", "w"], ["z"], kernel_shape=[1, 1], pads=WRONG_PADS)
+    weight = numpy_helper.from_array(np.ones((1, 1, 1, 1), np.float16), "w")
     graph = helper.make_graph(
-        [node], "relu", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [relu, half], "others",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4]),
+         helper.make_tensor_value_info("h", TensorProto.FLOAT16, [1, 1, 4, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4]),
+         helper.make_tensor_value_info("z", TensorProto.FLOAT16, None)],
+        [weight],
     )  # fmt: skip
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     loaded = load_graph(model, simplify_graph=False)
-    assert agreement.agrees_in_float(loaded.nodes[0], loaded, None)
+    assert all(agreement.agrees_in_float(node, loaded, None) for node in loaded.nodes)

@@ -82,15 +82,25 @@ def agrees_in_int8(node: Node, graph: Graph) -> bool:
 def agrees_in_float(node: Node, graph: Graph, precision: str | None) -> bool:
     """Whether OpenVINO's kernel at ``precision`` (None: f32) computes ``node`` as specified.
 
-    Only the ops of :data:`FLOAT_PROBED` are probed, on their first question about a graph
-    every unknown configuration of its nodes of that op type at once; any other op, and a
-    node whose configuration cannot be written down (an input of unknown type), agrees as
-    before: a plan is still judged whole against the reference when it runs.
+    Only the ops of :data:`FLOAT_PROBED` reading float32 are probed (:func:`_float_probed`),
+    on their first question about a graph every unknown configuration of its nodes of that
+    op type at once; any other node agrees as before: a plan is still judged whole against
+    the reference when it runs.
     """
     precision = precision or "f32"
-    if node.op_type not in FLOAT_PROBED or precision not in FLOAT_AGREEMENT:
+    if precision not in FLOAT_AGREEMENT or not _float_probed(node, graph):
         return True
     return _agrees(node, graph, precision, unknown=True)
+
+
+def _float_probed(node: Node, graph: Graph) -> bool:
+    """Whether :func:`agrees_in_float` probes ``node``: of :data:`FLOAT_PROBED`, float32 in.
+
+    A float16 node's own roundings come near the f32 threshold: it is not probed.
+    """
+    if node.op_type not in FLOAT_PROBED:
+        return False
+    return all(graph.value(name).dtype == np.float32 for name in node.inputs if name)
 
 
 def _agrees(node: Node, graph: Graph, precision: str, unknown: bool) -> bool:
@@ -185,6 +195,8 @@ def _probe_graph(op_type: str, graph: Graph, precision: str) -> None:
         if node.op_type != op_type:
             continue
         if precision == qdq.PRECISION and not qdq.quantisable(node, graph):
+            continue
+        if precision != qdq.PRECISION and not _float_probed(node, graph):
             continue
         key = _key(node, graph, precision)
         if key is not None and key not in pending and not _known(key, precision):

@@ -1,13 +1,14 @@
-"""The int8 agreement probes' answers, kept on disk for the next process on this machine.
+"""The agreement probes' answers (int8, and float), kept on disk for the next process here.
 
 A configuration's answer (:mod:`autopart.targets.openvino.agreement`) depends on the
 configuration, on the libraries that compute and judge it (OpenVINO's int8 kernels,
 onnxruntime's quantiser and reference, numpy's draws), on the CPU whose instructions the
 kernels were chosen for, and on the probe itself (its threshold and :data:`FORMAT`). The
 configuration is the key; the rest is the file's *scope*, part of its name and checked in
-it: an answer is only read back where every one of them is the same. Probing resnet50's
-54 configurations took 7.5-10 s of a 60 s tune; read back, the tune spends that time on
-its screen.
+it: an answer is only read back where every one of them is the same. A float probe's key
+starts with its precision, so it is never read as another precision's answer (bf16 shares
+int8's threshold, so its file). Probing resnet50's 54 int8 configurations took 7.5-10 s of
+a 60 s tune; read back, the tune spends that time on its screen.
 
 The file is ``agreement-<scope>.json`` in the int8 cache folder
 (:func:`~autopart.targets.quant_ranges.cache_dir`): JSON with the scope, the answers by
