@@ -21,27 +21,16 @@ from onnx import TensorProto, helper, numpy_helper
 from autopart.ir.graph import Graph
 from autopart.ir.onnx_import import load_graph
 from autopart.ir.target import VirtualDevice
-from autopart.targets import quant_ranges
 from autopart.targets.openvino import agreement, agreement_store, library
 from autopart.targets.openvino import codegen as ovgen
 from autopart.targets.resolve import resolve
+from tests.test_agreement_store import own_cache  # noqa: F401  (each test: its own cache, no answers)
 
 pytestmark = pytest.mark.skipif(
     not ovgen.OpenVinoCodegen.available(), reason="openvino is not installed"
 )
 ort = pytest.importorskip("onnxruntime")
 WRONG_PADS = [0, 0, 0, 2]  # two columns of padding at the end of a 1x1, one-channel kernel
-
-
-@pytest.fixture(autouse=True)
-def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test probes into a cache folder of its own, from no answers."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("AUTOPART_CACHE", str(folder))
-    quant_ranges.forget_memo()
-    library.clear_compiled()
-    agreement.forget_answers()
-    return folder
 
 
 def conv_model(
