@@ -80,9 +80,8 @@ def transformer_path() -> Path:
     return FIXTURES / "transformer_encoder.onnx"
 
 
-# The zoo's largest model (548 MB of weights): each of its whole-model oracle runs takes
-# 7-17 s, so the default run leaves it to `-m slow`.
-# hundreds of MB of weights each: the slow tier, with the models of MB in the default
+# The zoo's models of hundreds of MB of weights (vgg19's 548 MB: each whole-model oracle
+# run took 7-17 s): the default run leaves them to `-m slow`, and keeps those of a few MB.
 HEAVY_ZOO = frozenset({"alexnet", "vgg19", "zfnet512"})
 
 

@@ -188,15 +188,13 @@ def _digest(array: np.ndarray) -> str:
 def _probe_graph(op_type: str, graph: Graph, precision: str) -> None:
     """Probe every unknown configuration of ``graph``'s ``op_type`` nodes at ``precision``.
 
-    At int8, of its quantisable nodes.
+    At int8, of its quantisable nodes; in float, of those :func:`_float_probed` takes.
     """
     pending: dict[tuple[Any, ...], Node] = {}
     for node in graph.nodes:
         if node.op_type != op_type:
             continue
-        if precision == qdq.PRECISION and not qdq.quantisable(node, graph):
-            continue
-        if precision != qdq.PRECISION and not _float_probed(node, graph):
+        if not (qdq.quantisable if precision == qdq.PRECISION else _float_probed)(node, graph):
             continue
         key = _key(node, graph, precision)
         if key is not None and key not in pending and not _known(key, precision):
