@@ -248,12 +248,16 @@ class OpenVinoCodegen(ProbedCodegen):
         u8/i8 (:func:`~.quantize.int8_op_types`); any other op at int8 would compute in
         float while its target says int8, so it is not offered. In float, a convolution
         whose configuration the probe finds wrong is not offered
-        (:func:`~.agreement.agrees_in_float`).
+        (:func:`~.agreement.agrees_in_float`), nor one with an output row or column that
+        reads nothing but padding (:func:`~.quantize.reads_only_padding`): OpenVINO's f32
+        kernel wrote values there, and once left memory it never set (1e28 and more).
         """
         if not self.supports(node, graph):
             return False
         if precision == qdq.PRECISION:
             return quantize.runs_in_int8(node, graph)
+        if quantize.reads_only_padding(node, graph):
+            return False
         return agrees_in_float(node, graph, precision)
 
     def compile(

@@ -193,7 +193,10 @@ def reads_only_padding(node: Node, graph: Graph) -> bool:
     magnitude, each again when compiled again in the same process, never in a fresh one,
     and none of 287 with 1 row of padding. The probe of :func:`agrees_in_int8` compiles
     each configuration once, so it passed them. A padding that wide computes nothing a
-    model needs, so such a Conv keeps f32 or bf16, whatever its groups.
+    model needs, so such a Conv keeps f32 or bf16, whatever its groups. Its float kernel errs
+    there too (a [2, 1] kernel with two columns of padding before: those columns read back
+    as 1e28 and more, where the same configuration's probe had agreed), so OpenVINO is not
+    offered such a Conv at any precision.
     """
     if node.op_type != "Conv" or node.attrs.get("auto_pad", "NOTSET") != "NOTSET":
         return False
