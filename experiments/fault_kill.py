@@ -40,6 +40,7 @@ from tests.kill_harness import (  # noqa: E402
     profile_chain,
     profile_write_kill,
     tune_chain,
+    tune_write_kill,
 )
 
 RESULTS = Path(__file__).parent / "results"
@@ -56,7 +57,8 @@ def chain_lengths(kills: int, lengths: tuple[int, ...]) -> Iterator[int]:
 
 
 def run(root: Path, args: argparse.Namespace) -> list[Case]:
-    """Every case: profile chains, tune chains, kills inside the profile's and plan's writes."""
+    """Every case: profile chains, tune chains, kills inside the profile's (by a profile and
+    by a tune) and the plan's writes."""
     console = Console(stderr=True)
     world = make_world(root)
     rng = np.random.default_rng(args.seed)
@@ -69,6 +71,9 @@ def run(root: Path, args: argparse.Namespace) -> list[Case]:
         console.print(f"tune chain {chain}: {[case.outcome for case in cases[-kills:]]}")
     for chain, nth in enumerate(args.writes):
         cases.append(profile_write_kill(world, root / f"write-{chain}", nth))
+        cases[-1].chain = chain
+    for chain, nth in enumerate(args.tune_writes):
+        cases.append(tune_write_kill(world, root / f"tune-write-{chain}", nth))
         cases[-1].chain = chain
     for chain in range(args.plan_writes):
         cases.append(plan_write_kill(world, root / f"plan-{chain}"))
@@ -102,6 +107,10 @@ def main() -> None:
     parser.add_argument(
         "--writes", type=int, nargs="*", default=list(range(1, 34, 3)),
         help="the profile's checkpoint writes to kill inside (1: the first)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--tune-writes", type=int, nargs="*", default=[1, 2, 4, 8, 16],
+        help="a tune's profile writes to kill inside, from no profile (early: its screen)",
     )  # fmt: skip
     parser.add_argument("--plan-writes", type=int, default=2)
     parser.add_argument("--seed", type=int, default=31)

@@ -54,6 +54,13 @@ def is_measuring(label: str) -> bool:
     return label != "done" and not label.startswith(("planning ", "the numpy reference"))
 
 
+def is_screening(stage: str, label: str) -> bool:
+    """Whether a tune's progress step is its screen's op pass measuring a job's first pass
+    (:func:`autopart.tuning.screen._price`: jobs with no row yet, one pass of ``PASSES``).
+    The profile stage then resumes each such job with the passes it lacks."""
+    return stage == "screen" and is_measuring(label) and label.endswith(f" (1/{PASSES})")
+
+
 @dataclass
 class Held:
     """What a profile file held: each row by (kind, target, key), NaN as None."""
@@ -200,7 +207,8 @@ class Case:
     ``write`` which write of the file it came inside (for kills placed there). ``file`` is what the profile held
     after the kill, ``stray`` the temporary files the kill left beside it, ``plan`` what
     became of a saved plan. ``reused``, ``resumed`` and ``new`` are the rerun's report
-    (on the last case of a chain: a chain is kills one after another, then one rerun).
+    (on the last case of a chain: a chain is kills one after another, then one rerun), and
+    ``screened`` the jobs a tune's rerun took the first pass of in its screen.
     """
 
     what: str
@@ -216,6 +224,7 @@ class Case:
     reused: int | None = None
     resumed: int | None = None
     new: int | None = None
+    screened: int = 0
     expected: str = ""
     outcome: str = ""
     problems: list[str] = field(default_factory=list)
@@ -249,12 +258,15 @@ class World:
         profiling = run.last_write_s - run.first_write_s
         return run.duration_s - profiling * (1 - left / total)
 
-    def tune_api(self, profiles: Path, search: Path, steps: list[str]) -> Any:
-        """The same tune through the API (for its report); profiling steps go to ``steps``."""
+    def tune_api(self, profiles: Path, search: Path, steps: list[str], screened: list[str]) -> Any:
+        """The same tune through the API (for its report); profiling steps go to ``steps``,
+        the screen's first passes of jobs with no row yet to ``screened``."""
 
         def progress(stage: str, done: int, total: int, label: str) -> None:
             if stage == "profile" and is_measuring(label):
                 steps.append(label)
+            elif is_screening(stage, label):
+                screened.append(label)
 
         return api.tune(
             str(self.model), targets=TARGETS, profiles_dir=profiles, search_dir=search,
@@ -308,12 +320,24 @@ def _plan_state(path: Path, before: bytes | None) -> tuple[str, list[str]]:
 
 
 def _rerun_problems(
-    clean: Held, killed: Held, final: Held, report: ProfileReport | None, steps: int, case: Case
+    clean: Held,
+    killed: Held,
+    final: Held,
+    report: ProfileReport | None,
+    steps: int,
+    case: Case,
+    screened: int = 0,
 ) -> list[str]:
-    """Check a rerun's report and file against what the killed run left; fill ``case``."""
+    """Check a rerun's report and file against what the killed run left; fill ``case``.
+
+    ``screened`` jobs (a tune's) had their first pass taken by the screen: the profile
+    stage resumed them, and ``steps`` counts the passes of both stages.
+    """
     if report is None:
         return ["the rerun did not profile"]
     expected = expected_rerun(clean, killed)
+    expected.resumed += screened
+    case.screened = screened
     case.reused, case.resumed, case.new = report.reused, report.resumed, report.new
     case.expected = f"{expected.reused}/{expected.resumed}/{expected.new}"
     found = []
@@ -399,6 +423,20 @@ def profile_chain(world: World, folder: Path, kills: int, chain: int, rng: Gener
     return _conclude(cases, rerun)
 
 
+def _tune_rerun(world: World, profiles: Path, search: Path, killed: Held, case: Case) -> list[str]:
+    """Rerun the tune through the API after a kill left ``killed``; its problems."""
+    steps: list[str] = []
+    screened: list[str] = []
+    report = world.tune_api(profiles, search, steps, screened)
+    final = held(profile_path(profiles))
+    Plan.load(report.plan_path)  # a whole plan, or a one-line error
+    found = partition_problems(killed, final, report.partitions_measured)
+    count = len(steps) + len(screened)
+    return found + _rerun_problems(
+        world.clean, killed, final, report.profiled, count, case, len(screened)
+    )
+
+
 def tune_chain(world: World, folder: Path, kills: int, chain: int, rng: Generator) -> list[Case]:
     """Kill ``autopart tune`` (a saved plan in place) ``kills`` times, then rerun it once.
 
@@ -424,14 +462,7 @@ def tune_chain(world: World, folder: Path, kills: int, chain: int, rng: Generato
         previous = now
 
     def rerun() -> list[str]:
-        steps: list[str] = []
-        report = world.tune_api(profiles, search, steps)
-        final = held(path)
-        Plan.load(report.plan_path)  # a whole plan, or a one-line error
-        found = partition_problems(previous, final, report.partitions_measured)
-        return found + _rerun_problems(
-            world.clean, previous, final, report.profiled, len(steps), cases[-1]
-        )
+        return _tune_rerun(world, profiles, search, previous, cases[-1])
 
     return _conclude(cases, rerun)
 
@@ -492,14 +523,25 @@ def plan_write_kill(world: World, folder: Path) -> Case:
             case.problems.append(f"autopart run of the old plan failed: {ran.output[-300:]!r}")
 
     def rerun() -> list[str]:
-        steps: list[str] = []
-        report = world.tune_api(profiles, search, steps)
-        Plan.load(report.plan_path)
-        final = held(path)
-        found = partition_problems(now, final, report.partitions_measured)
-        return found + _rerun_problems(world.clean, now, final, report.profiled, len(steps), case)
+        return _tune_rerun(world, profiles, search, now, case)
 
     return _conclude([case], rerun)[0]
+
+
+def tune_write_kill(world: World, folder: Path, nth: int) -> Case:
+    """Kill ``autopart tune`` (no profile yet) inside its ``nth`` write of the profile,
+    then rerun it: early writes are the screen's op pass (:func:`is_screening`)."""
+    profiles, search = folder / "profiles", folder / "search"
+    shutil.copytree(world.search, search)
+    path = profile_path(profiles)
+    inside = kill_in_write(world.tune_args(profiles, search), path, nth, folder / "marker")
+    now = held(path)
+    case = Case("tune write", 0, 0, round(inside.ended.after_s, 3), None, nth, inside.ended.killed)
+    case.file, case.stray = now.describe(), len(_strays(folder))
+    case.problems += inside.ended.problems() + file_problems(world.clean, now)
+    if not inside.ended.killed:
+        case.problems.append(f"the run ended before its write {nth}")
+    return _conclude([case], lambda: _tune_rerun(world, profiles, search, now, case))[0]
 
 
 def failures(cases: Sequence[Case]) -> str:

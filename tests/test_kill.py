@@ -28,6 +28,7 @@ from tests.kill_harness import (
     profile_chain,
     profile_write_kill,
     tune_chain,
+    tune_write_kill,
 )
 
 SEED = 31
@@ -94,6 +95,18 @@ def test_a_tune_killed_inside_its_plan_write_keeps_the_old_plan(
     assert case.outcome == "reuse", failures([case])
     assert case.killed and case.plan == "unchanged" and case.stray == 1
     assert case.new == 0 and case.reused  # the profile was complete: nothing measured
+
+
+@pytest.mark.slow
+def test_a_tune_killed_inside_its_screen_resumes_the_jobs_the_screen_began(
+    world: World, tmp_path: Path
+) -> None:
+    """The screen's op pass takes one pass of each job with no row; a rerun's screen
+    begins those the kill left without one, and its profile stage resumes them."""
+    case = tune_write_kill(world, tmp_path, 4)
+    assert case.outcome == "reuse", failures([case])
+    assert case.killed and case.file.startswith("0 complete")  # inside the op pass
+    assert 0 < case.screened < case.resumed  # resumed: those in the file and those begun
 
 
 @pytest.mark.slow
