@@ -30,6 +30,7 @@ from autopart.profile import Profile, ProfileReport, TimingSettings
 from autopart.profile.saved import default_profiles_dir
 from autopart.progress import Progress, StageProgress
 from autopart.runtime.executor import Executor, RunResult
+from autopart.runtime.host_sharing import with_sharing
 from autopart.runtime.hosts import ClusterPlanExecutor, Stage, StreamResult
 from autopart.runtime.plan_executor import PlanExecutor, PlanRunResult
 from autopart.targets.devices import Machine, discover
@@ -137,12 +138,15 @@ def measure_network(
 
     Returns the network model (each host's fingerprint with it) and where it was saved:
     beside the profiles in ``profiles`` (default: the profile directory), named after
-    the hosts' fingerprints. See :mod:`autopart.cluster.links`.
+    the hosts' fingerprints. See :mod:`autopart.cluster.links`. Where two hosts or more
+    share this machine, what they lose streaming together is measured and saved with it
+    (:mod:`autopart.runtime.host_sharing`).
     """
     directory = Path(profiles) if profiles is not None else default_profiles_dir()
     with cluster(spec) as hosts:
         fingerprints = {d.host.name: d.fingerprint for d in describe_hosts(hosts)}
-        return network_of(hosts, fingerprints, directory, remeasure=True, runs=runs)
+        network, path = network_of(hosts, fingerprints, directory, remeasure=True, runs=runs)
+        return with_sharing(network, hosts, path, remeasure=True), path
 
 
 def make_plan(

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from autopart.costmodel.costs import Costs
 from autopart.costmodel.network import Link, NetworkModel
+from autopart.costmodel.sharing import Sharing
 from autopart.ir import Graph, Node, Value, VirtualDevice
 from autopart.search.hosts import HostSearchError, search_hosts
 
@@ -73,16 +74,39 @@ def _brute(graph: Graph, costs: dict[str, Costs], network: NetworkModel,
                 parts.append(0.0 if back is None or not outputs else back.bytes_seconds(outputs))
                 if fits:
                     best_latency = min(best_latency, sum(parts))
-                    best_rate = max(best_rate, 1 / max(parts))
+                    kept = 1.0
+                    if network.sharing is not None and set(network.sharing.hosts) <= set(order):
+                        kept = network.sharing.efficiency(max(parts))
+                    best_rate = max(best_rate, kept / max(parts))
     return best_latency, best_rate
 
 
-@settings(max_examples=60, deadline=None)
+def _replicas_rate(graph: Graph, costs: dict[str, Costs], network: NetworkModel) -> float:
+    """Replicas on every host: each its own whole-graph time with its input and output moves."""
+    names = [n.name for n in graph.nodes]
+    index = {v for n in graph.nodes for v in n.outputs}
+    inputs = sum(graph.value(v).nbytes for v in graph.inputs)
+    outputs = sum(graph.value(v).nbytes for v in graph.outputs if v in index)
+    sharing, rate = network.sharing, 0.0
+    for name, host in costs.items():
+        whole = min(host.launch_cost(t) + sum(host.cost(n, t) for n in names) for t in host.targets)
+        if name != "host0":
+            whole += network.seconds("host0", name, inputs)
+            whole += network.link(name, "host0").bytes_seconds(outputs) if outputs else 0.0
+        kept = sharing.efficiency(whole) if sharing and name in sharing.hosts else 1.0
+        rate += kept / whole
+    return rate
+
+
+@settings(max_examples=80, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 6), hosts=st.integers(1, 3),
-       capped=st.booleans())  # fmt: skip
+       capped=st.booleans(), shared=st.integers(0, 3))  # fmt: skip
 def test_the_search_finds_the_least_latency_and_the_highest_rate_that_brute_force_finds(
-    seed: int, count: int, hosts: int, capped: bool
+    seed: int, count: int, hosts: int, capped: bool, shared: int
 ) -> None:
+    """Also where the first ``shared`` hosts share the driver's machine (two or more): a
+    plan keeping them all at work gets through fewer inputs, and replicas on every host
+    (none capped) add their rates, each shared one's at its efficiency."""
     rng = np.random.default_rng(seed)
     graph = _graph(seed, count)
     names = [f"host{h}" for h in range(hosts)]
@@ -99,7 +123,11 @@ def test_the_search_finds_the_least_latency_and_the_highest_rate_that_brute_forc
         (a, b): Link.simple(float(rng.uniform(1e-5, 2e-3)), float(rng.uniform(1e4, 1e7)))
         for a, b in itertools.permutations(names, 2)
     }
-    network = NetworkModel(links)
+    sharing = None
+    if 2 <= shared <= hosts:
+        sharing = Sharing(tuple(names[:shared]), float(rng.uniform(0.5, 1)),
+                          float(rng.uniform(0, 5e-3)))  # fmt: skip
+    network = NetworkModel(links, sharing=sharing)
     caps = {name: 32 * int(rng.integers(1, count + 1)) for name in names} if capped else {}
     expected_latency, expected_rate = _brute(graph, costs, network, caps)
     if math.isinf(expected_latency):
@@ -119,6 +147,9 @@ def test_the_search_finds_the_least_latency_and_the_highest_rate_that_brute_forc
     assert sorted(covered) == sorted(n.name for n in graph.nodes)
     if replicas is not None:
         assert replicas.kind == "replicas" and len(replicas.assignments(graph)) >= 2
+    if not capped and hosts >= 2:
+        assert replicas is not None
+        assert replicas.rate_per_s == pytest.approx(_replicas_rate(graph, costs, network))
 
 
 def test_a_model_too_big_for_every_host_is_one_error() -> None:

@@ -29,7 +29,7 @@ from autopart.costmodel.network import (
 from autopart.errors import ProfileError
 from autopart.ir import Graph, Node, Value
 from autopart.plan.schema import PlanError
-from autopart.runtime.hosts import cut_stages, host_of
+from autopart.runtime.hosts import StreamResult, cut_stages, host_of
 from tests.test_profile import tiny_cnn
 
 SIZES = [1000 * 4**k for k in range(8)] + [64_000_000]
@@ -167,6 +167,12 @@ def test_the_network_command_times_fits_and_saves_each_link(tmp_path: Path) -> N
     flat = result.output.replace("\n", "")  # rich wraps long lines
     assert re.search(r"host0 -> host1: (all sizes|up to [\d,]+ bytes): latency", flat)
     assert f"saved: {saved}" in flat
+    # both hosts share this machine: timed streaming alone and together, at two input times
+    sharing = model.sharing
+    assert sharing is not None and sharing.hosts == ("host0", "host1")
+    (quick, _), (slow, _) = sharing.measured
+    assert 0 < quick < slow and all(0 < e < 1.5 for _, e in sharing.measured)
+    assert re.search(r"host0, host1 share this machine: .* at \d+% ?of its core", flat)
 
 
 def _random_dag(seed: int, count: int) -> Graph:
@@ -181,6 +187,29 @@ def _random_dag(seed: int, count: int) -> Graph:
     used = {name for node in nodes for name in node.inputs}
     outputs = [f"v{i}" for i in range(count) if f"v{i}" not in used]
     return Graph("random", nodes, values, ["x"], outputs, {"": 17})
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    replicas=st.integers(1, 4),
+    rounds=st.integers(2, 30),
+    latency=st.floats(1e-3, 1.0),
+    period=st.floats(1e-3, 1.0),
+)
+def test_a_stream_is_rated_once_full_whatever_its_fill(
+    replicas: int, rounds: int, latency: float, period: float
+) -> None:
+    """Replicas that each take ``period`` an input, the first back a whole ``latency`` in:
+    the rate is the replicas' steady one however long the fill; a stream too short for
+    it is rated over its whole time."""
+    finished = [latency + period * r for r in range(rounds) for _ in range(replicas)]
+    seconds = finished[-1]
+    result = StreamResult([latency] * len(finished), seconds, finished=finished, filling=replicas)
+    assert result.rate == pytest.approx(replicas / period)
+    short = StreamResult(
+        [latency] * replicas, latency, finished=finished[:replicas], filling=replicas
+    )
+    assert short.rate == pytest.approx(replicas / latency)
 
 
 @settings(max_examples=80, deadline=None)

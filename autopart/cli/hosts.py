@@ -82,7 +82,10 @@ def print_cluster_devices(spec: str) -> None:
               help="timed transfers of each size")  # fmt: skip
 @user_errors
 def network_command(spec: str, profiles: str | None, runs: int) -> None:
-    """Time transfers of 1 KB to 64 MB between every pair of hosts; fit and save each link."""
+    """Time transfers of 1 KB to 64 MB between every pair of hosts; fit and save each link.
+
+    Hosts sharing this machine are also timed streaming alone and together.
+    """
     model, path = api.measure_network(spec, profiles, runs=runs)
     table = Table("link", "bytes", "measured", "predicted", "error", title="transfers")
     for (a, b), link in sorted(model.links.items()):
@@ -99,6 +102,10 @@ def network_command(spec: str, profiles: str | None, runs: int) -> None:
             for index, r in enumerate(link.regimes)
         )
         console.print(f"{a} -> {b}: {regimes}; worst error {link.worst_error():.0%}")
+    sharing = model.sharing
+    if sharing is not None:
+        points = ", ".join(f"{e:.2f} at {s * 1e3:.1f} ms" for s, e in sharing.measured)
+        console.print(f"{sharing.describe()}; efficiency {points}")
     console.print(f"saved: {path}")
 
 

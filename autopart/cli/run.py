@@ -200,7 +200,8 @@ def _stream(
     latencies = np.array(result.latencies) * 1e3
     console.print(
         f"stream of {count} inputs on {len({s.host for s in stages})} host(s): "
-        f"{result.rate:.2f} inputs/s; latency median {np.median(latencies):.2f} ms "
+        f"{result.rate:.2f} inputs/s once full ({count / result.seconds:.2f} over the whole "
+        f"stream); latency median {np.median(latencies):.2f} ms "
         f"(min {latencies.min():.2f}, max {latencies.max():.2f})"
     )
     print_peak_memory()

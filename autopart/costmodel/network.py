@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import least_squares
 
+from autopart.costmodel.sharing import Sharing
 from autopart.errors import ProfileError
 from autopart.io import atomic_write_bytes
 
@@ -198,11 +199,13 @@ class NetworkModel:
     A host's link to itself, where measured, prices a call within the host (values through
     its own object store); without one, moving within a host is free. ``hosts`` maps each
     host to its fingerprint where known. :meth:`seconds` falls back to the reverse
-    direction when only that one is known.
+    direction when only that one is known. ``sharing``, where measured, is what the hosts
+    on the driver's machine lose while they all stream (:mod:`autopart.costmodel.sharing`).
     """
 
     links: dict[tuple[str, str], Link] = field(default_factory=dict)
     hosts: dict[str, str] = field(default_factory=dict)
+    sharing: Sharing | None = None
 
     def link(self, a: str, b: str) -> Link | None:
         """The link from ``a`` to ``b`` (or from ``b`` to ``a``), or ``None``."""
@@ -222,8 +225,15 @@ class NetworkModel:
         return link.seconds(nbytes)
 
     def merged(self, other: NetworkModel) -> NetworkModel:
-        """A model of these links with ``other``'s (and hosts) added, ``other``'s winning."""
-        return NetworkModel({**self.links, **other.links}, {**self.hosts, **other.hosts})
+        """A model of these links with ``other``'s (and hosts) added, ``other``'s winning.
+
+        The sharing is ``other``'s where it has one, else this one's.
+        """
+        return NetworkModel(
+            {**self.links, **other.links},
+            {**self.hosts, **other.hosts},
+            other.sharing or self.sharing,
+        )
 
 
 def network_path(directory: str | Path, hosts: Mapping[str, str]) -> Path:
@@ -254,6 +264,13 @@ def save_network(model: NetworkModel, path: str | Path) -> None:
             for (a, b), link in sorted(model.links.items())
         ],
     }
+    if model.sharing is not None:
+        document["sharing"] = {
+            "hosts": list(model.sharing.hosts),
+            "share": model.sharing.share,
+            "overhead_s": model.sharing.overhead_s,
+            "measured": [list(point) for point in model.sharing.measured],
+        }
     text = json.dumps(document, indent=1, allow_nan=False) + "\n"
     atomic_write_bytes(Path(path), text.encode())
 
@@ -269,9 +286,19 @@ def load_network(path: str | Path) -> NetworkModel:
     try:
         hosts = {str(k): str(v) for k, v in dict(document["hosts"]).items()}
         links = {(str(row["from"]), str(row["to"])): _link(row) for row in document["links"]}
+        sharing = _sharing(document["sharing"]) if "sharing" in document else None
     except (KeyError, TypeError, ValueError) as error:
         raise ProfileError(f"the network model {path} is damaged: {error!r}") from None
-    return NetworkModel(links, hosts)
+    return NetworkModel(links, hosts, sharing)
+
+
+def _sharing(part: Any) -> Sharing:
+    """The saved sharing of the hosts on the driver's machine, checked."""
+    measured = tuple(
+        (float(seconds), float(efficiency)) for seconds, efficiency in part["measured"]
+    )
+    hosts = tuple(str(host) for host in part["hosts"])
+    return Sharing(hosts, float(part["share"]), float(part["overhead_s"]), measured)
 
 
 def _link(row: Any) -> Link:

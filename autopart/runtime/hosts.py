@@ -68,15 +68,30 @@ class Stage:
 
 @dataclass
 class StreamResult:
-    """A stream of inputs through the plan: every input's latency, the rate, the outputs."""
+    """A stream of inputs through the plan: every input's latency, the rate, the outputs.
+
+    ``seconds`` is the whole stream's, ``finished`` when each input's outputs were back
+    (seconds from the start, in input order), and ``filling`` how many inputs come back
+    together once the stream is under way (one per replica).
+    """
 
     latencies: list[float]
     seconds: float
     outputs: list[dict[str, np.ndarray]] = field(default_factory=list)
+    finished: list[float] = field(default_factory=list)
+    filling: int = 1
 
     @property
     def rate(self) -> float:
-        """Inputs per second over the whole stream."""
+        """Inputs per second once the stream is full, else over the whole stream.
+
+        Counted from the ``filling``-th input back to the last: the first inputs waited a
+        whole latency while nothing else was under way. A stream too short for that is
+        rated over its whole ``seconds``.
+        """
+        count, first = len(self.finished), self.filling
+        if count > first and self.finished[-1] > self.finished[first - 1]:
+            return (count - first) / (self.finished[-1] - self.finished[first - 1])
         return len(self.latencies) / self.seconds
 
 
@@ -388,7 +403,7 @@ def stream_through(
     """
     checked = [validate_feeds(executors[0].graph, sample) for sample in samples]
     pending: list[tuple[float, ClusterPlanExecutor, int, Mapping[str, np.ndarray]]] = []
-    latencies, outputs = [], []
+    latencies, outputs, finished = [], [], []
     started = time.perf_counter()
     for index, sample in enumerate([*checked, *([None] * in_flight)]):
         if sample is not None:
@@ -397,5 +412,8 @@ def stream_through(
         if len(pending) >= in_flight or (sample is None and pending):
             submitted, executor, tag, fed = pending.pop(0)
             outputs.append(executor.collect(tag, fed))
-            latencies.append(time.perf_counter() - submitted)
-    return StreamResult(latencies, time.perf_counter() - started, outputs)
+            now = time.perf_counter()
+            latencies.append(now - submitted)
+            finished.append(now - started)
+    seconds = time.perf_counter() - started
+    return StreamResult(latencies, seconds, outputs, finished, min(len(executors), in_flight))

@@ -14,7 +14,9 @@ start on the local host, and its outputs end there, priced by their bytes alone.
 - **Throughput** (a stream): the slowest stage or transfer bounds the rate, since each
   host and each link works on a different input at once. Also a dynamic programme, over
   the same cut points. **Replicas** of the whole model, one per host that can hold it,
-  are the other candidate: their rates add up.
+  are the other candidate: their rates add up. Where every host on the driver's machine
+  is at work, each gets through fewer inputs (the network model's
+  :class:`~autopart.costmodel.sharing.Sharing`, where measured).
 
 A cut point is a node index. Graphs of more than :data:`MAX_CUTS` nodes are cut only at
 the index of least crossing bytes within each of :data:`MAX_CUTS` equal spans, so the
@@ -257,6 +259,31 @@ class _Flows:
             return 0.0
         return self.network.seconds(a, b, max(nbytes, 0.0))
 
+    def pipeline_rate(self, stages: Sequence[Stage], bottleneck: float) -> float:
+        """Inputs per second through ``stages`` whose slowest part takes ``bottleneck``.
+
+        Less what the hosts on the driver's machine lose when all of them are at work
+        (:class:`~autopart.costmodel.sharing.Sharing`, where measured).
+        """
+        sharing = self.network.sharing
+        if sharing is not None and sharing.applies([stage[0] for stage in stages]):
+            return sharing.efficiency(bottleneck) / bottleneck
+        return 1.0 / bottleneck
+
+    def replicas_rate(self, hosts: Sequence[str], seconds: Sequence[float]) -> float:
+        """Inputs per second of replicas on ``hosts``, each taking its ``seconds`` an input.
+
+        Their rates add up, each shared host's at its efficiency when all of them are at
+        work (as :meth:`pipeline_rate`).
+        """
+        sharing = self.network.sharing
+        if sharing is None or not sharing.applies(hosts):
+            return sum(1.0 / s for s in seconds)
+        return sum(
+            (sharing.efficiency(s) if host in sharing.hosts else 1.0) / s
+            for host, s in zip(hosts, seconds, strict=True)
+        )
+
     def back_s(self, a: str, nbytes: float) -> float:
         """Seconds for the outputs' ``nbytes`` to reach the local host from ``a`` (no call)."""
         link = self.network.link(a, LOCAL)
@@ -306,7 +333,8 @@ def _order(
             host.stage_s(first, end) for host, (_, _, first, end) in zip(order, stages, strict=True)
         ]
         total, bottleneck = _predict(stages, seconds, flows)
-        plans.append(HostStagePlan("pipeline", tuple(stages), total, 1.0 / bottleneck))
+        rate = flows.pipeline_rate(stages, bottleneck)
+        plans.append(HostStagePlan("pipeline", tuple(stages), total, rate))
     return plans[0], plans[1]
 
 
@@ -345,10 +373,11 @@ def repriced(
     if plan.kind == "replicas":
         whole = [stage_s + _replica_moves(stage[0], flows)
                  for stage, stage_s in zip(plan.stages, seconds, strict=True)]  # fmt: skip
-        latency_s, rate = min(whole), sum(1.0 / s for s in whole)
+        latency_s = min(whole)
+        rate = flows.replicas_rate([stage[0] for stage in plan.stages], whole)
     else:
         latency_s, bottleneck = _predict(plan.stages, seconds, flows)
-        rate = 1.0 / bottleneck
+        rate = flows.pipeline_rate(plan.stages, bottleneck)
     return HostStagePlan(plan.kind, plan.stages, latency_s, rate, tuple(mixes))
 
 
@@ -362,7 +391,7 @@ def _replicas(hosts: Sequence[_Host], count: int, flows: _Flows) -> HostStagePla
     if len(whole) < 2:
         return None
     stages = tuple((host.name, host.target_for(0, count), 0, count) for host, _ in whole)
-    rate = sum(1.0 / seconds for _, seconds in whole)
+    rate = flows.replicas_rate([host.name for host, _ in whole], [s for _, s in whole])
     return HostStagePlan("replicas", stages, min(seconds for _, seconds in whole), rate)
 
 

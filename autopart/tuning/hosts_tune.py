@@ -38,6 +38,7 @@ from autopart.costmodel import costs_from_profile
 from autopart.costmodel.costs import Costs
 from autopart.costmodel.from_profile import profile_targets
 from autopart.costmodel.network import NetworkModel, network_path
+from autopart.costmodel.sharing import Sharing
 from autopart.errors import AutopartError, ProfileError
 from autopart.host_memory import release_freed_memory
 from autopart.ir.feeds import random_inputs
@@ -48,6 +49,7 @@ from autopart.plan.schema import Plan
 from autopart.profile import Profile
 from autopart.profile.saved import default_profiles_dir
 from autopart.runtime.executor import Executor
+from autopart.runtime.host_sharing import shared_hosts, with_sharing
 from autopart.runtime.hosts import ClusterPlanExecutor, stream_through
 from autopart.search.host_mix import StageMix, mix_stages
 from autopart.search.hosts import LOCAL, HostStagePlan, Stage, parse_links, search_hosts
@@ -137,7 +139,7 @@ def tune_hosts(
         left = list(hosts)
         while True:
             try:
-                profiled, path, candidates = _search_and_run(
+                profiled, path, candidates, sharing = _search_and_run(
                     graph, options, left, caps, given, directory, judge, say
                 )
                 break
@@ -148,6 +150,8 @@ def tune_hosts(
                 notes.append(f"{lost}; planned again on {', '.join(_names(left))} (--replan)")
                 say(notes[-1])
     chosen = _choose(candidates, objective, predicted=bool(given.links))
+    if sharing is not None and objective == "throughput":
+        notes.append(sharing.describe())
     if not given.links:
         notes.append(f"accuracy: {options.accuracy_policy.describe(judge.metric)}; every "
                      f"candidate held to {chosen.tolerance:.3g}, {judge.metric.label} on "
@@ -199,8 +203,10 @@ def _search_and_run(
     directory: Path,
     judge: Judge,
     say: Callable[[str], None],
-) -> tuple[list[HostProfile], Path, list[Candidate]]:
+) -> tuple[list[HostProfile], Path, list[Candidate], Sharing | None]:
     """Profile ``hosts``, reuse or time their network, search, and run every candidate.
+
+    Also returns what the hosts on this machine lose streaming together, where measured.
 
     Links ``given`` replace the measured ones, and then no candidate is run. Candidates
     are judged by ``judge`` (its metric, on its samples).
@@ -211,6 +217,9 @@ def _search_and_run(
     if not network_path(directory, fingerprints).exists():
         say("timing the network between the hosts" if len(hosts) > 1 else "timing a call")
     network, path = network_of(hosts, fingerprints, directory)
+    if network.sharing is None and shared_hosts(hosts):
+        say("timing what the hosts on this machine lose streaming together")
+        network = with_sharing(network, hosts, path)
     names = set(_names(hosts))
     network = network.merged(
         NetworkModel({pair: link for pair, link in given.links.items() if set(pair) <= names})
@@ -221,7 +230,7 @@ def _search_and_run(
     caps_here = {name: cap for name, cap in caps.items() if name in names}
     candidates = _candidates(graph, _mixed(graph, costs, network, caps_here))
     if given.links:
-        return profiled, path, candidates
+        return profiled, path, candidates, network.sharing
     feeds = random_inputs(graph, options.search.seed)
     judged = judged_samples(judge, feeds)
     tolerance = _tolerance(graph, policy, judge, judged, say)
@@ -242,7 +251,7 @@ def _search_and_run(
             say(f"running {candidate.name}")
             _measure(graph, candidate, hosts, feeds, options, judge, judged, tolerance)
         candidates += again
-    return profiled, path, candidates
+    return profiled, path, candidates, network.sharing
 
 
 def _host_costs(
