@@ -76,7 +76,7 @@ def main() -> None:
         for model in args.models:
             for tune in range(args.tunes):
                 report = api.tune(
-                    model, cluster="local:2", objective="throughput", budget_s=args.budget,
+                    model, cluster="local:2", objective="throughput", time_budget_s=args.budget,
                     profiles_dir=Path(scratch) / "profiles",
                     output=str(Path(scratch) / f"{model}-{tune}.json"),
                     targets=args.targets.split(",") if args.targets else None,

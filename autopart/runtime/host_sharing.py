@@ -5,9 +5,9 @@ cores with the driver and Ray (:mod:`autopart.costmodel.sharing`). For each of t
 calibration stages, one quick and one about ten times longer, the same stage is compiled
 on every such host with the executor plans run with (:class:`ClusterPlanExecutor`), and
 streamed through each host alone, then through all of them at once as replicas (inputs
-in turn). A host's **efficiency** at that stage's time is the rate of all of them over
-the sum of their rates alone; :func:`~autopart.costmodel.sharing.fit_sharing` fits the
-two points.
+in turn), in three rounds. A host's **efficiency** at that stage's time is the rate of
+all of them over the sum of their rates alone, in the median round;
+:func:`~autopart.costmodel.sharing.fit_sharing` fits the two points.
 
 A calibration stage is a chain of ``MatMul`` and ``Tanh`` on a 64x256 input with one
 256x256 weight, on the whole host's oracle codegen (:attr:`Role.ORACLE`, else the
@@ -40,6 +40,7 @@ from autopart.targets.resolve import reference_target
 LAYERS = (8, 80)  # the calibration stages' MatMul-Tanh pairs: one quick, one ten times longer
 STREAM_S = 0.4  # each stream runs about this long (at least MIN_INPUTS inputs)
 MIN_INPUTS = 24
+ROUNDS = 3  # of alone then together: the median round's efficiency (one round is +-5%)
 
 
 def shared_hosts(hosts: Sequence[Host]) -> list[Host]:
@@ -93,13 +94,17 @@ def _efficiency(graph: Graph, shared: Sequence[Host], hosts: Sequence[Host]) -> 
             executor.run(feeds, repeat=5, warmup=2).median_s for executor in executors
         )
         count = max(MIN_INPUTS, int(STREAM_S / max(seconds, 1e-6)))
-        alone = [stream_through([executor], [feeds] * count, 2).rate for executor in executors]
-        together = stream_through(executors, [feeds] * (count * len(executors)),
-                                  len(executors) + 1).rate  # fmt: skip
+        alone_s, efficiencies = [], []
+        for _ in range(ROUNDS):
+            alone = [stream_through([e], [feeds] * count, 2).rate for e in executors]
+            together = stream_through(executors, [feeds] * (count * len(executors)),
+                                      len(executors) + 1).rate  # fmt: skip
+            alone_s.append(1.0 / statistics.median(alone))
+            efficiencies.append(together / sum(alone))
     finally:
         for executor in executors:
             executor.close()
-    return 1.0 / statistics.median(alone), together / sum(alone)
+    return statistics.median(alone_s), statistics.median(efficiencies)
 
 
 def measure_sharing(hosts: Sequence[Host]) -> Sharing | None:

@@ -8,8 +8,9 @@
    pipeline of the highest rate, and replicas of the whole model where two hosts or more
    can hold it; weights capped per host by ``host_memory``.
 4. **Verify** by running each distinct candidate on the hosts: its latency on one input
-   (median of the tune's rounds), each judged sample once, and a stream of
-   :data:`STREAM_INPUTS` inputs cycling through those samples. The objective's measurement
+   (median of the tune's rounds), each judged sample once, and a stream of about a
+   second's inputs (:data:`STREAM_INPUTS`) cycling through those samples, rated once full
+   (:attr:`~autopart.runtime.hosts.StreamResult.rate`). The objective's measurement
    chooses, never the prediction; the report puts each beside its prediction.
 
 Precision and accuracy are chosen as a local tune chooses them: each host's targets are
@@ -26,6 +27,7 @@ the search runs again on f32 targets alone, and those candidates run too.
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -68,7 +70,8 @@ from autopart.tuning.options import TuneOptions
 from autopart.tuning.peers import PeerInputs, peers
 from autopart.tuning.whole_scale import op_sum_factor
 
-STREAM_INPUTS = 40  # the stream each candidate runs, for its rate
+STREAM_INPUTS = (40, 200)  # the least and most inputs of the stream each candidate runs
+STREAM_S = 1.0  # which lasts about this long at its predicted rate, within those bounds
 EXACT = AccuracyPolicy(("f32",))  # the plans made again where none is within the tolerance
 PROFILE_BUDGET_S = 60.0  # each host's profile, where no --budget is given
 Judged = tuple[Mapping[str, np.ndarray], Mapping[str, np.ndarray]]  # a sample, its reference
@@ -407,14 +410,17 @@ def _measure(graph: Graph, candidate: Candidate, hosts: Sequence[Host],
              judged: Sequence[Judged], tolerance: float) -> None:  # fmt: skip
     """Run ``candidate`` on ``hosts``: its latency on ``feeds``, a stream's rate, its drop.
 
-    The stream cycles through the ``judged`` samples, and its outputs, with one run of
-    each sample alone, are judged against their references on ``judge``'s metric.
+    The stream (:data:`STREAM_INPUTS`, lasting about :data:`STREAM_S` at the predicted
+    rate) cycles through the ``judged`` samples, and its outputs, with one run of each
+    sample alone, are judged against their references on ``judge``'s metric.
     """
     executors = [ClusterPlanExecutor(plan, graph, hosts) for plan in candidate.plans]
     try:
         run = executors[0].run(feeds, repeat=options.rounds, warmup=2)
         alone = [executors[0].run(sample).outputs for sample, _ in judged]
-        cycled = [judged[index % len(judged)][0] for index in range(STREAM_INPUTS)]
+        least, most = STREAM_INPUTS
+        count = min(most, max(least, math.ceil(STREAM_S * candidate.predicted.rate_per_s)))
+        cycled = [judged[index % len(judged)][0] for index in range(count)]
         streamed = stream_through(executors, cycled,
                                   in_flight=sum(len(e.stages) for e in executors) + 1)  # fmt: skip
         candidate.error = _drop(judge, judged, [*alone, *streamed.outputs])
