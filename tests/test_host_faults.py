@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from autopart.cli import main
 from autopart.cluster.session import HostLostError, remote_refusal
+from autopart.costmodel.network import load_network
 from autopart.profile import Profile
 from autopart.runtime.hosts import host_of
 from autopart.search.constraints import ConstraintError
@@ -109,6 +110,15 @@ def test_tune_for_a_given_network_predicts_and_runs_nothing(tmp_path: Path) -> N
     assert any("--link host0-host1=1MB/s,500ms" in note for note in plan.notes)
     # over a link of half a second, no second host pays: the plan stays on host0
     assert {host_of(t) for t in plan.assignment.values()} == {"host0"}
+    # hosts a given network links are machines apart: this machine's sharing is not timed
+    assert not any("share this machine" in note for note in plan.notes)
+    (network,) = (tmp_path / "profiles").glob("network-*.json")
+    assert load_network(network).sharing is None
+    here = tmp_path / "here.json"  # the network here: the hosts' sharing timed and priced
+    result = CliRunner().invoke(main, [*common, "-o", str(here)])
+    assert result.exit_code == 0, result.output
+    assert load_network(network).sharing is not None
+    assert any("host0, host1 share this machine" in n for n in api.load_plan(here)[0].notes)
     unknown = CliRunner().invoke(main, [*common, "--link", "host0-host7=1GB,1ms"])
     assert unknown.exit_code == 2
     assert " ".join(unknown.output.split()) == (

@@ -211,8 +211,9 @@ def _search_and_run(
 
     Also returns what the hosts on this machine lose streaming together, where measured.
 
-    Links ``given`` replace the measured ones, and then no candidate is run. Candidates
-    are judged by ``judge`` (its metric, on its samples).
+    Links ``given`` replace the measured ones, and then no candidate is run; the hosts are
+    then priced as machines of their own, with no sharing of this machine's cores.
+    Candidates are judged by ``judge`` (its metric, on its samples).
     """
     budget_s = PROFILE_BUDGET_S if options.time_budget_s is None else options.time_budget_s
     profiled = profile_hosts(graph, hosts, options.targets, directory, budget_s, say)
@@ -220,7 +221,9 @@ def _search_and_run(
     if not network_path(directory, fingerprints).exists():
         say("timing the network between the hosts" if len(hosts) > 1 else "timing a call")
     network, path = network_of(hosts, fingerprints, directory)
-    if network.sharing is None and shared_hosts(hosts):
+    if given.links:
+        network = replace(network, sharing=None)  # a network not here: machines apart
+    elif network.sharing is None and shared_hosts(hosts):
         say("timing what the hosts on this machine lose streaming together")
         network = with_sharing(network, hosts, path)
     names = set(_names(hosts))
