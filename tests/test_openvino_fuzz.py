@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from autopart.errors import TargetError
 from autopart.ir.target import VirtualDevice
 from autopart.targets.resolve import available_targets, resolve
-from autopart.testing.cases import OpCase, single_node_case
+from autopart.testing.cases import OpCase, conv_case, drawn_array, single_node_case
 from autopart.testing.conformance import assert_close_reduced, magnitude, run_case
 
 EXAMPLES = int(os.environ.get("AUTOPART_FUZZ_EXAMPLES", "300"))
@@ -38,13 +38,6 @@ TARGETS = [
     for t in available_targets()
     if t.codegen == "openvino" and t.precision in (None, "bf16") and t.unit in (None, 0)
 ]
-
-
-def _array(
-    draw: st.DrawFn, shape: tuple[int, ...], low: float = -2.0, high: float = 2.0
-) -> np.ndarray:
-    seed = draw(st.integers(0, 2**31 - 1))
-    return np.random.default_rng(seed).uniform(low, high, shape).astype(np.float32)
 
 
 def _out_size(size: int, kernel: int, stride: int, dilation: int, pads: int, ceil: bool) -> float:
@@ -82,11 +75,7 @@ def conv_cases(draw: st.DrawFn) -> OpCase:
         attrs["auto_pad"] = auto_pad
         for axis in range(rank):
             assume(sizes[axis] >= kernel[axis])
-    x = _array(draw, (draw(st.integers(1, 2)), channels, *sizes))
-    constants = {"w": _array(draw, (out_channels, channels // group, *kernel), -0.5, 0.5)}
-    if draw(st.booleans()):
-        constants["b"] = _array(draw, (out_channels,))
-    return single_node_case("Conv", attrs, {"x": x}, constants)
+    return conv_case(draw, attrs, (draw(st.integers(1, 2)), channels, *sizes), out_channels)
 
 
 @st.composite
@@ -100,8 +89,8 @@ def conv_transpose_cases(draw: st.DrawFn) -> OpCase:
     padding = [draw(st.integers(0, max(s, d) - 1)) for s, d in zip(strides, dilations, strict=True)]
     attrs = {"kernel_shape": kernel, "strides": strides, "dilations": dilations, "pads": pads,
              "output_padding": padding}  # fmt: skip
-    x = _array(draw, (1, channels, draw(st.integers(1, 8)), draw(st.integers(1, 8))))
-    w = _array(draw, (channels, out_channels, *kernel), -0.5, 0.5)
+    x = drawn_array(draw, (1, channels, draw(st.integers(1, 8)), draw(st.integers(1, 8))))
+    w = drawn_array(draw, (channels, out_channels, *kernel), -0.5, 0.5)
     return single_node_case("ConvTranspose", attrs, {"x": x}, {"w": w})
 
 
@@ -127,7 +116,7 @@ def pool_cases(draw: st.DrawFn) -> OpCase:
         attrs["dilations"] = dilations
     else:
         attrs["count_include_pad"] = int(draw(st.booleans()))
-    x = _array(draw, (1, draw(st.integers(1, 3)), *sizes))
+    x = drawn_array(draw, (1, draw(st.integers(1, 3)), *sizes))
     return single_node_case(op, attrs, {"x": x})
 
 

@@ -54,9 +54,10 @@ def single_node_case(
     return OpCase(f"{op}{attrs}", model, dict(inputs))
 
 
-def _array(
+def drawn_array(
     draw: st.DrawFn, shape: tuple[int, ...], low: float = -2.0, high: float = 2.0
 ) -> np.ndarray:
+    """A float32 array of ``shape``, uniform in [``low``, ``high``), from a drawn seed."""
     seed = draw(st.integers(0, 2**31 - 1))
     return np.random.default_rng(seed).uniform(low, high, shape).astype(np.float32)
 
@@ -83,18 +84,20 @@ def elementwise_cases(draw: st.DrawFn) -> OpCase:
     kind = draw(st.sampled_from(["unary", "binary", "sum", "activation"]))
     if kind == "unary":
         shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=4)))
-        return single_node_case(draw(st.sampled_from(UNARY)), {}, {"x": _array(draw, shape)})
+        return single_node_case(draw(st.sampled_from(UNARY)), {}, {"x": drawn_array(draw, shape)})
     if kind == "binary":
         a, b = draw(broadcast_shapes())
         op = draw(st.sampled_from(BINARY))
-        second = _array(draw, b, 0.5, 2.0) if op == "Div" else _array(draw, b)
+        second = drawn_array(draw, b, 0.5, 2.0) if op == "Div" else drawn_array(draw, b)
         if draw(st.booleans()):
-            return single_node_case(op, {}, {"a": _array(draw, a)}, {"b": second})
-        return single_node_case(op, {}, {"a": _array(draw, a), "b": second})
+            return single_node_case(op, {}, {"a": drawn_array(draw, a)}, {"b": second})
+        return single_node_case(op, {}, {"a": drawn_array(draw, a), "b": second})
     if kind == "sum":
         a, b = draw(broadcast_shapes())
         return single_node_case(
-            "Sum", {}, {"a": _array(draw, a), "b": _array(draw, b), "c": _array(draw, a)}
+            "Sum",
+            {},
+            {"a": drawn_array(draw, a), "b": drawn_array(draw, b), "c": drawn_array(draw, a)},
         )
     op, attrs = draw(
         st.sampled_from(
@@ -109,8 +112,8 @@ def elementwise_cases(draw: st.DrawFn) -> OpCase:
     shape = tuple(draw(st.lists(st.integers(1, 6), min_size=1, max_size=4)))
     if op == "Clip":
         bounds = {"lo": np.array(-0.5, np.float32), "hi": np.array(0.7, np.float32)}
-        return single_node_case(op, attrs, {"x": _array(draw, shape)}, bounds)
-    return single_node_case(op, attrs, {"x": _array(draw, shape)})
+        return single_node_case(op, attrs, {"x": drawn_array(draw, shape)}, bounds)
+    return single_node_case(op, attrs, {"x": drawn_array(draw, shape)})
 
 
 @st.composite
@@ -138,10 +141,19 @@ def conv_cases(draw: st.DrawFn) -> OpCase:
         attrs["auto_pad"] = auto_pad
     for size, k, d in zip(sizes, kernel, dilations, strict=True):
         assume(size >= (k - 1) * d + 1)
-    x = _array(draw, (draw(st.integers(1, 2)), channels, *sizes))
-    constants = {"w": _array(draw, (out_channels, channels // group, *kernel), -0.5, 0.5)}
+    return conv_case(draw, attrs, (draw(st.integers(1, 2)), channels, *sizes), out_channels)
+
+
+def conv_case(draw: st.DrawFn, attrs: dict, shape: tuple[int, ...], out_channels: int) -> OpCase:
+    """A Conv of ``attrs`` (its ``group`` and ``kernel_shape``) on a drawn input of ``shape``.
+
+    Its weights are drawn in [-0.5, 0.5), and a bias is drawn half the time.
+    """
+    group, kernel = attrs.get("group", 1), attrs["kernel_shape"]
+    x = drawn_array(draw, shape)
+    constants = {"w": drawn_array(draw, (out_channels, shape[1] // group, *kernel), -0.5, 0.5)}
     if draw(st.booleans()):
-        constants["b"] = _array(draw, (out_channels,))
+        constants["b"] = drawn_array(draw, (out_channels,))
     return single_node_case("Conv", attrs, {"x": x}, constants)
 
 
@@ -149,7 +161,7 @@ def conv_cases(draw: st.DrawFn) -> OpCase:
 def pool_cases(draw: st.DrawFn) -> OpCase:
     """MaxPool, AveragePool (count_include_pad, ceil_mode) and GlobalAveragePool."""
     op = draw(st.sampled_from(["MaxPool", "AveragePool", "GlobalAveragePool"]))
-    x = _array(
+    x = drawn_array(
         draw, (1, draw(st.integers(1, 4)), draw(st.integers(4, 10)), draw(st.integers(4, 10)))
     )
     if op == "GlobalAveragePool":
@@ -172,20 +184,20 @@ def matmul_cases(draw: st.DrawFn) -> OpCase:
     m, k, n = (draw(st.integers(1, 40)) for _ in range(3))
     if draw(st.booleans()):
         trans_a, trans_b = int(draw(st.booleans())), int(draw(st.booleans()))
-        a = _array(draw, (k, m) if trans_a else (m, k))
-        b = _array(draw, (n, k) if trans_b else (k, n))
+        a = drawn_array(draw, (k, m) if trans_a else (m, k))
+        b = drawn_array(draw, (n, k) if trans_b else (k, n))
         attrs = {
             "transA": trans_a,
             "transB": trans_b,
             "alpha": draw(st.sampled_from([1.0, 0.5])),
             "beta": 1.0,
         }
-        constants = {"b": b, "c": _array(draw, draw(st.sampled_from([(n,), (m, n), (1, n)])))}
+        constants = {"b": b, "c": drawn_array(draw, draw(st.sampled_from([(n,), (m, n), (1, n)])))}
         return single_node_case("Gemm", attrs, {"a": a}, constants)
     batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
-    a = _array(draw, (*batch, m, k))
+    a = drawn_array(draw, (*batch, m, k))
     b_batch = batch[draw(st.integers(0, len(batch))) :] if batch else ()
-    return single_node_case("MatMul", {}, {"a": a, "b": _array(draw, (*b_batch, k, n))})
+    return single_node_case("MatMul", {}, {"a": a, "b": drawn_array(draw, (*b_batch, k, n))})
 
 
 @st.composite
@@ -206,7 +218,7 @@ def layout_cases(draw: st.DrawFn) -> OpCase:
         )
     )
     shape = tuple(draw(st.lists(st.integers(1, 5), min_size=2, max_size=4)))
-    x = _array(draw, shape)
+    x = drawn_array(draw, shape)
     rank = len(shape)
     if kind == "softmax":
         opset = draw(st.sampled_from([11, 13, 17]))
@@ -215,7 +227,7 @@ def layout_cases(draw: st.DrawFn) -> OpCase:
         )
     if kind == "layernorm":
         axis = draw(st.integers(-rank, rank - 1))
-        scale = _array(draw, shape[axis:] if axis >= 0 else shape[rank + axis :])
+        scale = drawn_array(draw, shape[axis:] if axis >= 0 else shape[rank + axis :])
         return single_node_case(
             "LayerNormalization", {"axis": axis}, {"x": x}, {"s": scale, "b": scale * 0.5}
         )
@@ -223,7 +235,9 @@ def layout_cases(draw: st.DrawFn) -> OpCase:
         axis = draw(st.integers(0, rank - 1))
         other = list(shape)
         other[axis] = draw(st.integers(1, 4))
-        return single_node_case("Concat", {"axis": axis}, {"a": x, "b": _array(draw, tuple(other))})
+        return single_node_case(
+            "Concat", {"axis": axis}, {"a": x, "b": drawn_array(draw, tuple(other))}
+        )
     if kind == "transpose":
         perm = draw(st.permutations(list(range(rank))))
         return single_node_case("Transpose", {"perm": list(perm)}, {"x": x})
@@ -232,16 +246,16 @@ def layout_cases(draw: st.DrawFn) -> OpCase:
         return single_node_case("Reshape", {}, {"x": x}, {"shape": target})
     if kind == "flatten":
         return single_node_case("Flatten", {"axis": draw(st.integers(0, rank))}, {"x": x})
-    image = _array(
+    image = drawn_array(
         draw, (1, draw(st.integers(1, 6)), draw(st.integers(1, 5)), draw(st.integers(1, 5)))
     )
     channels = image.shape[1]
     if kind == "batchnorm":
         params = {
-            "scale": _array(draw, (channels,)),
-            "bias": _array(draw, (channels,)),
-            "mean": _array(draw, (channels,)),
-            "var": _array(draw, (channels,), 0.5, 2.0),
+            "scale": drawn_array(draw, (channels,)),
+            "bias": drawn_array(draw, (channels,)),
+            "mean": drawn_array(draw, (channels,)),
+            "var": drawn_array(draw, (channels,), 0.5, 2.0),
         }
         return single_node_case("BatchNormalization", {"epsilon": 1e-5}, {"x": image}, params)
     size = draw(st.sampled_from([1, 3, 5]))
