@@ -40,7 +40,7 @@ TARGETS = [
 ]
 
 
-def _out_size(size: int, kernel: int, stride: int, dilation: int, pads: int, ceil: bool) -> float:
+def _out_size(size: int, kernel: int, stride: int, dilation: int, pads: int, ceil: bool) -> int:
     span = size + pads - ((kernel - 1) * dilation + 1)
     return (-(-span // stride) if ceil else span // stride) + 1
 
